@@ -1,0 +1,100 @@
+"""Settings from environment variables (beat) `.env` (beat) defaults. Built on demand, never at import.
+
+Names without the RAG_ prefix (OPENAI_API_KEY, OPENAI_BASE_URL, QDRANT_URL, QDRANT_API_KEY) are the
+ones the wider ecosystem already uses, so a user's existing environment just works.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from rag_app.errors import ConfigError
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore")
+
+    data_dir: Path = Path(".rag")
+    collection: str = "legal"
+    variant: str = "default"
+    experiment: str | None = None
+
+    qdrant_url: str | None = Field(None, validation_alias=AliasChoices("QDRANT_URL", "RAG_QDRANT_URL"))
+    qdrant_api_key: str | None = Field(None, validation_alias=AliasChoices("QDRANT_API_KEY"))
+    hnsw_m: int = 16
+    hnsw_ef_construct: int = 100
+    search_ef: int = 128
+
+    embed_model: str = "BAAI/bge-small-zh-v1.5"
+    embed_batch_size: int = 32
+    embed_price_per_1k: float = 0.00002
+    embed_max_unk_rate: float = 0.2
+
+    chunker: str = "legal"
+    chunk_target_min: int = 200
+    chunk_target_max: int = 250
+    chunk_hard_max: int = 512
+    chunk_min_tokens: int = 40
+    semantic_backend: Literal["tfidf", "embedding"] = "tfidf"
+    semantic_threshold: float = 0.45
+
+    retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    rrf_k: int = 60
+    rrf_dense_weight: float = 1.0
+    rrf_sparse_weight: float = 1.0
+    top_k: int = 20
+    top_n: int = 5
+
+    rerank_model: str | None = "BAAI/bge-reranker-base"
+    rerank_price_per_1k: float = 0.00002
+    table_weight: float = 1.5
+
+    openai_api_key: str | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"))
+    llm_model: str = "gpt-4o-mini"
+    llm_provider: str | None = None
+    llm_mode: Literal["auto", "llm", "extractive"] = "auto"
+    llm_timeout_s: float = 30.0
+    llm_max_retries: int = 2
+    llm_retry_base_s: float = 0.5
+    llm_max_tokens: int = 512
+    prompt_version: str = "v1"
+
+    price_overrides: Path | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "Settings":
+        if not self.chunk_target_min <= self.chunk_target_max <= self.chunk_hard_max:
+            raise ConfigError(
+                "RAG_CHUNK_TARGET_MIN <= RAG_CHUNK_TARGET_MAX <= RAG_CHUNK_HARD_MAX must hold; "
+                f"got {self.chunk_target_min}, {self.chunk_target_max}, {self.chunk_hard_max}")
+        if self.top_n > self.top_k:
+            raise ConfigError(f"RAG_TOP_N ({self.top_n}) must not exceed RAG_TOP_K ({self.top_k})")
+        if self.llm_mode == "llm" and not (self.openai_api_key or self.openai_base_url):
+            raise ConfigError("RAG_LLM_MODE=llm needs OPENAI_BASE_URL and/or OPENAI_API_KEY")
+        return self
+
+    @property
+    def use_llm(self) -> bool:
+        if self.llm_mode == "auto":
+            return bool(self.openai_api_key or self.openai_base_url)
+        return self.llm_mode == "llm"
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.data_dir / "ledger.sqlite"
+
+    @property
+    def qdrant_path(self) -> Path:
+        return self.data_dir / "qdrant"
+
+    @property
+    def cache_path(self) -> Path:
+        return self.data_dir / "embed_cache.sqlite"
+
+
+def load_settings(**overrides) -> Settings:
+    return Settings(**overrides)

@@ -1,0 +1,61 @@
+"""One exception tree for the whole app. Messages say what went wrong *and how to fix it*.
+
+    RagError
+    ├── ConfigError             a setting is missing or malformed
+    ├── IngestError             one input file could not be turned into text
+    │   ├── UnsupportedFormat
+    │   └── EmptyDocument       a file that yields no text (never "zero chunks" in silence)
+    ├── StoreError              Qdrant collection problems
+    │   └── ModelMismatch       querying a collection with another embedding model
+    ├── ModelLoadError          an embedder / reranker could not be loaded
+    └── StageError              a pipeline stage failed at query time (carries the stage)
+        └── LLMError            the chat model failed after all attempts
+"""
+from __future__ import annotations
+
+
+class RagError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(RagError):
+    pass
+
+
+class IngestError(RagError):
+    def __init__(self, path: str, reason: str, fix: str = ""):
+        self.path, self.reason, self.fix = path, reason, fix
+        msg = f"{path}: {reason}"
+        super().__init__(f"{msg}. {fix}" if fix else msg)
+
+
+class UnsupportedFormat(IngestError):
+    pass
+
+
+class EmptyDocument(IngestError):
+    pass
+
+
+class StoreError(RagError):
+    pass
+
+
+class ModelMismatch(StoreError):
+    pass
+
+
+class ModelLoadError(RagError):
+    pass
+
+
+class StageError(RagError):
+    def __init__(self, stage: str, message: str):
+        self.stage = stage
+        super().__init__(f"[{stage}] {message}")
+
+
+class LLMError(StageError):
+    def __init__(self, message: str, *, attempts: int):
+        self.attempts = attempts
+        super().__init__("generate", f"{message} (after {attempts} attempt(s))")
