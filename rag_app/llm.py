@@ -1,0 +1,67 @@
+"""Chat model over any OpenAI-compatible endpoint, with retries at *our* layer.
+
+The OpenAI SDK retries inside one LangChain call, so a callback would see one start and one end
+for three physical requests. We set the SDK's max_retries to 0 and loop here: every attempt is a
+separate chat-model run the CostTracer records, tagged with its logical call id and number.
+429 answers are retried after the server's `retry-after-ms` / `retry-after`.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
+
+from rag_app.errors import LLMError
+from tracing.usage import RETRYABLE, classify_error
+
+MAX_RETRY_AFTER_S = 60.0
+
+
+def build_chat_model(settings):
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model=settings.llm_model,
+        api_key=settings.openai_api_key or "not-needed",  # local servers accept any key
+        base_url=settings.openai_base_url,
+        timeout=settings.llm_timeout_s,
+        max_retries=0,
+        max_tokens=settings.llm_max_tokens,
+        temperature=0,
+        stream_usage=True,  # ChatOpenAI turns usage off for custom base URLs unless asked
+    )
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        if "retry-after-ms" in headers:
+            return min(float(headers["retry-after-ms"]) / 1000, MAX_RETRY_AFTER_S)
+        if "retry-after" in headers:
+            return min(float(headers["retry-after"]), MAX_RETRY_AFTER_S)
+    except ValueError:
+        return None
+    return None
+
+
+def invoke_with_retries(chat, messages, config: RunnableConfig | None, *, max_retries: int,
+                        base_delay_s: float, sleep: Callable[[float], None] = time.sleep):
+    """Returns (AIMessage, call_id, attempts). Raises LLMError after the last failed attempt."""
+    call_id = str(uuid.uuid4())
+    max_attempts = max_retries + 1
+    for attempt in range(1, max_attempts + 1):
+        cfg = merge_configs(config or {}, {"metadata": {"call_id": call_id, "attempt": attempt,
+                                                        "max_attempts": max_attempts},
+                                           "run_name": "generate_attempt"})
+        try:
+            return chat.invoke(messages, cfg), call_id, attempt
+        except Exception as e:
+            kind = classify_error(e)
+            if kind not in RETRYABLE or attempt == max_attempts:
+                raise LLMError(f"{kind}: {type(e).__name__}: {e}", attempts=attempt) from e
+            sleep(retry_after_s(e) or base_delay_s * 2 ** (attempt - 1))
+    raise AssertionError("unreachable")

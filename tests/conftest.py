@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("RAG_SHARED_DIR", REPO.parent / "shared"))
+LEGAL_ZH = SHARED / "data" / "legal_zh"
+CORPUS = LEGAL_ZH / "corpus"
+
+SMALL_LAWS = ["民法商法/公司法(2018-10-26).md", "社会法/劳动法(2018-12-29).md",
+              "行政法规/仲裁委员会仲裁收费办法(1995-07-28).md"]
+
+
+def pytest_collection_modifyitems(config, items):
+    if not CORPUS.exists():
+        skip = pytest.mark.skip(reason=f"shared data not found at {SHARED} (set RAG_SHARED_DIR)")
+        for item in items:
+            if "shared_data" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    """Tests never inherit a developer's endpoint, keys or data dir."""
+    for key in list(os.environ):
+        if key.startswith("RAG_") or key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "QDRANT_URL", "QDRANT_API_KEY"):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # never wait on a hub from a test
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture
+def small_corpus(tmp_path) -> Path:
+    """A few real laws copied into a temp folder (never into the repo)."""
+    dest = tmp_path / "corpus"
+    for rel in SMALL_LAWS:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(CORPUS / rel, target)
+    return dest
+
+
+def make_settings(tmp_path: Path, **overrides):
+    from rag_app.config import Settings
+
+    base = dict(data_dir=tmp_path / "data", rerank_model=None)
+    base.update(overrides)
+    return Settings(_env_file=None, **base)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """Tiny BERT-family embedder and reranker with random weights, saved like a hub model."""
+    from tests.fakes.tiny_models import build_tiny_models
+
+    chars = set()
+    for rel in SMALL_LAWS:
+        chars.update((CORPUS / rel).read_text(encoding="utf-8"))
+    chars.update("刑法第条的内容是什么？规定了如何一二三四五六七八九十百千零")
+    return build_tiny_models(tmp_path_factory.mktemp("models"), sorted(chars))

@@ -1,0 +1,132 @@
+"""A real OpenAI-compatible HTTP server on a loopback socket, scripted per request.
+
+Each request to /v1/chat/completions takes the next step of the script:
+    Reply(content=..., prompt_tokens=..., completion_tokens=...)   200 with usage
+    Status(429, headers={"retry-after-ms": "20"})                  an error status
+    Slow(seconds)                                                  sleeps before answering (client times out)
+    Drop()                                                         closes the socket without answering
+When the script is exhausted it answers 200. Streaming requests get SSE with a final usage chunk.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Reply:
+    content: str = "依据《中华人民共和国公司法》第五十七条[1]，一人有限责任公司适用本节规定。"
+    prompt_tokens: int = 321
+    completion_tokens: int = 45
+    cached_tokens: int = 0
+
+
+@dataclass
+class Status:
+    code: int
+    headers: dict = field(default_factory=dict)
+    body: dict = field(default_factory=lambda: {"error": {"message": "scripted failure", "type": "server_error"}})
+
+
+@dataclass
+class Slow:
+    seconds: float
+    then: Reply = field(default_factory=Reply)
+
+
+@dataclass
+class Drop:
+    pass
+
+
+class FakeOpenAI:
+    def __init__(self):
+        self.script: list = []
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                with fake._lock:
+                    fake.requests.append({"path": self.path, "body": body})
+                    step = fake.script.pop(0) if fake.script else Reply()
+                if self.path.endswith("/embeddings"):
+                    return self._json(200, {"object": "list", "model": body.get("model"), "data": [
+                        {"object": "embedding", "index": i, "embedding": [0.1, 0.2, 0.3]}
+                        for i, _ in enumerate(body.get("input") or [])],
+                        "usage": {"prompt_tokens": 7, "total_tokens": 7}})
+                if isinstance(step, Drop):
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if isinstance(step, Slow):
+                    time.sleep(step.seconds)
+                    step = step.then
+                if isinstance(step, Status):
+                    return self._json(step.code, step.body, step.headers)
+                if body.get("stream"):
+                    return self._sse(body, step)
+                self._json(200, {
+                    "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                    "model": body.get("model"),
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": step.content},
+                                 "finish_reason": "stop"}],
+                    "usage": _usage(step)})
+
+            def _json(self, code, payload, headers=None):
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout): that is the scenario
+
+            def _sse(self, body, step: Reply):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": body.get("model")}
+                chunks = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": step.content}, "finish_reason": None}]},
+                          {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                          {**base, "choices": [], "usage": _usage(step)}]
+                for c in chunks:
+                    self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _usage(step: Reply) -> dict:
+    return {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens,
+            "total_tokens": step.prompt_tokens + step.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": step.cached_tokens}}

@@ -1,0 +1,94 @@
+"""Ledger schema as a list of small migrations (after simonw/llm). Each runs once, in order, and
+commits together with its record in `_migrations`. Never edit a shipped migration: add one."""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = []
+
+
+def migration(fn):
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+def m001_initial(db: sqlite3.Connection) -> None:
+    db.execute("""
+        CREATE TABLE queries (
+            query_id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,               -- query | ingest
+            question TEXT,
+            variant TEXT,
+            experiment TEXT,
+            mode TEXT,                        -- llm | extractive (queries)
+            status TEXT NOT NULL,             -- ok | error | timeout
+            error TEXT,
+            started_at TEXT NOT NULL,         -- UTC ISO-8601
+            ended_at TEXT,
+            latency_ms REAL
+        )""")
+    db.execute("""
+        CREATE TABLE stage_calls (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            query_id TEXT NOT NULL,
+            stage TEXT NOT NULL,              -- embed_query | retrieve | rerank | generate | embed_documents ...
+            call_id TEXT,                     -- the logical call every physical attempt belongs to
+            attempt INTEGER NOT NULL DEFAULT 1,
+            status TEXT NOT NULL,             -- ok | error | timeout | retry | skipped
+            model TEXT,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cached_tokens INTEGER NOT NULL DEFAULT 0,
+            cost_nano_usd INTEGER,            -- NULL = unpriced
+            shadow_cost_nano_usd INTEGER,     -- what a hosted equivalent would have billed
+            price_version TEXT,
+            price_source TEXT,                -- genai-prices | override | rate | unpriced
+            possibly_billed INTEGER NOT NULL DEFAULT 0,  -- timeout after the request was sent
+            latency_ms REAL,
+            cache_hits INTEGER,
+            cache_misses INTEGER,
+            error TEXT,
+            variant TEXT,
+            experiment TEXT,
+            started_at TEXT NOT NULL,
+            ended_at TEXT
+        )""")
+    db.execute("CREATE INDEX stage_calls_query ON stage_calls(query_id)")
+    db.execute("CREATE INDEX stage_calls_started ON stage_calls(started_at)")
+    db.execute("CREATE INDEX queries_started ON queries(started_at)")
+
+
+@migration
+def m002_query_costs_view(db: sqlite3.Connection) -> None:
+    # Totals per query in one place, so CLI reports and the dashboard read the same numbers.
+    db.execute("""
+        CREATE VIEW query_costs AS
+        SELECT q.query_id, q.kind, q.question, q.variant, q.experiment, q.mode, q.status,
+               q.started_at, q.latency_ms,
+               COALESCE(SUM(s.input_tokens), 0) AS input_tokens,
+               COALESCE(SUM(s.output_tokens), 0) AS output_tokens,
+               COALESCE(SUM(s.cost_nano_usd), 0) AS cost_nano_usd,
+               COALESCE(SUM(s.shadow_cost_nano_usd), 0) AS shadow_cost_nano_usd,
+               SUM(CASE WHEN s.cost_nano_usd IS NULL AND s.price_source = 'unpriced' THEN 1 ELSE 0 END) AS unpriced_rows,
+               COALESCE(SUM(CASE WHEN s.status IN ('retry', 'timeout', 'error') THEN s.cost_nano_usd END), 0) AS waste_nano_usd,
+               SUM(CASE WHEN s.status = 'retry' THEN 1 ELSE 0 END) AS retries,
+               SUM(CASE WHEN s.status = 'timeout' THEN 1 ELSE 0 END) AS timeouts
+        FROM queries q LEFT JOIN stage_calls s ON s.query_id = q.query_id
+        GROUP BY q.query_id""")
+
+
+def migrate(db: sqlite3.Connection) -> list[str]:
+    """Apply pending migrations; returns the names applied."""
+    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    done = {r[0] for r in db.execute("SELECT name FROM _migrations")}
+    applied = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        with db:  # one transaction: the change and its record land together
+            fn(db)
+            db.execute("INSERT INTO _migrations VALUES (?, datetime('now'))", (fn.__name__,))
+        applied.append(fn.__name__)
+    return applied

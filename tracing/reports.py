@@ -1,0 +1,119 @@
+"""Reports over the ledger: per-query rows and totals, as plain data for tables, CSV and JSON.
+
+Everything is computed from `stage_calls` / `query_costs` in integer nano-dollars and converted
+to dollars only at the edge, so the CLI, the JSON export and any dashboard show the same numbers.
+"""
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from tracing.money import usd_json
+
+STAGES = ("embed_query", "retrieve", "rerank", "generate")
+
+
+def percentile(values: list[int], p: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default), p in [0, 100]."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * p / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def stage_rows(conn: sqlite3.Connection, query_id: str) -> list[dict]:
+    rows = conn.execute("SELECT * FROM stage_calls WHERE query_id = ? ORDER BY id", (query_id,)).fetchall()
+    return [dict(r) for r in rows]
+
+
+def stage_json(row: dict) -> dict:
+    return {"stage": row["stage"], "model": row["model"], "status": row["status"], "attempt": row["attempt"],
+            "call_id": row["call_id"], "input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"],
+            "cached_tokens": row["cached_tokens"], "cost_usd": usd_json(row["cost_nano_usd"]),
+            "shadow_cost_usd": usd_json(row["shadow_cost_nano_usd"]), "price_version": row["price_version"],
+            "possibly_billed": bool(row["possibly_billed"]), "latency_ms": row["latency_ms"],
+            "cache_hits": row["cache_hits"], "cache_misses": row["cache_misses"], "error": row["error"]}
+
+
+@dataclass
+class Report:
+    queries: list[dict]
+    totals: dict
+
+
+def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str | None = None) -> Report:
+    where, args = "kind = 'query'", []
+    if variant:
+        where += " AND variant = ?"
+        args.append(variant)
+    limit = f" LIMIT {int(last)}" if last else ""
+    qs = [dict(r) for r in conn.execute(
+        f"SELECT * FROM query_costs WHERE {where} ORDER BY started_at DESC{limit}", args)]
+    ids = [q["query_id"] for q in qs]
+    per_stage: dict[str, dict[str, dict]] = {qid: {} for qid in ids}
+    stage_tot = {st: {"input_tokens": 0, "output_tokens": 0, "cost_nano": 0, "shadow_nano": 0, "rows": 0} for st in STAGES}
+    waste = retries = timeouts = unpriced = 0
+    hits = misses = 0
+    for i in range(0, len(ids), 500):
+        batch = ids[i:i + 500]
+        for r in conn.execute(f"SELECT * FROM stage_calls WHERE query_id IN ({','.join('?' * len(batch))})", batch):
+            r = dict(r)
+            st = per_stage[r["query_id"]].setdefault(r["stage"], {"input_tokens": 0, "output_tokens": 0,
+                                                                  "cost_nano": 0, "shadow_nano": 0, "attempts": 0})
+            st["input_tokens"] += r["input_tokens"]
+            st["output_tokens"] += r["output_tokens"]
+            st["cost_nano"] += r["cost_nano_usd"] or 0
+            st["shadow_nano"] += r["shadow_cost_nano_usd"] or 0
+            st["attempts"] += 1
+            tot = stage_tot.setdefault(r["stage"], {"input_tokens": 0, "output_tokens": 0, "cost_nano": 0, "shadow_nano": 0, "rows": 0})
+            tot["input_tokens"] += r["input_tokens"]
+            tot["output_tokens"] += r["output_tokens"]
+            tot["cost_nano"] += r["cost_nano_usd"] or 0
+            tot["shadow_nano"] += r["shadow_cost_nano_usd"] or 0
+            tot["rows"] += 1
+            if r["status"] in ("retry", "timeout", "error"):
+                waste += r["cost_nano_usd"] or 0
+            retries += r["status"] == "retry"
+            timeouts += r["status"] == "timeout"
+            unpriced += r["price_source"] == "unpriced"
+            if r["stage"] == "embed_query":
+                hits += r["cache_hits"] or 0
+                misses += r["cache_misses"] or 0
+    rows = []
+    for q in qs:
+        row = {"query_id": q["query_id"], "started_at": q["started_at"], "question": q["question"],
+               "variant": q["variant"], "mode": q["mode"], "status": q["status"], "latency_ms": q["latency_ms"],
+               "cost_usd": usd_json(q["cost_nano_usd"]), "shadow_cost_usd": usd_json(q["shadow_cost_nano_usd"]),
+               "retries": q["retries"], "timeouts": q["timeouts"]}
+        for st in STAGES:
+            d = per_stage[q["query_id"]].get(st, {})
+            row[f"{st}_tokens"] = d.get("input_tokens", 0) + d.get("output_tokens", 0)
+            row[f"{st}_cost_usd"] = usd_json(d.get("cost_nano", 0))
+        rows.append(row)
+    costs = [q["cost_nano_usd"] for q in qs]
+    shadows = [q["shadow_cost_nano_usd"] for q in qs]
+    total = sum(costs)
+    totals = {
+        "queries": len(qs),
+        "cost_usd": usd_json(total),
+        "shadow_cost_usd": usd_json(sum(shadows)),
+        "cost_per_query_p50_usd": _usd(percentile(costs, 50)),
+        "cost_per_query_p95_usd": _usd(percentile(costs, 95)),
+        "shadow_cost_per_query_p50_usd": _usd(percentile(shadows, 50)),
+        "shadow_cost_per_query_p95_usd": _usd(percentile(shadows, 95)),
+        "retry_timeout_waste_usd": usd_json(waste),
+        "retry_timeout_waste_pct": round(100 * waste / total, 2) if total else 0.0,
+        "retries": retries, "timeouts": timeouts, "unpriced_rows": unpriced,
+        "embedding_cache_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
+        "stages": {st: {"input_tokens": v["input_tokens"], "output_tokens": v["output_tokens"],
+                        "cost_usd": usd_json(v["cost_nano"]), "shadow_cost_usd": usd_json(v["shadow_nano"]),
+                        "rows": v["rows"]} for st, v in stage_tot.items()},
+    }
+    return Report(rows, totals)
+
+
+def _usd(nano: float | None) -> float | None:
+    return None if nano is None else usd_json(round(nano))
