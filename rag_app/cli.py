@@ -73,19 +73,17 @@ def _ingest_with_progress(rag, paths, rebuild):
             bar.update(tasks[phase], completed=done)
 
         report = rag.ingest(paths, rebuild=rebuild, progress=progress)
-    table = Table(title="ingest", show_lines=False)
-    for col in ("file", "outcome", "chunks", "detail"):
-        table.add_column(col, overflow="fold")
+    # One line per file, never wrapped: readable, and greppable by scripts.
     for o in sorted(report.outcomes, key=lambda o: o.path):
         style = {"written": "green", "unchanged": "dim", "error": "red"}[o.status]
-        table.add_row(_short(o.path), f"[{style}]{o.status}[/{style}]", str(o.chunks), o.error or "")
-    out.print(table)
+        detail = o.error if o.error else f"{o.chunks} chunks  {_short(o.path)}"
+        out.print(f"[{style}]{o.status:<9}[/{style}] {detail}", soft_wrap=True, highlight=False)
     n = {s: sum(o.status == s for o in report.outcomes) for s in ("written", "unchanged", "error")}
     info = report.collection
     legs = "dense + bm25" if info and info.dense_enabled else "bm25 only"
     out.print(f"{n['written']} written, {n['unchanged']} unchanged, {n['error']} failed; "
               f"collection {info.name if info else '-'} ({info.embed_model if info else '-'}, {legs}); "
-              f"embedding cache {report.embed.cache_hits} hits / {report.embed.cache_misses} misses")
+              f"embedding cache {report.embed.cache_hits} hits / {report.embed.cache_misses} misses", soft_wrap=True)
     if info and info.dense_disabled_reason:
         err.print(f"warning: {info.dense_disabled_reason}")
     return report

@@ -51,17 +51,20 @@ class LegalChunker:
         segments, cur = [], []
         for line in unit.lines:
             if line.kind == "item" and cur:
-                segments.append((cur[0].start, cur[-1].end))
+                segments.append(cur)
                 cur = []
             cur.append(line)
-        segments.append((cur[0].start, cur[-1].end))
+        segments.append(cur)
         out = []
-        for s, e in segments:
+        for lines in segments:
+            s, e = lines[0].start, lines[-1].end
             if span_tokens(s, e) <= hard:
                 out.append((s, e))
                 continue
-            # 2. semantic breakpoints between sentences, then 3. sentence packing, 4. hard cut
-            for seg in semantic_segments(text, s, e, self.vectorize, self.threshold):
+            # 2. semantic breakpoints between sentences, then 3. sentence packing, 4. hard cut.
+            # Sentences come from the unit's own lines, so skipped lines (comments) never start or end a piece.
+            sentences = [sent for line in lines for sent in split_sentences(text, line.start, line.end)]
+            for seg in semantic_segments(text, sentences, self.vectorize, self.threshold):
                 out.extend(self._pack_sentences(text, seg, span_tokens))
         return out
 

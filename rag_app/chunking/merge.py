@@ -43,7 +43,7 @@ def pack(pieces: list[Piece], span_tokens: Callable[[int, int], int], budget: Bu
             if combined <= budget.hard_max and (
                 p.glue_prev
                 or combined <= budget.target_max
-                or (cur_tokens < budget.target_min and own < budget.min_tokens)
+                or own < budget.min_tokens
                 or (cur_tokens < budget.min_tokens)
             ):
                 cur.append(p)

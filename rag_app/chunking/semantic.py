@@ -59,10 +59,9 @@ def breakpoints(sentence_texts: Sequence[str], sims: Sequence[float], threshold:
             if sim < threshold and not CONNECTIVE.match(sentence_texts[i + 1])]
 
 
-def semantic_segments(text: str, start: int, end: int, vectorize: Vectorize,
+def semantic_segments(text: str, sents: list[tuple[int, int]], vectorize: Vectorize,
                       threshold: float) -> list[list[tuple[int, int]]]:
-    """Sentences of text[start:end] grouped into topic segments."""
-    sents = split_sentences(text, start, end)
+    """Consecutive sentences grouped into topic segments."""
     if len(sents) < 2:
         return [sents] if sents else []
     texts = [text[a:b] for a, b in sents]

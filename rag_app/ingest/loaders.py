@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from rag_app.errors import EmptyDocument, IngestError, UnsupportedFormat
+from rag_app.ingest.pdftext import restore_lines
 from rag_app.ingest.tables import html_table_to_markdown
 from rag_app.ingest.textdecode import decode_text
 from rag_app.types import Block, ParsedDocument
@@ -86,10 +87,13 @@ def _markdown_title(text: str) -> str:
     return _first_line_title(text)
 
 
-def _first_line_title(text: str) -> str:
+def _first_line_title(text: str, short_only: bool = False) -> str:
     for line in text.splitlines()[:5]:
-        if line.strip():
-            return line.strip()[:120]
+        line = line.strip()
+        if line:
+            if short_only and (len(line) > 60 or line.endswith(("。", "；", "."))):
+                return ""
+            return line[:120]
     return ""
 
 
@@ -128,7 +132,7 @@ def _partition(path: Path, fmt: str, data: bytes) -> tuple[str, list[Block], str
             body = html_table_to_markdown(html) if html else el.text
             kind = "table"
         else:
-            body, kind = el.text, "text"
+            body, kind = (restore_lines(el.text) if fmt == "pdf" else el.text), "text"
         body = body.strip()
         if not body:
             continue
@@ -143,4 +147,5 @@ def _partition(path: Path, fmt: str, data: bytes) -> tuple[str, list[Block], str
             blocks.extend(text_blocks(body, page, base=pos))
         parts.append(body)
         pos += len(body)
-    return "".join(parts), blocks, title
+    text = "".join(parts)
+    return text, blocks, title or _first_line_title(text, short_only=True)

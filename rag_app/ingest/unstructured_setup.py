@@ -15,6 +15,7 @@ from pathlib import Path
 def configure() -> None:
     os.environ.setdefault("DO_NOT_TRACK", "true")  # unstructured's usage ping would hang offline
     os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
+    os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
     import unstructured.nlp.tokenize as tokenize
 
     try:
