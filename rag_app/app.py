@@ -49,7 +49,8 @@ class RagApp:
     def embeddings(self) -> LocalEmbeddings:
         with self._lock:
             if self._embeddings is None:
-                self._embeddings = load_embeddings(self.settings.embed_model, EmbeddingCache(self.settings.cache_path))
+                self._embeddings = load_embeddings(self.settings.embed_model, EmbeddingCache(self.settings.cache_path),
+                                                   batch_size=self.settings.embed_batch_size)
             return self._embeddings
 
     def reranker(self) -> tuple[Reranker | None, str | None]:

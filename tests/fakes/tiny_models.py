@@ -20,7 +20,7 @@ def build_tiny_models(root: Path, chars: list[str]) -> dict[str, Path]:
         cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=64, max_position_embeddings=512, num_labels=1)
         model = BertForSequenceClassification(cfg) if name == "reranker" else BertModel(cfg)
-        path = root / f"tiny-bge-{name}"
+        path = root / f"tiny-bge-zh-{name}"  # "bge" + "zh": same query instruction as bge-*-zh
         model.save_pretrained(path)
         tok.save_pretrained(path)
         out[name] = path

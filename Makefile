@@ -1,0 +1,27 @@
+# One venv for everything. torchvision is removed after install: `unstructured[pdf]` pulls it
+# (via timm), and PyPI's torchvision breaks `import transformers` beside the local torch 2.13 CPU build.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CORPUS ?= ../shared/data/legal_zh/corpus
+QA ?= ../shared/data/legal_zh/qa_dev.jsonl
+
+.PHONY: install demo test bench clean
+
+$(BIN)/rag: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip uninstall -y -q torchvision || true
+	touch $(BIN)/rag
+
+install: $(BIN)/rag
+
+demo: install
+	$(BIN)/rag demo --corpus $(CORPUS) --qa $(QA)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf .rag .pytest_cache

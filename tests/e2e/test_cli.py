@@ -1,0 +1,82 @@
+"""The installed `rag` command end to end, in subprocesses, as a user runs it."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAI, Reply, Status
+
+pytestmark = pytest.mark.shared_data
+RAG = [sys.executable, "-m", "rag_app.cli"]
+
+
+def rag(args, env, check=True):
+    proc = subprocess.run(RAG + args, env=env, capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"rag {args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "OPENAI_", "QDRANT_"))}
+    e.update({"RAG_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
+    return e
+
+
+def test_ingest_ask_report(env, small_corpus, tmp_path):
+    out = rag(["ingest", str(small_corpus)], env)
+    assert "3 written, 0 unchanged, 0 failed" in " ".join(out.stdout.split())
+    assert "dense leg dropped" in out.stderr  # offline: MiniLM fallback cannot read Chinese, said once
+
+    # extractive mode (no endpoint): answer from chunks, shadow cost of the prompt on gpt-4o-mini
+    p = json.loads(rag(["ask", "社会法劳动法第十六条的内容是什么？", "--json"], env).stdout)
+    assert set(p) >= {"query_id", "answer", "citations", "stages"}
+    assert p["mode"] == "extractive"
+    assert any(c["article"] and "第十六条" in c["article"] for c in p["citations"])
+    assert {"law", "article", "doc", "chunk_id"} <= set(p["citations"][0])
+    stages = {s["stage"]: s for s in p["stages"]}
+    assert list(stages) == ["embed_query", "retrieve", "rerank", "generate"]
+    for s in p["stages"]:
+        assert {"stage", "model", "status", "attempt", "input_tokens", "output_tokens", "cost_usd", "latency_ms"} <= set(s)
+    assert stages["embed_query"]["status"] == "skipped" and stages["rerank"]["status"] == "skipped"
+    gen = stages["generate"]
+    assert gen["status"] == "skipped" and gen["cost_usd"] == 0 and gen["model"] == "gpt-4o-mini"
+    assert gen["input_tokens"] > 100
+    assert gen["shadow_cost_usd"] == pytest.approx(gen["input_tokens"] * 0.15e-6, rel=1e-9)
+
+    # LLM mode against a real local HTTP server, with one 429 on the way
+    with FakeOpenAI() as fake:
+        fake.script = [Status(429, headers={"retry-after-ms": "5"}), Reply(prompt_tokens=400, completion_tokens=60)]
+        llm_env = {**env, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "sk-local", "RAG_LLM_RETRY_BASE_S": "0.01"}
+        p2 = json.loads(rag(["ask", "一人有限责任公司是什么？", "--json"], llm_env).stdout)
+    assert p2["mode"] == "llm" and "第五十七条" in p2["answer"]
+    gens = [s for s in p2["stages"] if s["stage"] == "generate"]
+    assert [(g["attempt"], g["status"]) for g in gens] == [(1, "retry"), (2, "ok")]
+    assert gens[1]["cost_usd"] == pytest.approx(400 * 0.15e-6 + 60 * 0.6e-6, rel=1e-9)
+    assert p2["total_cost_usd"] == pytest.approx(gens[1]["cost_usd"], rel=1e-9)
+
+    # reports: JSON, CSV and table agree with the asks
+    rep = json.loads(rag(["report", "--format", "json"], env).stdout)
+    assert rep["totals"]["queries"] == 2 and rep["totals"]["retries"] == 1
+    assert rep["totals"]["cost_usd"] == pytest.approx(p2["total_cost_usd"], rel=1e-9)
+    assert rep["totals"]["shadow_cost_usd"] == pytest.approx(gen["shadow_cost_usd"], rel=1e-6)
+    rows = list(csv.DictReader(io.StringIO(rag(["report", "--format", "csv", "--last", "1"], env).stdout)))
+    assert len(rows) == 1 and rows[0]["query_id"] == p2["query_id"]
+    target = tmp_path / "r.csv"
+    rag(["report", "--format", "csv", "--out", str(target)], env)
+    assert len(list(csv.DictReader(target.open()))) == 2
+    table = rag(["report"], env).stdout
+    assert "2 queries" in table and "retry/timeout waste" in table
+
+
+def test_ask_before_ingest_is_a_clear_error(env):
+    p = rag(["ask", "什么是合同？"], env, check=False)
+    assert p.returncode == 2 and "rag ingest" in p.stderr
