@@ -216,6 +216,88 @@ def _print_report(rep) -> None:
               f"embedding cache hit rate {'n/a' if hit is None else f'{hit:.1%}'}")
 
 
+@app.command("eval")
+def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_start/char_end"),
+             corpus: Path = typer.Option(..., help="corpus folder the gold docs are relative to"),
+             chunker: list[str] = typer.Option(["legal"], help="chunker(s) to compare; repeat the flag"),
+             retriever: list[str] = typer.Option(["hybrid"], help="dense | bm25 | hybrid; repeat the flag"),
+             k: str = typer.Option("1,5,10", help="recall cut-offs"),
+             limit: Optional[int] = typer.Option(None, help="only the first N questions"),
+             force_dense: bool = typer.Option(False, help="keep the dense leg even if the model cannot read the corpus"),
+             no_cite: bool = typer.Option(False, help="turn off citation-aware boosting"),
+             output: Optional[Path] = typer.Option(None, "--out", help="write results (.json or .csv)"),
+             runs: Optional[Path] = typer.Option(None, help="write raw rankings, one JSON line per question")):
+    """Recall@k, MRR, nDCG, context tokens and $ per query for each chunker x retriever."""
+    from rag_app.chunking.registry import CHUNKERS
+    from rag_app.evaluation.harness import EvalSpec, run_eval
+
+    chunkers = [c for arg in chunker for c in arg.split(",")]
+    if "all" in chunkers:
+        chunkers = list(CHUNKERS)
+    retrievers = [r for arg in retriever for r in arg.split(",")]
+    bad = [r for r in retrievers if r not in ("dense", "bm25", "hybrid")] + [c for c in chunkers if c not in CHUNKERS]
+    if bad:
+        _fail(ValueError(f"unknown chunker/retriever {bad}; chunkers: {', '.join(CHUNKERS)}; retrievers: dense, bm25, hybrid"))
+    spec = EvalSpec(qa=qa, corpus=corpus, chunkers=chunkers, retrievers=retrievers,
+                    ks=[int(x) for x in k.split(",")], limit=limit, runs_path=runs, force_dense=force_dense,
+                    cite=not no_cite)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    try:
+        with _app() as rag, Progress(*columns, console=err) as bar:
+            tasks: dict[str, int] = {}
+
+            def progress(phase, done, total):
+                if phase not in tasks:
+                    tasks[phase] = bar.add_task(phase, total=total)
+                bar.update(tasks[phase], completed=done)
+
+            result = run_eval(rag, spec, progress)
+    except (RagError, FileNotFoundError) as e:
+        _fail(e)
+    _print_eval(result, spec.ks)
+    if output:
+        _write_eval(result, output)
+        err.print(f"wrote {output}")
+
+
+def _print_eval(result: dict, ks: list[int]) -> None:
+    t = Table(title=f"retrieval on {result['questions']} questions ({result['qa']}); rerank: {result['reranker']}")
+    cols = ["chunker", "retriever", *[f"recall@{k}" for k in ks], "mrr@10", "ndcg@10", "ctx tok", "$/query",
+            "chunks", "mean tok", "in target %", "sent. int. %", "art. int. %", "ingest s"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("chunker", "retriever") else "right")
+    for r in result["results"]:
+        if r.get("skipped"):
+            t.add_row(r["chunker"], r["retriever"], f"skipped: {r['skipped']}", *[""] * (len(cols) - 3))
+            continue
+        t.add_row(r["chunker"], f"{r['retriever']} ({r['legs']})", *[f"{r[f'recall@{k}']:.3f}" for k in ks],
+                  f"{r['mrr@10']:.3f}", f"{r['ndcg@10']:.3f}", f"{r['mean_context_tokens']:.0f}",
+                  "unpriced" if r["usd_per_query"] is None else f"{r['usd_per_query']:.6f}", str(r["chunks"]),
+                  f"{r['mean_tokens']:.0f}", f"{r['pct_in_target']:.1f}", f"{r['sentence_integrity_pct']:.1f}",
+                  "-" if r["article_integrity_pct"] is None else f"{r['article_integrity_pct']:.1f}",
+                  "-" if r["ingest_s"] is None else f"{r['ingest_s']:.1f}")
+    wide = Console(width=max(out.width, 220))  # a wide table: let it run past a narrow terminal
+    wide.print(t)
+    bt = Table(title="by task")
+    for c in ("chunker", "retriever", "task", "n", "recall@5", "mrr@10"):
+        bt.add_column(c)
+    for r in result["by_task"]:
+        bt.add_row(r["chunker"], r["retriever"], r["task"], str(r["n"]), f"{r.get('recall@5', 0):.3f}", f"{r['mrr@10']:.3f}")
+    out.print(bt)
+
+
+def _write_eval(result: dict, path: Path) -> None:
+    if path.suffix == ".csv":
+        rows = [r for r in result["results"]]
+        fields = list(dict.fromkeys(k for r in rows for k in r))
+        with path.open("w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=fields)
+            w.writeheader()
+            w.writerows(rows)
+    else:
+        path.write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
+
+
 @app.command()
 def demo(corpus: Path = typer.Option(Path("../shared/data/legal_zh/corpus"), help="folder to ingest"),
          qa: Path = typer.Option(Path("../shared/data/legal_zh/qa_dev.jsonl"), help="questions (JSONL)"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rag_app import sparse
+from rag_app.legal_numbers import find_article_refs
 from rag_app.store import CollectionInfo, Hit, QdrantStore
 from rag_app.types import Chunk, ScoredChunk
 
@@ -21,6 +22,36 @@ def rrf_fuse(rankings: Sequence[Sequence[str]], weights: Sequence[float], k: int
     return scores
 
 
+def short_names(title: str) -> list[str]:
+    """How people cite a law: full title, without 中华人民共和国, and (for 民法典 etc.) the same."""
+    names = {title}
+    if title.startswith("中华人民共和国"):
+        names.add(title[len("中华人民共和国"):])
+    return [n for n in names if len(n) >= 2]
+
+
+def cited_laws(question: str, titles: list[str]) -> list[str]:
+    """Titles the question names. A match inside a longer match is dropped (保险法 in 社会保险法)."""
+    spans = []
+    for t in titles:
+        for name in short_names(t):
+            start = question.find(name)
+            while start >= 0:
+                spans.append((start, start + len(name), t))
+                start = question.find(name, start + 1)
+    keep = {t for s, e, t in spans if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans)}
+    return sorted(keep)
+
+
+def citation_hits(store: QdrantStore, info: CollectionInfo, question: str, limit: int = 5) -> list[Hit]:
+    """Chunks holding the exact (law, article) the question cites: 《民法典》第一千零四十三条, 刑法第264条."""
+    keys = list(dict.fromkeys(find_article_refs(question)))
+    if not keys:
+        return []
+    laws = cited_laws(sparse.normalize_query(question), store.titles(info.name))
+    return store.find_articles(info.name, laws, keys, limit) if laws else []
+
+
 def legs_for(mode: str, info: CollectionInfo) -> tuple[bool, bool]:
     """(use_dense, use_sparse) — a dense leg the collection dropped is never queried."""
     dense = mode in ("hybrid", "dense") and info.dense_enabled
@@ -30,7 +61,7 @@ def legs_for(mode: str, info: CollectionInfo) -> tuple[bool, bool]:
 
 def retrieve(store: QdrantStore, info: CollectionInfo, question: str, query_vector: list[float] | None,
              *, mode: str, top_k: int, rrf_k: int = 60, dense_weight: float = 1.0,
-             sparse_weight: float = 1.0) -> list[ScoredChunk]:
+             sparse_weight: float = 1.0, cite: bool = True) -> list[ScoredChunk]:
     use_dense, use_sparse = legs_for(mode, info)
     legs: list[list[Hit]] = []
     weights: list[float] = []
@@ -48,5 +79,12 @@ def retrieve(store: QdrantStore, info: CollectionInfo, question: str, query_vect
     else:
         fused = rrf_fuse([[h.payload["chunk_id"] for h in leg] for leg in legs], weights, rrf_k)
         ordered = sorted(fused.items(), key=lambda kv: -kv[1])
+    if cite:  # the article the question names goes first, ahead of anything similar-sounding
+        exact = citation_hits(store, info, question)
+        payloads.update((h.payload["chunk_id"], h.payload) for h in exact)
+        top = ordered[0][1] if ordered else 1.0
+        first = [(h.payload["chunk_id"], top + 1.0) for h in exact]
+        ids = {cid for cid, _ in first}
+        ordered = first + [(cid, sc) for cid, sc in ordered if cid not in ids]
     return [ScoredChunk(Chunk.from_payload(payloads[cid]), score, rank)
             for rank, (cid, score) in enumerate(ordered[:top_k], 1)]

@@ -60,6 +60,7 @@ class QdrantStore:
                                  "stop it or set QDRANT_URL to share a server") from e
         self.hnsw = models.HnswConfigDiff(m=hnsw_m, ef_construct=hnsw_ef_construct)
         self.search_ef = search_ef
+        self._titles: dict[tuple[str, int], list[str]] = {}
 
     @classmethod
     def from_settings(cls, s) -> "QdrantStore":
@@ -136,6 +137,27 @@ class QdrantStore:
             out.extend(p.payload for p in points)
             if offset is None:
                 return out
+
+    def titles(self, name: str) -> list[str]:
+        """Distinct law titles in a collection (for citation-aware retrieval); cached per process."""
+        key = (name, self.count(name))
+        if key not in self._titles:
+            seen: dict[str, None] = {}
+            offset = None
+            while True:
+                points, offset = self.client.scroll(name, limit=2048, offset=offset, with_payload=["title"])
+                seen.update((p.payload["title"], None) for p in points)
+                if offset is None:
+                    break
+            self._titles[key] = list(seen)
+        return self._titles[key]
+
+    def find_articles(self, name: str, titles: list[str], keys: list[str], limit: int = 10) -> list[Hit]:
+        """Chunks of the named laws that carry any of the article keys ('264', '133-1')."""
+        flt = models.Filter(must=[models.FieldCondition(key="title", match=models.MatchAny(any=titles)),
+                                  models.FieldCondition(key="article_nums", match=models.MatchAny(any=keys))])
+        points, _ = self.client.scroll(name, scroll_filter=flt, limit=limit, with_payload=True)
+        return [Hit(p.payload, 1.0) for p in points]
 
     # -- search -------------------------------------------------------------------------------
     def search_dense(self, name: str, vector: list[float], limit: int, flt=None) -> list[Hit]:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from rag_app.chunking.baselines import (FixedTokenChunker, RecursiveChunker, SemanticWindowChunker,
+                                        SentencePackChunker)
 from rag_app.chunking.legal import LegalChunker
 from rag_app.chunking.merge import Budget
 from rag_app.errors import ConfigError
@@ -23,4 +25,20 @@ def build_chunker(name: str, settings, embeddings=None) -> Chunker:
         if settings.semantic_backend == "embedding" and embeddings is not None:
             return LegalChunker(budget, settings.semantic_threshold, vectorize=embeddings.embed_array)
         return LegalChunker(budget, settings.semantic_threshold)
-    raise ConfigError(f"unknown chunker {name!r}; available: legal")
+    if name == "fixed-512":
+        return FixedTokenChunker(512)
+    if name == "fixed-256":
+        return FixedTokenChunker(256)
+    if name == "recursive":
+        return RecursiveChunker(500, 50)
+    if name == "sentence-256":
+        return SentencePackChunker(256, 0.2)
+    if name == "semantic-window":
+        if embeddings is None:
+            raise ConfigError("semantic-window needs an embedding model (paragraph embeddings)")
+        return SemanticWindowChunker(embeddings.embed_array)
+    raise ConfigError(f"unknown chunker {name!r}; available: {', '.join(CHUNKERS)}")
+
+
+CHUNKERS = ("legal", "fixed-512", "fixed-256", "recursive", "sentence-256", "semantic-window")
+NEEDS_EMBEDDINGS = {"semantic-window"}

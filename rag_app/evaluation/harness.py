@@ -1,0 +1,160 @@
+"""`rag eval`: one index per chunker (its own Qdrant collection, reused while unchanged), every
+question through retrieval (and rerank when available), metrics from ranx, quality and cost side
+by side. The hit rule and the run construction live in hits.py."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prompts import load_prompt
+from rag_app.answer import format_context
+from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
+from rag_app.evaluation.hits import Ranked, qrels_for, ranking_to_run
+from rag_app.evaluation.integrity import article_integrity, sentence_integrity, size_stats
+from rag_app.evaluation.qa import Question, load_qa
+from rag_app.indexing import decide_collection, expand_paths, index_documents
+from rag_app.ingest.loaders import load_document
+from rag_app.rerank import rerank
+from rag_app.retrieval import legs_for, retrieve
+from rag_app.store import QdrantStore
+from tracing.money import usd_json
+from tracing.pricing import PriceTable
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class EvalSpec:
+    qa: Path
+    corpus: Path
+    chunkers: list[str]
+    retrievers: list[str]
+    ks: list[int] = field(default_factory=lambda: [1, 5, 10])
+    limit: int | None = None
+    runs_path: Path | None = None
+    force_dense: bool = False
+    cite: bool = True
+
+
+def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> str:
+    h = hashlib.sha256()
+    for part in (chunker.name, chunker.version, settings.chunk_target_min, settings.chunk_target_max,
+                 settings.chunk_hard_max, settings.chunk_min_tokens, settings.semantic_threshold,
+                 embed_model, spec.force_dense, *sorted(d.content_hash for d in docs)):
+        h.update(str(part).encode())
+    return h.hexdigest()[:10]
+
+
+def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
+    s = app.settings
+    questions = load_qa(spec.qa, spec.limit)
+    corpus = spec.corpus.resolve()
+    files, missing = expand_paths([corpus])
+    if missing:
+        raise FileNotFoundError(missing[0].error)
+    docs = [load_document(f) for f in files]
+    rel = {d.source_path: str(Path(d.source_path).relative_to(corpus)) for d in docs}
+    prices = PriceTable.load(s.price_overrides)
+    reranker, skip_reason = app.reranker()
+    prompt = load_prompt("answer", s.prompt_version)
+    results, per_task, run_lines = [], [], []
+    cache_path = s.data_dir / "eval_ingest_times.json"
+    ingest_times = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    for name in spec.chunkers:
+        need_emb = name in NEEDS_EMBEDDINGS or spec.force_dense or "dense" in spec.retrievers or "hybrid" in spec.retrievers
+        emb = app.embeddings() if need_emb else None
+        chunker = build_chunker(name, s, emb)
+        t0 = time.perf_counter()
+        chunked = [(d, chunker.chunk(d)) for d in docs]
+        chunk_s = time.perf_counter() - t0
+        all_chunks = [c for _, cs in chunked for c in cs]
+        cname = f"eval-{name}-{_fingerprint(spec, s, chunker, docs, emb.model_name if emb else '-')}"
+        info = app.store.info(cname)
+        if info is None:
+            emb = emb or app.embeddings()
+            info = decide_collection(cname, chunker, emb, all_chunks, 1.0 if spec.force_dense else s.embed_max_unk_rate)
+            app.store.create(info)
+            t1 = time.perf_counter()
+            index_documents(app.store, info, chunked, emb, progress)
+            ingest_times[cname] = round(chunk_s + time.perf_counter() - t1, 2)
+            cache_path.write_text(json.dumps(ingest_times, indent=1))
+        quality = _chunk_quality(chunked, all_chunks, s)
+        for retriever in spec.retrievers:
+            use_dense, use_sparse = legs_for(retriever, info)
+            row = {"chunker": name, "retriever": retriever, "collection": cname, **quality,
+                   "ingest_s": ingest_times.get(cname), "legs": "+".join(
+                       l for l, on in (("dense", use_dense), ("bm25", use_sparse)) if on)}
+            if retriever == "dense" and not use_dense:
+                results.append({**row, "skipped": info.dense_disabled_reason})
+                continue
+            rankings, ctx_tokens, usd = [], [], []
+            for i, q in enumerate(questions, 1):
+                qvec = emb.embed_query(q.question) if use_dense else None
+                hits = retrieve(app.store, info, q.question, qvec, mode=retriever, top_k=max(s.top_k, max(spec.ks)),
+                                rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight, sparse_weight=s.rrf_sparse_weight,
+                                cite=spec.cite)
+                rr = rerank(q.question, hits, reranker, top_n=len(hits), table_weight=s.table_weight,
+                            skip_reason=skip_reason)
+                ranked = [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
+                                 h.rerank_score if h.rerank_score is not None else h.score) for h in rr.contexts]
+                rankings.append(ranked)
+                context = sum(r.tokens for r in ranked[: s.top_n])
+                ctx_tokens.append(context)
+                usd.append(prices.quote(s.llm_model, app.count_prompt_tokens(
+                    prompt.format_messages(context=format_context(rr.contexts[: s.top_n]), question=q.question))).cost_nano)
+                if spec.runs_path:
+                    run_lines.append({"qid": q.id, "chunker": name, "retriever": retriever, "ranking": [
+                        {"doc": r.doc, "char_start": r.char_start, "char_end": r.char_end, "tokens": r.tokens,
+                         "score": r.score} for r in ranked]})
+                if progress:
+                    progress(f"eval {name}/{retriever}", i, len(questions))
+            metrics, multi = score(questions, rankings, spec.ks)
+            row.update(metrics)
+            row.update({"rerank": rr.status, "multi_gold_chunks": multi,
+                        "mean_context_tokens": round(sum(ctx_tokens) / len(ctx_tokens), 1),
+                        "usd_per_query": None if None in usd else usd_json(round(sum(usd) / len(usd)))})
+            results.append(row)
+            by_task = defaultdict(list)
+            for q, r in zip(questions, rankings):
+                by_task[q.task].append((q, r))
+            for task, items in sorted(by_task.items()):
+                m, _ = score([q for q, _ in items], [r for _, r in items], spec.ks)
+                per_task.append({"chunker": name, "retriever": retriever, "task": task, "n": len(items), **m})
+    if spec.runs_path:
+        with Path(spec.runs_path).open("w", encoding="utf-8") as f:
+            for line in run_lines:
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    return {"questions": len(questions), "qa": str(spec.qa), "corpus": str(corpus), "results": results,
+            "by_task": per_task, "llm_model": s.llm_model, "price_version": prices.version,
+            "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
+
+
+def score(questions: list[Question], rankings: list[list[Ranked]], ks: list[int]) -> tuple[dict, int]:
+    from ranx import Qrels, Run, evaluate
+
+    qrels, run, multi = {}, {}, 0
+    for q, ranking in zip(questions, rankings):
+        qrels[q.id] = qrels_for(q)
+        items, m = ranking_to_run(q, ranking)
+        multi += m
+        run[q.id] = items or {f"{q.id}#none": 0.0}
+    names = [f"recall@{k}" for k in ks] + ["mrr@10", "ndcg@10", "hit_rate@5"]
+    vals = evaluate(Qrels(qrels), Run(run), names, make_comparable=True)
+    return {k: round(float(v), 4) for k, v in vals.items()}, multi
+
+
+def _chunk_quality(chunked, all_chunks, s) -> dict:
+    sent_ok = sent_n = art_ok = art_n = 0
+    for doc, cs in chunked:
+        a, b = sentence_integrity(doc, cs)
+        sent_ok, sent_n = sent_ok + a, sent_n + b
+        a, b = article_integrity(doc, cs, s.chunk_hard_max)
+        art_ok, art_n = art_ok + a, art_n + b
+    return {**size_stats(all_chunks, (s.chunk_target_min, s.chunk_target_max)),
+            "sentence_integrity_pct": round(100 * sent_ok / max(sent_n, 1), 1),
+            "article_integrity_pct": round(100 * art_ok / art_n, 1) if art_n else None}
