@@ -22,6 +22,7 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --nbmake notebooks
 
 clean:
 	rm -rf .rag .pytest_cache

@@ -298,6 +298,33 @@ def _write_eval(result: dict, path: Path) -> None:
         path.write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
 
 
+chunks_app = typer.Typer(help="Inspect the chunks of a collection.", no_args_is_help=True)
+app.add_typer(chunks_app, name="chunks")
+
+
+@chunks_app.command("stats")
+def chunks_stats(collection: Optional[str] = typer.Option(None, help="collection (default RAG_COLLECTION)"),
+                 bins: int = typer.Option(20, help="histogram bins"),
+                 png: Optional[Path] = typer.Option(None, help="also save the histogram as a PNG")):
+    """Chunk-length histogram (cl100k tokens) of a collection, as text and optionally as a PNG."""
+    from rag_app.chunk_stats import histogram, render_text, save_png
+    from rag_app.config import load_settings
+    from rag_app.store import QdrantStore
+
+    settings = load_settings(**({"collection": collection} if collection else {}))
+    try:
+        with QdrantStore.from_settings(settings) as store:
+            if store.info(settings.collection) is None:
+                raise RagError(f"collection {settings.collection!r} does not exist; run `rag ingest` first")
+            tokens = [p["token_count"] for p in store.all_payloads(settings.collection)]
+    except RagError as e:
+        _fail(e)
+    out.print(render_text(histogram(tokens, bins), tokens, settings), highlight=False)
+    if png:
+        save_png(tokens, bins, png, settings)
+        err.print(f"wrote {png}")
+
+
 @app.command()
 def demo(corpus: Path = typer.Option(Path("../shared/data/legal_zh/corpus"), help="folder to ingest"),
          qa: Path = typer.Option(Path("../shared/data/legal_zh/qa_dev.jsonl"), help="questions (JSONL)"),
