@@ -7,6 +7,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from prompts import load_prompt
 from rag_app.answer import cited_contexts, citation_for, extractive_answer, format_context
+from rag_app.crossref import attach_linked
 from rag_app.errors import LLMError
 from rag_app.llm import invoke_with_retries
 from rag_app.rerank import rerank
@@ -55,7 +56,8 @@ def build_rag(app) -> Runnable:
                      table_weight=s.table_weight, skip_reason=reason)
         report({"status": res.status, "model": reranker.model_name if reranker else s.rerank_model,
                 "input_tokens": res.tokens, "rate": "rerank", "error": res.note}, config)
-        return {**inp, "contexts": res.contexts}
+        # cross-referenced articles (违反本法第X条 -> 第X条) ride along after the top-n
+        return {**inp, "contexts": attach_linked(app.store, app.collection.name, res.contexts, s.attach_refs)}
 
     def generate(inp: dict, config: RunnableConfig) -> Answer:
         contexts = inp["contexts"]

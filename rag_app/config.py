@@ -51,6 +51,7 @@ class Settings(BaseSettings):
     rerank_model: str | None = "BAAI/bge-reranker-base"
     rerank_price_per_1k: float = 0.00002
     table_weight: float = 1.5
+    attach_refs: int = 0
 
     openai_api_key: str | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"))

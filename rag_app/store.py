@@ -152,10 +152,12 @@ class QdrantStore:
             self._titles[key] = list(seen)
         return self._titles[key]
 
-    def find_articles(self, name: str, titles: list[str], keys: list[str], limit: int = 10) -> list[Hit]:
-        """Chunks of the named laws that carry any of the article keys ('264', '133-1')."""
-        flt = models.Filter(must=[models.FieldCondition(key="title", match=models.MatchAny(any=titles)),
-                                  models.FieldCondition(key="article_nums", match=models.MatchAny(any=keys))])
+    def find_articles(self, name: str, titles: list[str], keys: list[str], limit: int = 10,
+                      doc_id: str | None = None) -> list[Hit]:
+        """Chunks of the named laws (or of one document) that carry any of the article keys ('264', '133-1')."""
+        where = (models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id)) if doc_id
+                 else models.FieldCondition(key="title", match=models.MatchAny(any=titles)))
+        flt = models.Filter(must=[where, models.FieldCondition(key="article_nums", match=models.MatchAny(any=keys))])
         points, _ = self.client.scroll(name, scroll_filter=flt, limit=limit, with_payload=True)
         return [Hit(p.payload, 1.0) for p in points]
 

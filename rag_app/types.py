@@ -48,6 +48,7 @@ class Chunk:
     page: int | None = None
     kind: str = "text"  # "text" | "table"
     chunk_id: str = ""
+    refs: tuple[str, ...] = ()  # article keys this chunk cites inside its own law (crossref.py)
 
     def indexed_text(self) -> str:
         """What embedding and BM25 see: the chunk prefixed with its law title and heading path.
@@ -75,6 +76,7 @@ class Chunk:
             "article_nums": list(self.article_nums),
             "page": self.page,
             "kind": self.kind,
+            "refs": list(self.refs),
         }
 
     @classmethod
@@ -85,7 +87,7 @@ class Chunk:
             chunker=p["chunker"], chunker_version=p["chunker_version"],
             heading_path=tuple(p.get("heading_path", ())), articles=tuple(p.get("articles", ())),
             article_nums=tuple(p.get("article_nums", ())), page=p.get("page"),
-            kind=p.get("kind", "text"), chunk_id=p.get("chunk_id", ""),
+            kind=p.get("kind", "text"), chunk_id=p.get("chunk_id", ""), refs=tuple(p.get("refs", ())),
         )
 
 
@@ -95,6 +97,7 @@ class ScoredChunk:
     score: float
     retrieval_rank: int
     rerank_score: float | None = None
+    linked_from: str | None = None  # chunk id whose cross-reference brought this one in
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from functools import lru_cache
 from rag_app.chunking.merge import Budget, Piece, pack
 from rag_app.chunking.semantic import CONNECTIVE, Vectorize, semantic_segments, split_sentences, tfidf_vectorize
 from rag_app.chunking.structure import Unit, split_units
+from rag_app.crossref import same_document_refs
 from rag_app.legal_numbers import parse_article_label
 from rag_app.tokens import count_tokens, encoding
 from rag_app.types import Chunk, ParsedDocument
@@ -103,6 +104,7 @@ class LegalChunker:
             articles=tuple(articles), article_nums=tuple(keys), page=first.page,
             kind="table" if is_table else "text",
             chunk_id=chunk_id_for(self.name, self.version, doc.content_hash, start, end),
+            refs=tuple(same_document_refs(body, tuple(keys))),
         )
 
 

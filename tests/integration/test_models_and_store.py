@@ -105,3 +105,16 @@ def test_dense_leg_hybrid_query_and_model_mismatch(tmp_path, small_corpus, tiny_
     with RagApp(make_settings(tmp_path, embed_model=model_a)) as app:
         again = app.ingest([small_corpus])
     assert {o.status for o in again.outcomes} == {"unchanged"} and again.embed.texts == 0
+
+
+def test_cross_referenced_articles_are_attached(tmp_path, small_corpus):
+    with RagApp(make_settings(tmp_path, retriever="bm25", attach_refs=2)) as app:
+        app.ingest([small_corpus])
+        linking = next(p for p in app.store.all_payloads("legal")
+                       if p["refs"] and p["articles"] and "公司法" in p["title"])
+        answer = app.ask(f"公司法{linking['articles'][0]}的内容是什么？")
+    contexts = answer.contexts
+    assert contexts[0].chunk.chunk_id == linking["chunk_id"]  # the cited article first
+    linked = [c for c in contexts if c.linked_from == linking["chunk_id"]]
+    assert linked and set(linked[0].chunk.article_nums) & set(linking["refs"])
+    assert linked[0].chunk.doc_id == linking["doc_id"]
