@@ -24,7 +24,7 @@ def chunk_id_for(chunker: str, version: str, content_hash: str, start: int, end:
 
 class LegalChunker:
     name = "legal"
-    version = "1"
+    version = "2"  # 2: chunks carry same-law cross-references (refs)
 
     def __init__(self, budget: Budget = Budget(), semantic_threshold: float = 0.45,
                  vectorize: Vectorize = tfidf_vectorize):
