@@ -28,14 +28,22 @@ log = logging.getLogger(__name__)
 
 class RagApp:
     def __init__(self, settings: Settings, *, chat_model=None, reranker: Reranker | None = None,
-                 embeddings: LocalEmbeddings | None = None):
+                 embeddings: LocalEmbeddings | None = None, shared: "RagApp | None" = None):
+        """`shared`: another RagApp whose store, ledger writer and tracer this one reuses (variants
+        of one service share them: Qdrant local mode allows one client per path per process)."""
         self.settings = settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        self.store = QdrantStore.from_settings(settings)
-        self.writer = LedgerWriter(settings.ledger_path)
-        self.prices = PriceTable.load(settings.price_overrides)
-        self.tracer = CostTracer(self.writer, self.prices, embed_rate_per_1k=settings.embed_price_per_1k,
-                                 rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider)
+        self._owner = shared is None
+        if shared is None:
+            self.store = QdrantStore.from_settings(settings)
+            self.writer = LedgerWriter(settings.ledger_path)
+            self.prices = PriceTable.load(settings.price_overrides)
+            self.tracer = CostTracer(self.writer, self.prices, embed_rate_per_1k=settings.embed_price_per_1k,
+                                     rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider)
+        else:
+            self.store, self.writer, self.prices, self.tracer = shared.store, shared.writer, shared.prices, shared.tracer
+            if embeddings is None and shared._embeddings is not None and shared.settings.embed_model == settings.embed_model:
+                embeddings = shared._embeddings
         self._chat = chat_model
         self._embeddings = embeddings
         self._reranker = reranker
@@ -90,7 +98,8 @@ class RagApp:
 
     # -- the two jobs ---------------------------------------------------------------------------
     def ask(self, question: str, *, query_id: str | None = None, variant: str | None = None,
-            experiment: str | None = None) -> Answer:
+            experiment: str | None = None, extra: dict | None = None) -> Answer:
+        """`extra`: more query-row fields for the ledger (user_id, session_id, arm, sticky, shadow_of)."""
         if not question or not question.strip():
             raise ValueError("question is empty; pass the question text")
         from chains.rag import build_rag
@@ -101,7 +110,7 @@ class RagApp:
         query_id = query_id or str(uuid.uuid4())
         config = {"callbacks": [self.tracer], "metadata": {
             "query_id": query_id, "kind": "query", "variant": variant or self.settings.variant,
-            "experiment": experiment or self.settings.experiment}}
+            "experiment": experiment or self.settings.experiment, **(extra or {})}}
         return self._rag.invoke({"question": question.strip()}, config=config)
 
     def ingest(self, paths: list[Path], *, rebuild: bool = False, progress=None) -> IngestReport:
@@ -115,8 +124,9 @@ class RagApp:
         return report
 
     def close(self) -> None:
-        self.writer.close()
-        self.store.close()
+        if self._owner:
+            self.writer.close()
+            self.store.close()
 
     def __enter__(self):
         return self

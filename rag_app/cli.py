@@ -298,6 +298,69 @@ def _write_eval(result: dict, path: Path) -> None:
         path.write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
 
 
+@app.command()
+def serve(host: str = typer.Option("127.0.0.1", help="bind address"),
+          port: int = typer.Option(8000, help="port")):
+    """HTTP service: /v1/ask, /v1/ingest, /v1/queries, /v1/reports/summary, /v1/experiments/NAME, /docs."""
+    import uvicorn
+
+    from rag_app.config import load_settings
+    from rag_app.service.app import create_app
+
+    try:
+        api = create_app(load_settings())
+    except RagError as e:
+        _fail(e)
+    uvicorn.run(api, host=host, port=port, log_level="warning")
+
+
+experiment_app = typer.Typer(help="Gray-release experiments.", no_args_is_help=True)
+app.add_typer(experiment_app, name="experiment")
+
+
+@experiment_app.command("compare")
+def experiment_compare(name: str = typer.Argument(..., help="experiment name in RAG_EXPERIMENTS_FILE"),
+                       as_json: bool = typer.Option(False, "--json", help="print JSON")):
+    """Per-arm cost, latency and failure rates with 95% CIs, SRM check and a verdict."""
+    from rag_app.comparison import compare_live
+    from rag_app.config import load_settings
+    from rag_app.experiments import ExperimentConfig
+    from tracing.ledger import connect
+
+    try:
+        settings = load_settings()
+        exp = ExperimentConfig.load(settings.experiments_file).experiments.get(name)
+        if exp is None:
+            raise RagError(f"no experiment {name!r} in {settings.experiments_file or 'RAG_EXPERIMENTS_FILE (unset)'}")
+    except RagError as e:
+        _fail(e)
+    conn = connect(settings.ledger_path)
+    res = compare_live(conn, exp)
+    conn.close()
+    if as_json:
+        print(json.dumps(res, ensure_ascii=False, indent=2, default=str))
+        return
+    t = Table(title=f"experiment {name} ({res['mode']}, {res['rollout_pct']}% treatment); cost metric {res['cost_metric']}")
+    for c in ("arm", "variant", "queries", "cost/query mean", "p50", "p95", "latency p50", "p95 ", "error", "timeout", "retry"):
+        t.add_column(c)
+    metric = "shadow_cost_per_query" if res["cost_metric"] == "shadow_cost_usd" else "cost_per_query"
+    for arm, a in res["arms"].items():
+        m = a[metric]
+        fmt = lambda v: "-" if v is None else f"${v:.9f}"  # noqa: E731
+        pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
+        lat = a["latency_ms"]
+        t.add_row(arm, a["variant"], str(a["queries"]), fmt(m["mean"]), fmt(m["p50"]), fmt(m["p95"]),
+                  "-" if lat["p50"] is None else f"{lat['p50']:.0f} ms", "-" if lat["p95"] is None else f"{lat['p95']:.0f} ms",
+                  pct(a["error_rate"]), pct(a["timeout_rate"]), pct(a["retry_rate"]))
+    Console(width=max(out.width, 160)).print(t)
+    d = res["differences"]["cost_per_query"]
+    if d:
+        out.print(f"cost difference (treatment - control): {d['diff']:.9f} USD, 95% CI [{d['ci95_low']:.9f}, {d['ci95_high']:.9f}]")
+    if res["srm"]:
+        out.print(f"sample ratio check: p = {res['srm']['pvalue']}, {'MISMATCH' if res['srm']['flagged'] else 'ok'}")
+    out.print(f"[bold]verdict: {res['verdict']}[/bold] — {res['reason']}")
+
+
 chunks_app = typer.Typer(help="Inspect the chunks of a collection.", no_args_is_help=True)
 app.add_typer(chunks_app, name="chunks")
 

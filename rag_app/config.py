@@ -66,6 +66,10 @@ class Settings(BaseSettings):
 
     price_overrides: Path | None = None
 
+    api_token: str | None = None
+    experiments_file: Path | None = None
+    max_upload_mb: float = 20.0
+
     @model_validator(mode="after")
     def _check(self) -> "Settings":
         if not self.chunk_target_min <= self.chunk_target_max <= self.chunk_hard_max:

@@ -7,6 +7,7 @@ metadata, the embedding model and dimension it was built with, whether its dense
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,10 +45,20 @@ class Hit:
         return Chunk.from_payload(self.payload)
 
 
+def _locked(method):
+    def wrapper(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    return wrapper
+
+
 class QdrantStore:
     def __init__(self, *, url: str | None = None, path: Path | None = None, api_key: str | None = None,
                  hnsw_m: int = 16, hnsw_ef_construct: int = 100, search_ef: int = 128):
         self.local = not url
+        # Local mode is an in-process engine over files; serialise access from service threads.
+        self.lock = threading.RLock()
         if url:
             self.client = QdrantClient(url=url, api_key=api_key)
         else:
@@ -77,6 +88,7 @@ class QdrantStore:
         self.close()
 
     # -- collections --------------------------------------------------------------------------
+    @_locked
     def info(self, name: str) -> CollectionInfo | None:
         if not self.client.collection_exists(name):
             return None
@@ -86,6 +98,7 @@ class QdrantStore:
                              "pick another RAG_COLLECTION or delete it")
         return CollectionInfo(**{k: meta.get(k) for k in CollectionInfo.__dataclass_fields__})
 
+    @_locked
     def create(self, info: CollectionInfo) -> None:
         vectors = ({DENSE: models.VectorParams(size=info.dimension, distance=models.Distance.COSINE,
                                                hnsw_config=self.hnsw)} if info.dense_enabled else {})
@@ -100,6 +113,7 @@ class QdrantStore:
                               ("title", models.PayloadSchemaType.KEYWORD)):
             self.client.create_payload_index(info.name, field, schema)
 
+    @_locked
     def drop(self, name: str) -> None:
         if self.client.collection_exists(name):
             self.client.delete_collection(name)
@@ -116,20 +130,24 @@ class QdrantStore:
                 "or re-ingest with --rebuild")
 
     # -- documents ----------------------------------------------------------------------------
+    @_locked
     def document_hash(self, name: str, doc_id: str) -> str | None:
         points, _ = self.client.scroll(name, scroll_filter=_doc_filter(doc_id), limit=1,
                                        with_payload=["content_hash"])
         return points[0].payload.get("content_hash") if points else None
 
+    @_locked
     def replace_document(self, name: str, doc_id: str, points: list[models.PointStruct]) -> None:
         """Old chunks of the document go, new ones come; ids are content hashes, so this is idempotent."""
         self.client.delete(name, points_selector=models.FilterSelector(filter=_doc_filter(doc_id)))
         for i in range(0, len(points), 256):
             self.client.upsert(name, points=points[i:i + 256])
 
+    @_locked
     def count(self, name: str) -> int:
         return self.client.count(name).count
 
+    @_locked
     def all_payloads(self, name: str) -> list[dict]:
         out, offset = [], None
         while True:
@@ -138,6 +156,7 @@ class QdrantStore:
             if offset is None:
                 return out
 
+    @_locked
     def titles(self, name: str) -> list[str]:
         """Distinct law titles in a collection (for citation-aware retrieval); cached per process."""
         key = (name, self.count(name))
@@ -152,6 +171,7 @@ class QdrantStore:
             self._titles[key] = list(seen)
         return self._titles[key]
 
+    @_locked
     def find_articles(self, name: str, titles: list[str], keys: list[str], limit: int = 10,
                       doc_id: str | None = None) -> list[Hit]:
         """Chunks of the named laws (or of one document) that carry any of the article keys ('264', '133-1')."""
@@ -162,12 +182,14 @@ class QdrantStore:
         return [Hit(p.payload, 1.0) for p in points]
 
     # -- search -------------------------------------------------------------------------------
+    @_locked
     def search_dense(self, name: str, vector: list[float], limit: int, flt=None) -> list[Hit]:
         params = None if self.local else models.SearchParams(hnsw_ef=self.search_ef)  # local mode is exact
         res = self.client.query_points(name, query=vector, using=DENSE, limit=limit, query_filter=flt,
                                        search_params=params, with_payload=True)
         return [Hit(p.payload, p.score) for p in res.points]
 
+    @_locked
     def search_sparse(self, name: str, indices: list[int], values: list[float], limit: int, flt=None) -> list[Hit]:
         if not indices:
             return []

@@ -19,7 +19,7 @@ from pathlib import Path
 from tracing.migrations import migrate
 
 log = logging.getLogger(__name__)
-TABLES = {"queries", "stage_calls"}
+TABLES = {"queries", "stage_calls", "shadow_pairs"}
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -36,7 +36,7 @@ def connect(path: Path) -> sqlite3.Connection:
 def _insert(conn: sqlite3.Connection, table: str, row: dict) -> None:
     cols = ",".join(row)
     marks = ",".join("?" * len(row))
-    verb = "INSERT OR REPLACE" if table == "queries" else "INSERT"
+    verb = "INSERT" if table == "stage_calls" else "INSERT OR REPLACE"
     conn.execute(f"{verb} INTO {table} ({cols}) VALUES ({marks})", list(row.values()))
 
 

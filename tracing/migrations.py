@@ -79,6 +79,24 @@ def m002_query_costs_view(db: sqlite3.Connection) -> None:
         GROUP BY q.query_id""")
 
 
+@migration
+def m003_assignment_and_shadow(db: sqlite3.Connection) -> None:
+    # Who a query was for and how it was assigned; a sticky=0 row was hashed per request (no id).
+    for col, typ in (("user_id", "TEXT"), ("session_id", "TEXT"), ("arm", "TEXT"), ("sticky", "INTEGER"),
+                     ("shadow_of", "TEXT")):
+        db.execute(f"ALTER TABLE queries ADD COLUMN {col} {typ}")
+    db.execute("""
+        CREATE TABLE shadow_pairs (
+            control_query_id TEXT PRIMARY KEY,
+            treatment_query_id TEXT NOT NULL,
+            experiment TEXT,
+            topk_jaccard REAL,                -- Jaccard of the two context chunk-id sets
+            top3_overlap REAL,                -- |top3 ∩ top3| / 3
+            answer_similarity REAL,           -- difflib ratio of the two answers
+            created_at TEXT NOT NULL
+        )""")
+
+
 def migrate(db: sqlite3.Connection) -> list[str]:
     """Apply pending migrations; returns the names applied."""
     db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")

@@ -18,6 +18,11 @@ EXPECTED_STAGE_CALLS = {
 EXPECTED_QUERIES = {
     "query_id": str, "kind": str, "question": str, "variant": str, "experiment": str, "mode": str,
     "status": str, "error": str, "started_at": str, "ended_at": str, "latency_ms": float,
+    "user_id": str, "session_id": str, "arm": str, "sticky": int, "shadow_of": str,
+}
+EXPECTED_SHADOW_PAIRS = {
+    "control_query_id": str, "treatment_query_id": str, "experiment": str, "topk_jaccard": float,
+    "top3_overlap": float, "answer_similarity": float, "created_at": str,
 }
 
 
@@ -26,6 +31,7 @@ def test_migrate_empty_db_gives_exact_schema(tmp_path):
     db = sqlite_utils.Database(conn)
     assert db["stage_calls"].columns_dict == EXPECTED_STAGE_CALLS
     assert db["queries"].columns_dict == EXPECTED_QUERIES
+    assert db["shadow_pairs"].columns_dict == EXPECTED_SHADOW_PAIRS
     assert "query_costs" in db.view_names()
     assert [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY rowid")] == [m.__name__ for m in MIGRATIONS]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

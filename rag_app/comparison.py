@@ -1,0 +1,132 @@
+"""Comparing the arms of an experiment from the ledger: per-arm cost, tokens, latency and failure
+rates; Welch confidence intervals for differences; a sample-ratio-mismatch check; a verdict.
+
+Guardrails (experiment config `guardrails`, defaults below): promote when cost per query falls by
+at least `min_cost_drop_pct` at 95% confidence and the error rate is not worse by more than
+`max_error_rate_increase`; roll back when cost rises or errors worsen at 95% confidence; else hold.
+A split whose arm sizes disagree with the rollout (SRM, chi-square p < 0.001) is never promoted.
+"""
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass
+
+from rag_app.experiments import Experiment
+from tracing.reports import percentile
+
+DEFAULT_GUARDRAILS = {"min_cost_drop_pct": 10.0, "max_error_rate_increase": 0.01, "srm_p": 0.001}
+
+
+@dataclass(frozen=True)
+class Interval:
+    diff: float
+    low: float
+    high: float
+
+    def as_dict(self) -> dict:
+        return {"diff": self.diff, "ci95_low": self.low, "ci95_high": self.high}
+
+
+def welch_interval(a: list[float], b: list[float], confidence: float = 0.95) -> Interval | None:
+    """CI for mean(b) - mean(a) without assuming equal variances (Welch–Satterthwaite df)."""
+    from scipy import stats
+
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1)
+    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1)
+    se2 = va / len(a) + vb / len(b)
+    if se2 == 0:
+        return Interval(mb - ma, mb - ma, mb - ma)
+    df = se2 ** 2 / ((va / len(a)) ** 2 / (len(a) - 1) + (vb / len(b)) ** 2 / (len(b) - 1))
+    t = stats.t.ppf(0.5 + confidence / 2, df)
+    half = t * math.sqrt(se2)
+    return Interval(mb - ma, mb - ma - half, mb - ma + half)
+
+
+def srm_pvalue(n_control: int, n_treatment: int, treatment_share: float) -> float | None:
+    """Chi-square goodness of fit of the observed split against the configured one."""
+    from scipy import stats
+
+    n = n_control + n_treatment
+    if n == 0 or treatment_share in (0.0, 1.0):
+        return None
+    expected = [n * (1 - treatment_share), n * treatment_share]
+    return float(stats.chisquare([n_control, n_treatment], expected).pvalue)
+
+
+def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: bool) -> dict:
+    cond = "shadow_of IS NOT NULL" if shadow_runs else "shadow_of IS NULL"
+    qs = [dict(r) for r in conn.execute(
+        f"SELECT q.query_id, q.status, q.latency_ms, q.sticky, c.cost_nano_usd, c.shadow_cost_nano_usd, c.retries, "
+        f"c.timeouts, c.waste_nano_usd FROM queries q JOIN query_costs c USING (query_id) "
+        f"WHERE q.kind = 'query' AND q.experiment = ? AND q.variant = ? AND {cond}", (exp.name, variant))]
+    tokens = {r[0]: {"input_tokens": r[1], "output_tokens": r[2]} for r in conn.execute(
+        "SELECT stage, SUM(input_tokens), SUM(output_tokens) FROM stage_calls WHERE query_id IN "
+        f"(SELECT query_id FROM queries WHERE experiment = ? AND variant = ? AND {cond}) GROUP BY stage",
+        (exp.name, variant))}
+    n = len(qs)
+    cost = [q["cost_nano_usd"] / 1e9 for q in qs]
+    shadow = [q["shadow_cost_nano_usd"] / 1e9 for q in qs]
+    lat = [q["latency_ms"] or 0.0 for q in qs]
+    return {
+        "variant": variant, "queries": n, "sticky_queries": sum(1 for q in qs if q["sticky"]),
+        "cost_per_query": _summary(cost), "shadow_cost_per_query": _summary(shadow),
+        "latency_ms": {"p50": percentile(lat, 50), "p95": percentile(lat, 95)},
+        "error_rate": _rate(sum(q["status"] == "error" for q in qs), n),
+        "timeout_rate": _rate(sum(q["timeouts"] > 0 for q in qs), n),
+        "retry_rate": _rate(sum(q["retries"] > 0 for q in qs), n),
+        "retry_waste_usd": sum(q["waste_nano_usd"] for q in qs) / 1e9,
+        "tokens_per_stage": tokens, "_cost": cost, "_shadow": shadow, "_lat": lat,
+        "_errors": [1.0 if q["status"] == "error" else 0.0 for q in qs],
+    }
+
+
+def _summary(xs: list[float]) -> dict:
+    return {"mean": (sum(xs) / len(xs)) if xs else None, "p50": percentile(xs, 50), "p95": percentile(xs, 95)}
+
+
+def _rate(k: int, n: int) -> float | None:
+    return k / n if n else None
+
+
+def compare_live(conn: sqlite3.Connection, exp: Experiment) -> dict:
+    guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
+    control = _arm(conn, exp, exp.control, shadow_runs=False)
+    treatment = _arm(conn, exp, exp.treatment, shadow_runs=exp.mode == "shadow")
+    use_shadow = sum(control["_cost"]) + sum(treatment["_cost"]) == 0
+    key = "_shadow" if use_shadow else "_cost"
+    cost_ci = welch_interval(control[key], treatment[key])
+    lat_ci = welch_interval(control["_lat"], treatment["_lat"])
+    err_ci = welch_interval(control["_errors"], treatment["_errors"])
+    srm = None
+    if exp.mode == "split":
+        srm_p = srm_pvalue(control["sticky_queries"], treatment["sticky_queries"], exp.rollout_pct / 100)
+        srm = {"pvalue": srm_p, "flagged": srm_p is not None and srm_p < guard["srm_p"]}
+    verdict, reason = decide(control, treatment, cost_ci, err_ci, srm, guard, key)
+    strip = lambda arm: {k: v for k, v in arm.items() if not k.startswith("_")}  # noqa: E731
+    return {"experiment": exp.name, "mode": exp.mode, "rollout_pct": exp.rollout_pct,
+            "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
+            "arms": {"control": strip(control), "treatment": strip(treatment)},
+            "differences": {"cost_per_query": cost_ci.as_dict() if cost_ci else None,
+                            "latency_ms": lat_ci.as_dict() if lat_ci else None,
+                            "error_rate": err_ci.as_dict() if err_ci else None},
+            "srm": srm, "guardrails": guard, "verdict": verdict, "reason": reason}
+
+
+def decide(control, treatment, cost_ci, err_ci, srm, guard, key) -> tuple[str, str]:
+    if srm and srm["flagged"]:
+        return "hold", f"sample ratio mismatch (p={srm['pvalue']:.2g}): fix assignment before reading results"
+    if cost_ci is None:
+        return "hold", "not enough queries in both arms"
+    base = sum(control[key]) / len(control[key])
+    if err_ci and err_ci.low > 0:
+        return "roll back", "error rate is higher in treatment at 95% confidence"
+    if cost_ci.low > 0:
+        return "roll back", "treatment costs more per query at 95% confidence"
+    if base > 0 and cost_ci.high <= -guard["min_cost_drop_pct"] / 100 * base and (
+            err_ci is None or err_ci.high <= guard["max_error_rate_increase"]):
+        return "promote", f"cost per query falls by >= {guard['min_cost_drop_pct']}% at 95% confidence, errors hold"
+    return "hold", "difference not established at 95% confidence"

@@ -1,0 +1,108 @@
+"""Variants and experiments: named pipeline settings, and sticky, monotone traffic splits.
+
+A *variant* is a named set of pipeline settings (chunker + collection, prompt version, LLM model,
+top-k/top-n, reranker on/off). An *experiment* pits a control variant against a treatment with a
+rollout percentage, a seed and a mode (`split` or `shadow`). Assignment is a pure function after
+growthbook's: fnv1a32 hash of (seed, unit id) -> a bucket in [0, 1) -> treatment when the bucket is
+below the rollout fraction. So the same user always lands in the same arm, and raising the
+percentage only ever moves users from control to treatment. Rollout stages are config, not code.
+
+Config file (JSON; RAG_EXPERIMENTS_FILE):
+    {"variants": {"baseline": {}, "big-top-n": {"top_n": 8, "prompt_version": "v1"}},
+     "experiments": {"topn": {"control": "baseline", "treatment": "big-top-n",
+                              "rollout_pct": 10, "seed": "topn-2026-11", "mode": "split"}}}
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rag_app.errors import ConfigError
+
+# Settings a variant may override; anything else in a variant is a config error.
+VARIANT_FIELDS = {"chunker", "collection", "prompt_version", "llm_model", "top_k", "top_n", "rerank_model",
+                  "retriever", "attach_refs", "table_weight"}
+
+
+def fnv1a32(text: str) -> int:
+    h = 0x811C9DC5
+    for byte in text.encode("utf-8"):
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def bucket(seed: str, unit: str) -> float:
+    """Uniform in [0, 1), stable for (seed, unit); growthbook's v2 double hash."""
+    return (fnv1a32(str(fnv1a32(seed + unit))) % 10000) / 10000
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    control: str
+    treatment: str
+    rollout_pct: float
+    seed: str
+    mode: str = "split"  # split | shadow
+    guardrails: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not 0 <= self.rollout_pct <= 100:
+            raise ConfigError(f"experiment {self.name!r}: rollout_pct must be 0..100, got {self.rollout_pct}")
+        if self.mode not in ("split", "shadow"):
+            raise ConfigError(f"experiment {self.name!r}: mode must be split or shadow, got {self.mode!r}")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    experiment: str
+    variant: str
+    arm: str  # control | treatment
+    unit: str
+    sticky: bool  # False: no user/session id, a per-request hash was used
+    shadow: str | None = None  # variant to run in the background (shadow mode)
+
+
+def assign(exp: Experiment, user_id: str | None = None, session_id: str | None = None,
+           request_id: str | None = None) -> Assignment:
+    unit = user_id or session_id
+    sticky = unit is not None
+    unit = unit or request_id or str(uuid.uuid4())
+    if exp.mode == "shadow":  # everyone is answered by control; treatment runs on the side
+        return Assignment(exp.name, exp.control, "control", unit, sticky, shadow=exp.treatment)
+    treated = bucket(exp.seed, unit) < exp.rollout_pct / 100
+    return Assignment(exp.name, exp.treatment if treated else exp.control,
+                      "treatment" if treated else "control", unit, sticky)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    variants: dict[str, dict]
+    experiments: dict[str, Experiment]
+
+    @classmethod
+    def load(cls, path: Path | None) -> "ExperimentConfig":
+        if path is None:
+            return cls({"default": {}}, {})
+        try:
+            raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"experiments file {path}: {e}") from e
+        variants = {"default": {}, **raw.get("variants", {})}
+        for name, v in variants.items():
+            unknown = set(v) - VARIANT_FIELDS
+            if unknown:
+                raise ConfigError(f"{path}: variant {name!r} sets unknown fields {sorted(unknown)}; "
+                                  f"allowed: {sorted(VARIANT_FIELDS)}")
+        exps = {}
+        for name, e in raw.get("experiments", {}).items():
+            try:
+                exps[name] = Experiment(name=name, **e)
+            except TypeError as err:
+                raise ConfigError(f"{path}: experiment {name!r}: {err}") from err
+            for arm in (exps[name].control, exps[name].treatment):
+                if arm not in variants:
+                    raise ConfigError(f"{path}: experiment {name!r} names unknown variant {arm!r}")
+        return cls(variants, exps)

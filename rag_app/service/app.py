@@ -1,0 +1,164 @@
+"""FastAPI app: ask, ingest, ledger queries, reports, experiments. `create_app(settings)`."""
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import sqlite3
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import Depends, FastAPI, File, HTTPException, Request, UploadFile
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from rag_app.config import Settings
+from rag_app.errors import ConfigError, LLMError, ModelMismatch, RagError, StoreError
+from rag_app.ingest.loaders import FORMATS
+from rag_app.service.pool import VariantPool
+from tracing.ledger import connect
+from tracing.money import usd_json
+from tracing.reports import build_report, stage_json, stage_rows
+
+
+class AskRequest(BaseModel):
+    question: str = Field(min_length=1, max_length=8000)
+    user_id: str | None = Field(None, max_length=200)
+    session_id: str | None = Field(None, max_length=200)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    state: dict = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        state["pool"] = VariantPool(settings)
+        yield
+        state["pool"].close()
+
+    app = FastAPI(title="legal-rag", version="0.1.0", lifespan=lifespan,
+                  description="Legal-document RAG that records what every answer costs.")
+    bearer = HTTPBearer(auto_error=False)
+
+    def auth(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        if settings.api_token is None:
+            return
+        if creds is None or not secrets.compare_digest(creds.credentials, settings.api_token):
+            raise HTTPException(401, "missing or wrong bearer token (RAG_API_TOKEN)",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    def pool() -> VariantPool:
+        return state["pool"]
+
+    def ledger() -> sqlite3.Connection:
+        pool().base.writer.flush()
+        return connect(settings.ledger_path)
+
+    @app.exception_handler(RagError)
+    async def rag_error(request: Request, exc: RagError):
+        code = 502 if isinstance(exc, LLMError) else 409 if isinstance(exc, (StoreError, ModelMismatch)) else 400
+        return JSONResponse({"detail": str(exc), "type": type(exc).__name__}, status_code=code)
+
+    @app.get("/healthz")
+    def healthz():
+        return {"status": "ok"}
+
+    @app.post("/v1/ask", dependencies=[Depends(auth)])
+    def ask(req: AskRequest):
+        answer, assignment = pool().ask(req.question, req.user_id, req.session_id)
+        conn = ledger()
+        stages = [stage_json(r) for r in stage_rows(conn, answer.query_id)]
+        conn.close()
+        return {"query_id": answer.query_id, "answer": answer.text, "mode": answer.mode,
+                "citations": [c.as_dict() for c in answer.citations],
+                "experiment": assignment.experiment if assignment else None,
+                "variant": assignment.variant if assignment else settings.variant,
+                "arm": assignment.arm if assignment else None,
+                "sticky": assignment.sticky if assignment else None,
+                "stages": stages, "total_cost_usd": round(sum(s["cost_usd"] or 0 for s in stages), 9)}
+
+    @app.post("/v1/ingest", dependencies=[Depends(auth)])
+    def ingest(files: list[UploadFile] = File(...)):
+        upload_dir = settings.data_dir / "uploads"
+        upload_dir.mkdir(parents=True, exist_ok=True)
+        limit = int(settings.max_upload_mb * 1024 * 1024)
+        outcomes, saved = [], []
+        for f in files:
+            name = Path(f.filename or "upload").name
+            suffix = Path(name).suffix.lower()
+            data = f.file.read(limit + 1)
+            if suffix not in FORMATS:
+                outcomes.append({"file": name, "status": "error",
+                                 "error": f"unsupported file type {suffix or '(none)'}; supported: {', '.join(sorted(FORMATS))}"})
+            elif len(data) > limit:
+                outcomes.append({"file": name, "status": "error",
+                                 "error": f"larger than {settings.max_upload_mb} MB (RAG_MAX_UPLOAD_MB)"})
+            else:
+                safe = re.sub(r"[^\w.\-\u4e00-\u9fff（）()]", "_", name)
+                path = upload_dir / f"{hashlib.sha256(data).hexdigest()[:12]}_{safe}"
+                path.write_bytes(data)
+                saved.append((name, path))
+        if saved:
+            report = pool().base.ingest([p for _, p in saved])
+            by_path = {Path(o.path).resolve(): o for o in report.outcomes}
+            for name, path in saved:
+                o = by_path.get(path.resolve())
+                outcomes.append({"file": name, "status": o.status if o else "error", "chunks": o.chunks if o else 0,
+                                 "error": o.error if o else "not processed"})
+        return {"files": outcomes}
+
+    @app.get("/v1/queries", dependencies=[Depends(auth)])
+    def queries(variant: str | None = None, status: str | None = None, since: str | None = None,
+                until: str | None = None, experiment: str | None = None, limit: int = 50, offset: int = 0):
+        where, args = ["kind = 'query'"], []
+        for col, val, op in (("variant", variant, "="), ("status", status, "="), ("started_at", since, ">="),
+                             ("started_at", until, "<"), ("experiment", experiment, "=")):
+            if val is not None:
+                where.append(f"{col} {op} ?")
+                args.append(val)
+        conn = ledger()
+        total = conn.execute(f"SELECT COUNT(*) FROM query_costs WHERE {' AND '.join(where)}", args).fetchone()[0]
+        rows = conn.execute(f"SELECT * FROM query_costs WHERE {' AND '.join(where)} ORDER BY started_at DESC "
+                            "LIMIT ? OFFSET ?", [*args, min(max(limit, 1), 500), max(offset, 0)]).fetchall()
+        conn.close()
+        return {"total": total, "limit": limit, "offset": offset, "queries": [_query_json(dict(r)) for r in rows]}
+
+    @app.get("/v1/queries/{query_id}", dependencies=[Depends(auth)])
+    def query(query_id: str):
+        conn = ledger()
+        row = conn.execute("SELECT * FROM query_costs WHERE query_id = ?", (query_id,)).fetchone()
+        stages = [stage_json(r) for r in stage_rows(conn, query_id)]
+        conn.close()
+        if row is None:
+            raise HTTPException(404, f"no query {query_id!r} in the ledger")
+        return {**_query_json(dict(row)), "stages": stages}
+
+    @app.get("/v1/reports/summary", dependencies=[Depends(auth)])
+    def summary(last: int | None = None, variant: str | None = None):
+        conn = ledger()
+        rep = build_report(conn, last=last, variant=variant)
+        conn.close()
+        return rep.totals
+
+    @app.get("/v1/experiments/{name}", dependencies=[Depends(auth)])
+    def experiment(name: str):
+        from rag_app.comparison import compare_live
+
+        exp = pool().config.experiments.get(name)
+        if exp is None:
+            raise HTTPException(404, f"no experiment {name!r} in RAG_EXPERIMENTS_FILE")
+        conn = ledger()
+        result = compare_live(conn, exp)
+        conn.close()
+        return result
+
+    return app
+
+
+def _query_json(r: dict) -> dict:
+    return {"query_id": r["query_id"], "question": r["question"], "variant": r["variant"],
+            "experiment": r["experiment"], "mode": r["mode"], "status": r["status"], "started_at": r["started_at"],
+            "latency_ms": r["latency_ms"], "input_tokens": r["input_tokens"], "output_tokens": r["output_tokens"],
+            "cost_usd": usd_json(r["cost_nano_usd"]), "shadow_cost_usd": usd_json(r["shadow_cost_nano_usd"]),
+            "retries": r["retries"], "timeouts": r["timeouts"]}

@@ -1,0 +1,89 @@
+"""One RagApp per variant, all sharing one store, ledger writer and tracer; experiment routing and
+shadow runs."""
+from __future__ import annotations
+
+import difflib
+import logging
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+from rag_app.app import RagApp
+from rag_app.config import Settings
+from rag_app.errors import ConfigError
+from rag_app.experiments import Assignment, ExperimentConfig, assign
+from rag_app.types import Answer
+from tracing.cost_tracer import utcnow
+
+log = logging.getLogger(__name__)
+
+
+class VariantPool:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.config = ExperimentConfig.load(settings.experiments_file)
+        if settings.experiment and settings.experiment not in self.config.experiments:
+            raise ConfigError(f"RAG_EXPERIMENT={settings.experiment!r} is not in "
+                              f"{settings.experiments_file or 'RAG_EXPERIMENTS_FILE (unset)'}")
+        self.base = RagApp(settings)
+        self._apps: dict[str, RagApp] = {}
+        self._lock = threading.Lock()
+        self._shadow = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shadow")
+
+    @property
+    def experiment(self):
+        return self.config.experiments.get(self.settings.experiment) if self.settings.experiment else None
+
+    def app_for(self, variant: str) -> RagApp:
+        with self._lock:
+            if variant not in self._apps:
+                if variant not in self.config.variants:
+                    raise ConfigError(f"unknown variant {variant!r}")
+                overrides = {**self.config.variants[variant], "variant": variant}
+                self._apps[variant] = RagApp(self.settings.model_copy(update=overrides), shared=self.base)
+            return self._apps[variant]
+
+    def ask(self, question: str, user_id: str | None = None, session_id: str | None = None) -> tuple[Answer, Assignment | None]:
+        query_id = str(uuid.uuid4())
+        exp = self.experiment
+        if exp is None:
+            variant = self.settings.variant if self.settings.variant in self.config.variants else "default"
+            answer = self.app_for(variant).ask(question, query_id=query_id, variant=self.settings.variant,
+                                               extra={"user_id": user_id, "session_id": session_id})
+            return answer, None
+        a = assign(exp, user_id, session_id, request_id=query_id)
+        extra = {"user_id": user_id, "session_id": session_id, "arm": a.arm, "sticky": int(a.sticky)}
+        answer = self.app_for(a.variant).ask(question, query_id=query_id, variant=a.variant, experiment=exp.name, extra=extra)
+        if a.shadow:
+            self._shadow.submit(self._run_shadow, question, answer, a, extra)
+        return answer, a
+
+    def _run_shadow(self, question: str, control: Answer, a: Assignment, extra: dict) -> None:
+        try:
+            shadow = self.app_for(a.shadow).ask(question, variant=a.shadow, experiment=a.experiment,
+                                                extra={**extra, "arm": "treatment", "shadow_of": control.query_id})
+        except Exception:  # a failing shadow never affects the user's answer; its rows say what failed
+            log.exception("shadow run of %s failed", a.shadow)
+            return
+        self.base.writer.put("shadow_pairs", {
+            "control_query_id": control.query_id, "treatment_query_id": shadow.query_id,
+            "experiment": a.experiment, **overlap(control, shadow), "created_at": utcnow()})
+
+    def drain(self) -> None:
+        """Wait for shadow runs and ledger writes (tests, shutdown)."""
+        self._shadow.shutdown(wait=True)
+        self._shadow = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shadow")
+        self.base.writer.flush()
+
+    def close(self) -> None:
+        self._shadow.shutdown(wait=True)
+        self.base.close()
+
+
+def overlap(a: Answer, b: Answer) -> dict:
+    ids_a = [c.chunk.chunk_id for c in a.contexts]
+    ids_b = [c.chunk.chunk_id for c in b.contexts]
+    union = set(ids_a) | set(ids_b)
+    return {"topk_jaccard": round(len(set(ids_a) & set(ids_b)) / len(union), 4) if union else 1.0,
+            "top3_overlap": round(len(set(ids_a[:3]) & set(ids_b[:3])) / 3, 4),
+            "answer_similarity": round(difflib.SequenceMatcher(None, a.text, b.text).ratio(), 4)}

@@ -1,0 +1,141 @@
+"""The HTTP service over real sockets (uvicorn in a thread), with the local fake LLM server."""
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+import uvicorn
+
+from rag_app.app import RagApp
+from rag_app.service.app import create_app
+from tests.conftest import CORPUS, make_settings
+from tests.fakes.openai_server import FakeOpenAI
+
+pytestmark = pytest.mark.shared_data
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, settings):
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port,
+                                                    log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.time() + 30
+        while not self.server.started:
+            assert time.time() < deadline, "server did not start"
+            time.sleep(0.05)
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, ):
+    root = tmp_path_factory.mktemp("svc")
+    with RagApp(make_settings(root)) as app:
+        app.ingest([CORPUS / "民法商法/公司法(2018-10-26).md"])
+    return root
+
+
+def test_ask_auth_and_ledger(indexed, monkeypatch):
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, openai_base_url=llm.base_url, api_token="s3cret")
+        with Server(settings) as url:
+            assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}  # no token needed
+            assert httpx.post(f"{url}/v1/ask", json={"question": "x"}).status_code == 401
+            bad = httpx.post(f"{url}/v1/ask", json={"question": "x"}, headers={"Authorization": "Bearer nope"})
+            assert bad.status_code == 401
+            h = {"Authorization": "Bearer s3cret"}
+            r = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？", "user_id": "u1"}, headers=h, timeout=60)
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["mode"] == "llm" and body["citations"] and body["variant"] == "default"
+            assert [s["stage"] for s in body["stages"]] == ["embed_query", "retrieve", "rerank", "generate"]
+            one = httpx.get(f"{url}/v1/queries/{body['query_id']}", headers=h).json()
+            assert one["cost_usd"] == pytest.approx(body["total_cost_usd"]) and len(one["stages"]) == 4
+            assert httpx.get(f"{url}/v1/queries/nope", headers=h).status_code == 404
+            assert httpx.post(f"{url}/v1/ask", json={"question": ""}, headers=h).status_code == 422
+            summary = httpx.get(f"{url}/v1/reports/summary", headers=h).json()
+            assert summary["queries"] == 1 and summary["cost_usd"] == pytest.approx(body["total_cost_usd"])
+            assert httpx.get(f"{url}/openapi.json").status_code == 200
+
+
+def test_fifty_concurrent_asks_all_reach_the_ledger(indexed, tmp_path):
+    settings = make_settings(indexed, data_dir=indexed / "data")
+    with Server(settings) as url:
+        before = httpx.get(f"{url}/v1/queries", params={"limit": 1}).json()["total"]
+        with ThreadPoolExecutor(max_workers=50) as pool:
+            codes = list(pool.map(lambda i: httpx.post(f"{url}/v1/ask", json={
+                "question": f"股东会的职权有哪些？第{i}问", "session_id": f"s{i}"}, timeout=120).status_code, range(50)))
+        assert codes == [200] * 50
+        page = httpx.get(f"{url}/v1/queries", params={"limit": 500}).json()
+        assert page["total"] == before + 50
+    conn = sqlite3.connect(indexed / "data" / "ledger.sqlite")
+    per_query = conn.execute("SELECT COUNT(*) FROM (SELECT query_id, COUNT(*) n FROM stage_calls WHERE query_id IN "
+                             "(SELECT query_id FROM queries WHERE question LIKE '股东会的职权有哪些？第%问') "
+                             "GROUP BY query_id HAVING n = 4)").fetchone()[0]
+    assert per_query == 50
+
+
+def test_upload_limits_and_bad_files(indexed):
+    settings = make_settings(indexed, max_upload_mb=0.05)
+    law = (CORPUS / "社会法/劳动法(2018-12-29).md").read_text(encoding="utf-8")[:6000].encode()
+    with Server(settings) as url:
+        files = [("files", ("劳动法.md", law, "text/markdown")),
+                 ("files", ("big.md", b"x" * 60000, "text/markdown")),
+                 ("files", ("evil.exe", b"MZ...", "application/octet-stream")),
+                 ("files", ("empty.txt", b"", "text/plain"))]
+        r = httpx.post(f"{url}/v1/ingest", files=files, timeout=120)
+        assert r.status_code == 200, r.text
+        by = {f["file"]: f for f in r.json()["files"]}
+        assert by["劳动法.md"]["status"] == "written" and by["劳动法.md"]["chunks"] > 0
+        assert "larger than" in by["big.md"]["error"]
+        assert "unsupported file type .exe" in by["evil.exe"]["error"]
+        assert by["empty.txt"]["status"] == "error" and "empty" in by["empty.txt"]["error"]
+
+
+def test_split_and_shadow_experiments(indexed, tmp_path):
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"top3": {"top_n": 3}}, "experiments": {
+        "split": {"control": "default", "treatment": "top3", "rollout_pct": 50, "seed": "s"},
+        "shadow": {"control": "default", "treatment": "top3", "rollout_pct": 100, "seed": "s", "mode": "shadow"}}}))
+    for name in ("split", "shadow"):
+        settings = make_settings(indexed, data_dir=tmp_path / name, experiments_file=cfg, experiment=name)
+        import shutil
+        shutil.copytree(indexed / "data" / "qdrant", tmp_path / name / "qdrant")
+        with Server(settings) as url:
+            arms = {}
+            for i in range(20):
+                body = httpx.post(f"{url}/v1/ask", json={"question": "公司的董事会有哪些职权？", "user_id": f"u{i % 10}"},
+                                  timeout=60).json()
+                arms.setdefault(f"u{i % 10}", set()).add(body["variant"])
+                assert body["experiment"] == name
+            assert all(len(v) == 1 for v in arms.values())  # sticky per user
+            time.sleep(0.5)
+            res = httpx.get(f"{url}/v1/experiments/{name}").json()
+        if name == "split":
+            assert {v.pop() for v in arms.values()} == {"default", "top3"}
+            assert res["arms"]["control"]["queries"] + res["arms"]["treatment"]["queries"] == 20
+        else:
+            assert all(v == {"default"} for v in arms.values())
+            conn = sqlite3.connect(tmp_path / name / "ledger.sqlite")
+            pairs = conn.execute("SELECT topk_jaccard, top3_overlap FROM shadow_pairs").fetchall()
+            assert len(pairs) == 20 and all(0.5 <= j <= 1 and t == 1.0 for j, t in pairs)  # top-3 ⊂ top-5
+            assert res["arms"]["treatment"]["queries"] == 20

@@ -1,0 +1,74 @@
+"""Comparison math on a constructed ledger whose answers are worked out by hand."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from rag_app.comparison import compare_live, srm_pvalue, welch_interval
+from rag_app.experiments import Experiment
+from tracing.ledger import connect
+
+
+def test_welch_interval_by_hand():
+    a, b = [1.0, 2.0, 3.0], [2.0, 4.0, 6.0]
+    ci = welch_interval(a, b)
+    # means 2 and 4; variances 1 and 4; se = sqrt(1/3 + 4/3) = 1.291; df = (5/3)^2 / ((1/3)^2/2 + (4/3)^2/2) = 2.941
+    assert ci.diff == pytest.approx(2.0)
+    from scipy import stats
+    half = stats.t.ppf(0.975, 2.9411764705882355) * (5 / 3) ** 0.5
+    assert (ci.low, ci.high) == (pytest.approx(2 - half), pytest.approx(2 + half))
+
+
+def test_welch_interval_covers_the_true_difference_about_95_percent_of_the_time():
+    rng = random.Random(7)
+    covered = 0
+    for _ in range(400):
+        a = [rng.gauss(10, 2) for _ in range(30)]
+        b = [rng.gauss(9, 4) for _ in range(40)]
+        ci = welch_interval(a, b)
+        covered += ci.low <= -1 <= ci.high
+    assert 0.91 <= covered / 400 <= 0.98
+
+
+def test_srm_flags_a_skewed_split_and_not_a_fair_one():
+    assert srm_pvalue(900, 100, 0.10) > 0.05
+    assert srm_pvalue(800, 200, 0.10) < 1e-6
+
+
+def seed_ledger(path, control_costs, treatment_costs, exp="e"):
+    conn = connect(path)
+    for arm, variant, costs in (("control", "a", control_costs), ("treatment", "b", treatment_costs)):
+        for i, c in enumerate(costs):
+            qid = f"{variant}{i}"
+            conn.execute("INSERT INTO queries (query_id, kind, variant, experiment, status, started_at, latency_ms, "
+                         "arm, sticky) VALUES (?, 'query', ?, ?, 'ok', 't', 100, ?, 1)", (qid, variant, exp, arm))
+            conn.execute("INSERT INTO stage_calls (query_id, stage, status, cost_nano_usd, input_tokens, started_at) "
+                         "VALUES (?, 'generate', 'ok', ?, 100, 't')", (qid, c))
+    conn.commit()
+    return conn
+
+
+def test_compare_live_promotes_a_clear_cost_drop(tmp_path):
+    rng = random.Random(1)
+    control = [int(rng.gauss(1000, 50)) for _ in range(450)]
+    treatment = [int(rng.gauss(600, 50)) for _ in range(50)]
+    conn = seed_ledger(tmp_path / "l.sqlite", control, treatment)
+    res = compare_live(conn, Experiment("e", "a", "b", 10, "s"))
+    assert res["arms"]["control"]["queries"] == 450 and res["arms"]["treatment"]["queries"] == 50
+    assert res["arms"]["control"]["cost_per_query"]["mean"] == pytest.approx(sum(control) / 450 / 1e9)
+    assert res["differences"]["cost_per_query"]["ci95_high"] < 0
+    assert not res["srm"]["flagged"]
+    assert res["verdict"] == "promote"
+
+
+def test_compare_live_holds_on_sample_ratio_mismatch(tmp_path):
+    conn = seed_ledger(tmp_path / "l.sqlite", [1000] * 300, [500] * 200)  # 40% treated at a 10% rollout
+    res = compare_live(conn, Experiment("e", "a", "b", 10, "s"))
+    assert res["srm"]["flagged"] and res["verdict"] == "hold"
+
+
+def test_compare_live_rolls_back_a_cost_rise(tmp_path):
+    conn = seed_ledger(tmp_path / "l.sqlite", [1000 + i % 7 for i in range(500)], [1500 + i % 5 for i in range(500)])
+    res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
+    assert res["verdict"] == "roll back"
