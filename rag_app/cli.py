@@ -361,6 +361,50 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
     out.print(f"[bold]verdict: {res['verdict']}[/bold] — {res['reason']}")
 
 
+@experiment_app.command("replay")
+def experiment_replay(name: str = typer.Argument(..., help="experiment name in RAG_EXPERIMENTS_FILE"),
+                      qa: Path = typer.Option(..., help="labelled questions (QA JSONL with gold spans)"),
+                      corpus: Path = typer.Option(..., help="corpus folder the gold docs are relative to"),
+                      limit: Optional[int] = typer.Option(None, help="only the first N questions"),
+                      k: int = typer.Option(5, help="recall cut-off"),
+                      as_json: bool = typer.Option(False, "--json", help="print JSON")):
+    """Same labelled questions through both arms: recall@k and cost with paired-bootstrap 95% CIs, verdict."""
+    from rag_app.comparison import replay
+    from rag_app.config import load_settings
+    from rag_app.evaluation.qa import load_qa
+    from rag_app.service.pool import VariantPool
+
+    try:
+        settings = load_settings()
+        pool = VariantPool(settings)
+        exp = pool.config.experiments.get(name)
+        if exp is None:
+            raise RagError(f"no experiment {name!r} in {settings.experiments_file or 'RAG_EXPERIMENTS_FILE (unset)'}")
+        questions = load_qa(qa, limit)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=err) as bar:
+            tasks: dict[str, int] = {}
+
+            def progress(phase, done, total):
+                if phase not in tasks:
+                    tasks[phase] = bar.add_task(phase, total=total)
+                bar.update(tasks[phase], completed=done)
+
+            res = replay(pool, exp, questions, corpus, k=k, progress=progress)
+        pool.close()
+    except RagError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(res, ensure_ascii=False, indent=2))
+        return
+    for arm, a in res["arms"].items():
+        out.print(f"{arm:<10} {a['variant']:<16} recall@{k} {a[f'recall@{k}']:.3f}   cost/query ${a['cost_per_query']:.9f} ({res['cost_metric']})")
+    for key, d in res["differences"].items():
+        if d:
+            out.print(f"{key} difference {d['diff']:+.6g}, 95% CI [{d['ci95_low']:+.6g}, {d['ci95_high']:+.6g}] (paired bootstrap)")
+    out.print(f"[bold]verdict: {res['verdict']}[/bold] — {res['reason']}")
+
+
 chunks_app = typer.Typer(help="Inspect the chunks of a collection.", no_args_is_help=True)
 app.add_typer(chunks_app, name="chunks")
 

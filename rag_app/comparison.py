@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
 
 from rag_app.experiments import Experiment
 from tracing.reports import percentile
@@ -130,3 +131,82 @@ def decide(control, treatment, cost_ci, err_ci, srm, guard, key) -> tuple[str, s
             err_ci is None or err_ci.high <= guard["max_error_rate_increase"]):
         return "promote", f"cost per query falls by >= {guard['min_cost_drop_pct']}% at 95% confidence, errors hold"
     return "hold", "difference not established at 95% confidence"
+
+
+def paired_bootstrap(diffs: list[float], iterations: int = 2000, seed: int = 0) -> Interval | None:
+    """95% percentile-bootstrap CI of the mean of paired differences (treatment - control)."""
+    import numpy as np
+
+    if len(diffs) < 2:
+        return None
+    x = np.asarray(diffs, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(iterations, len(x)))].mean(axis=1)
+    return Interval(float(x.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
+
+
+def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=None) -> dict:
+    """Run the same labelled questions through both arms; compare quality and cost on identical inputs."""
+    from rag_app.evaluation.hits import covers
+
+    guard = {**DEFAULT_GUARDRAILS, "max_recall_drop": 0.01, **(exp.guardrails or {})}
+    corpus = corpus.resolve()
+    per_arm: dict[str, dict[str, list[float]]] = {}
+    for arm, variant in (("control", exp.control), ("treatment", exp.treatment)):
+        app = pool.app_for(variant)
+        recalls, costs = [], []
+        for i, q in enumerate(questions, 1):
+            answer = app.ask(q.question, variant=variant, experiment=exp.name, extra={"arm": arm, "sticky": 0})
+            top = answer.contexts[:k]
+            found = 0
+            for g in q.gold:
+                found += any(covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g)
+                             for c in top)
+            recalls.append(found / len(q.gold))
+            costs.append(answer.query_id)
+            if progress:
+                progress(f"replay {arm}", i, len(questions))
+        pool.base.writer.flush()
+        per_arm[arm] = {"recall": recalls, "cost": _costs(pool, costs)}
+    c, t = per_arm["control"], per_arm["treatment"]
+    use_shadow = sum(x[0] for x in c["cost"] + t["cost"]) == 0
+    idx = 1 if use_shadow else 0
+    recall_ci = paired_bootstrap([b - a for a, b in zip(c["recall"], t["recall"])])
+    cost_ci = paired_bootstrap([b[idx] - a[idx] for a, b in zip(c["cost"], t["cost"])])
+    base = sum(a[idx] for a in c["cost"]) / len(c["cost"])
+    if recall_ci and recall_ci.low < -guard["max_recall_drop"]:
+        verdict, reason = ("roll back" if recall_ci.high < 0 else "hold",
+                           f"recall@{k} may drop by more than {guard['max_recall_drop']:.0%} (95% CI low {recall_ci.low:.3f})")
+    elif cost_ci and base > 0 and cost_ci.high <= -guard["min_cost_drop_pct"] / 100 * base:
+        verdict, reason = "promote", f"cost falls by >= {guard['min_cost_drop_pct']}% and recall@{k} holds, at 95% confidence"
+    elif cost_ci and cost_ci.low > 0:
+        verdict, reason = "roll back", "treatment costs more per query at 95% confidence"
+    else:
+        verdict, reason = "hold", "no difference established at 95% confidence"
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return {"experiment": exp.name, "questions": len(questions), "k": k,
+            "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
+            "arms": {arm: {"variant": v, f"recall@{k}": mean(per_arm[arm]["recall"]),
+                           "cost_per_query": mean([x[idx] for x in per_arm[arm]["cost"]])}
+                     for arm, v in (("control", exp.control), ("treatment", exp.treatment))},
+            "differences": {f"recall@{k}": recall_ci.as_dict() if recall_ci else None,
+                            "cost_per_query": cost_ci.as_dict() if cost_ci else None},
+            "guardrails": guard, "verdict": verdict, "reason": reason}
+
+
+def _rel(source_path: str, corpus: Path) -> str:
+    try:
+        return str(Path(source_path).relative_to(corpus))
+    except ValueError:
+        return source_path
+
+
+def _costs(pool, query_ids: list[str]) -> list[tuple[float, float]]:
+    from tracing.ledger import connect
+
+    conn = connect(pool.settings.ledger_path)
+    rows = {r[0]: (r[1] / 1e9, r[2] / 1e9) for r in conn.execute(
+        f"SELECT query_id, cost_nano_usd, shadow_cost_nano_usd FROM query_costs WHERE query_id IN "
+        f"({','.join('?' * len(query_ids))})", query_ids)}
+    conn.close()
+    return [rows[q] for q in query_ids]

@@ -139,3 +139,35 @@ def test_split_and_shadow_experiments(indexed, tmp_path):
             pairs = conn.execute("SELECT topk_jaccard, top3_overlap FROM shadow_pairs").fetchall()
             assert len(pairs) == 20 and all(0.5 <= j <= 1 and t == 1.0 for j, t in pairs)  # top-3 ⊂ top-5
             assert res["arms"]["treatment"]["queries"] == 20
+
+
+def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
+    import shutil
+    from rag_app.comparison import replay
+    from rag_app.evaluation.qa import Gold, Question
+    from rag_app.experiments import Experiment
+    from rag_app.service.pool import VariantPool
+
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {
+        "topn": {"control": "default", "treatment": "top1", "rollout_pct": 10, "seed": "s"}}}))
+    shutil.copytree(indexed / "data" / "qdrant", tmp_path / "d" / "qdrant")
+    law = CORPUS / "民法商法/公司法(2018-10-26).md"
+    text = law.read_text(encoding="utf-8")
+    qs = []
+    for n, label in enumerate(["第五十七条", "第二十条", "第三十七条", "第七十八条"]):
+        start = text.index(f"\n{label}") + 1
+        end = text.index("\n第", start + 3)
+        qs.append(Question(f"q{n}", f"公司法{label}的内容是什么？", "recitation",
+                           (Gold("民法商法/公司法(2018-10-26).md", start, end),)))
+    pool = VariantPool(make_settings(tmp_path, data_dir=tmp_path / "d", experiments_file=cfg))
+    try:
+        res = replay(pool, pool.config.experiments["topn"], qs, CORPUS, k=5)
+    finally:
+        pool.close()
+    assert res["arms"]["control"]["recall@5"] == 1.0  # citation-aware retrieval puts the article first
+    assert res["arms"]["treatment"]["recall@5"] == 1.0  # top-1 holds it too
+    assert res["cost_metric"] == "shadow_cost_usd"  # extractive: the prompt's shadow cost is compared
+    assert res["arms"]["treatment"]["cost_per_query"] < res["arms"]["control"]["cost_per_query"]
+    assert res["differences"]["cost_per_query"]["ci95_high"] < 0
+    assert res["verdict"] == "promote"

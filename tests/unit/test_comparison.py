@@ -72,3 +72,10 @@ def test_compare_live_rolls_back_a_cost_rise(tmp_path):
     conn = seed_ledger(tmp_path / "l.sqlite", [1000 + i % 7 for i in range(500)], [1500 + i % 5 for i in range(500)])
     res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
     assert res["verdict"] == "roll back"
+
+
+def test_paired_bootstrap_brackets_the_mean_difference():
+    from rag_app.comparison import paired_bootstrap
+    diffs = [0.1, 0.2, 0.0, 0.15, 0.05] * 20
+    ci = paired_bootstrap(diffs)
+    assert ci.diff == pytest.approx(0.1) and ci.low < 0.1 < ci.high and ci.high - ci.low < 0.05
