@@ -92,6 +92,7 @@ def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str
             d = per_stage[q["query_id"]].get(st, {})
             row[f"{st}_tokens"] = d.get("input_tokens", 0) + d.get("output_tokens", 0)
             row[f"{st}_cost_usd"] = usd_json(d.get("cost_nano", 0))
+            row[f"{st}_shadow_cost_usd"] = usd_json(d.get("shadow_nano", 0))
         rows.append(row)
     costs = [q["cost_nano_usd"] for q in qs]
     shadows = [q["shadow_cost_nano_usd"] for q in qs]

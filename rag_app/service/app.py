@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, File, HTTPException, Request, UploadFile
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
@@ -20,6 +20,9 @@ from rag_app.service.pool import VariantPool
 from tracing.ledger import connect
 from tracing.money import usd_json
 from tracing.reports import build_report, stage_json, stage_rows
+
+
+DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
 
 
 class AskRequest(BaseModel):
@@ -59,6 +62,27 @@ def create_app(settings: Settings) -> FastAPI:
     async def rag_error(request: Request, exc: RagError):
         code = 502 if isinstance(exc, LLMError) else 409 if isinstance(exc, (StoreError, ModelMismatch)) else 400
         return JSONResponse({"detail": str(exc), "type": type(exc).__name__}, status_code=code)
+
+    @app.get("/dashboard", response_class=HTMLResponse)
+    def dashboard(token: str | None = None, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
+        """The cost dashboard: one static page, no build step, no CDN; it reads the JSON API."""
+        if settings.api_token is not None:
+            given = token or (creds.credentials if creds else "")
+            if not secrets.compare_digest(given, settings.api_token):
+                raise HTTPException(401, "open /dashboard?token=<RAG_API_TOKEN>")
+        return HTMLResponse(DASHBOARD.read_text(encoding="utf-8"), media_type="text/html; charset=utf-8")
+
+    @app.get("/v1/reports/queries", dependencies=[Depends(auth)])
+    def report_queries(last: int | None = 200, variant: str | None = None):
+        """Per-query rows exactly as `rag report --format json` prints them."""
+        conn = ledger()
+        rep = build_report(conn, last=last, variant=variant)
+        conn.close()
+        return {"queries": rep.queries}
+
+    @app.get("/v1/experiments", dependencies=[Depends(auth)])
+    def experiments():
+        return {"experiments": sorted(pool().config.experiments), "live": settings.experiment}
 
     @app.get("/healthz")
     def healthz():
