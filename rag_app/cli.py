@@ -398,7 +398,7 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
         print(json.dumps(res, ensure_ascii=False, indent=2))
         return
     for arm, a in res["arms"].items():
-        out.print(f"{arm:<10} {a['variant']:<16} recall@{k} {a[f'recall@{k}']:.3f}   cost/query ${a['cost_per_query']:.9f} ({res['cost_metric']})")
+        out.print(f"{arm:<10} {a['variant']:<16} recall@{k} {a[f'recall@{k}']:.3f}  MRR {a['mrr']:.3f}   cost/query ${a['cost_per_query']:.9f} ({res['cost_metric']})")
     for key, d in res["differences"].items():
         if d:
             out.print(f"{key} difference {d['diff']:+.6g}, 95% CI [{d['ci95_low']:+.6g}, {d['ci95_high']:+.6g}] (paired bootstrap)")

@@ -154,24 +154,25 @@ def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=
     per_arm: dict[str, dict[str, list[float]]] = {}
     for arm, variant in (("control", exp.control), ("treatment", exp.treatment)):
         app = pool.app_for(variant)
-        recalls, costs = [], []
+        recalls, rrs, costs = [], [], []
         for i, q in enumerate(questions, 1):
             answer = app.ask(q.question, variant=variant, experiment=exp.name, extra={"arm": arm, "sticky": 0})
-            top = answer.contexts[:k]
-            found = 0
-            for g in q.gold:
-                found += any(covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g)
-                             for c in top)
+            hit_at = [any(covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g) for g in q.gold)
+                      for c in answer.contexts]
+            found = sum(any(covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g)
+                            for c in answer.contexts[:k]) for g in q.gold)
             recalls.append(found / len(q.gold))
+            rrs.append(next((1 / r for r, hit in enumerate(hit_at, 1) if hit), 0.0))  # MRR over the passages sent
             costs.append(answer.query_id)
             if progress:
                 progress(f"replay {arm}", i, len(questions))
         pool.base.writer.flush()
-        per_arm[arm] = {"recall": recalls, "cost": _costs(pool, costs)}
+        per_arm[arm] = {"recall": recalls, "rr": rrs, "cost": _costs(pool, costs)}
     c, t = per_arm["control"], per_arm["treatment"]
     use_shadow = sum(x[0] for x in c["cost"] + t["cost"]) == 0
     idx = 1 if use_shadow else 0
     recall_ci = paired_bootstrap([b - a for a, b in zip(c["recall"], t["recall"])])
+    mrr_ci = paired_bootstrap([b - a for a, b in zip(c["rr"], t["rr"])])
     cost_ci = paired_bootstrap([b[idx] - a[idx] for a, b in zip(c["cost"], t["cost"])])
     base = sum(a[idx] for a in c["cost"]) / len(c["cost"])
     if recall_ci and recall_ci.low < -guard["max_recall_drop"]:
@@ -186,10 +187,11 @@ def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     return {"experiment": exp.name, "questions": len(questions), "k": k,
             "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
-            "arms": {arm: {"variant": v, f"recall@{k}": mean(per_arm[arm]["recall"]),
+            "arms": {arm: {"variant": v, f"recall@{k}": mean(per_arm[arm]["recall"]), "mrr": mean(per_arm[arm]["rr"]),
                            "cost_per_query": mean([x[idx] for x in per_arm[arm]["cost"]])}
                      for arm, v in (("control", exp.control), ("treatment", exp.treatment))},
             "differences": {f"recall@{k}": recall_ci.as_dict() if recall_ci else None,
+                            "mrr": mrr_ci.as_dict() if mrr_ci else None,
                             "cost_per_query": cost_ci.as_dict() if cost_ci else None},
             "guardrails": guard, "verdict": verdict, "reason": reason}
 
