@@ -10,6 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from chains.rag import report, stage
 from rag_app.chunking.registry import build_chunker
 from rag_app.indexing import IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk
+from rag_app.sparse import TOKENIZER_VERSION
 
 
 def run_ingestion(app, paths: list[Path], *, progress=None) -> IngestReport:
@@ -34,9 +35,11 @@ def run_ingestion(app, paths: list[Path], *, progress=None) -> IngestReport:
             info = decide_collection(s.collection, inp["chunker"], embeddings,
                                      [c for _, cs in parsed for c in cs], s.embed_max_unk_rate)
             app.store.create(info)
-        elif info is not None and info.dense_enabled:
-            embeddings = app.embeddings()
-            app.store.check_model(info, embeddings.model_name, embeddings.dimension)
+        elif info is not None:
+            app.store.check_tokenizer(info, TOKENIZER_VERSION)
+            if info.dense_enabled:
+                embeddings = app.embeddings()
+                app.store.check_model(info, embeddings.model_name, embeddings.dimension)
         result.collection = info
         if info is None:
             report({"status": "skipped", "error": "no document produced chunks"}, config)

@@ -16,6 +16,7 @@ from rag_app.embedding_cache import EmbeddingCache
 from rag_app.errors import StoreError
 from rag_app.indexing import IngestReport
 from rag_app.rerank import Reranker, load_reranker
+from rag_app.sparse import TOKENIZER_VERSION
 from rag_app.store import CollectionInfo, QdrantStore
 from rag_app.tokens import count_tokens
 from rag_app.types import Answer
@@ -87,6 +88,7 @@ class RagApp:
             if info is None:
                 raise StoreError(f"collection {self.settings.collection!r} does not exist yet; "
                                  "run `rag ingest PATH` first")
+            self.store.check_tokenizer(info, TOKENIZER_VERSION)
             if info.dense_enabled:
                 emb = self.embeddings()
                 self.store.check_model(info, emb.model_name, emb.dimension)

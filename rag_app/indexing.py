@@ -90,7 +90,8 @@ def decide_collection(name: str, chunker: Chunker, embeddings: LocalEmbeddings, 
         log.warning(reason)
     return CollectionInfo(name=name, embed_model=embeddings.model_name, dimension=embeddings.dimension,
                           dense_enabled=dense, unk_rate=round(unk, 4), avgdl=round(sparse.mean_length(sample), 2),
-                          chunker=f"{chunker.name}@{chunker.version}", dense_disabled_reason=reason)
+                          chunker=f"{chunker.name}@{chunker.version}", dense_disabled_reason=reason,
+                          sparse_tokenizer=sparse.TOKENIZER_VERSION)
 
 
 def index_documents(store: QdrantStore, info: CollectionInfo, parsed, embeddings: LocalEmbeddings | None,

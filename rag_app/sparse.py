@@ -16,6 +16,9 @@ from functools import lru_cache
 from rag_app.legal_numbers import ARTICLE_REF, find_article_refs
 
 K1, B = 1.2, 0.75
+# Bumped whenever tokenize() changes: a collection built with another version must be rebuilt.
+TOKENIZER_VERSION = "jieba-search+cjk-bigram/2"
+_CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
 _WORD = re.compile(r"[\w\u4e00-\u9fff]", re.UNICODE)
 _STOP = set("的 了 是 在 和 与 或 及 等 对 为 其 之 而 以 于 由 被 将 并 有 这 那 中 上 下 不 也 就 都 "
             "吗 呢 吧 啊 么 什么 怎么 如何 哪些 是否 可以 应当 the a an of to and or in on for by is are be "
@@ -40,12 +43,20 @@ def normalize_query(question: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
+    """Article keys, jieba search-mode words, and character bigrams of Chinese runs.
+
+    The bigrams catch what segmentation misses in colloquial questions (measured on the 632 dev
+    questions, legal chunker: layperson recall@5 0.574 -> 0.592, case facts 0.280 -> 0.321); the
+    article key token keeps `第X条` exact.
+    """
     tokens = [f"§{key}" for key in find_article_refs(text)]
     rest = ARTICLE_REF.sub(" ", text)
     for tok in _jieba().cut_for_search(rest):
         tok = tok.strip().lower()
         if tok and _WORD.search(tok) and tok not in _STOP:
             tokens.append(tok)
+    for run in _CJK_RUN.findall(rest):
+        tokens.extend("~" + run[i:i + 2] for i in range(len(run) - 1))
     return tokens
 
 

@@ -30,6 +30,7 @@ class CollectionInfo:
     avgdl: float
     chunker: str
     dense_disabled_reason: str | None = None
+    sparse_tokenizer: str | None = None
 
     def as_metadata(self) -> dict:
         return dict(self.__dict__)
@@ -117,6 +118,12 @@ class QdrantStore:
     def drop(self, name: str) -> None:
         if self.client.collection_exists(name):
             self.client.delete_collection(name)
+
+    @staticmethod
+    def check_tokenizer(info: CollectionInfo, current: str) -> None:
+        if info.sparse_tokenizer != current:
+            raise StoreError(f"collection {info.name!r} was indexed with BM25 tokenizer {info.sparse_tokenizer!r}; "
+                             f"this version uses {current!r}: re-ingest with `rag ingest --rebuild PATH`")
 
     @staticmethod
     def check_model(info: CollectionInfo, model: str, dimension: int | None = None) -> None:

@@ -21,6 +21,7 @@ from rag_app.indexing import decide_collection, expand_paths, index_documents
 from rag_app.ingest.loaders import load_document
 from rag_app.rerank import rerank
 from rag_app.retrieval import legs_for, retrieve
+from rag_app.sparse import TOKENIZER_VERSION
 from rag_app.store import QdrantStore
 from tracing.money import usd_json
 from tracing.pricing import PriceTable
@@ -45,7 +46,7 @@ def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> s
     h = hashlib.sha256()
     for part in (chunker.name, chunker.version, settings.chunk_target_min, settings.chunk_target_max,
                  settings.chunk_hard_max, settings.chunk_min_tokens, settings.semantic_threshold,
-                 embed_model, spec.force_dense, *sorted(d.content_hash for d in docs)):
+                 embed_model, spec.force_dense, TOKENIZER_VERSION, *sorted(d.content_hash for d in docs)):
         h.update(str(part).encode())
     return h.hexdigest()[:10]
 

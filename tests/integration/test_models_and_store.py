@@ -118,3 +118,21 @@ def test_cross_referenced_articles_are_attached(tmp_path, small_corpus):
     linked = [c for c in contexts if c.linked_from == linking["chunk_id"]]
     assert linked and set(linked[0].chunk.article_nums) & set(linking["refs"])
     assert linked[0].chunk.doc_id == linking["doc_id"]
+
+
+def test_collection_from_another_tokenizer_version_asks_for_a_rebuild(tmp_path, small_corpus):
+    from dataclasses import replace
+
+    from rag_app.errors import StoreError
+
+    with RagApp(make_settings(tmp_path, retriever="bm25")) as app:
+        app.ingest([small_corpus])
+        info = app.store.info("legal")
+        app.store.drop("legal")
+        app.store.create(replace(info, sparse_tokenizer="jieba-search/1"))
+    with RagApp(make_settings(tmp_path, retriever="bm25")) as app:
+        with pytest.raises(StoreError, match="--rebuild"):
+            app.ask("劳动合同的期限有哪些？")
+        report = app.ingest([small_corpus], rebuild=True)
+        assert {o.status for o in report.outcomes} == {"written"}
+        assert app.ask("劳动合同的期限有哪些？").contexts
