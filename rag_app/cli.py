@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -62,16 +63,36 @@ def ingest(paths: list[Path] = typer.Argument(..., help="files or folders (PDF, 
         raise typer.Exit(1)
 
 
-def _ingest_with_progress(rag, paths, rebuild):
+@contextmanager
+def _progress_bars(labels: dict[str, str] | None = None):
+    """A rich progress display; yields the (phase, done, total) callback the domain code accepts."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=False) as bar:
+    with Progress(*columns, console=err) as bar:
         tasks: dict[str, int] = {}
 
         def progress(phase: str, done: int, total: int) -> None:
             if phase not in tasks:
-                tasks[phase] = bar.add_task({"parse": "parse + chunk", "index": "embed + index"}[phase], total=total)
+                tasks[phase] = bar.add_task((labels or {}).get(phase, phase), total=total)
             bar.update(tasks[phase], completed=done)
 
+        yield progress
+
+
+def _asked(rag, answer) -> dict:
+    """The answer with the stage rows the ledger holds for it (flushed first, so they are all there)."""
+    from tracing.ledger import connect
+    from tracing.reports import stage_json, stage_rows
+
+    rag.writer.flush()
+    conn = connect(rag.settings.ledger_path)
+    try:
+        return answer_json(answer, [stage_json(r) for r in stage_rows(conn, answer.query_id)])
+    finally:
+        conn.close()
+
+
+def _ingest_with_progress(rag, paths, rebuild):
+    with _progress_bars({"parse": "parse + chunk", "index": "embed + index"}) as progress:
         report = rag.ingest(paths, rebuild=rebuild, progress=progress)
     # One line per file, never wrapped: readable, and greppable by scripts.
     for o in sorted(report.outcomes, key=lambda o: o.path):
@@ -99,19 +120,11 @@ def ask(question: str = typer.Argument(..., help="the question"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         variant: Optional[str] = typer.Option(None, help="variant label recorded on ledger rows")):
     """Answer a question with citations and a per-stage cost table."""
-    from tracing.ledger import connect
-    from tracing.reports import stage_json, stage_rows
-
     try:
         with _app() as rag:
-            answer = rag.ask(question, variant=variant)
-            rag.writer.flush()
-            conn = connect(rag.settings.ledger_path)
-            stages = [stage_json(r) for r in stage_rows(conn, answer.query_id)]
-            conn.close()
+            payload = _asked(rag, rag.ask(question, variant=variant))
     except (RagError, ValueError) as e:
         _fail(e)
-    payload = answer_json(answer, stages)
     if as_json:
         print(json.dumps(payload, ensure_ascii=False, indent=2))
         return
@@ -241,16 +254,8 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
     spec = EvalSpec(qa=qa, corpus=corpus, chunkers=chunkers, retrievers=retrievers,
                     ks=[int(x) for x in k.split(",")], limit=limit, runs_path=runs, force_dense=force_dense,
                     cite=not no_cite)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     try:
-        with _app() as rag, Progress(*columns, console=err) as bar:
-            tasks: dict[str, int] = {}
-
-            def progress(phase, done, total):
-                if phase not in tasks:
-                    tasks[phase] = bar.add_task(phase, total=total)
-                bar.update(tasks[phase], completed=done)
-
+        with _app() as rag, _progress_bars() as progress:
             result = run_eval(rag, spec, progress)
     except (RagError, FileNotFoundError) as e:
         _fail(e)
@@ -381,15 +386,7 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
         if exp is None:
             raise RagError(f"no experiment {name!r} in {settings.experiments_file or 'RAG_EXPERIMENTS_FILE (unset)'}")
         questions = load_qa(qa, limit)
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=err) as bar:
-            tasks: dict[str, int] = {}
-
-            def progress(phase, done, total):
-                if phase not in tasks:
-                    tasks[phase] = bar.add_task(phase, total=total)
-                bar.update(tasks[phase], completed=done)
-
+        with _progress_bars() as progress:
             res = replay(pool, exp, questions, corpus, k=k, progress=progress)
         pool.close()
     except RagError as e:
@@ -437,20 +434,13 @@ def demo(corpus: Path = typer.Option(Path("../shared/data/legal_zh/corpus"), hel
          qa: Path = typer.Option(Path("../shared/data/legal_zh/qa_dev.jsonl"), help="questions (JSONL)"),
          n: int = typer.Option(3, help="how many questions to ask")):
     """Ingest a corpus, ask N questions from a QA file, print answers and cost tables."""
-    from tracing.ledger import connect
-    from tracing.reports import stage_json, stage_rows
-
     questions = _demo_questions(qa, n)
     try:
         with _app() as rag:
             _ingest_with_progress(rag, [corpus], False)
             for q in questions:
                 out.rule()
-                answer = rag.ask(q)
-                rag.writer.flush()
-                conn = connect(rag.settings.ledger_path)
-                _print_answer(answer_json(answer, [stage_json(r) for r in stage_rows(conn, answer.query_id)]))
-                conn.close()
+                _print_answer(_asked(rag, rag.ask(q)))
     except RagError as e:
         _fail(e)
     out.rule()

@@ -15,7 +15,7 @@ from qdrant_client import models
 from rag_app import sparse
 from rag_app.chunking.registry import Chunker
 from rag_app.embedding import EmbedStats, LocalEmbeddings
-from rag_app.errors import IngestError, UnsupportedFormat
+from rag_app.errors import IngestError
 from rag_app.ingest.loaders import load_document, supported
 from rag_app.store import DENSE, SPARSE, CollectionInfo, QdrantStore
 from rag_app.types import Chunk, ParsedDocument

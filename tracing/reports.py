@@ -54,26 +54,15 @@ def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str
         f"SELECT * FROM query_costs WHERE {where} ORDER BY started_at DESC{limit}", args)]
     ids = [q["query_id"] for q in qs]
     per_stage: dict[str, dict[str, dict]] = {qid: {} for qid in ids}
-    stage_tot = {st: {"input_tokens": 0, "output_tokens": 0, "cost_nano": 0, "shadow_nano": 0, "rows": 0} for st in STAGES}
+    stage_tot: dict[str, dict] = {st: _new_sums() for st in STAGES}
     waste = retries = timeouts = unpriced = 0
     hits = misses = 0
     for i in range(0, len(ids), 500):
         batch = ids[i:i + 500]
         for r in conn.execute(f"SELECT * FROM stage_calls WHERE query_id IN ({','.join('?' * len(batch))})", batch):
             r = dict(r)
-            st = per_stage[r["query_id"]].setdefault(r["stage"], {"input_tokens": 0, "output_tokens": 0,
-                                                                  "cost_nano": 0, "shadow_nano": 0, "attempts": 0})
-            st["input_tokens"] += r["input_tokens"]
-            st["output_tokens"] += r["output_tokens"]
-            st["cost_nano"] += r["cost_nano_usd"] or 0
-            st["shadow_nano"] += r["shadow_cost_nano_usd"] or 0
-            st["attempts"] += 1
-            tot = stage_tot.setdefault(r["stage"], {"input_tokens": 0, "output_tokens": 0, "cost_nano": 0, "shadow_nano": 0, "rows": 0})
-            tot["input_tokens"] += r["input_tokens"]
-            tot["output_tokens"] += r["output_tokens"]
-            tot["cost_nano"] += r["cost_nano_usd"] or 0
-            tot["shadow_nano"] += r["shadow_cost_nano_usd"] or 0
-            tot["rows"] += 1
+            _add(per_stage[r["query_id"]].setdefault(r["stage"], _new_sums()), r)
+            _add(stage_tot.setdefault(r["stage"], _new_sums()), r)
             if r["status"] in ("retry", "timeout", "error"):
                 waste += r["cost_nano_usd"] or 0
             retries += r["status"] == "retry"
@@ -114,6 +103,18 @@ def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str
                         "rows": v["rows"]} for st, v in stage_tot.items()},
     }
     return Report(rows, totals)
+
+
+def _new_sums() -> dict:
+    return {"input_tokens": 0, "output_tokens": 0, "cost_nano": 0, "shadow_nano": 0, "rows": 0}
+
+
+def _add(sums: dict, row: dict) -> None:
+    sums["input_tokens"] += row["input_tokens"]
+    sums["output_tokens"] += row["output_tokens"]
+    sums["cost_nano"] += row["cost_nano_usd"] or 0
+    sums["shadow_nano"] += row["shadow_cost_nano_usd"] or 0
+    sums["rows"] += 1
 
 
 def _usd(nano: float | None) -> float | None:

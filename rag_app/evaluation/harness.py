@@ -22,7 +22,6 @@ from rag_app.ingest.loaders import load_document
 from rag_app.rerank import rerank
 from rag_app.retrieval import legs_for, retrieve
 from rag_app.sparse import TOKENIZER_VERSION
-from rag_app.store import QdrantStore
 from tracing.money import usd_json
 from tracing.pricing import PriceTable
 

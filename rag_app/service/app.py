@@ -14,7 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from rag_app.config import Settings
-from rag_app.errors import ConfigError, LLMError, ModelMismatch, RagError, StoreError
+from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.ingest.loaders import FORMATS
 from rag_app.service.pool import VariantPool
 from tracing.ledger import connect
