@@ -3,8 +3,9 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-CORPUS ?= ../shared/data/legal_zh/corpus
-QA ?= ../shared/data/legal_zh/qa_dev.jsonl
+SHARED ?= $(or $(RAG_SHARED_DIR),../shared)
+CORPUS ?= $(SHARED)/data/legal_zh/corpus
+QA ?= $(SHARED)/data/legal_zh/qa_dev.jsonl
 
 .PHONY: install demo test bench clean
 
@@ -22,7 +23,8 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
-	$(BIN)/python -m pytest -q --nbmake notebooks
+	@if [ -d "$(SHARED)/data" ]; then RAG_SHARED_DIR="$(abspath $(SHARED))" $(BIN)/python -m pytest -q --nbmake notebooks; \
+	else echo "notebooks not run: $(SHARED)/data not found (set RAG_SHARED_DIR)"; fi
 
 clean:
 	rm -rf .rag .pytest_cache
