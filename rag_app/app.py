@@ -18,7 +18,6 @@ from rag_app.indexing import IngestReport
 from rag_app.rerank import Reranker, load_reranker
 from rag_app.sparse import TOKENIZER_VERSION
 from rag_app.store import CollectionInfo, QdrantStore
-from rag_app.tokens import count_tokens
 from rag_app.types import Answer
 from tracing.cost_tracer import CostTracer
 from tracing.ledger import LedgerWriter
@@ -40,7 +39,8 @@ class RagApp:
             self.writer = LedgerWriter(settings.ledger_path)
             self.prices = PriceTable.load(settings.price_overrides)
             self.tracer = CostTracer(self.writer, self.prices, embed_rate_per_1k=settings.embed_price_per_1k,
-                                     rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider)
+                                     rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider,
+                                     llm_max_tokens=settings.llm_max_tokens)
         else:
             self.store, self.writer, self.prices, self.tracer = shared.store, shared.writer, shared.prices, shared.tracer
             if embeddings is None and shared._embeddings is not None and shared.settings.embed_model == settings.embed_model:
@@ -96,7 +96,10 @@ class RagApp:
         return self._collection
 
     def count_prompt_tokens(self, messages) -> int:
-        return sum(count_tokens(str(m.content)) + 4 for m in messages)
+        """Prompt tokens in the unit the configured LLM bills (its own tokenizer, not cl100k)."""
+        from rag_app.model_tokens import tokenizer_for
+
+        return tokenizer_for(self.settings.llm_model).count_messages(messages)
 
     # -- the two jobs ---------------------------------------------------------------------------
     def ask(self, question: str, *, query_id: str | None = None, variant: str | None = None,

@@ -11,6 +11,7 @@ the retry loop tags it with `call_id`, `attempt` and `max_attempts`.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -24,10 +25,11 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable, Quote, rate_quote
-from tracing.usage import TokenUsage, attempt_status, classify_error, usage_from_llm_result
+from tracing.usage import PROVIDER, TokenUsage, attempt_status, classify_error, usage_from_llm_result
 
 log = logging.getLogger(__name__)
 USAGE_EVENT = "rag.usage"
+MEAN_OUTPUT_TTL_S = 60.0
 
 
 def utcnow() -> str:
@@ -46,23 +48,30 @@ class _Run:
     model: str | None = None
 
 
-def _default_counter(text: str) -> int:
-    from rag_app.tokens import count_tokens
+def _tokenizer(model: str | None):
+    from rag_app.model_tokens import tokenizer_for
 
-    return count_tokens(text)
+    return tokenizer_for(model)
+
+
+def _estimate_prompt(model: str | None, messages) -> int:
+    """Prompt tokens in the unit the model bills (o200k for gpt-4o-mini, DeepSeek's own, ...)."""
+    return _tokenizer(model).count_messages([m for batch in messages for m in batch])
 
 
 class CostTracer(BaseCallbackHandler):
     raise_error = False
 
     def __init__(self, writer: LedgerWriter, prices: PriceTable, *, embed_rate_per_1k: float = 0.0,
-                 rerank_rate_per_1k: float = 0.0, count_tokens: Callable[[str], int] = _default_counter,
-                 provider: str | None = None):
+                 rerank_rate_per_1k: float = 0.0, count_tokens: Callable[[str], int] | None = None,
+                 provider: str | None = None, llm_max_tokens: int | None = None):
         self.writer = writer
         self.prices = prices
         self.rates = {"embed": embed_rate_per_1k, "rerank": rerank_rate_per_1k}
-        self.count_tokens = count_tokens
+        self.count_tokens = count_tokens  # None: count with each model's own tokenizer
         self.provider = provider
+        self.llm_max_tokens = llm_max_tokens  # upper bound of an unseen reply (timeouts, shadow cost)
+        self._mean_output: dict[str, tuple[float, float | None]] = {}
         self.faults = 0
         self._runs: dict[UUID, _Run] = {}
         self._lock = threading.Lock()
@@ -131,10 +140,17 @@ class CostTracer(BaseCallbackHandler):
             md = dict(metadata or {})
             params = kw.get("invocation_params") or {}
             model = params.get("model") or params.get("model_name") or md.get("ls_model_name")
-            text = "\n".join(str(getattr(m, "content", m)) for batch in messages for m in batch)
-            est = self.count_tokens(text) + 4 * sum(len(b) for b in messages)
+            est = self._prompt_estimate(model, messages)
             run = _Run("llm", "generate", md, utcnow(), time.perf_counter(), est_input_tokens=est, model=model)
+            run.usage["max_tokens"] = params.get("max_tokens") or params.get("max_completion_tokens") or self.llm_max_tokens
             self._start(run_id, run)
+
+    def on_llm_new_token(self, token: str, *, run_id, **kw):
+        with self._guard("on_llm_new_token"):
+            with self._lock:
+                run = self._runs.get(run_id)
+            if run is not None:  # what a stream delivered so far: counted if the stream is cut
+                run.usage.setdefault("streamed", []).append(token)
 
     def on_llm_end(self, response, *, run_id, **kw):
         with self._guard("on_llm_end"):
@@ -142,10 +158,13 @@ class CostTracer(BaseCallbackHandler):
             if run is None:
                 return
             usage = usage_from_llm_result(response)
-            if usage is None:  # provider sent no usage: fall back to our own count, say so
-                usage = TokenUsage(run.est_input_tokens, 0, 0)
-                run.metadata = {**run.metadata, "usage_note": "estimated"}
-            self._write_attempt(run, "ok", usage)
+            note = None
+            if usage is None:  # provider sent no usage: count prompt and reply ourselves, and say so
+                tok = self._tokenizer_name(run.model)
+                usage = TokenUsage(run.est_input_tokens, self._count(run.model, _reply_text(response, run)),
+                                   source=f"estimated:{tok}")
+                note = "provider sent no usage"
+            self._write_attempt(run, "ok", usage, estimate_note=note)
 
     def on_llm_error(self, error, *, run_id, **kw):
         with self._guard("on_llm_error"):
@@ -154,10 +173,53 @@ class CostTracer(BaseCallbackHandler):
                 return
             kind = classify_error(error)
             status = attempt_status(kind, int(run.metadata.get("attempt", 1)), int(run.metadata.get("max_attempts", 1)))
-            # A timeout fires after the request was sent: the provider may bill the prompt.
-            usage = TokenUsage(run.est_input_tokens, 0, 0) if kind == "timeout" else TokenUsage()
+            at_risk, note = None, None
+            if kind == "timeout":
+                # A timeout fires after the request was sent: the provider may bill the prompt, what
+                # it streamed before the cut, and (worst case) the rest of the reply up to max_tokens.
+                streamed = "".join(run.usage.get("streamed", []))
+                out = self._count(run.model, streamed) if streamed else 0
+                usage = TokenUsage(run.est_input_tokens, out, source=f"estimated:{self._tokenizer_name(run.model)}")
+                cap = run.usage.get("max_tokens")
+                at_risk = max(int(cap) - out, 0) if cap else None
+                note = f"timeout: {out} output tokens arrived before the cut" if streamed else "timeout before any reply"
+            else:
+                usage = TokenUsage(source=PROVIDER)  # refused before any work: nothing billed
             self._write_attempt(run, status, usage, error=f"{type(error).__name__}: {error}"[:500],
-                                possibly_billed=kind == "timeout")
+                                possibly_billed=kind == "timeout", output_at_risk=at_risk, estimate_note=note)
+
+    # -- counting -------------------------------------------------------------------------------
+    def _prompt_estimate(self, model: str | None, messages) -> int:
+        if self.count_tokens is not None:  # an injected counter (tests, custom deployments)
+            text = "\n".join(str(getattr(m, "content", m)) for batch in messages for m in batch)
+            return self.count_tokens(text) + 4 * sum(len(b) for b in messages)
+        return _estimate_prompt(model, messages)
+
+    def _count(self, model: str | None, text: str) -> int:
+        return self.count_tokens(text) if self.count_tokens is not None else _tokenizer(model).count(text)
+
+    def _tokenizer_name(self, model: str | None) -> str:
+        return "custom" if self.count_tokens is not None else _tokenizer(model).name
+
+    def mean_output_tokens(self, model: str) -> float | None:
+        """Mean reported output tokens of this model's successful calls in the ledger (cached 60 s)."""
+        now = time.monotonic()
+        hit = self._mean_output.get(model)
+        if hit and now - hit[0] < MEAN_OUTPUT_TTL_S:
+            return hit[1]
+        mean = None
+        try:
+            conn = sqlite3.connect(f"file:{self.writer.path}?mode=ro", uri=True, timeout=5)
+            try:
+                mean = conn.execute("SELECT AVG(output_tokens) FROM stage_calls WHERE model = ? AND stage = 'generate' "
+                                    "AND status = 'ok' AND usage_source = 'provider' AND output_tokens > 0",
+                                    (model,)).fetchone()[0]
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            mean = None
+        self._mean_output[model] = (now, mean)
+        return mean
 
     # -- rows -----------------------------------------------------------------------------------
     def _common(self, run: _Run) -> dict:
@@ -185,7 +247,10 @@ class CostTracer(BaseCallbackHandler):
         if rate in self.rates:
             shadow = rate_quote(tokens_in, self.rates[rate], rate)
             cost = Quote(0, shadow.version, "rate") if not u.get("billed") else shadow
-        elif u.get("shadow_llm") and model:
+        usage_source, note = ("local" if tokens_in else None), None
+        if u.get("shadow_llm") and model:
+            tokens_out, note = self._shadow_output(model)
+            usage_source = f"estimated:{self._tokenizer_name(model)}"
             shadow = self.prices.quote(model, tokens_in, tokens_out, provider=self.provider)
             cost = Quote(0, shadow.version, shadow.source)
         price = cost or shadow
@@ -196,15 +261,26 @@ class CostTracer(BaseCallbackHandler):
             "shadow_cost_nano_usd": shadow.cost_nano if shadow else None,
             "price_version": price.version if price else None, "price_source": price.source if price else None,
             "possibly_billed": 0, "cache_hits": u.get("cache_hits"), "cache_misses": u.get("cache_misses"),
-            "error": error or u.get("error"),
+            "error": error or u.get("error"), "usage_source": usage_source, "estimate_note": note,
+            "provider": self.provider,
         })
 
+    def _shadow_output(self, model: str) -> tuple[int, str]:
+        """What the reply an extractive answer replaced would have cost in output tokens, labelled."""
+        mean = self.mean_output_tokens(model)
+        if mean is not None:
+            return round(mean), f"output = mean of {model}'s reported replies in this ledger"
+        if self.llm_max_tokens:
+            return int(self.llm_max_tokens), "output = RAG_LLM_MAX_TOKENS (upper bound; no replies of this model in the ledger)"
+        return 0, "output not estimated (no ledger history, no max_tokens)"
+
     def _write_attempt(self, run: _Run, status: str, usage: TokenUsage, error: str | None = None,
-                       possibly_billed: bool = False) -> None:
+                       possibly_billed: bool = False, output_at_risk: int | None = None,
+                       estimate_note: str | None = None) -> None:
         md = run.metadata
         model = run.model or "unknown"
         quote = self.prices.quote(model, usage.input_tokens, usage.output_tokens, usage.cached_tokens,
-                                  provider=self.provider)
+                                  provider=self.provider, cache_write_tokens=usage.cache_write_tokens)
         self.writer.put("stage_calls", {
             **self._common(run), "stage": "generate", "call_id": md.get("call_id"),
             "attempt": int(md.get("attempt", 1)), "status": status, "model": model,
@@ -212,5 +288,14 @@ class CostTracer(BaseCallbackHandler):
             "cached_tokens": usage.cached_tokens, "cost_nano_usd": quote.cost_nano,
             "shadow_cost_nano_usd": None, "price_version": quote.version, "price_source": quote.source,
             "possibly_billed": int(possibly_billed), "cache_hits": None, "cache_misses": None,
-            "error": error,
+            "error": error, "cache_write_tokens": usage.cache_write_tokens, "reasoning_tokens": usage.reasoning_tokens,
+            "usage_raw": usage.raw_json(), "usage_source": usage.source, "estimate_note": estimate_note,
+            "output_at_risk_tokens": output_at_risk, "provider": self.provider,
         })
+
+
+def _reply_text(response, run: _Run) -> str:
+    try:
+        return str(response.generations[0][0].message.content)
+    except (IndexError, AttributeError):
+        return "".join(run.usage.get("streamed", []))

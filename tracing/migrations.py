@@ -97,6 +97,70 @@ def m003_assignment_and_shadow(db: sqlite3.Connection) -> None:
         )""")
 
 
+# Per query totals over a stage-row source. Unpriced stays unpriced: a query with any row whose cost
+# is unknown has cost NULL (its known part is `priced_cost_nano_usd`, a lower bound), never $0.
+_QUERY_COSTS_SQL = """
+    CREATE VIEW {name} AS
+    SELECT q.query_id, q.kind, q.question, q.variant, q.experiment, q.mode, q.status,
+           q.started_at, q.latency_ms,
+           COALESCE(SUM(s.input_tokens), 0) AS input_tokens,
+           COALESCE(SUM(s.output_tokens), 0) AS output_tokens,
+           CASE WHEN SUM(s.id IS NOT NULL AND s.cost_nano_usd IS NULL) > 0 THEN NULL
+                ELSE CAST(TOTAL(s.cost_nano_usd) AS INTEGER) END AS cost_nano_usd,
+           CAST(TOTAL(s.cost_nano_usd) AS INTEGER) AS priced_cost_nano_usd,
+           CASE WHEN SUM(s.price_source = 'unpriced') > 0 THEN NULL
+                ELSE CAST(TOTAL(s.shadow_cost_nano_usd) AS INTEGER) END AS shadow_cost_nano_usd,
+           COALESCE(SUM(s.price_source = 'unpriced'), 0) AS unpriced_rows,
+           CAST(TOTAL(CASE WHEN s.status IN ('retry', 'timeout', 'error') THEN s.cost_nano_usd END) AS INTEGER) AS waste_nano_usd,
+           COALESCE(SUM(s.status = 'retry'), 0) AS retries,
+           COALESCE(SUM(s.status = 'timeout'), 0) AS timeouts,
+           COALESCE(SUM(s.usage_source LIKE 'estimated:%'), 0) AS estimated_rows,
+           CAST(TOTAL(s.output_at_risk_tokens) AS INTEGER) AS output_at_risk_tokens
+    FROM queries q LEFT JOIN {source} s ON s.query_id = q.query_id
+    GROUP BY q.query_id"""
+
+
+@migration
+def m004_usage_details(db: sqlite3.Connection) -> None:
+    # What each provider reported, how we read it, and what re-pricing needs (#12).
+    for col, typ in (("cache_write_tokens", "INTEGER NOT NULL DEFAULT 0"),  # prompt tokens written to a cache
+                     ("reasoning_tokens", "INTEGER NOT NULL DEFAULT 0"),    # part of output_tokens
+                     ("usage_raw", "TEXT"),                # the provider's usage object, JSON, as sent
+                     ("usage_source", "TEXT"),             # provider | estimated:<tokenizer> | local
+                     ("estimate_note", "TEXT"),            # how an estimate was made (e.g. output = ledger mean)
+                     ("output_at_risk_tokens", "INTEGER"), # a timeout may still bill up to this many output tokens
+                     ("provider", "TEXT")):                # price-table provider hint, for re-pricing
+        db.execute(f"ALTER TABLE stage_calls ADD COLUMN {col} {typ}")
+    # Re-pricing never overwrites history: each run appends rows here; the original figures stay.
+    db.execute("""
+        CREATE TABLE repricings (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            stage_call_id INTEGER NOT NULL REFERENCES stage_calls(id),
+            cost_nano_usd INTEGER,            -- NULL = unpriced under the new table
+            shadow_cost_nano_usd INTEGER,
+            price_version TEXT NOT NULL,
+            price_source TEXT NOT NULL,
+            repriced_at TEXT NOT NULL
+        )""")
+    db.execute("CREATE INDEX repricings_call ON repricings(stage_call_id, id)")
+    # stage rows with the latest re-priced figures in place of the original ones
+    db.execute("""
+        CREATE VIEW stage_calls_repriced AS
+        SELECT s.id, s.query_id, s.stage, s.call_id, s.attempt, s.status, s.model, s.input_tokens,
+               s.output_tokens, s.cached_tokens, s.cache_write_tokens, s.reasoning_tokens, s.usage_source,
+               s.output_at_risk_tokens, s.possibly_billed, s.latency_ms, s.cache_hits, s.cache_misses,
+               s.error, s.variant, s.experiment, s.started_at, s.ended_at,
+               CASE WHEN r.id IS NULL THEN s.cost_nano_usd ELSE r.cost_nano_usd END AS cost_nano_usd,
+               CASE WHEN r.id IS NULL THEN s.shadow_cost_nano_usd ELSE r.shadow_cost_nano_usd END AS shadow_cost_nano_usd,
+               COALESCE(r.price_version, s.price_version) AS price_version,
+               COALESCE(r.price_source, s.price_source) AS price_source
+        FROM stage_calls s LEFT JOIN repricings r
+          ON r.id = (SELECT MAX(id) FROM repricings WHERE stage_call_id = s.id)""")
+    db.execute("DROP VIEW query_costs")
+    db.execute(_QUERY_COSTS_SQL.format(name="query_costs", source="stage_calls"))
+    db.execute(_QUERY_COSTS_SQL.format(name="query_costs_repriced", source="stage_calls_repriced"))
+
+
 def migrate(db: sqlite3.Connection) -> list[str]:
     """Apply pending migrations; returns the names applied."""
     db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")

@@ -14,6 +14,13 @@ EXPECTED_STAGE_CALLS = {
     "shadow_cost_nano_usd": int, "price_version": str, "price_source": str, "possibly_billed": int,
     "latency_ms": float, "cache_hits": int, "cache_misses": int, "error": str, "variant": str,
     "experiment": str, "started_at": str, "ended_at": str,
+    # m004_usage_details
+    "cache_write_tokens": int, "reasoning_tokens": int, "usage_raw": str, "usage_source": str,
+    "estimate_note": str, "output_at_risk_tokens": int, "provider": str,
+}
+EXPECTED_REPRICINGS = {
+    "id": int, "stage_call_id": int, "cost_nano_usd": int, "shadow_cost_nano_usd": int, "price_version": str,
+    "price_source": str, "repriced_at": str,
 }
 EXPECTED_QUERIES = {
     "query_id": str, "kind": str, "question": str, "variant": str, "experiment": str, "mode": str,
@@ -32,7 +39,8 @@ def test_migrate_empty_db_gives_exact_schema(tmp_path):
     assert db["stage_calls"].columns_dict == EXPECTED_STAGE_CALLS
     assert db["queries"].columns_dict == EXPECTED_QUERIES
     assert db["shadow_pairs"].columns_dict == EXPECTED_SHADOW_PAIRS
-    assert "query_costs" in db.view_names()
+    assert db["repricings"].columns_dict == EXPECTED_REPRICINGS
+    assert {"query_costs", "query_costs_repriced", "stage_calls_repriced"} <= set(db.view_names())
     assert [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY rowid")] == [m.__name__ for m in MIGRATIONS]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

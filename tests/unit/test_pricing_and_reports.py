@@ -75,10 +75,17 @@ def test_report_on_a_constructed_ledger(tmp_path):
     rep = build_report(conn)
     t = rep.totals
     assert t["queries"] == 3
-    assert t["cost_usd"] == pytest.approx(2500e-9)
-    # per-query costs: a=1000, b=1500, c=0 (unpriced counts as 0 in sums, flagged separately)
-    assert t["cost_per_query_p50_usd"] == pytest.approx(1000e-9)
-    assert t["cost_per_query_p95_usd"] == pytest.approx((1000 + 0.9 * 500) * 1e-9)
+    assert t["cost_usd"] == pytest.approx(2500e-9) and t["cost_is_lower_bound"] is True
+    # per-query costs: a=1000, b=1500; c is unpriced: left out of the statistics and counted, never $0
+    assert (t["priced_queries"], t["unpriced_queries"]) == (2, 1)
+    assert t["cost_per_query_p50_usd"] == pytest.approx(1250e-9)
+    assert t["cost_per_query_p95_usd"] == pytest.approx((1000 + 0.95 * 500) * 1e-9)
+    assert t["cost_per_1k_queries_usd"] == pytest.approx(1000 * 1250e-9)
+    by_id = {r["query_id"]: r for r in rep.queries}
+    assert by_id["c"]["cost_usd"] is None and by_id["c"]["unpriced_rows"] == 1
+    assert by_id["c"]["generate_cost_usd"] is None and by_id["b"]["cost_usd"] == pytest.approx(1500e-9)
+    view = dict(conn.execute("SELECT query_id, cost_nano_usd FROM query_costs").fetchall())
+    assert view == {"a": 1000, "b": 1500, "c": None}  # the view itself keeps NULL: no COALESCE to 0
     assert t["retry_timeout_waste_usd"] == pytest.approx(500e-9)
     assert t["retry_timeout_waste_pct"] == 20.0
     assert (t["retries"], t["timeouts"], t["unpriced_rows"]) == (1, 1, 1)
