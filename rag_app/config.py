@@ -62,6 +62,7 @@ class Settings(BaseSettings):
     llm_max_retries: int = 2
     llm_retry_base_s: float = 0.5
     llm_max_tokens: int = 512
+    llm_stream: bool = False  # stream replies; usage comes from the final chunk (stream_options.include_usage)
     prompt_version: str = "v1"
 
     price_overrides: Path | None = None

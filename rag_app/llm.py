@@ -20,10 +20,25 @@ from tracing.usage import RETRYABLE, classify_error
 MAX_RETRY_AFTER_S = 60.0
 
 
-def build_chat_model(settings):
+def _chat_openai_class():
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(
+    class UsageKeepingChatOpenAI(ChatOpenAI):
+        """ChatOpenAI that keeps a stream's raw usage object. LangChain turns the final usage chunk
+        into `usage_metadata` and drops the keys it does not know (DeepSeek's cache hits, DashScope's
+        cache writes); the tracer prices from the raw object, so we copy it to response_metadata."""
+
+        def _convert_chunk_to_generation_chunk(self, chunk, default_chunk_class, base_generation_info):
+            gen = super()._convert_chunk_to_generation_chunk(chunk, default_chunk_class, base_generation_info)
+            if gen is not None and isinstance(chunk, dict) and chunk.get("usage"):
+                gen.message.response_metadata["token_usage"] = dict(chunk["usage"])
+            return gen
+
+    return UsageKeepingChatOpenAI
+
+
+def build_chat_model(settings):
+    return _chat_openai_class()(
         model=settings.llm_model,
         api_key=settings.openai_api_key or "not-needed",  # local servers accept any key
         base_url=settings.openai_base_url,
@@ -31,7 +46,8 @@ def build_chat_model(settings):
         max_retries=0,
         max_tokens=settings.llm_max_tokens,
         temperature=0,
-        stream_usage=True,  # ChatOpenAI turns usage off for custom base URLs unless asked
+        streaming=settings.llm_stream,
+        stream_usage=True,  # stream_options.include_usage; ChatOpenAI turns it off for custom base URLs unless asked
     )
 
 

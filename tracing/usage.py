@@ -91,13 +91,17 @@ def raw_usage_of(result) -> dict | None:
     which rag_app.llm's chat model copies from the final usage chunk.
     """
     tu = (getattr(result, "llm_output", None) or {}).get("token_usage")
-    if tu:
-        return dict(tu)
-    try:
-        md = result.generations[0][0].message.response_metadata or {}
-    except (IndexError, AttributeError):
-        return None
-    return dict(md["token_usage"]) if md.get("token_usage") else None
+    if not tu:
+        try:
+            tu = (result.generations[0][0].message.response_metadata or {}).get("token_usage")
+        except (IndexError, AttributeError):
+            tu = None
+    return _without_nones(tu) if isinstance(tu, dict) and tu else None
+
+
+def _without_nones(d: dict) -> dict:
+    """The OpenAI SDK fills every field it knows with None; keep what the provider actually sent."""
+    return {k: _without_nones(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
 
 
 def usage_from_llm_result(result) -> TokenUsage | None:

@@ -2,10 +2,15 @@
 
 Each request to /v1/chat/completions takes the next step of the script:
     Reply(content=..., prompt_tokens=..., completion_tokens=...)   200 with usage
+    Reply(usage={...})                                             200 with that usage object verbatim
+                                                                   (a provider's shape: USAGE_SHAPES)
+    Reply(send_usage=False)                                        200 without usage (JSON or stream)
+    Reply(stall_after=2, stall_s=3)                                stream 2 content chunks, then stall
     Status(429, headers={"retry-after-ms": "20"})                  an error status
     Slow(seconds)                                                  sleeps before answering (client times out)
     Drop()                                                         closes the socket without answering
-When the script is exhausted it answers 200. Streaming requests get SSE with a final usage chunk.
+When the script is exhausted it answers 200. Streaming requests get SSE: the content in chunks of
+CHUNK_CHARS characters, then (if the request asked with stream_options.include_usage) a usage chunk.
 """
 from __future__ import annotations
 
@@ -22,6 +27,32 @@ class Reply:
     prompt_tokens: int = 321
     completion_tokens: int = 45
     cached_tokens: int = 0
+    usage: dict | None = None  # sent verbatim instead of the OpenAI shape built from the fields above
+    send_usage: bool = True
+    stall_after: int | None = None  # streaming: stop after this many content chunks ...
+    stall_s: float = 0.0            # ... for this long (the client's read timeout cuts the stream)
+
+
+CHUNK_CHARS = 8
+
+# Each provider's documented usage object (what its OpenAI-compatible endpoint returns).
+USAGE_SHAPES = {
+    "openai": {"prompt_tokens": 2000, "completion_tokens": 300, "total_tokens": 2300,
+               "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0},
+               "completion_tokens_details": {"reasoning_tokens": 128, "audio_tokens": 0}},
+    "deepseek": {"prompt_tokens": 1500, "completion_tokens": 200, "total_tokens": 1700,
+                 "prompt_cache_hit_tokens": 1000, "prompt_cache_miss_tokens": 500,
+                 "completion_tokens_details": {"reasoning_tokens": 64}},
+    "dashscope": {"prompt_tokens": 3000, "completion_tokens": 100, "total_tokens": 3100,
+                  "prompt_tokens_details": {"cached_tokens": 2048, "cache_creation_input_tokens": 512,
+                                            "cache_creation": {"ephemeral_5m_input_tokens": 512},
+                                            "cache_type": "ephemeral"}},
+    "anthropic": {"input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 2000,
+                  "cache_creation_input_tokens": 400},
+    "litellm": {"prompt_tokens": 2500, "completion_tokens": 50, "total_tokens": 2550,
+                "prompt_tokens_details": {"cached_tokens": 2000}, "cache_read_input_tokens": 2000,
+                "cache_creation_input_tokens": 400},
+}
 
 
 @dataclass
@@ -76,12 +107,13 @@ class FakeOpenAI:
                     return self._json(step.code, step.body, step.headers)
                 if body.get("stream"):
                     return self._sse(body, step)
-                self._json(200, {
-                    "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-                    "model": body.get("model"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": step.content},
-                                 "finish_reason": "stop"}],
-                    "usage": _usage(step)})
+                reply = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                         "model": body.get("model"),
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": step.content},
+                                      "finish_reason": "stop"}]}
+                if step.send_usage:
+                    reply["usage"] = _usage(step)
+                self._json(200, reply)
 
             def _json(self, code, payload, headers=None):
                 data = json.dumps(payload).encode()
@@ -101,12 +133,23 @@ class FakeOpenAI:
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
                 base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": body.get("model")}
-                chunks = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": step.content}, "finish_reason": None}]},
-                          {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-                          {**base, "choices": [], "usage": _usage(step)}]
-                for c in chunks:
-                    self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
-                self.wfile.write(b"data: [DONE]\n\n")
+                pieces = [step.content[i:i + CHUNK_CHARS] for i in range(0, len(step.content), CHUNK_CHARS)]
+                chunks = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": p}, "finish_reason": None}]}
+                          for p in pieces]
+                chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                wants_usage = (body.get("stream_options") or {}).get("include_usage")
+                if step.send_usage and wants_usage:
+                    chunks.append({**base, "choices": [], "usage": _usage(step)})
+                try:
+                    for i, c in enumerate(chunks):
+                        if step.stall_after is not None and i == step.stall_after:
+                            self.wfile.flush()
+                            time.sleep(step.stall_s)
+                        self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
+                        self.wfile.flush()
+                    self.wfile.write(b"data: [DONE]\n\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client cut the stream: that is the scenario
                 self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -127,6 +170,8 @@ class FakeOpenAI:
 
 
 def _usage(step: Reply) -> dict:
+    if step.usage is not None:
+        return step.usage
     return {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens,
             "total_tokens": step.prompt_tokens + step.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": step.cached_tokens}}

