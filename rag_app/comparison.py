@@ -5,6 +5,8 @@ Guardrails (experiment config `guardrails`, defaults below): promote when cost p
 at least `min_cost_drop_pct` at 95% confidence and the error rate is not worse by more than
 `max_error_rate_increase`; roll back when cost rises or errors worsen at 95% confidence; else hold.
 A split whose arm sizes disagree with the rollout (SRM, chi-square p < 0.001) is never promoted.
+An arm with unpriced queries (a model with no price) has an unknown cost: it never wins on cost,
+and the verdict names the reason instead of reading the missing dollars as $0.
 """
 from __future__ import annotations
 
@@ -69,17 +71,18 @@ def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: b
         f"(SELECT query_id FROM queries WHERE experiment = ? AND variant = ? AND {cond}) GROUP BY stage",
         (exp.name, variant))}
     n = len(qs)
-    cost = [q["cost_nano_usd"] / 1e9 for q in qs]
-    shadow = [q["shadow_cost_nano_usd"] / 1e9 for q in qs]
+    cost = [q["cost_nano_usd"] / 1e9 for q in qs if q["cost_nano_usd"] is not None]
+    shadow = [q["shadow_cost_nano_usd"] / 1e9 for q in qs if q["shadow_cost_nano_usd"] is not None]
     lat = [q["latency_ms"] or 0.0 for q in qs]
     return {
         "variant": variant, "queries": n, "sticky_queries": sum(1 for q in qs if q["sticky"]),
+        "unpriced_queries": n - len(cost), "unpriced_shadow_queries": n - len(shadow),
         "cost_per_query": _summary(cost), "shadow_cost_per_query": _summary(shadow),
         "latency_ms": {"p50": percentile(lat, 50), "p95": percentile(lat, 95)},
         "error_rate": _rate(sum(q["status"] == "error" for q in qs), n),
         "timeout_rate": _rate(sum(q["timeouts"] > 0 for q in qs), n),
         "retry_rate": _rate(sum(q["retries"] > 0 for q in qs), n),
-        "retry_waste_usd": sum(q["waste_nano_usd"] for q in qs) / 1e9,
+        "retry_waste_usd": sum(q["waste_nano_usd"] or 0 for q in qs) / 1e9,
         "tokens_per_stage": tokens, "_cost": cost, "_shadow": shadow, "_lat": lat,
         "_errors": [1.0 if q["status"] == "error" else 0.0 for q in qs],
     }
@@ -117,14 +120,28 @@ def compare_live(conn: sqlite3.Connection, exp: Experiment) -> dict:
             "srm": srm, "guardrails": guard, "verdict": verdict, "reason": reason}
 
 
+def unpriced_reason(control_unpriced: int, treatment_unpriced: int) -> str | None:
+    """Why cost cannot decide, when either arm has queries whose cost is unknown."""
+    parts = [f"{arm} has {n} unpriced quer{'y' if n == 1 else 'ies'}"
+             for arm, n in (("treatment", treatment_unpriced), ("control", control_unpriced)) if n]
+    if not parts:
+        return None
+    return ("; ".join(parts) + ": cost unknown (a model without a price), so no arm can win on cost. "
+            "Price the model (RAG_PRICE_OVERRIDES, see `rag prices check`), run `rag reprice`, compare again")
+
+
 def decide(control, treatment, cost_ci, err_ci, srm, guard, key) -> tuple[str, str]:
     if srm and srm["flagged"]:
         return "hold", f"sample ratio mismatch (p={srm['pvalue']:.2g}): fix assignment before reading results"
+    if err_ci and err_ci.low > 0:
+        return "roll back", "error rate is higher in treatment at 95% confidence"
+    unpriced = "unpriced_shadow_queries" if key == "_shadow" else "unpriced_queries"
+    why = unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0))
+    if why:
+        return "hold", why
     if cost_ci is None:
         return "hold", "not enough queries in both arms"
     base = sum(control[key]) / len(control[key])
-    if err_ci and err_ci.low > 0:
-        return "roll back", "error rate is higher in treatment at 95% confidence"
     if cost_ci.low > 0:
         return "roll back", "treatment costs more per query at 95% confidence"
     if base > 0 and cost_ci.high <= -guard["min_cost_drop_pct"] / 100 * base and (
@@ -169,15 +186,19 @@ def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=
         pool.base.writer.flush()
         per_arm[arm] = {"recall": recalls, "rr": rrs, "cost": _costs(pool, costs)}
     c, t = per_arm["control"], per_arm["treatment"]
-    use_shadow = sum(x[0] for x in c["cost"] + t["cost"]) == 0
+    use_shadow = sum(x[0] or 0 for x in c["cost"] + t["cost"]) == 0
     idx = 1 if use_shadow else 0
+    unpriced = {arm: sum(x[idx] is None for x in per_arm[arm]["cost"]) for arm in per_arm}
+    why_unpriced = unpriced_reason(unpriced["control"], unpriced["treatment"])
     recall_ci = paired_bootstrap([b - a for a, b in zip(c["recall"], t["recall"])])
     mrr_ci = paired_bootstrap([b - a for a, b in zip(c["rr"], t["rr"])])
-    cost_ci = paired_bootstrap([b[idx] - a[idx] for a, b in zip(c["cost"], t["cost"])])
-    base = sum(a[idx] for a in c["cost"]) / len(c["cost"])
+    cost_ci = None if why_unpriced else paired_bootstrap([b[idx] - a[idx] for a, b in zip(c["cost"], t["cost"])])
+    base = 0.0 if why_unpriced else sum(a[idx] for a in c["cost"]) / len(c["cost"])
     if recall_ci and recall_ci.low < -guard["max_recall_drop"]:
         verdict, reason = ("roll back" if recall_ci.high < 0 else "hold",
                            f"recall@{k} may drop by more than {guard['max_recall_drop']:.0%} (95% CI low {recall_ci.low:.3f})")
+    elif why_unpriced:
+        verdict, reason = "hold", why_unpriced
     elif cost_ci and base > 0 and cost_ci.high <= -guard["min_cost_drop_pct"] / 100 * base:
         verdict, reason = "promote", f"cost falls by >= {guard['min_cost_drop_pct']}% and recall@{k} holds, at 95% confidence"
     elif cost_ci and cost_ci.low > 0:
@@ -188,7 +209,8 @@ def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=
     return {"experiment": exp.name, "questions": len(questions), "k": k,
             "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
             "arms": {arm: {"variant": v, f"recall@{k}": mean(per_arm[arm]["recall"]), "mrr": mean(per_arm[arm]["rr"]),
-                           "cost_per_query": mean([x[idx] for x in per_arm[arm]["cost"]])}
+                           "cost_per_query": None if unpriced[arm] else mean([x[idx] for x in per_arm[arm]["cost"]]),
+                           "unpriced_queries": unpriced[arm]}
                      for arm, v in (("control", exp.control), ("treatment", exp.treatment))},
             "differences": {f"recall@{k}": recall_ci.as_dict() if recall_ci else None,
                             "mrr": mrr_ci.as_dict() if mrr_ci else None,
@@ -207,7 +229,7 @@ def _costs(pool, query_ids: list[str]) -> list[tuple[float, float]]:
     from tracing.ledger import connect
 
     conn = connect(pool.settings.ledger_path)
-    rows = {r[0]: (r[1] / 1e9, r[2] / 1e9) for r in conn.execute(
+    rows = {r[0]: (None if r[1] is None else r[1] / 1e9, None if r[2] is None else r[2] / 1e9) for r in conn.execute(
         f"SELECT query_id, cost_nano_usd, shadow_cost_nano_usd FROM query_costs WHERE query_id IN "
         f"({','.join('?' * len(query_ids))})", query_ids)}
     conn.close()

@@ -79,3 +79,29 @@ def test_paired_bootstrap_brackets_the_mean_difference():
     diffs = [0.1, 0.2, 0.0, 0.15, 0.05] * 20
     ci = paired_bootstrap(diffs)
     assert ci.diff == pytest.approx(0.1) and ci.low < 0.1 < ci.high and ci.high - ci.low < 0.05
+
+
+def test_an_unpriced_treatment_never_wins_on_cost(tmp_path):
+    # the same clear drop as test_compare_live_promotes_a_clear_cost_drop, but the treatment's model has no
+    # price: its rows are NULL-cost, which a COALESCE-to-0 view would read as "cost falls 100%" and promote
+    rng = random.Random(1)
+    control = [int(rng.gauss(1000, 50)) for _ in range(450)]
+    conn = seed_ledger(tmp_path / "l.sqlite", control, [None] * 50)
+    conn.execute("UPDATE stage_calls SET price_source = 'unpriced' WHERE cost_nano_usd IS NULL")
+    conn.commit()
+    res = compare_live(conn, Experiment("e", "a", "b", 10, "s"))
+    assert res["verdict"] == "hold"
+    assert "treatment has 50 unpriced queries" in res["reason"] and "cannot win on cost" not in res["reason"]
+    assert "no arm can win on cost" in res["reason"]
+    assert res["arms"]["treatment"]["unpriced_queries"] == 50
+    assert res["arms"]["treatment"]["cost_per_query"]["mean"] is None
+
+
+def test_a_partly_unpriced_treatment_is_not_promoted(tmp_path):
+    # one unpriced query among 50 cheap ones is enough to withhold a cost verdict
+    rng = random.Random(2)
+    control = [int(rng.gauss(1000, 50)) for _ in range(450)]
+    treatment = [int(rng.gauss(600, 50)) for _ in range(49)] + [None]
+    conn = seed_ledger(tmp_path / "l.sqlite", control, treatment)
+    res = compare_live(conn, Experiment("e", "a", "b", 10, "s"))
+    assert res["verdict"] != "promote" and "treatment has 1 unpriced query" in res["reason"]
