@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rag_app.cost_render import report_tables, stage_table, usd
 from rag_app.errors import RagError
 
 app = typer.Typer(help="Legal-document RAG that records what every answer costs.", no_args_is_help=True,
@@ -147,30 +148,17 @@ def _print_answer(p: dict) -> None:
     for i, c in enumerate(p["citations"], 1):
         out.print(f"  [{i}] 《{c['law']}》{c['article'] or ''}  {_short(c['doc'])}", markup=False)
     out.print(stage_table(p["stages"], title=f"cost of query {p['query_id']}"))
-    out.print(f"total ${p['total_cost_usd']:.9f} billed, ${p['total_shadow_cost_usd']:.9f} shadow "
-              f"({p['mode']} mode){' — some rows unpriced' if p['unpriced'] else ''}")
-
-
-def _money(v) -> str:
-    return "unpriced" if v is None else f"${v:.9f}"
-
-
-def stage_table(stages: list[dict], title: str) -> Table:
-    t = Table(title=title)
-    for col in ("stage", "attempt", "status", "model", "in tok", "out tok", "cost", "shadow cost", "ms"):
-        t.add_column(col, justify="right" if col in ("attempt", "in tok", "out tok", "cost", "shadow cost", "ms") else "left")
-    for s in stages:
-        t.add_row(s["stage"], str(s["attempt"]), s["status"], s["model"] or "-", str(s["input_tokens"]),
-                  str(s["output_tokens"]), _money(s["cost_usd"]),
-                  "-" if s["shadow_cost_usd"] is None else _money(s["shadow_cost_usd"]), f"{s['latency_ms']:.1f}")
-    return t
+    unpriced = sum(s["cost_usd"] is None for s in p["stages"])
+    billed = f"{usd(p['total_cost_usd'])} + {unpriced} unpriced rows" if unpriced else usd(p["total_cost_usd"])
+    out.print(f"total {billed} billed, {usd(p['total_shadow_cost_usd'])} shadow ({p['mode']} mode)")
 
 
 @app.command("report")
 def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most recent queries"),
                fmt: str = typer.Option("table", "--format", help="table | csv | json"),
                variant: Optional[str] = typer.Option(None, help="only this variant"),
-               output: Optional[Path] = typer.Option(None, "--out", help="write to a file instead of stdout")):
+               output: Optional[Path] = typer.Option(None, "--out", help="write to a file instead of stdout"),
+               prices: str = typer.Option("original", help="original (as recorded) | repriced (latest `rag reprice`)")):
     """Per-query cost rows and totals: tokens and $ per stage, p50/p95, retry waste, cache hit rate."""
     from rag_app.config import load_settings
     from tracing.ledger import connect
@@ -178,11 +166,13 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
 
     if fmt not in ("table", "csv", "json"):
         _fail(ValueError(f"--format must be table, csv or json, not {fmt!r}"))
+    if prices not in ("original", "repriced"):
+        _fail(ValueError(f"--prices must be original or repriced, not {prices!r}"))
     settings = load_settings()
     if not settings.ledger_path.exists():
         _fail(RagError(f"no ledger at {settings.ledger_path}; run `rag ask` first or set RAG_DATA_DIR"))
     conn = connect(settings.ledger_path)
-    rep = build_report(conn, last=last, variant=variant)
+    rep = build_report(conn, last=last, variant=variant, prices=prices)
     conn.close()
     if fmt == "json":
         text = json.dumps({"queries": rep.queries, "totals": rep.totals}, ensure_ascii=False, indent=2)
@@ -204,29 +194,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
 
 
 def _print_report(rep) -> None:
-    t = Table(title=f"last {len(rep.queries)} queries")
-    for col in ("started", "question", "mode", "status", "embed", "retrieve", "rerank", "generate", "cost", "shadow", "ms"):
-        t.add_column(col, overflow="fold")
-    for q in rep.queries:
-        t.add_row(q["started_at"][:19], (q["question"] or "")[:30], q["mode"] or "-", q["status"],
-                  *(f"{q[f'{s}_tokens']} tok" for s in ("embed_query", "retrieve", "rerank", "generate")),
-                  _money(q["cost_usd"]), _money(q["shadow_cost_usd"]), f"{q['latency_ms'] or 0:.0f}")
-    out.print(t)
-    tot = rep.totals
-    s = Table(title="per stage")
-    for col in ("stage", "rows", "input tokens", "output tokens", "cost", "shadow cost"):
-        s.add_column(col)
-    for name, v in tot["stages"].items():
-        s.add_row(name, str(v["rows"]), str(v["input_tokens"]), str(v["output_tokens"]), _money(v["cost_usd"]),
-                  _money(v["shadow_cost_usd"]))
-    out.print(s)
-    hit = tot["embedding_cache_hit_rate"]
-    out.print(f"{tot['queries']} queries; cost {_money(tot['cost_usd'])} (shadow {_money(tot['shadow_cost_usd'])}); "
-              f"per query p50 {_money(tot['cost_per_query_p50_usd'])} p95 {_money(tot['cost_per_query_p95_usd'])} "
-              f"(shadow p50 {_money(tot['shadow_cost_per_query_p50_usd'])} p95 {_money(tot['shadow_cost_per_query_p95_usd'])}); "
-              f"retry/timeout waste {_money(tot['retry_timeout_waste_usd'])} = {tot['retry_timeout_waste_pct']}% "
-              f"({tot['retries']} retries, {tot['timeouts']} timeouts); unpriced rows {tot['unpriced_rows']}; "
-              f"embedding cache hit rate {'n/a' if hit is None else f'{hit:.1%}'}")
+    out.print(report_tables(rep))
 
 
 @app.command("eval")

@@ -1,0 +1,103 @@
+"""Money and cost tables for people: sensible precision, 80 columns, "unpriced" never shown as $0.
+
+JSON and CSV keep full nano-dollar precision (tracing.money.usd_json); only what a person reads is
+rounded here: three significant digits ($0.000129), never scientific notation, never "$0.00…".
+"""
+from __future__ import annotations
+
+import math
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+
+def usd(v: float | None, *, sig: int = 3) -> str:
+    """$12.35, $0.0432, $0.000129, $0.0000004; None -> "unpriced"."""
+    if v is None:
+        return "unpriced"
+    if v == 0:
+        return "$0"
+    a = abs(v)
+    decimals = 2 if a >= 1 else min(max(2, sig - 1 - math.floor(math.log10(a))), 10)
+    text = f"{a:.{decimals}f}"
+    if "." in text and a < 1:
+        text = text.rstrip("0").rstrip(".")
+    return f"{'-' if v < 0 else ''}${text}"
+
+
+def per_1k(v: float | None) -> str:
+    """Cost per query shown as $ per 1,000 queries, the unit budgets are made in."""
+    return "unpriced" if v is None else f"{usd(v * 1000)}/1k q"
+
+
+def _short_model(model: str | None) -> str:
+    return "-" if not model else model
+
+
+def stage_table(stages: list[dict], title: str) -> Group:
+    """`rag ask`'s per-stage cost table; fits 80 columns (the model column folds, money never truncates)."""
+    t = Table(title=title, pad_edge=False, collapse_padding=True)
+    t.add_column("stage", no_wrap=True)
+    t.add_column("#", justify="right", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("model", overflow="fold", max_width=18)
+    for col in ("in", "out", "cost", "shadow", "ms"):
+        t.add_column(col, justify="right", no_wrap=True)
+    notes = []
+    for s in stages:
+        source = s.get("usage_source") or ""
+        mark = "*" if source.startswith("estimated:") else ""
+        t.add_row(s["stage"], str(s["attempt"]), s["status"], _short_model(s["model"]), str(s["input_tokens"]),
+                  f"{s['output_tokens']}{mark}", usd(s["cost_usd"]),
+                  "-" if s["shadow_cost_usd"] is None else usd(s["shadow_cost_usd"]), f"{s['latency_ms']:.0f}")
+        if mark:
+            notes.append(f"* {s['stage']}: {source}" + (f" ({s['estimate_note']})" if s.get("estimate_note") else ""))
+        if s.get("output_at_risk_tokens"):
+            notes.append(f"! {s['stage']} attempt {s['attempt']}: up to {s['output_at_risk_tokens']} more output "
+                         "tokens may be billed (timed out)")
+    return Group(t, *(Text(n, overflow="fold") for n in notes))
+
+
+def report_tables(rep) -> Group:
+    """`rag report`: per-query rows, per-stage totals and a summary, each within 80 columns."""
+    q = Table(title=f"last {len(rep.queries)} queries", pad_edge=False, collapse_padding=True)
+    q.add_column("started", no_wrap=True)
+    q.add_column("question", overflow="fold", max_width=18)
+    q.add_column("status", no_wrap=True)
+    for col in ("tokens", "cost", "shadow", "ms"):
+        q.add_column(col, justify="right", no_wrap=True)
+    for r in rep.queries:
+        tokens = sum(r[f"{s}_tokens"] for s in ("embed_query", "retrieve", "rerank", "generate"))
+        cost = usd(r["cost_usd"]) if r["cost_usd"] is not None else f"unpriced ({r['unpriced_rows']})"
+        q.add_row((r["started_at"] or "")[5:19].replace("T", " "), (r["question"] or "")[:16],
+                  f"{r['status']}/{r['mode'] or '-'}", str(tokens), cost, usd(r["shadow_cost_usd"]),
+                  f"{r['latency_ms'] or 0:.0f}")
+    tot = rep.totals
+    s = Table(title="per stage", pad_edge=False, collapse_padding=True)
+    for col in ("stage", "rows", "in tok", "out tok", "cost", "shadow", "unpriced"):
+        s.add_column(col, justify="left" if col == "stage" else "right", no_wrap=True)
+    for name, v in tot["stages"].items():
+        s.add_row(name, str(v["rows"]), str(v["input_tokens"]), str(v["output_tokens"]), usd(v["cost_usd"]),
+                  usd(v["shadow_cost_usd"]), str(v["unpriced_rows"]))
+    return Group(q, s, *(Text(line, overflow="fold") for line in summary_lines(tot)))
+
+
+def summary_lines(tot: dict) -> list[str]:
+    hit = tot["embedding_cache_hit_rate"]
+    known = usd(tot["cost_usd"])
+    lines = [f"{tot['queries']} queries ({tot.get('prices', 'original')} prices): cost {known}"
+             + (" + unpriced" if tot.get("cost_is_lower_bound") else "") + f", shadow {usd(tot['shadow_cost_usd'])}",
+             f"per query: p50 {usd(tot['cost_per_query_p50_usd'])}, p95 {usd(tot['cost_per_query_p95_usd'])}, "
+             f"mean {per_1k(None if tot.get('cost_per_1k_queries_usd') is None else tot['cost_per_1k_queries_usd'] / 1000)}",
+             f"shadow per query: p50 {usd(tot['shadow_cost_per_query_p50_usd'])}, "
+             f"p95 {usd(tot['shadow_cost_per_query_p95_usd'])}",
+             f"retry/timeout waste {usd(tot['retry_timeout_waste_usd'])} ({tot['retry_timeout_waste_pct']}%; "
+             f"{tot['retries']} retries, {tot['timeouts']} timeouts)"]
+    if tot.get("output_at_risk_tokens"):
+        lines.append(f"timeouts may still bill up to {tot['output_at_risk_tokens']} more output tokens (at risk)")
+    lines.append(f"unpriced: {tot['unpriced_rows']} rows in {tot.get('unpriced_queries', 0)} queries "
+                 "(see `rag prices check`)" if tot["unpriced_rows"] else "unpriced: 0 rows")
+    lines.append(f"estimated token counts: {tot.get('estimated_rows', 0)} rows; embedding cache hit rate "
+                 f"{'n/a' if hit is None else f'{hit:.1%}'}")
+    return lines

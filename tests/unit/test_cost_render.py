@@ -1,0 +1,69 @@
+"""What a person reads: sensible precision, 80 columns, no truncated money, unpriced spelled out."""
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from rag_app.cost_render import per_1k, report_tables, stage_table, usd
+from tracing.ledger import connect
+from tracing.reports import build_report
+
+
+@pytest.mark.parametrize("value, shown", [
+    (None, "unpriced"), (0, "$0"), (0.00012885, "$0.000129"), (0.0000004, "$0.0000004"), (0.04321, "$0.0432"),
+    (0.5, "$0.5"), (1.0, "$1.00"), (12.3456, "$12.35"), (0.000000001, "$0.000000001"), (-0.00025, "-$0.00025"),
+])
+def test_usd_case_table(value, shown):
+    assert usd(value) == shown
+
+
+def test_per_1k_queries():
+    assert per_1k(0.00012885) == "$0.129/1k q" and per_1k(None) == "unpriced"
+
+
+def render(renderable) -> list[str]:
+    console = Console(width=80, record=True, force_terminal=False, color_system=None)
+    console.print(renderable)
+    return console.export_text().splitlines()
+
+
+def stage(stage, model, status="ok", attempt=1, tin=0, tout=0, cost=0.0, shadow=None, source="local", **kw):
+    return {"stage": stage, "attempt": attempt, "status": status, "model": model, "input_tokens": tin,
+            "output_tokens": tout, "cost_usd": cost, "shadow_cost_usd": shadow, "latency_ms": 1234.567,
+            "usage_source": source, "estimate_note": kw.get("note"), "output_at_risk_tokens": kw.get("at_risk")}
+
+
+def test_ask_cost_table_fits_80_columns_without_truncation():
+    stages = [stage("embed_query", "BAAI/bge-small-zh-v1.5", tin=23, shadow=0.00000046),
+              stage("retrieve", "qdrant:dense+bm25"),
+              stage("rerank", "BAAI/bge-reranker-base", tin=1234, shadow=0.00002468),
+              stage("generate", "gpt-4o-mini", "timeout", 1, 1510, 0, 0.0002265, source="estimated:o200k_base",
+                    note="timeout before any reply", at_risk=512),
+              stage("generate", "gpt-4o-mini", "ok", 2, 1510, 143, 0.00031230, source="provider"),
+              stage("generate", "house-llm-7b", "ok", 3, 1510, 143, None, source="provider")]
+    lines = render(stage_table(stages, "cost of query 3f1c2d4e-aaaa-bbbb-cccc-1234567890ab"))
+    text = "\n".join(lines)
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in text
+    for shown in ("embed_query", "$0.00000046", "$0.0000247", "$0.000227", "$0.000312", "unpriced",
+                  "estimated:o200k_base", "up to 512 more output tokens"):
+        assert shown in text, shown
+
+
+def test_report_tables_fit_80_columns_and_show_unpriced(tmp_path):
+    conn = connect(tmp_path / "l.sqlite")
+    for i, (cost, source) in enumerate([(128850, "genai-prices"), (131000, "genai-prices"), (None, "unpriced")]):
+        qid = f"query-{i:032d}"
+        conn.execute("INSERT INTO queries (query_id, kind, question, variant, mode, status, started_at, latency_ms) "
+                     "VALUES (?, 'query', ?, 'default', 'llm', 'ok', ?, 2345.6)",
+                     (qid, "一人有限责任公司的股东对公司债务承担什么责任？请详细说明。", f"2026-11-30T10:00:0{i}.123+00:00"))
+        conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, input_tokens, output_tokens, "
+                     "cost_nano_usd, price_source, usage_source, started_at) "
+                     "VALUES (?, 'generate', 'ok', 'gpt-4o-mini', 1510, 143, ?, ?, 'provider', 't')", (qid, cost, source))
+    conn.commit()
+    lines = render(report_tables(build_report(conn)))
+    text = "\n".join(lines)
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in text
+    assert "$0.000129" in text and "unpriced (1)" in text and "unpriced: 1 rows in 1 queries" in text
+    assert "$0.13/1k q" in text  # mean of the two priced queries, per 1,000 queries
