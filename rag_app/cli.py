@@ -197,6 +197,34 @@ def _print_report(rep) -> None:
     out.print(report_tables(rep))
 
 
+@app.command("prices")
+def prices_cmd(model: Optional[str] = typer.Argument(None, help="a model name (default RAG_LLM_MODEL), or `check`"),
+               as_json: bool = typer.Option(False, "--json", help="print one JSON object")):
+    """The price in force for a model (source, version); `rag prices check` lists unpriced ledger models."""
+    from rag_app.config import load_settings
+    from rag_app.prices_cli import check_prices, show_prices
+
+    try:
+        settings = load_settings()
+        code = check_prices(settings, out) if model == "check" else show_prices(settings, model, out, as_json)
+    except RagError as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command("reprice")
+def reprice_cmd(since: Optional[str] = typer.Option(None, help="only rows started at or after this UTC date/time"),
+                model: Optional[str] = typer.Option(None, help="only this model")):
+    """Recompute stored rows' dollars under today's price table; the original figures are kept."""
+    from rag_app.config import load_settings
+    from rag_app.prices_cli import run_reprice
+
+    try:
+        run_reprice(load_settings(), since, model, out)
+    except RagError as e:
+        _fail(e)
+
+
 @app.command("eval")
 def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_start/char_end"),
              corpus: Path = typer.Option(..., help="corpus folder the gold docs are relative to"),
