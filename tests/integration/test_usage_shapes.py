@@ -45,8 +45,8 @@ CASES = {
 }
 
 
-def call(tmp_path, fake, model, *, stream=False, timeout_s=5.0, max_tokens=512):
-    settings = Settings(_env_file=None, data_dir=tmp_path, openai_base_url=fake.base_url, openai_api_key="sk-test",
+def call(tmp_path, fake, model, *, stream=False, timeout_s=5.0, max_tokens=512, api_key="sk-test"):
+    settings = Settings(_env_file=None, data_dir=tmp_path, openai_base_url=fake.base_url, openai_api_key=api_key,
                         llm_model=model, llm_stream=stream, llm_timeout_s=timeout_s, llm_max_tokens=max_tokens)
     writer = LedgerWriter(tmp_path / "ledger.sqlite")
     tracer = CostTracer(writer, PriceTable(), llm_max_tokens=max_tokens)
