@@ -185,4 +185,6 @@ def _query_json(r: dict) -> dict:
             "experiment": r["experiment"], "mode": r["mode"], "status": r["status"], "started_at": r["started_at"],
             "latency_ms": r["latency_ms"], "input_tokens": r["input_tokens"], "output_tokens": r["output_tokens"],
             "cost_usd": usd_json(r["cost_nano_usd"]), "shadow_cost_usd": usd_json(r["shadow_cost_nano_usd"]),
+            "priced_cost_usd": usd_json(r["priced_cost_nano_usd"]), "unpriced_rows": r["unpriced_rows"],
+            "estimated_rows": r["estimated_rows"], "output_at_risk_tokens": r["output_at_risk_tokens"],
             "retries": r["retries"], "timeouts": r["timeouts"]}

@@ -13,6 +13,7 @@ import pytest
 
 from rag_app.app import RagApp
 from rag_app.comparison import compare_live
+from rag_app.cost_render import usd
 from rag_app.experiments import ExperimentConfig
 from tests.conftest import CORPUS, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Reply, Status
@@ -66,13 +67,14 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 page.goto(f"{url}/dashboard?token=tok")
                 page.wait_for_selector("#queries tbody tr")
                 assert page.inner_text("#t-queries") == str(totals["queries"]) == "12"
-                assert page.inner_text("#t-cost") == f"${totals['cost_usd']:.9f}"
-                assert page.inner_text("#t-waste") == f"${totals['retry_timeout_waste_usd']:.9f}"
+                assert page.inner_text("#t-cost") == usd(totals['cost_usd'])
+                assert page.inner_text("#t-waste") == usd(totals['retry_timeout_waste_usd'])
+                assert page.inner_text("#t-unpriced") == f"{totals['unpriced_rows']} rows"
                 assert page.locator("#queries tbody tr").count() == 12
                 assert page.locator("#chart-stages rect").count() == 12 * 4  # a bar segment per stage per query
                 first = page.locator("#queries tbody tr").first
                 assert first.get_attribute("data-id") == rows[0]["query_id"]  # newest first, as in rag report
-                assert f"${rows[0]['cost_usd']:.9f}" in first.inner_text()
+                assert usd(rows[0]['cost_usd']) in first.inner_text()
                 page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
                 # filter by variant, then sort by cost
                 page.select_option("#f-variant", "top3")
@@ -86,7 +88,7 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 page.wait_for_selector("#stages tbody tr")
                 text = page.inner_text("#stages")
                 assert "retry" in text and text.count("generate") == 2
-                assert page.inner_text("#q-cost") == f"${retried['cost_usd']:.9f}"
+                assert page.inner_text("#q-cost") == usd(retried['cost_usd'])
                 page.screenshot(path=str(shots / "query.png"), full_page=True)
                 # the experiment page shows compare's numbers and verdict
                 page.goto(f"{url}/dashboard?token=tok#/experiment/topn")

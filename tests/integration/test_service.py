@@ -172,3 +172,22 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
     assert res["arms"]["treatment"]["cost_per_query"] < res["arms"]["control"]["cost_per_query"]
     assert res["differences"]["cost_per_query"]["ci95_high"] < 0
     assert res["verdict"] == "promote"
+
+
+def test_api_says_unpriced_and_where_counts_came_from(tmp_path):
+    with RagApp(make_settings(tmp_path)) as app:
+        app.ingest([CORPUS / "民法商法/公司法(2018-10-26).md"])
+    with FakeOpenAI() as llm:
+        settings = make_settings(tmp_path, openai_base_url=llm.base_url, llm_model="house-llm-7b")
+        with Server(settings) as url:
+            r = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=60)
+            assert r.status_code == 200, r.text
+            qid = r.json()["query_id"]
+            one = httpx.get(f"{url}/v1/queries/{qid}").json()
+            assert one["cost_usd"] is None and one["unpriced_rows"] == 1  # unpriced, never $0
+            gen = [s for s in one["stages"] if s["stage"] == "generate"][0]
+            assert (gen["usage_source"], gen["price_source"], gen["cost_usd"]) == ("provider", "unpriced", None)
+            listed = httpx.get(f"{url}/v1/queries").json()["queries"][0]
+            assert listed["cost_usd"] is None and listed["unpriced_rows"] == 1
+            summary = httpx.get(f"{url}/v1/reports/summary").json()
+            assert (summary["unpriced_rows"], summary["unpriced_queries"], summary["cost_is_lower_bound"]) == (1, 1, True)
