@@ -44,6 +44,7 @@ class _Run:
     usage: dict = field(default_factory=dict)
     est_input_tokens: int = 0
     model: str | None = None
+    attempt_id: str | None = None  # LLM attempts: key of the `started` row the end write updates
 
 
 def _default_counter(text: str) -> int:
@@ -133,8 +134,10 @@ class CostTracer(BaseCallbackHandler):
             model = params.get("model") or params.get("model_name") or md.get("ls_model_name")
             text = "\n".join(str(getattr(m, "content", m)) for batch in messages for m in batch)
             est = self.count_tokens(text) + 4 * sum(len(b) for b in messages)
-            run = _Run("llm", "generate", md, utcnow(), time.perf_counter(), est_input_tokens=est, model=model)
+            run = _Run("llm", "generate", md, utcnow(), time.perf_counter(), est_input_tokens=est, model=model,
+                       attempt_id=str(run_id))
             self._start(run_id, run)
+            self._write_started(run)
 
     def on_llm_end(self, response, *, run_id, **kw):
         with self._guard("on_llm_end"):
@@ -199,12 +202,35 @@ class CostTracer(BaseCallbackHandler):
             "error": error or u.get("error"),
         })
 
+    def _quote(self, model: str, *args, **kw) -> Quote:
+        """A price-table fault must not cost the row: it is written unpriced, with the fault counted."""
+        try:
+            return self.prices.quote(model, *args, provider=self.provider, **kw)
+        except Exception:
+            self.faults += 1
+            log.exception("price lookup failed for %s; row written unpriced", model)
+            return Quote(None, getattr(self.prices, "version", "?"), "unpriced")
+
+    def _write_started(self, run: _Run) -> None:
+        """On disk before the request leaves (a small committed write, bounded by the writer's
+        direct timeout): after a crash the attempt still shows, possibly billed at its input estimate.
+        The end or error handler replaces this row (same attempt_id) with the final one."""
+        md = run.metadata
+        model = run.model or "unknown"
+        quote = self._quote(model, run.est_input_tokens, 0, 0)
+        self.writer.write_now("stage_calls", {
+            "query_id": md.get("query_id") or "unknown", "variant": md.get("variant"),
+            "experiment": md.get("experiment"), "started_at": run.started_at, "stage": "generate",
+            "call_id": md.get("call_id"), "attempt": int(md.get("attempt", 1)), "status": "started",
+            "model": model, "input_tokens": run.est_input_tokens, "output_tokens": 0, "cached_tokens": 0,
+            "cost_nano_usd": quote.cost_nano, "price_version": quote.version, "price_source": quote.source,
+            "possibly_billed": 1, "attempt_id": run.attempt_id})
+
     def _write_attempt(self, run: _Run, status: str, usage: TokenUsage, error: str | None = None,
                        possibly_billed: bool = False) -> None:
         md = run.metadata
         model = run.model or "unknown"
-        quote = self.prices.quote(model, usage.input_tokens, usage.output_tokens, usage.cached_tokens,
-                                  provider=self.provider)
+        quote = self._quote(model, usage.input_tokens, usage.output_tokens, usage.cached_tokens)
         self.writer.put("stage_calls", {
             **self._common(run), "stage": "generate", "call_id": md.get("call_id"),
             "attempt": int(md.get("attempt", 1)), "status": status, "model": model,
@@ -212,5 +238,5 @@ class CostTracer(BaseCallbackHandler):
             "cached_tokens": usage.cached_tokens, "cost_nano_usd": quote.cost_nano,
             "shadow_cost_nano_usd": None, "price_version": quote.version, "price_source": quote.source,
             "possibly_billed": int(possibly_billed), "cache_hits": None, "cache_misses": None,
-            "error": error,
+            "error": error, "attempt_id": run.attempt_id,
         })

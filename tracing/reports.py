@@ -30,7 +30,9 @@ def stage_rows(conn: sqlite3.Connection, query_id: str) -> list[dict]:
 
 
 def stage_json(row: dict) -> dict:
-    return {"stage": row["stage"], "model": row["model"], "status": row["status"], "attempt": row["attempt"],
+    # a `started` attempt never got its end written (in flight, or the process died): outcome unknown
+    status = "unknown" if row["status"] == "started" else row["status"]
+    return {"stage": row["stage"], "model": row["model"], "status": status, "attempt": row["attempt"],
             "call_id": row["call_id"], "input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"],
             "cached_tokens": row["cached_tokens"], "cost_usd": usd_json(row["cost_nano_usd"]),
             "shadow_cost_usd": usd_json(row["shadow_cost_nano_usd"]), "price_version": row["price_version"],

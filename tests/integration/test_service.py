@@ -58,7 +58,8 @@ def test_ask_auth_and_ledger(indexed, monkeypatch):
     with FakeOpenAI() as llm:
         settings = make_settings(indexed, openai_base_url=llm.base_url, api_token="s3cret")
         with Server(settings) as url:
-            assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}  # no token needed
+            health = httpx.get(f"{url}/healthz").json()  # no token needed
+            assert health["status"] == "ok" and health["ledger"]["buffered_rows"] == 0
             assert httpx.post(f"{url}/v1/ask", json={"question": "x"}).status_code == 401
             bad = httpx.post(f"{url}/v1/ask", json={"question": "x"}, headers={"Authorization": "Bearer nope"})
             assert bad.status_code == 401
