@@ -129,8 +129,15 @@ def test_split_and_shadow_experiments(indexed, tmp_path):
                 arms.setdefault(f"u{i % 10}", set()).add(body["variant"])
                 assert body["experiment"] == name
             assert all(len(v) == 1 for v in arms.values())  # sticky per user
-            time.sleep(0.5)
-            res = httpx.get(f"{url}/v1/experiments/{name}").json()
+            want = 20  # split: both arms together; shadow: the 20 background runs
+            deadline = time.time() + 60
+            while True:  # shadow runs finish in the background: poll, never sleep a fixed time
+                res = httpx.get(f"{url}/v1/experiments/{name}").json()
+                got = (res["arms"]["treatment"]["queries"] if name == "shadow"
+                       else res["arms"]["control"]["queries"] + res["arms"]["treatment"]["queries"])
+                if got >= want or time.time() > deadline:
+                    break
+                time.sleep(0.05)
         if name == "split":
             assert {v.pop() for v in arms.values()} == {"default", "top3"}
             assert res["arms"]["control"]["queries"] + res["arms"]["treatment"]["queries"] == 20
@@ -173,3 +180,46 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
     assert res["arms"]["treatment"]["cost_per_query"] < res["arms"]["control"]["cost_per_query"]
     assert res["differences"]["cost_per_query"]["ci95_high"] < 0
     assert res["verdict"] == "promote"
+
+
+def test_live_comparison_ignores_replayed_questions(indexed, tmp_path):
+    """10 live asks per arm through the service's pool, then one replay of 4 labelled questions through
+    both arms: the live comparison still sees 10 per arm; the replay rows carry origin=replay."""
+    import shutil
+    from rag_app.comparison import compare_live, replay
+    from rag_app.evaluation.qa import Gold, Question
+    from rag_app.service.pool import VariantPool
+
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {
+        "topn": {"control": "default", "treatment": "top1", "rollout_pct": 50, "seed": "s"}}}))
+    shutil.copytree(indexed / "data" / "qdrant", tmp_path / "d" / "qdrant")
+    pool = VariantPool(make_settings(tmp_path, data_dir=tmp_path / "d", experiments_file=cfg, experiment="topn"))
+    try:
+        per_arm = {"control": 0, "treatment": 0}
+        user = 0
+        while min(per_arm.values()) < 10:
+            user += 1
+            from rag_app.experiments import assign
+            arm = assign(pool.experiment, f"user{user}").arm
+            if per_arm[arm] == 10:
+                continue
+            _, a = pool.ask("股东会的职权有哪些？", user_id=f"user{user}")
+            per_arm[a.arm] += 1
+        law = CORPUS / "民法商法/公司法(2018-10-26).md"
+        text = law.read_text(encoding="utf-8")
+        start = text.index("\n第五十七条") + 1
+        q = Question("q0", "公司法第五十七条的内容是什么？", "recitation",
+                     (Gold("民法商法/公司法(2018-10-26).md", start, text.index("\n第", start + 3)),))
+        replay(pool, pool.experiment, [q] * 4, CORPUS, k=5)
+        pool.drain()
+        conn = sqlite3.connect(tmp_path / "d" / "ledger.sqlite")
+        conn.row_factory = sqlite3.Row
+        origins = dict(conn.execute("SELECT origin, COUNT(*) FROM queries GROUP BY origin").fetchall())
+        assert origins == {"live": 20, "replay": 8}
+        res = compare_live(conn, pool.experiment)
+        conn.close()
+    finally:
+        pool.close()
+    assert res["arms"]["control"]["queries"] == 10 and res["arms"]["treatment"]["queries"] == 10
+    assert res["srm"]["pvalue"] == 1.0
