@@ -10,11 +10,10 @@ from typer.testing import CliRunner
 
 from rag_app.app import RagApp
 from rag_app.cli import app as cli
-from tests.conftest import CORPUS, make_settings
+from tests.conftest import LAWS, make_settings
 from tests.fakes.documents import law_paragraphs, write_docx, write_pdf
 
-pytestmark = pytest.mark.shared_data
-LABOR_LAW = CORPUS / "社会法/劳动法(2018-12-29).md"
+LABOR_LAW = LAWS / "社会法/劳动法(2018-12-29).md"
 
 
 @pytest.fixture

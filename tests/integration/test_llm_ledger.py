@@ -12,7 +12,6 @@ from rag_app.errors import LLMError
 from tests.conftest import make_settings
 from tests.fakes.openai_server import Drop, FakeOpenAI, Reply, Slow, Status
 
-pytestmark = pytest.mark.shared_data
 
 
 def nano(usd: Decimal) -> int:
@@ -28,13 +27,13 @@ def indexed(tmp_path_factory):
     """One ingested small corpus shared by the scenarios (BM25 leg; the dense leg is covered elsewhere)."""
     import shutil
 
-    from tests.conftest import CORPUS, SMALL_LAWS
+    from tests.conftest import LAWS, SMALL_LAWS
 
     root = tmp_path_factory.mktemp("llm")
     corpus = root / "corpus"
     for rel in SMALL_LAWS[:1]:
         (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(CORPUS / rel, corpus / rel)
+        shutil.copy(LAWS / rel, corpus / rel)
     with RagApp(make_settings(root, retriever="bm25")) as app:
         report = app.ingest([corpus])
     assert not report.errors

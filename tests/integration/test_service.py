@@ -14,10 +14,9 @@ import uvicorn
 
 from rag_app.app import RagApp
 from rag_app.service.app import create_app
-from tests.conftest import CORPUS, make_settings
+from tests.conftest import LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.shared_data
 
 
 def free_port() -> int:
@@ -50,7 +49,7 @@ class Server:
 def indexed(tmp_path_factory, ):
     root = tmp_path_factory.mktemp("svc")
     with RagApp(make_settings(root)) as app:
-        app.ingest([CORPUS / "民法商法/公司法(2018-10-26).md"])
+        app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"])
     return root
 
 
@@ -97,7 +96,7 @@ def test_fifty_concurrent_asks_all_reach_the_ledger(indexed, tmp_path):
 
 def test_upload_limits_and_bad_files(indexed):
     settings = make_settings(indexed, max_upload_mb=0.05)
-    law = (CORPUS / "社会法/劳动法(2018-12-29).md").read_text(encoding="utf-8")[:6000].encode()
+    law = (LAWS / "社会法/劳动法(2018-12-29).md").read_text(encoding="utf-8")[:6000].encode()
     with Server(settings) as url:
         files = [("files", ("劳动法.md", law, "text/markdown")),
                  ("files", ("big.md", b"x" * 60000, "text/markdown")),
@@ -160,7 +159,7 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
     cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {
         "topn": {"control": "default", "treatment": "top1", "rollout_pct": 10, "seed": "s"}}}))
     shutil.copytree(indexed / "data" / "qdrant", tmp_path / "d" / "qdrant")
-    law = CORPUS / "民法商法/公司法(2018-10-26).md"
+    law = LAWS / "民法商法/公司法(2018-10-26).md"
     text = law.read_text(encoding="utf-8")
     qs = []
     for n, label in enumerate(["第五十七条", "第二十条", "第三十七条", "第七十八条"]):
@@ -170,7 +169,7 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
                            (Gold("民法商法/公司法(2018-10-26).md", start, end),)))
     pool = VariantPool(make_settings(tmp_path, data_dir=tmp_path / "d", experiments_file=cfg))
     try:
-        res = replay(pool, pool.config.experiments["topn"], qs, CORPUS, k=5)
+        res = replay(pool, pool.config.experiments["topn"], qs, LAWS, k=5)
     finally:
         pool.close()
     assert res["arms"]["control"]["recall@5"] == 1.0  # citation-aware retrieval puts the article first
@@ -206,12 +205,12 @@ def test_live_comparison_ignores_replayed_questions(indexed, tmp_path):
                 continue
             _, a = pool.ask("股东会的职权有哪些？", user_id=f"user{user}")
             per_arm[a.arm] += 1
-        law = CORPUS / "民法商法/公司法(2018-10-26).md"
+        law = LAWS / "民法商法/公司法(2018-10-26).md"
         text = law.read_text(encoding="utf-8")
         start = text.index("\n第五十七条") + 1
         q = Question("q0", "公司法第五十七条的内容是什么？", "recitation",
                      (Gold("民法商法/公司法(2018-10-26).md", start, text.index("\n第", start + 3)),))
-        replay(pool, pool.experiment, [q] * 4, CORPUS, k=5)
+        replay(pool, pool.experiment, [q] * 4, LAWS, k=5)
         pool.drain()
         conn = sqlite3.connect(tmp_path / "d" / "ledger.sqlite")
         conn.row_factory = sqlite3.Row
