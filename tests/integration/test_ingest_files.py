@@ -76,6 +76,7 @@ def test_mixed_batch_ingests_good_files_and_reports_each_bad_one(tmp_path, mixed
                       ("binary.txt", "binary"), ("fake.docx", "DOCX"), ("nodata.docx", "DOCX")]:
         line = next(l for l in out.splitlines() if name in l)
         assert "error" in line, line
+        assert why.lower() in line.lower(), f"{name}: the reason ({why}) is missing from {line!r}"
     flat = " ".join(out.split())
     assert "4 written, 0 unchanged, 6 failed" in flat
 
