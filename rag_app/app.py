@@ -37,7 +37,9 @@ class RagApp:
         self._owner = shared is None
         if shared is None:
             self.store = QdrantStore.from_settings(settings)
-            self.writer = LedgerWriter(settings.ledger_path)
+            self.writer = LedgerWriter(settings.ledger_path, max_buffer=settings.ledger_buffer_rows,
+                                       spill_dir=settings.ledger_spill_dir,
+                                       direct_timeout_s=settings.ledger_direct_timeout_s)
             self.prices = PriceTable.load(settings.price_overrides)
             self.tracer = CostTracer(self.writer, self.prices, embed_rate_per_1k=settings.embed_price_per_1k,
                                      rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider)
