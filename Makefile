@@ -24,6 +24,7 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 	@if [ -d "$(SHARED)/data" ]; then RAG_SHARED_DIR="$(abspath $(SHARED))" $(BIN)/python -m pytest -q --nbmake notebooks; \
+	elif [ "$$RAG_REQUIRE_SHARED_DATA" = 1 ]; then echo "error: $(SHARED)/data not found (set RAG_SHARED_DIR)" >&2; exit 1; \
 	else echo "notebooks not run: $(SHARED)/data not found (set RAG_SHARED_DIR)"; fi
 
 clean:

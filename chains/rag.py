@@ -35,8 +35,7 @@ def build_rag(app) -> Runnable:
             report({"status": "skipped", "model": app.collection.embed_model, "error": reason}, config)
             return {**inp, "query_vector": None}
         emb = app.embeddings()
-        vec = emb.embed_query(inp["question"])
-        st = emb.last
+        vec, st = emb.embed_query_with_stats(inp["question"])  # this call's own counters
         report({"model": emb.model_name, "input_tokens": st.tokens, "cache_hits": st.cache_hits,
                 "cache_misses": st.cache_misses, "rate": "embed"}, config)
         return {**inp, "query_vector": vec}

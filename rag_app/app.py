@@ -36,7 +36,9 @@ class RagApp:
         self._owner = shared is None
         if shared is None:
             self.store = QdrantStore.from_settings(settings)
-            self.writer = LedgerWriter(settings.ledger_path)
+            self.writer = LedgerWriter(settings.ledger_path, max_buffer=settings.ledger_buffer_rows,
+                                       spill_dir=settings.ledger_spill_dir,
+                                       direct_timeout_s=settings.ledger_direct_timeout_s)
             self.prices = PriceTable.load(settings.price_overrides)
             self.tracer = CostTracer(self.writer, self.prices, embed_rate_per_1k=settings.embed_price_per_1k,
                                      rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider,
@@ -104,7 +106,8 @@ class RagApp:
     # -- the two jobs ---------------------------------------------------------------------------
     def ask(self, question: str, *, query_id: str | None = None, variant: str | None = None,
             experiment: str | None = None, extra: dict | None = None) -> Answer:
-        """`extra`: more query-row fields for the ledger (user_id, session_id, arm, sticky, shadow_of)."""
+        """`extra`: more query-row fields for the ledger (user_id, session_id, arm, sticky, shadow_of, and
+        origin: live | cli | replay | eval | shadow, default cli; comparisons read live rows only)."""
         if not question or not question.strip():
             raise ValueError("question is empty; pass the question text")
         from chains.rag import build_rag
@@ -115,7 +118,7 @@ class RagApp:
         query_id = query_id or str(uuid.uuid4())
         config = {"callbacks": [self.tracer], "metadata": {
             "query_id": query_id, "kind": "query", "variant": variant or self.settings.variant,
-            "experiment": experiment or self.settings.experiment, **(extra or {})}}
+            "experiment": experiment or self.settings.experiment, "origin": "cli", **(extra or {})}}
         return self._rag.invoke({"question": question.strip()}, config=config)
 
     def ingest(self, paths: list[Path], *, rebuild: bool = False, progress=None) -> IngestReport:

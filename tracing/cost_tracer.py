@@ -46,6 +46,7 @@ class _Run:
     usage: dict = field(default_factory=dict)
     est_input_tokens: int = 0
     model: str | None = None
+    attempt_id: str | None = None  # LLM attempts: key of the `started` row the end write updates
 
 
 def _tokenizer(model: str | None):
@@ -141,9 +142,11 @@ class CostTracer(BaseCallbackHandler):
             params = kw.get("invocation_params") or {}
             model = params.get("model") or params.get("model_name") or md.get("ls_model_name")
             est = self._prompt_estimate(model, messages)
-            run = _Run("llm", "generate", md, utcnow(), time.perf_counter(), est_input_tokens=est, model=model)
+            run = _Run("llm", "generate", md, utcnow(), time.perf_counter(), est_input_tokens=est, model=model,
+                       attempt_id=str(run_id))
             run.usage["max_tokens"] = params.get("max_tokens") or params.get("max_completion_tokens") or self.llm_max_tokens
             self._start(run_id, run)
+            self._write_started(run)
 
     def on_llm_new_token(self, token: str, *, run_id, **kw):
         with self._guard("on_llm_new_token"):
@@ -235,7 +238,7 @@ class CostTracer(BaseCallbackHandler):
         self.writer.put("queries", {"query_id": md["query_id"], "kind": md.get("kind", "query"),
                                     "question": md.get("question"), "mode": mode, "status": status,
                                     "error": error, **{k: row[k] for k in ("variant", "experiment", "started_at", "ended_at", "latency_ms")},
-                                    **{k: md.get(k) for k in ("user_id", "session_id", "arm", "sticky", "shadow_of")}})
+                                    **{k: md.get(k) for k in ("user_id", "session_id", "arm", "sticky", "shadow_of", "origin")}})
 
     def _write_stage(self, run: _Run, status: str, error: str | None = None) -> None:
         u = run.usage
@@ -274,13 +277,39 @@ class CostTracer(BaseCallbackHandler):
             return int(self.llm_max_tokens), "output = RAG_LLM_MAX_TOKENS (upper bound; no replies of this model in the ledger)"
         return 0, "output not estimated (no ledger history, no max_tokens)"
 
+    def _quote(self, model: str, *args, **kw) -> Quote:
+        """A price-table fault must not cost the row: it is written unpriced, with the fault counted."""
+        try:
+            return self.prices.quote(model, *args, provider=self.provider, **kw)
+        except Exception:
+            self.faults += 1
+            log.exception("price lookup failed for %s; row written unpriced", model)
+            return Quote(None, getattr(self.prices, "version", "?"), "unpriced")
+
+    def _write_started(self, run: _Run) -> None:
+        """On disk before the request leaves (a small committed write, bounded by the writer's
+        direct timeout): after a crash the attempt still shows, possibly billed at its input estimate.
+        The end or error handler replaces this row (same attempt_id) with the final one."""
+        md = run.metadata
+        model = run.model or "unknown"
+        quote = self._quote(model, run.est_input_tokens, 0, 0)
+        self.writer.write_now("stage_calls", {
+            "query_id": md.get("query_id") or "unknown", "variant": md.get("variant"),
+            "experiment": md.get("experiment"), "started_at": run.started_at, "stage": "generate",
+            "call_id": md.get("call_id"), "attempt": int(md.get("attempt", 1)), "status": "started",
+            "model": model, "input_tokens": run.est_input_tokens, "output_tokens": 0, "cached_tokens": 0,
+            "cost_nano_usd": quote.cost_nano, "price_version": quote.version, "price_source": quote.source,
+            "possibly_billed": 1, "attempt_id": run.attempt_id,
+            "usage_source": f"estimated:{self._tokenizer_name(run.model)}", "provider": self.provider,
+            "output_at_risk_tokens": run.usage.get("max_tokens")})
+
     def _write_attempt(self, run: _Run, status: str, usage: TokenUsage, error: str | None = None,
                        possibly_billed: bool = False, output_at_risk: int | None = None,
                        estimate_note: str | None = None) -> None:
         md = run.metadata
         model = run.model or "unknown"
-        quote = self.prices.quote(model, usage.input_tokens, usage.output_tokens, usage.cached_tokens,
-                                  provider=self.provider, cache_write_tokens=usage.cache_write_tokens)
+        quote = self._quote(model, usage.input_tokens, usage.output_tokens, usage.cached_tokens,
+                            cache_write_tokens=usage.cache_write_tokens)
         self.writer.put("stage_calls", {
             **self._common(run), "stage": "generate", "call_id": md.get("call_id"),
             "attempt": int(md.get("attempt", 1)), "status": status, "model": model,
@@ -290,7 +319,7 @@ class CostTracer(BaseCallbackHandler):
             "possibly_billed": int(possibly_billed), "cache_hits": None, "cache_misses": None,
             "error": error, "cache_write_tokens": usage.cache_write_tokens, "reasoning_tokens": usage.reasoning_tokens,
             "usage_raw": usage.raw_json(), "usage_source": usage.source, "estimate_note": estimate_note,
-            "output_at_risk_tokens": output_at_risk, "provider": self.provider,
+            "output_at_risk_tokens": output_at_risk, "provider": self.provider, "attempt_id": run.attempt_id,
         })
 
 

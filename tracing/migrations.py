@@ -1,5 +1,8 @@
-"""Ledger schema as a list of small migrations (after simonw/llm). Each runs once, in order, and
-commits together with its record in `_migrations`. Never edit a shipped migration: add one."""
+"""Ledger schema as a list of small migrations (after simonw/llm). Each runs once, in order, inside
+ONE explicit transaction together with its record in `_migrations`: SQLite's DDL is transactional,
+but Python's sqlite3 module (3.11) only opens implicit transactions before DML, so an ALTER TABLE in
+`with conn:` would autocommit and a migration failing halfway would leave its first column behind.
+Never edit a shipped migration: add one."""
 from __future__ import annotations
 
 import sqlite3
@@ -161,16 +164,77 @@ def m004_usage_details(db: sqlite3.Connection) -> None:
     db.execute(_QUERY_COSTS_SQL.format(name="query_costs_repriced", source="stage_calls_repriced"))
 
 
+@migration
+def m005_ledger_durability(db: sqlite3.Connection) -> None:
+    # Where a query came from, so each reader picks what it means: live (HTTP /v1/ask), cli (rag ask,
+    # demo), replay (rag experiment replay), eval (rag eval), shadow (a shadow experiment's background
+    # run). Rows written before this migration cannot be told apart: they keep origin NULL ("unknown").
+    db.execute("ALTER TABLE queries ADD COLUMN origin TEXT")
+    db.execute("CREATE INDEX queries_origin ON queries(origin, experiment, variant)")
+    # An LLM attempt is written as `started` before its request leaves and updated in place when it
+    # ends; attempt_id (the callback run id) is the key of that update.
+    db.execute("ALTER TABLE stage_calls ADD COLUMN attempt_id TEXT")
+    db.execute("CREATE UNIQUE INDEX stage_calls_attempt ON stage_calls(attempt_id)")
+    # Rows SQLite rejected (bad type, constraint): kept with the error instead of killing the writer.
+    db.execute("""
+        CREATE TABLE ledger_quarantine (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            target_table TEXT NOT NULL,
+            row_json TEXT NOT NULL,
+            error TEXT NOT NULL,
+            quarantined_at TEXT NOT NULL
+        )""")
+    # What the writer could not put in the ledger in time: `spilled` rows went to a spill file (replayed
+    # on the next start, then a `replayed` entry), `lost` rows could not be kept anywhere.
+    db.execute("""
+        CREATE TABLE ledger_losses (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,               -- spilled | lost | replayed
+            rows INTEGER NOT NULL,
+            reason TEXT,
+            spill_path TEXT,
+            recorded_at TEXT NOT NULL
+        )""")
+
+
+def applied(db: sqlite3.Connection) -> set[str]:
+    """Names already applied (read only: works on a read-only ledger)."""
+    has = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").fetchone()
+    return {r[0] for r in db.execute("SELECT name FROM _migrations")} if has else set()
+
+
+def pending(db: sqlite3.Connection) -> list[str]:
+    done = applied(db)
+    return [fn.__name__ for fn in MIGRATIONS if fn.__name__ not in done]
+
+
 def migrate(db: sqlite3.Connection) -> list[str]:
-    """Apply pending migrations; returns the names applied."""
-    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    done = {r[0] for r in db.execute("SELECT name FROM _migrations")}
-    applied = []
-    for fn in MIGRATIONS:
-        if fn.__name__ in done:
-            continue
-        with db:  # one transaction: the change and its record land together
-            fn(db)
-            db.execute("INSERT INTO _migrations VALUES (?, datetime('now'))", (fn.__name__,))
-        applied.append(fn.__name__)
-    return applied
+    """Apply pending migrations, each in its own explicit transaction; returns the names applied.
+
+    Nothing is written when nothing is pending, so opening an up-to-date read-only ledger works."""
+    if not pending(db):
+        return []
+    if db.in_transaction:
+        db.commit()
+    saved = db.isolation_level
+    db.isolation_level = None  # we issue BEGIN/COMMIT ourselves
+    applied_now: list[str] = []
+    try:
+        for fn in MIGRATIONS:
+            db.execute("BEGIN IMMEDIATE")  # take the write lock first: two processes never both migrate
+            try:
+                db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+                if db.execute("SELECT 1 FROM _migrations WHERE name = ?", (fn.__name__,)).fetchone():
+                    db.execute("COMMIT")
+                    continue
+                fn(db)
+                db.execute("INSERT INTO _migrations VALUES (?, datetime('now'))", (fn.__name__,))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
+                    db.execute("ROLLBACK")
+                raise
+            applied_now.append(fn.__name__)
+    finally:
+        db.isolation_level = saved
+    return applied_now

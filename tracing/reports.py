@@ -30,7 +30,9 @@ def stage_rows(conn: sqlite3.Connection, query_id: str) -> list[dict]:
 
 
 def stage_json(row: dict) -> dict:
-    return {"stage": row["stage"], "model": row["model"], "status": row["status"], "attempt": row["attempt"],
+    # a `started` attempt never got its end written (in flight, or the process died): outcome unknown
+    status = "unknown" if row["status"] == "started" else row["status"]
+    return {"stage": row["stage"], "model": row["model"], "status": status, "attempt": row["attempt"],
             "call_id": row["call_id"], "input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"],
             "cached_tokens": row["cached_tokens"], "cache_write_tokens": row.get("cache_write_tokens", 0),
             "reasoning_tokens": row.get("reasoning_tokens", 0), "usage_source": row.get("usage_source"),

@@ -17,7 +17,7 @@ from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.ingest.loaders import FORMATS
 from rag_app.service.pool import VariantPool
-from tracing.ledger import connect
+from tracing.ledger import read_connection
 from tracing.money import usd_json
 from tracing.reports import build_report, stage_json, stage_rows
 
@@ -55,8 +55,8 @@ def create_app(settings: Settings) -> FastAPI:
         return state["pool"]
 
     def ledger() -> sqlite3.Connection:
-        pool().base.writer.flush()
-        return connect(settings.ledger_path)
+        pool().base.writer.flush()  # bounded; returns at once while the ledger is failing
+        return read_connection(settings.ledger_path)[0]
 
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError):
@@ -86,7 +86,9 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.get("/healthz")
     def healthz():
-        return {"status": "ok"}
+        """`degraded` while ledger rows wait in memory (disk full, read-only) or rows were spilled or lost."""
+        ledger_health = pool().base.writer.health()
+        return {"status": ledger_health["status"], "ledger": ledger_health}
 
     @app.post("/v1/ask", dependencies=[Depends(auth)])
     def ask(req: AskRequest):
@@ -94,13 +96,16 @@ def create_app(settings: Settings) -> FastAPI:
         conn = ledger()
         stages = [stage_json(r) for r in stage_rows(conn, answer.query_id)]
         conn.close()
+        waiting = pool().base.writer.pending_rows(answer.query_id)  # not on disk yet: shown, flagged
+        stages += [{**stage_json(_stage_defaults(r)), "ledger": "buffered"} for t, r in waiting if t == "stage_calls"]
         return {"query_id": answer.query_id, "answer": answer.text, "mode": answer.mode,
                 "citations": [c.as_dict() for c in answer.citations],
                 "experiment": assignment.experiment if assignment else None,
                 "variant": assignment.variant if assignment else settings.variant,
                 "arm": assignment.arm if assignment else None,
                 "sticky": assignment.sticky if assignment else None,
-                "stages": stages, "total_cost_usd": round(sum(s["cost_usd"] or 0 for s in stages), 9)}
+                "stages": stages, "total_cost_usd": round(sum(s["cost_usd"] or 0 for s in stages), 9),
+                "ledger": "ok" if not waiting else "buffered"}
 
     @app.post("/v1/ingest", dependencies=[Depends(auth)])
     def ingest(files: list[UploadFile] = File(...)):
@@ -188,3 +193,9 @@ def _query_json(r: dict) -> dict:
             "priced_cost_usd": usd_json(r["priced_cost_nano_usd"]), "unpriced_rows": r["unpriced_rows"],
             "estimated_rows": r["estimated_rows"], "output_at_risk_tokens": r["output_at_risk_tokens"],
             "retries": r["retries"], "timeouts": r["timeouts"]}
+
+
+def _stage_defaults(row: dict) -> dict:
+    return {"attempt": 1, "call_id": None, "cached_tokens": 0, "shadow_cost_nano_usd": None, "price_version": None,
+            "possibly_billed": 0, "cache_hits": None, "cache_misses": None, "error": None, "model": None,
+            "input_tokens": 0, "output_tokens": 0, "cost_nano_usd": None, "latency_ms": None, **row}

@@ -49,10 +49,10 @@ class VariantPool:
         if exp is None:
             variant = self.settings.variant if self.settings.variant in self.config.variants else "default"
             answer = self.app_for(variant).ask(question, query_id=query_id, variant=self.settings.variant,
-                                               extra={"user_id": user_id, "session_id": session_id})
+                                               extra={"user_id": user_id, "session_id": session_id, "origin": "live"})
             return answer, None
         a = assign(exp, user_id, session_id, request_id=query_id)
-        extra = {"user_id": user_id, "session_id": session_id, "arm": a.arm, "sticky": int(a.sticky)}
+        extra = {"user_id": user_id, "session_id": session_id, "arm": a.arm, "sticky": int(a.sticky), "origin": "live"}
         answer = self.app_for(a.variant).ask(question, query_id=query_id, variant=a.variant, experiment=exp.name, extra=extra)
         if a.shadow:
             self._shadow.submit(self._run_shadow, question, answer, a, extra)
@@ -61,7 +61,8 @@ class VariantPool:
     def _run_shadow(self, question: str, control: Answer, a: Assignment, extra: dict) -> None:
         try:
             shadow = self.app_for(a.shadow).ask(question, variant=a.shadow, experiment=a.experiment,
-                                                extra={**extra, "arm": "treatment", "shadow_of": control.query_id})
+                                                extra={**extra, "arm": "treatment", "shadow_of": control.query_id,
+                                                       "origin": "shadow"})
         except Exception:  # a failing shadow never affects the user's answer; its rows say what failed
             log.exception("shadow run of %s failed", a.shadow)
             return

@@ -15,13 +15,12 @@ from rag_app.app import RagApp
 from rag_app.comparison import compare_live
 from rag_app.cost_render import usd
 from rag_app.experiments import ExperimentConfig
-from tests.conftest import CORPUS, make_settings
+from tests.conftest import LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Reply, Status
 from tests.integration.test_service import Server
 from tracing.ledger import connect
 from tracing.reports import build_report
 
-pytestmark = pytest.mark.shared_data
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
@@ -31,7 +30,7 @@ def seeded(tmp_path):
     cfg.write_text(json.dumps({"variants": {"top3": {"top_n": 3}}, "experiments": {
         "topn": {"control": "default", "treatment": "top3", "rollout_pct": 50, "seed": "dash"}}}))
     with RagApp(make_settings(tmp_path)) as app:
-        app.ingest([CORPUS / "民法商法/公司法(2018-10-26).md"])
+        app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"])
     return tmp_path, cfg
 
 

@@ -10,11 +10,10 @@ from typer.testing import CliRunner
 
 from rag_app.app import RagApp
 from rag_app.cli import app as cli
-from tests.conftest import CORPUS, make_settings
+from tests.conftest import LAWS, make_settings
 from tests.fakes.documents import law_paragraphs, write_docx, write_pdf
 
-pytestmark = pytest.mark.shared_data
-LABOR_LAW = CORPUS / "社会法/劳动法(2018-12-29).md"
+LABOR_LAW = LAWS / "社会法/劳动法(2018-12-29).md"
 
 
 @pytest.fixture
@@ -77,6 +76,7 @@ def test_mixed_batch_ingests_good_files_and_reports_each_bad_one(tmp_path, mixed
                       ("binary.txt", "binary"), ("fake.docx", "DOCX"), ("nodata.docx", "DOCX")]:
         line = next(l for l in out.splitlines() if name in l)
         assert "error" in line, line
+        assert why.lower() in line.lower(), f"{name}: the reason ({why}) is missing from {line!r}"
     flat = " ".join(out.split())
     assert "4 written, 0 unchanged, 6 failed" in flat
 

@@ -12,7 +12,6 @@ from rag_app.errors import LLMError
 from tests.conftest import make_settings
 from tests.fakes.openai_server import Drop, FakeOpenAI, Reply, Slow, Status
 
-pytestmark = pytest.mark.shared_data
 
 
 def nano(usd: Decimal) -> int:
@@ -28,13 +27,13 @@ def indexed(tmp_path_factory):
     """One ingested small corpus shared by the scenarios (BM25 leg; the dense leg is covered elsewhere)."""
     import shutil
 
-    from tests.conftest import CORPUS, SMALL_LAWS
+    from tests.conftest import LAWS, SMALL_LAWS
 
     root = tmp_path_factory.mktemp("llm")
     corpus = root / "corpus"
     for rel in SMALL_LAWS[:1]:
         (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(CORPUS / rel, corpus / rel)
+        shutil.copy(LAWS / rel, corpus / rel)
     with RagApp(make_settings(root, retriever="bm25")) as app:
         report = app.ingest([corpus])
     assert not report.errors
@@ -154,6 +153,41 @@ def test_a_broken_tracer_never_breaks_the_query(indexed, monkeypatch):
         settings = make_settings(indexed, retriever="bm25", openai_base_url=fake.base_url, llm_retry_base_s=0.01)
         with RagApp(settings) as app:
             app.tracer.prices = ExplodingPrices()
-            answer = app.ask("一人有限责任公司是什么？")
+            answer = app.ask("一人有限责任公司是什么？", query_id="q-broken-prices")
             assert answer.mode == "llm" and answer.text
             assert app.tracer.faults >= 1
+            # the billed attempt is still on the ledger, with the provider's usage, unpriced (never $0)
+            rs = rows(app, "q-broken-prices")
+            assert [(r["status"], r["input_tokens"], r["output_tokens"]) for r in rs] == [("ok", 321, 45)]
+            assert rs[0]["cost_nano_usd"] is None and rs[0]["price_source"] == "unpriced"
+            assert len(fake.requests) == 1
+
+
+def test_the_attempt_is_on_disk_before_the_request_leaves(indexed, monkeypatch):
+    """While the server holds the request, the ledger already has a `started` row for it."""
+    import threading
+    import time
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    fake = FakeOpenAI()
+    fake.script = [Slow(1.5, then=Reply(prompt_tokens=300, completion_tokens=9))]
+    with fake:
+        settings = make_settings(indexed, retriever="bm25", openai_base_url=fake.base_url, llm_timeout_s=10,
+                                 llm_retry_base_s=0.01)
+        with RagApp(settings) as app:
+            t = threading.Thread(target=app.ask, args=("一人有限责任公司是什么？",), kwargs={"query_id": "q-inflight"})
+            t.start()
+            deadline = time.time() + 30
+            while not fake.requests:
+                assert time.time() < deadline
+                time.sleep(0.01)
+            conn = sqlite3.connect(settings.ledger_path)  # another connection: only committed rows show
+            during = conn.execute("SELECT status, input_tokens, possibly_billed, cost_nano_usd, attempt_id FROM "
+                                  "stage_calls WHERE query_id = 'q-inflight' AND stage = 'generate'").fetchall()
+            conn.close()
+            t.join(30)
+            final = rows(app, "q-inflight")
+    assert len(during) == 1 and during[0][0] == "started" and during[0][2] == 1
+    assert during[0][1] > 100 and during[0][3] == gpt4o_mini_cost(during[0][1], 0)  # input estimate, priced
+    assert shape(final) == [(1, "ok", 300, 9, gpt4o_mini_cost(300, 9), 0)]  # updated in place, one row
+    assert final[0]["attempt_id"] == during[0][4]

@@ -16,18 +16,17 @@ from rag_app.retrieval import rrf_fuse
 from rag_app.types import Chunk, ScoredChunk
 from tests.conftest import make_settings
 
-pytestmark = pytest.mark.shared_data
 
 
 def test_tiny_bge_embedder_loads_through_flagmodel(tiny_models, tmp_path):
     emb = load_embeddings(str(tiny_models["embedder-a"]), EmbeddingCache(tmp_path / "c.sqlite"), allow_fallback=False)
     assert isinstance(emb.encoder, FlagEncoder) and emb.fell_back_from is None
-    vecs = emb.embed_array(["劳动者享有平等就业的权利。", "用人单位应当依法建立规章制度。"])
+    vecs, st = emb.embed_array_with_stats(["劳动者享有平等就业的权利。", "用人单位应当依法建立规章制度。"])
     assert vecs.shape == (2, 32)
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)  # normalised like bge
-    assert (emb.last.cache_hits, emb.last.cache_misses) == (0, 2)
-    again = emb.embed_array(["劳动者享有平等就业的权利。"])
-    assert (emb.last.cache_hits, emb.last.cache_misses) == (1, 0)
+    assert (st.cache_hits, st.cache_misses) == (0, 2)
+    again, st = emb.embed_array_with_stats(["劳动者享有平等就业的权利。"])
+    assert (st.cache_hits, st.cache_misses) == (1, 0)
     assert np.allclose(again[0], vecs[0])
     assert emb.unknown_token_rate(["劳动者享有平等就业的权利。"]) == 0.0
     assert emb.embed_query("劳动者") != emb.embed_documents(["劳动者"])[0]  # query instruction differs

@@ -14,10 +14,9 @@ import uvicorn
 
 from rag_app.app import RagApp
 from rag_app.service.app import create_app
-from tests.conftest import CORPUS, make_settings
+from tests.conftest import LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.shared_data
 
 
 def free_port() -> int:
@@ -50,7 +49,7 @@ class Server:
 def indexed(tmp_path_factory, ):
     root = tmp_path_factory.mktemp("svc")
     with RagApp(make_settings(root)) as app:
-        app.ingest([CORPUS / "民法商法/公司法(2018-10-26).md"])
+        app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"])
     return root
 
 
@@ -58,7 +57,8 @@ def test_ask_auth_and_ledger(indexed, monkeypatch):
     with FakeOpenAI() as llm:
         settings = make_settings(indexed, openai_base_url=llm.base_url, api_token="s3cret")
         with Server(settings) as url:
-            assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}  # no token needed
+            health = httpx.get(f"{url}/healthz").json()  # no token needed
+            assert health["status"] == "ok" and health["ledger"]["buffered_rows"] == 0
             assert httpx.post(f"{url}/v1/ask", json={"question": "x"}).status_code == 401
             bad = httpx.post(f"{url}/v1/ask", json={"question": "x"}, headers={"Authorization": "Bearer nope"})
             assert bad.status_code == 401
@@ -96,7 +96,7 @@ def test_fifty_concurrent_asks_all_reach_the_ledger(indexed, tmp_path):
 
 def test_upload_limits_and_bad_files(indexed):
     settings = make_settings(indexed, max_upload_mb=0.05)
-    law = (CORPUS / "社会法/劳动法(2018-12-29).md").read_text(encoding="utf-8")[:6000].encode()
+    law = (LAWS / "社会法/劳动法(2018-12-29).md").read_text(encoding="utf-8")[:6000].encode()
     with Server(settings) as url:
         files = [("files", ("劳动法.md", law, "text/markdown")),
                  ("files", ("big.md", b"x" * 60000, "text/markdown")),
@@ -128,8 +128,15 @@ def test_split_and_shadow_experiments(indexed, tmp_path):
                 arms.setdefault(f"u{i % 10}", set()).add(body["variant"])
                 assert body["experiment"] == name
             assert all(len(v) == 1 for v in arms.values())  # sticky per user
-            time.sleep(0.5)
-            res = httpx.get(f"{url}/v1/experiments/{name}").json()
+            want = 20  # split: both arms together; shadow: the 20 background runs
+            deadline = time.time() + 60
+            while True:  # shadow runs finish in the background: poll, never sleep a fixed time
+                res = httpx.get(f"{url}/v1/experiments/{name}").json()
+                got = (res["arms"]["treatment"]["queries"] if name == "shadow"
+                       else res["arms"]["control"]["queries"] + res["arms"]["treatment"]["queries"])
+                if got >= want or time.time() > deadline:
+                    break
+                time.sleep(0.05)
         if name == "split":
             assert {v.pop() for v in arms.values()} == {"default", "top3"}
             assert res["arms"]["control"]["queries"] + res["arms"]["treatment"]["queries"] == 20
@@ -152,7 +159,7 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
     cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {
         "topn": {"control": "default", "treatment": "top1", "rollout_pct": 10, "seed": "s"}}}))
     shutil.copytree(indexed / "data" / "qdrant", tmp_path / "d" / "qdrant")
-    law = CORPUS / "民法商法/公司法(2018-10-26).md"
+    law = LAWS / "民法商法/公司法(2018-10-26).md"
     text = law.read_text(encoding="utf-8")
     qs = []
     for n, label in enumerate(["第五十七条", "第二十条", "第三十七条", "第七十八条"]):
@@ -162,7 +169,7 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
                            (Gold("民法商法/公司法(2018-10-26).md", start, end),)))
     pool = VariantPool(make_settings(tmp_path, data_dir=tmp_path / "d", experiments_file=cfg))
     try:
-        res = replay(pool, pool.config.experiments["topn"], qs, CORPUS, k=5)
+        res = replay(pool, pool.config.experiments["topn"], qs, LAWS, k=5)
     finally:
         pool.close()
     assert res["arms"]["control"]["recall@5"] == 1.0  # citation-aware retrieval puts the article first
@@ -191,3 +198,46 @@ def test_api_says_unpriced_and_where_counts_came_from(tmp_path):
             assert listed["cost_usd"] is None and listed["unpriced_rows"] == 1
             summary = httpx.get(f"{url}/v1/reports/summary").json()
             assert (summary["unpriced_rows"], summary["unpriced_queries"], summary["cost_is_lower_bound"]) == (1, 1, True)
+
+
+def test_live_comparison_ignores_replayed_questions(indexed, tmp_path):
+    """10 live asks per arm through the service's pool, then one replay of 4 labelled questions through
+    both arms: the live comparison still sees 10 per arm; the replay rows carry origin=replay."""
+    import shutil
+    from rag_app.comparison import compare_live, replay
+    from rag_app.evaluation.qa import Gold, Question
+    from rag_app.service.pool import VariantPool
+
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {
+        "topn": {"control": "default", "treatment": "top1", "rollout_pct": 50, "seed": "s"}}}))
+    shutil.copytree(indexed / "data" / "qdrant", tmp_path / "d" / "qdrant")
+    pool = VariantPool(make_settings(tmp_path, data_dir=tmp_path / "d", experiments_file=cfg, experiment="topn"))
+    try:
+        per_arm = {"control": 0, "treatment": 0}
+        user = 0
+        while min(per_arm.values()) < 10:
+            user += 1
+            from rag_app.experiments import assign
+            arm = assign(pool.experiment, f"user{user}").arm
+            if per_arm[arm] == 10:
+                continue
+            _, a = pool.ask("股东会的职权有哪些？", user_id=f"user{user}")
+            per_arm[a.arm] += 1
+        law = LAWS / "民法商法/公司法(2018-10-26).md"
+        text = law.read_text(encoding="utf-8")
+        start = text.index("\n第五十七条") + 1
+        q = Question("q0", "公司法第五十七条的内容是什么？", "recitation",
+                     (Gold("民法商法/公司法(2018-10-26).md", start, text.index("\n第", start + 3)),))
+        replay(pool, pool.experiment, [q] * 4, LAWS, k=5)
+        pool.drain()
+        conn = sqlite3.connect(tmp_path / "d" / "ledger.sqlite")
+        conn.row_factory = sqlite3.Row
+        origins = dict(conn.execute("SELECT origin, COUNT(*) FROM queries GROUP BY origin").fetchall())
+        assert origins == {"live": 20, "replay": 8}
+        res = compare_live(conn, pool.experiment)
+        conn.close()
+    finally:
+        pool.close()
+    assert res["arms"]["control"]["queries"] == 10 and res["arms"]["treatment"]["queries"] == 10
+    assert res["srm"]["pvalue"] == 1.0

@@ -36,13 +36,14 @@ def test_srm_flags_a_skewed_split_and_not_a_fair_one():
     assert srm_pvalue(800, 200, 0.10) < 1e-6
 
 
-def seed_ledger(path, control_costs, treatment_costs, exp="e"):
+def seed_ledger(path, control_costs, treatment_costs, exp="e", origin="live"):
     conn = connect(path)
     for arm, variant, costs in (("control", "a", control_costs), ("treatment", "b", treatment_costs)):
         for i, c in enumerate(costs):
-            qid = f"{variant}{i}"
+            qid = f"{origin}-{variant}{i}"
             conn.execute("INSERT INTO queries (query_id, kind, variant, experiment, status, started_at, latency_ms, "
-                         "arm, sticky) VALUES (?, 'query', ?, ?, 'ok', 't', 100, ?, 1)", (qid, variant, exp, arm))
+                         "arm, sticky, origin) VALUES (?, 'query', ?, ?, 'ok', 't', 100, ?, 1, ?)",
+                         (qid, variant, exp, arm, origin))
             conn.execute("INSERT INTO stage_calls (query_id, stage, status, cost_nano_usd, input_tokens, started_at) "
                          "VALUES (?, 'generate', 'ok', ?, 100, 't')", (qid, c))
     conn.commit()
@@ -105,3 +106,21 @@ def test_a_partly_unpriced_treatment_is_not_promoted(tmp_path):
     conn = seed_ledger(tmp_path / "l.sqlite", control, treatment)
     res = compare_live(conn, Experiment("e", "a", "b", 10, "s"))
     assert res["verdict"] != "promote" and "treatment has 1 unpriced query" in res["reason"]
+
+
+def test_compare_live_counts_live_rows_only(tmp_path):
+    """10 live queries per arm, plus one replay of 50 questions through both arms, a CLI ask and a
+    pre-m005 row of unknown origin: the comparison sees 10 per arm, and its SRM and costs are theirs."""
+    path = tmp_path / "l.sqlite"
+    seed_ledger(path, [1000] * 10, [600] * 10).close()
+    seed_ledger(path, [5] * 50, [5] * 50, origin="replay").close()
+    seed_ledger(path, [7], [7], origin="cli").close()
+    conn = connect(path)
+    conn.execute("INSERT INTO queries (query_id, kind, variant, experiment, status, started_at, arm, sticky) "
+                 "VALUES ('old', 'query', 'a', 'e', 'ok', 't', 'control', 1)")
+    conn.commit()
+    res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
+    assert res["arms"]["control"]["queries"] == 10 and res["arms"]["treatment"]["queries"] == 10
+    assert res["arms"]["control"]["sticky_queries"] == 10
+    assert res["arms"]["control"]["cost_per_query"]["mean"] == pytest.approx(1000 / 1e9)
+    assert res["arms"]["treatment"]["tokens_per_stage"]["generate"]["input_tokens"] == 10 * 100

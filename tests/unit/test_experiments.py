@@ -72,3 +72,37 @@ def test_config_validation(tmp_path):
         ExperimentConfig.load(f)
     with pytest.raises(ConfigError, match="rollout_pct"):
         Experiment("e", "a", "b", 120, "s")
+
+
+CASES = json.loads((__import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "bucket_cases.json")
+                   .read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("seed,unit,expected", CASES["growthbook_v2"] + CASES["project"])
+def test_bucket_case_table(seed, unit, expected):
+    """A fixed table (growthbook's published v2 vectors + frozen project cases): swapping the hash,
+    even for Python's per-process hash(), breaks stickiness across restarts and turns this red."""
+    assert bucket(seed, unit) == expected
+
+
+@pytest.mark.parametrize("seed,unit,expected", CASES["project"][:6])
+def test_arm_follows_the_bucket_at_every_rollout(seed, unit, expected):
+    for pct in (0, 5, 10, 25, 50, 75, 100):
+        arm = assign(Experiment("e", "c", "t", pct, seed), user_id=unit).arm
+        assert arm == ("treatment" if expected < pct / 100 else "control")
+
+
+def test_assignment_is_the_same_in_another_process():
+    """Sticky across restarts: a fresh interpreter with another hash seed assigns the same arms."""
+    import os
+    import subprocess
+    import sys
+
+    users = [f"user-{i}" for i in range(40)]
+    here = [assign(exp(50, "restart"), user_id=u).arm for u in users]
+    code = ("import json,sys; from rag_app.experiments import Experiment, assign; "
+            "print(json.dumps([assign(Experiment('e','control-v','treat-v',50,'restart'), user_id=u).arm "
+            "for u in json.loads(sys.argv[1])]))")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(users)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": "12345"}).stdout
+    assert json.loads(out) == here

@@ -1,0 +1,66 @@
+"""`rag serve` as a real child process on a loopback port, for fault tests (kill -9, full disk)."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_env(data_dir: Path, llm_url: str | None, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "OPENAI_", "QDRANT_"))}
+    env.update({"RAG_DATA_DIR": str(data_dir), "RAG_RETRIEVER": "bm25", "RAG_RERANK_MODEL": "",
+                "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "RAG_LLM_MAX_RETRIES": "0"})
+    if llm_url:
+        env.update({"OPENAI_BASE_URL": llm_url, "OPENAI_API_KEY": "sk-local", "RAG_LLM_TIMEOUT_S": "30"})
+    env.update(extra)
+    return env
+
+
+class Serve:
+    def __init__(self, env: dict, log: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log.open("w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli", "serve", "--port", str(self.port)],
+                                     env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def __enter__(self):
+        deadline = time.time() + 90
+        while True:
+            assert self.proc.poll() is None, f"rag serve exited: {Path(self.log.name).read_text()[-3000:]}"
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            assert time.time() < deadline, "rag serve did not start"
+            time.sleep(0.2)
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def __exit__(self, *exc):
+        self.stop()
+        self.log.close()
