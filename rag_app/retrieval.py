@@ -1,7 +1,7 @@
-"""Retrieval: dense and BM25 legs from Qdrant, fused by weighted reciprocal rank (RRF).
+"""Retrieval: dense and BM25 legs fused by weighted reciprocal rank (RRF) inside the engine (one
+store.search call with two prefetches), then the article a question cites put first.
 
-Fusion is done here rather than in Qdrant so each leg's weight is configurable and each leg's
-contribution can be reported; both legs' vectors live in Qdrant.
+`rrf_fuse` is the same fusion as a pure function, for code that fuses rankings of its own.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from rag_app import sparse
 from rag_app.legal_numbers import find_article_refs
-from rag_app.store import CollectionInfo, Hit, QdrantStore
+from rag_app.store import CollectionInfo, Fusion, Hit, SparseVector, VectorStore
 from rag_app.types import Chunk, ScoredChunk
 
 
@@ -43,7 +43,7 @@ def cited_laws(question: str, titles: list[str]) -> list[str]:
     return sorted(keep)
 
 
-def citation_hits(store: QdrantStore, info: CollectionInfo, question: str, limit: int = 5) -> list[Hit]:
+def citation_hits(store: VectorStore, info: CollectionInfo, question: str, limit: int = 5) -> list[Hit]:
     """Chunks holding the exact (law, article) the question cites: 《民法典》第一千零四十三条, 刑法第264条."""
     keys = list(dict.fromkeys(find_article_refs(question)))
     if not keys:
@@ -59,26 +59,16 @@ def legs_for(mode: str, info: CollectionInfo) -> tuple[bool, bool]:
     return dense, use_sparse
 
 
-def retrieve(store: QdrantStore, info: CollectionInfo, question: str, query_vector: list[float] | None,
+def retrieve(store: VectorStore, info: CollectionInfo, question: str, query_vector: list[float] | None,
              *, mode: str, top_k: int, rrf_k: int = 60, dense_weight: float = 1.0,
              sparse_weight: float = 1.0, cite: bool = True) -> list[ScoredChunk]:
     use_dense, use_sparse = legs_for(mode, info)
-    legs: list[list[Hit]] = []
-    weights: list[float] = []
-    depth = max(top_k * 2, 50)  # fuse over deeper lists than we return
-    if use_dense and query_vector is not None:
-        legs.append(store.search_dense(info.name, query_vector, depth))
-        weights.append(dense_weight)
-    if use_sparse:
-        idx, val = sparse.query_vector(question)
-        legs.append(store.search_sparse(info.name, idx, val, depth))
-        weights.append(sparse_weight)
-    payloads = {h.payload["chunk_id"]: h.payload for leg in legs for h in leg}
-    if len(legs) == 1:
-        ordered = [(h.payload["chunk_id"], h.score) for h in legs[0]]
-    else:
-        fused = rrf_fuse([[h.payload["chunk_id"] for h in leg] for leg in legs], weights, rrf_k)
-        ordered = sorted(fused.items(), key=lambda kv: -kv[1])
+    depth = max(top_k * 2, 50)  # each leg and the fusion go deeper than we return
+    hits = store.search(info.name, dense=query_vector if use_dense else None,
+                        sparse=SparseVector(*sparse.query_vector(question)) if use_sparse else None,
+                        limit=depth, fusion=Fusion(rrf_k, dense_weight, sparse_weight))
+    payloads = {h.payload["chunk_id"]: h.payload for h in hits}
+    ordered = [(h.payload["chunk_id"], h.score) for h in hits]
     if cite:  # the article the question names goes first, ahead of anything similar-sounding
         exact = citation_hits(store, info, question)
         payloads.update((h.payload["chunk_id"], h.payload) for h in exact)
