@@ -5,7 +5,9 @@ store.search call with two prefetches), then the article a question cites put fi
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from rag_app import sparse
 from rag_app.legal_numbers import find_article_refs
@@ -32,15 +34,24 @@ def short_names(title: str) -> list[str]:
 
 def cited_laws(question: str, titles: list[str]) -> list[str]:
     """Titles the question names. A match inside a longer match is dropped (保险法 in 社会保险法)."""
-    spans = []
-    for t in titles:
-        for name in short_names(t):
-            start = question.find(name)
-            while start >= 0:
-                spans.append((start, start + len(name), t))
-                start = question.find(name, start + 1)
+    pattern, owners = _title_matcher(tuple(titles))
+    spans = [(m.start(), m.start() + len(m.group(1)), t) for m in pattern.finditer(question)
+             for t in owners[m.group(1)]] if owners else []
     keep = {t for s, e, t in spans if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans)}
     return sorted(keep)
+
+
+@lru_cache(maxsize=8)
+def _title_matcher(titles: tuple[str, ...]) -> tuple[re.Pattern, dict[str, list[str]]]:
+    """One regex over every name of every title, built once per title list rather than one scan of
+    the question per title: at each position the longest name matches (a shorter one starting there
+    lies inside it and would be dropped anyway), so the cost no longer grows with the library."""
+    owners: dict[str, list[str]] = {}
+    for t in titles:
+        for name in short_names(t):
+            owners.setdefault(name, []).append(t)
+    names = sorted(owners, key=len, reverse=True)
+    return re.compile("(?=(" + "|".join(map(re.escape, names)) + "))"), owners
 
 
 def citation_hits(store: VectorStore, info: CollectionInfo, question: str, limit: int = 5) -> list[Hit]:
@@ -63,10 +74,10 @@ def retrieve(store: VectorStore, info: CollectionInfo, question: str, query_vect
              *, mode: str, top_k: int, rrf_k: int = 60, dense_weight: float = 1.0,
              sparse_weight: float = 1.0, cite: bool = True) -> list[ScoredChunk]:
     use_dense, use_sparse = legs_for(mode, info)
-    depth = max(top_k * 2, 50)  # each leg and the fusion go deeper than we return
     hits = store.search(info.name, dense=query_vector if use_dense else None,
                         sparse=SparseVector(*sparse.query_vector(question)) if use_sparse else None,
-                        limit=depth, fusion=Fusion(rrf_k, dense_weight, sparse_weight))
+                        limit=top_k, depth=max(top_k * 2, 50),  # fuse over deeper legs than we return
+                        fusion=Fusion(rrf_k, dense_weight, sparse_weight))
     payloads = {h.payload["chunk_id"]: h.payload for h in hits}
     ordered = [(h.payload["chunk_id"], h.score) for h in hits]
     if cite:  # the article the question names goes first, ahead of anything similar-sounding

@@ -19,9 +19,11 @@ collection names, points are `StoredPoint`s, results are `Hit(payload, score)`):
     all_payloads(name) -> list[dict]         every chunk's payload (chunk stats, tests)
     titles(name) -> list[str]                distinct law titles (cached; refreshed on our writes)
     find_articles(name, titles, keys, limit, doc_id=None) -> list[Hit]   citation lookup
-    search(name, dense=vec?, sparse=SparseVector?, limit, fusion=Fusion(k, weights), where={field: v})
-        one leg -> its ranking; both -> weighted RRF done by the engine. `where` filters on payload
-        fields (value or list of values); doc_id, title, article_nums, content_hash are indexed.
+    search(name, dense=vec?, sparse=SparseVector?, limit, depth=None, fusion=Fusion(k, weights),
+           where={field: v})
+        one leg -> its top `limit`; both -> each leg `depth` deep, weighted RRF done by the engine.
+        `where` filters on payload fields (value or list of values); doc_id, title, article_nums,
+        content_hash are indexed.
     search_dense(name, vector, limit) / search_sparse(name, indices, values, limit)   one leg
 
 Errors: StoreError (and its ModelMismatch, StoreInUse — another process holds the embedded store,

@@ -151,15 +151,17 @@ class ClientStore(StoreChecks):
 
     # -- search ---------------------------------------------------------------------------------
     def search(self, name: str, *, dense: Sequence[float] | None = None, sparse: SparseVector | None = None,
-               limit: int, fusion: Fusion = Fusion(), where: Where | None = None) -> list[Hit]:
+               limit: int, depth: int | None = None, fusion: Fusion = Fusion(),
+               where: Where | None = None) -> list[Hit]:
         params = None if self.local else models.SearchParams(hnsw_ef=self.search_ef)  # local mode is exact
         legs, weights = [], []
         if dense is not None:
-            legs.append(models.Prefetch(query=list(dense), using=DENSE, limit=limit, params=params))
+            legs.append(models.Prefetch(query=list(dense), using=DENSE, limit=max(depth or limit, limit),
+                                        params=params))
             weights.append(fusion.dense_weight)
         if sparse is not None and sparse.indices:
             legs.append(models.Prefetch(query=models.SparseVector(indices=sparse.indices, values=sparse.values),
-                                        using=SPARSE, limit=limit))
+                                        using=SPARSE, limit=max(depth or limit, limit)))
             weights.append(fusion.sparse_weight)
         if not legs:
             return []

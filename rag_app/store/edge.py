@@ -189,8 +189,11 @@ class EdgeStore(StoreChecks):
 
     # -- search ---------------------------------------------------------------------------------
     def search(self, name: str, *, dense: Sequence[float] | None = None, sparse: SparseVector | None = None,
-               limit: int, fusion: Fusion = Fusion(), where: Where | None = None) -> list[Hit]:
-        """One leg: its ranking. Both legs: each fetched `limit` deep and fused by weighted RRF in the engine."""
+               limit: int, depth: int | None = None, fusion: Fusion = Fusion(),
+               where: Where | None = None) -> list[Hit]:
+        """One leg: its top `limit`. Both legs: each fetched `depth` deep (default `limit`), fused by
+        weighted RRF in the engine, top `limit` returned. Payloads are fetched for those only (at
+        50 payloads a query they cost 30x the search itself)."""
         legs: list[tuple[qe.Query, qe.SearchParams | None]] = []
         weights = []
         if dense is not None:
@@ -209,7 +212,8 @@ class EdgeStore(StoreChecks):
         else:
             request = qe.QueryRequest(
                 limit=limit, with_payload=True,
-                prefetches=[qe.Prefetch(limit=limit, query=q, params=p, filter=flt) for q, p in legs],
+                prefetches=[qe.Prefetch(limit=max(depth or limit, limit), query=q, params=p, filter=flt)
+                            for q, p in legs],
                 query=qe.Fusion.Rrf(k=fusion.engine_k, weights=weights))
         with self._lock:
             return [Hit(p.payload, p.score) for p in self._shard(name).query(request)]

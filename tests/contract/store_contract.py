@@ -154,6 +154,12 @@ class StoreContract:
             assert h.score == pytest.approx(want[h.payload["chunk_id"]], rel=1e-4)
         assert [h.score for h in weighted] == sorted((h.score for h in weighted), reverse=True)
         assert len(fused) == len(expected) == 8
+        # `depth` fuses deeper legs than it returns: the top of 8-deep legs, not of 1-deep ones
+        assert fused[0].score > 1 / 61 + 1e-4  # it is in both legs
+        top = store.search(name, dense=qd, sparse=qs, limit=1, depth=8, fusion=Fusion(k=60))
+        assert len(top) == 1 and top[0].score == pytest.approx(fused[0].score, rel=1e-4)
+        shallow = store.search(name, dense=qd, sparse=qs, limit=1, fusion=Fusion(k=60))
+        assert shallow[0].score == pytest.approx(1 / 61, rel=1e-4)
 
     def test_search_filters_on_payload_fields(self, store, name):
         store.create(info_for(name))
