@@ -40,7 +40,7 @@ def _app(**overrides):
 
 
 def _fail(e: Exception) -> None:
-    err.print(f"[red]error:[/red] {e}")
+    err.print(f"[red]error:[/red] {e}", soft_wrap=True)  # one line, however narrow the terminal
     raise typer.Exit(2)
 
 

@@ -44,5 +44,5 @@ def _cmdline(pid: str) -> str:
         raw = Path(f"/proc/{int(pid)}/cmdline").read_bytes()
     except (OSError, ValueError):
         return ""
-    cmd = " ".join(a.decode(errors="replace") for a in raw.split(b"\0") if a)
-    return f" ({cmd[:80]})" if cmd else ""
+    cmd = " ".join(" ".join(a.decode(errors="replace").split()) for a in raw.split(b"\0") if a)
+    return f" ({cmd[:80]})" if cmd else ""  # whitespace collapsed: the error stays one line
