@@ -54,6 +54,20 @@ class TestEdgeStore(StoreContract):
         with self.make_store(tmp_path) as s:  # released on close: the next owner gets in
             assert s.count("legal") == 0
 
+    def test_holder_with_a_multiline_command_is_still_named_on_one_line(self, tmp_path):
+        code = ("import sys, time\nfrom pathlib import Path\nfrom rag_app.store.edge import EdgeStore\n"
+                f"s = EdgeStore(Path({str(tmp_path / 'edge')!r}))\nprint('ready', flush=True)\ntime.sleep(60)\n")
+        holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "PYTHONPATH": os.getcwd()})
+        try:
+            assert holder.stdout.readline().strip() == "ready"
+            with pytest.raises(StoreInUse) as e:
+                self.make_store(tmp_path)
+            assert "\n" not in str(e.value) and f"process {holder.pid} (" in str(e.value)
+        finally:
+            holder.kill()
+            holder.wait()
+
     def test_in_process_second_open_is_refused_too(self, tmp_path):
         with self.make_store(tmp_path):
             with pytest.raises(StoreInUse, match="in use by process"):
