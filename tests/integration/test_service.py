@@ -119,7 +119,7 @@ def test_split_and_shadow_experiments(indexed, tmp_path):
     for name in ("split", "shadow"):
         settings = make_settings(indexed, data_dir=tmp_path / name, experiments_file=cfg, experiment=name)
         import shutil
-        shutil.copytree(indexed / "data" / "qdrant", tmp_path / name / "qdrant")
+        shutil.copytree(indexed / "data" / "edge", tmp_path / name / "edge")
         with Server(settings) as url:
             arms = {}
             for i in range(20):
@@ -151,7 +151,7 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
     cfg = tmp_path / "exp.json"
     cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {
         "topn": {"control": "default", "treatment": "top1", "rollout_pct": 10, "seed": "s"}}}))
-    shutil.copytree(indexed / "data" / "qdrant", tmp_path / "d" / "qdrant")
+    shutil.copytree(indexed / "data" / "edge", tmp_path / "d" / "edge")
     law = CORPUS / "民法商法/公司法(2018-10-26).md"
     text = law.read_text(encoding="utf-8")
     qs = []
