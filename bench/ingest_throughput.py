@@ -20,7 +20,7 @@ from rag_app.config import Settings  # noqa: E402
 from rag_app.embedding import load_embeddings  # noqa: E402
 from rag_app.indexing import decide_collection, index_documents  # noqa: E402
 from rag_app.ingest.loaders import load_document  # noqa: E402
-from rag_app.store import QdrantStore  # noqa: E402
+from rag_app.store.edge import EdgeStore  # noqa: E402
 
 
 def main() -> None:
@@ -38,7 +38,7 @@ def main() -> None:
     t = time.perf_counter()
     emb.encoder.encode_passages(texts)
     raw = time.perf_counter() - t
-    with tempfile.TemporaryDirectory() as tmp, QdrantStore(path=Path(tmp)) as store:
+    with tempfile.TemporaryDirectory() as tmp, EdgeStore(Path(tmp)) as store:
         info = decide_collection("bench", chunker, emb, [c for _, cs in parsed for c in cs], max_unk_rate=1.0)
         store.create(info)
         t = time.perf_counter()

@@ -1,7 +1,7 @@
 """Query latency p50/p95 per stage (LLM excluded: extractive mode) at corpus scale, read from the
 ledger the CostTracer wrote, relative to the retrieve stage's p50 in the same run.
 
-    .venv/bin/python bench/query_latency.py [--n 200]
+    .venv/bin/python bench/query_latency.py [--n 200] [--backend edge|local]
 """
 from __future__ import annotations
 
@@ -23,10 +23,11 @@ from tracing.reports import percentile  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--backend", default="edge", choices=["edge", "local"])
     args = ap.parse_args()
     questions = [json.loads(l)["question"] for l in QA_ZH.read_text(encoding="utf-8").splitlines()][: args.n]
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(_env_file=None, data_dir=Path(tmp), llm_mode="extractive")
+        settings = Settings(_env_file=None, data_dir=Path(tmp), llm_mode="extractive", store_backend=args.backend)
         with RagApp(settings) as app:
             app.ingest([CORPUS_ZH])
             app.ask(questions[0])  # warm-up: jieba dictionary, model loads
@@ -41,7 +42,7 @@ def main() -> None:
     for stage, ms in rows:
         by_stage.setdefault(stage, []).append(ms)
     base = percentile(by_stage["retrieve"], 50)
-    print(f"{len(questions)} questions over {CORPUS_ZH} (Qdrant local mode, extractive: no LLM)")
+    print(f"{len(questions)} questions over {CORPUS_ZH} (store: {args.backend}, extractive: no LLM)")
     print(f"{'stage':<14}{'p50 ms':>9}{'p95 ms':>9}{'p50 / retrieve p50':>20}")
     for stage in ("embed_query", "retrieve", "rerank", "generate"):
         xs = by_stage.get(stage, [])

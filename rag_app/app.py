@@ -17,7 +17,7 @@ from rag_app.errors import StoreError
 from rag_app.indexing import IngestReport
 from rag_app.rerank import Reranker, load_reranker
 from rag_app.sparse import TOKENIZER_VERSION
-from rag_app.store import CollectionInfo, QdrantStore
+from rag_app.store import CollectionInfo, VectorStore, open_store
 from rag_app.types import Answer
 from tracing.cost_tracer import CostTracer
 from tracing.ledger import LedgerWriter
@@ -30,12 +30,12 @@ class RagApp:
     def __init__(self, settings: Settings, *, chat_model=None, reranker: Reranker | None = None,
                  embeddings: LocalEmbeddings | None = None, shared: "RagApp | None" = None):
         """`shared`: another RagApp whose store, ledger writer and tracer this one reuses (variants
-        of one service share them: Qdrant local mode allows one client per path per process)."""
+        of one service share them: an embedded store has one owner per process)."""
         self.settings = settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self._owner = shared is None
         if shared is None:
-            self.store = QdrantStore.from_settings(settings)
+            self.store: VectorStore = open_store(settings)
             self.writer = LedgerWriter(settings.ledger_path, max_buffer=settings.ledger_buffer_rows,
                                        spill_dir=settings.ledger_spill_dir,
                                        direct_timeout_s=settings.ledger_direct_timeout_s)

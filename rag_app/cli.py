@@ -41,7 +41,7 @@ def _app(**overrides):
 
 
 def _fail(e: Exception) -> None:
-    err.print(f"[red]error:[/red] {e}")
+    err.print(f"[red]error:[/red] {e}", soft_wrap=True)  # one line, however narrow the terminal
     raise typer.Exit(2)
 
 
@@ -416,11 +416,11 @@ def chunks_stats(collection: Optional[str] = typer.Option(None, help="collection
     """Chunk-length histogram (cl100k tokens) of a collection, as text and optionally as a PNG."""
     from rag_app.chunk_stats import histogram, render_text, save_png
     from rag_app.config import load_settings
-    from rag_app.store import QdrantStore
+    from rag_app.store import open_store
 
     settings = load_settings(**({"collection": collection} if collection else {}))
     try:
-        with QdrantStore.from_settings(settings) as store:
+        with open_store(settings) as store:
             if store.info(settings.collection) is None:
                 raise RagError(f"collection {settings.collection!r} does not exist; run `rag ingest` first")
             tokens = [p["token_count"] for p in store.all_payloads(settings.collection)]

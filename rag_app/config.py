@@ -24,6 +24,7 @@ class Settings(BaseSettings):
 
     qdrant_url: str | None = Field(None, validation_alias=AliasChoices("QDRANT_URL", "RAG_QDRANT_URL"))
     qdrant_api_key: str | None = Field(None, validation_alias=AliasChoices("QDRANT_API_KEY"))
+    store_backend: Literal["edge", "local"] = "edge"
     hnsw_m: int = 16
     hnsw_ef_construct: int = 100
     search_ef: int = 128
@@ -99,6 +100,10 @@ class Settings(BaseSettings):
     @property
     def qdrant_path(self) -> Path:
         return self.data_dir / "qdrant"
+
+    @property
+    def edge_path(self) -> Path:
+        return self.data_dir / "edge"
 
     @property
     def cache_path(self) -> Path:

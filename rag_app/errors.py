@@ -6,7 +6,9 @@
     │   ├── UnsupportedFormat
     │   └── EmptyDocument       a file that yields no text (never "zero chunks" in silence)
     ├── StoreError              Qdrant collection problems
-    │   └── ModelMismatch       querying a collection with another embedding model
+    │   ├── ModelMismatch       querying a collection with another embedding model
+    │   ├── StoreInUse          another process holds the embedded store (names the holder)
+    │   └── OutdatedStore       a store an earlier version built; says what to run
     ├── ModelLoadError          an embedder / reranker could not be loaded
     └── StageError              a pipeline stage failed at query time (carries the stage)
         └── LLMError            the chat model failed after all attempts
@@ -42,6 +44,14 @@ class StoreError(RagError):
 
 
 class ModelMismatch(StoreError):
+    pass
+
+
+class StoreInUse(StoreError):
+    pass
+
+
+class OutdatedStore(StoreError):
     pass
 
 

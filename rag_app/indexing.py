@@ -1,4 +1,4 @@
-"""Ingest: files -> parsed documents -> chunks -> vectors -> Qdrant, one outcome per file.
+"""Ingest: files -> parsed documents -> chunks -> vectors -> the store, one outcome per file.
 
 A bad file becomes an `error` outcome and the batch goes on; a file whose content hash is already
 in the collection is `unchanged` and costs nothing; a changed file replaces its old chunks.
@@ -10,14 +10,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qdrant_client import models
-
 from rag_app import sparse
 from rag_app.chunking.registry import Chunker
 from rag_app.embedding import EmbedStats, LocalEmbeddings
 from rag_app.errors import IngestError
 from rag_app.ingest.loaders import load_document, supported
-from rag_app.store import DENSE, SPARSE, CollectionInfo, QdrantStore
+from rag_app.store import CollectionInfo, SparseVector, StoredPoint, VectorStore
 from rag_app.types import Chunk, ParsedDocument
 
 log = logging.getLogger(__name__)
@@ -94,7 +92,7 @@ def decide_collection(name: str, chunker: Chunker, embeddings: LocalEmbeddings, 
                           sparse_tokenizer=sparse.TOKENIZER_VERSION)
 
 
-def index_documents(store: QdrantStore, info: CollectionInfo, parsed, embeddings: LocalEmbeddings | None,
+def index_documents(store: VectorStore, info: CollectionInfo, parsed, embeddings: LocalEmbeddings | None,
                     progress: Progress | None = None) -> tuple[list[FileOutcome], EmbedStats]:
     outcomes, total = [], EmbedStats()
     for i, (doc, chunks) in enumerate(parsed, 1):
@@ -109,16 +107,14 @@ def index_documents(store: QdrantStore, info: CollectionInfo, parsed, embeddings
                 total.tokens += s.tokens
                 total.cache_hits += s.cache_hits
                 total.cache_misses += s.cache_misses
-            points = []
-            for j, (chunk, text) in enumerate(zip(chunks, texts)):
-                idx, val = sparse.document_vector(text, info.avgdl)
-                vector = {SPARSE: models.SparseVector(indices=idx, values=val)}
-                if dense is not None:
-                    vector[DENSE] = dense[j].tolist()
-                points.append(models.PointStruct(id=chunk.chunk_id, vector=vector,
-                                                 payload={**chunk.payload(), "content_hash": doc.content_hash}))
-            store.replace_document(info.name, doc.doc_id, points)
+            points = [StoredPoint(chunk.chunk_id, {**chunk.payload(), "content_hash": doc.content_hash},
+                                  SparseVector(*sparse.document_vector(text, info.avgdl)),
+                                  None if dense is None else dense[j].tolist())
+                      for j, (chunk, text) in enumerate(zip(chunks, texts))]
+            store.replace_document(info.name, doc.doc_id, doc.content_hash, points)
             outcomes.append(FileOutcome(doc.source_path, "written", len(chunks)))
         if progress:
             progress("index", i, len(parsed))
+    if any(o.status == "written" for o in outcomes):
+        store.commit(info.name)  # durable, and the engine's indexes built before the first query
     return outcomes, total

@@ -1,15 +1,17 @@
-"""Retrieval: dense and BM25 legs from Qdrant, fused by weighted reciprocal rank (RRF).
+"""Retrieval: dense and BM25 legs fused by weighted reciprocal rank (RRF) inside the engine (one
+store.search call with two prefetches), then the article a question cites put first.
 
-Fusion is done here rather than in Qdrant so each leg's weight is configurable and each leg's
-contribution can be reported; both legs' vectors live in Qdrant.
+`rrf_fuse` is the same fusion as a pure function, for code that fuses rankings of its own.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from rag_app import sparse
 from rag_app.legal_numbers import find_article_refs
-from rag_app.store import CollectionInfo, Hit, QdrantStore
+from rag_app.store import CollectionInfo, Fusion, Hit, SparseVector, VectorStore
 from rag_app.types import Chunk, ScoredChunk
 
 
@@ -32,18 +34,27 @@ def short_names(title: str) -> list[str]:
 
 def cited_laws(question: str, titles: list[str]) -> list[str]:
     """Titles the question names. A match inside a longer match is dropped (保险法 in 社会保险法)."""
-    spans = []
-    for t in titles:
-        for name in short_names(t):
-            start = question.find(name)
-            while start >= 0:
-                spans.append((start, start + len(name), t))
-                start = question.find(name, start + 1)
+    pattern, owners = _title_matcher(tuple(titles))
+    spans = [(m.start(), m.start() + len(m.group(1)), t) for m in pattern.finditer(question)
+             for t in owners[m.group(1)]] if owners else []
     keep = {t for s, e, t in spans if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans)}
     return sorted(keep)
 
 
-def citation_hits(store: QdrantStore, info: CollectionInfo, question: str, limit: int = 5) -> list[Hit]:
+@lru_cache(maxsize=8)
+def _title_matcher(titles: tuple[str, ...]) -> tuple[re.Pattern, dict[str, list[str]]]:
+    """One regex over every name of every title, built once per title list rather than one scan of
+    the question per title: at each position the longest name matches (a shorter one starting there
+    lies inside it and would be dropped anyway), so the cost no longer grows with the library."""
+    owners: dict[str, list[str]] = {}
+    for t in titles:
+        for name in short_names(t):
+            owners.setdefault(name, []).append(t)
+    names = sorted(owners, key=len, reverse=True)
+    return re.compile("(?=(" + "|".join(map(re.escape, names)) + "))"), owners
+
+
+def citation_hits(store: VectorStore, info: CollectionInfo, question: str, limit: int = 5) -> list[Hit]:
     """Chunks holding the exact (law, article) the question cites: 《民法典》第一千零四十三条, 刑法第264条."""
     keys = list(dict.fromkeys(find_article_refs(question)))
     if not keys:
@@ -59,26 +70,16 @@ def legs_for(mode: str, info: CollectionInfo) -> tuple[bool, bool]:
     return dense, use_sparse
 
 
-def retrieve(store: QdrantStore, info: CollectionInfo, question: str, query_vector: list[float] | None,
+def retrieve(store: VectorStore, info: CollectionInfo, question: str, query_vector: list[float] | None,
              *, mode: str, top_k: int, rrf_k: int = 60, dense_weight: float = 1.0,
              sparse_weight: float = 1.0, cite: bool = True) -> list[ScoredChunk]:
     use_dense, use_sparse = legs_for(mode, info)
-    legs: list[list[Hit]] = []
-    weights: list[float] = []
-    depth = max(top_k * 2, 50)  # fuse over deeper lists than we return
-    if use_dense and query_vector is not None:
-        legs.append(store.search_dense(info.name, query_vector, depth))
-        weights.append(dense_weight)
-    if use_sparse:
-        idx, val = sparse.query_vector(question)
-        legs.append(store.search_sparse(info.name, idx, val, depth))
-        weights.append(sparse_weight)
-    payloads = {h.payload["chunk_id"]: h.payload for leg in legs for h in leg}
-    if len(legs) == 1:
-        ordered = [(h.payload["chunk_id"], h.score) for h in legs[0]]
-    else:
-        fused = rrf_fuse([[h.payload["chunk_id"] for h in leg] for leg in legs], weights, rrf_k)
-        ordered = sorted(fused.items(), key=lambda kv: -kv[1])
+    hits = store.search(info.name, dense=query_vector if use_dense else None,
+                        sparse=SparseVector(*sparse.query_vector(question)) if use_sparse else None,
+                        limit=top_k, depth=max(top_k * 2, 50),  # fuse over deeper legs than we return
+                        fusion=Fusion(rrf_k, dense_weight, sparse_weight))
+    payloads = {h.payload["chunk_id"]: h.payload for h in hits}
+    ordered = [(h.payload["chunk_id"], h.score) for h in hits]
     if cite:  # the article the question names goes first, ahead of anything similar-sounding
         exact = citation_hits(store, info, question)
         payloads.update((h.payload["chunk_id"], h.payload) for h in exact)

@@ -119,7 +119,7 @@ def test_split_and_shadow_experiments(indexed, tmp_path):
     for name in ("split", "shadow"):
         settings = make_settings(indexed, data_dir=tmp_path / name, experiments_file=cfg, experiment=name)
         import shutil
-        shutil.copytree(indexed / "data" / "qdrant", tmp_path / name / "qdrant")
+        shutil.copytree(indexed / "data" / "edge", tmp_path / name / "edge")
         with Server(settings) as url:
             arms = {}
             for i in range(20):
@@ -158,7 +158,7 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
     cfg = tmp_path / "exp.json"
     cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {
         "topn": {"control": "default", "treatment": "top1", "rollout_pct": 10, "seed": "s"}}}))
-    shutil.copytree(indexed / "data" / "qdrant", tmp_path / "d" / "qdrant")
+    shutil.copytree(indexed / "data" / "edge", tmp_path / "d" / "edge")
     law = LAWS / "民法商法/公司法(2018-10-26).md"
     text = law.read_text(encoding="utf-8")
     qs = []
@@ -183,7 +183,7 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
 
 def test_api_says_unpriced_and_where_counts_came_from(tmp_path):
     with RagApp(make_settings(tmp_path)) as app:
-        app.ingest([CORPUS / "民法商法/公司法(2018-10-26).md"])
+        app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"])
     with FakeOpenAI() as llm:
         settings = make_settings(tmp_path, openai_base_url=llm.base_url, llm_model="house-llm-7b")
         with Server(settings) as url:
@@ -211,7 +211,7 @@ def test_live_comparison_ignores_replayed_questions(indexed, tmp_path):
     cfg = tmp_path / "exp.json"
     cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {
         "topn": {"control": "default", "treatment": "top1", "rollout_pct": 50, "seed": "s"}}}))
-    shutil.copytree(indexed / "data" / "qdrant", tmp_path / "d" / "qdrant")
+    shutil.copytree(indexed / "data" / "edge", tmp_path / "d" / "edge")
     pool = VariantPool(make_settings(tmp_path, data_dir=tmp_path / "d", experiments_file=cfg, experiment="topn"))
     try:
         per_arm = {"control": 0, "treatment": 0}

@@ -1,0 +1,148 @@
+"""The store interface every backend implements, and the values that cross it."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from rag_app.errors import ModelMismatch, StoreError
+from rag_app.types import Chunk
+
+DENSE, SPARSE = "dense", "bm25"
+# Payload fields that citation lookups and document replacement filter on: both backends index them.
+INDEXED_FIELDS = ("doc_id", "title", "article_nums", "content_hash")
+# A field filter: field -> one value (must equal) or a list (must equal any of them).
+Where = Mapping[str, "str | Sequence[str]"]
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    """What a collection was built with; stored beside it and checked before every use."""
+    name: str
+    embed_model: str
+    dimension: int
+    dense_enabled: bool
+    unk_rate: float
+    avgdl: float
+    chunker: str
+    dense_disabled_reason: str | None = None
+    sparse_tokenizer: str | None = None
+
+    def as_metadata(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_metadata(cls, meta: Mapping) -> "CollectionInfo":
+        return cls(**{k: meta.get(k) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Hit:
+    payload: dict
+    score: float
+
+    @property
+    def chunk(self) -> Chunk:
+        return Chunk.from_payload(self.payload)
+
+
+@dataclass(frozen=True)
+class SparseVector:
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class StoredPoint:
+    """One chunk as the store keeps it: id (a content-hash UUID), payload, BM25 and dense vectors."""
+    id: str
+    payload: dict
+    sparse: SparseVector
+    dense: list[float] | None = None
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """Weighted reciprocal-rank fusion, done by the engine. `k` is the classic RRF constant:
+    with weight 1 a point at rank r (from 1) of a leg scores 1 / (k + r). Weights follow Qdrant:
+    weight w counts rank r like rank r / w, i.e. 1 / (r / w + k)."""
+    k: int = 60
+    dense_weight: float = 1.0
+    sparse_weight: float = 1.0
+
+    @property
+    def engine_k(self) -> int:
+        return self.k + 1  # Qdrant scores 1 / (r / w + k_engine - 1)
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """What the app needs from a vector store. Collection names are plain ([A-Za-z0-9._-])."""
+
+    # -- collections
+    def info(self, name: str) -> CollectionInfo | None: ...
+    def create(self, info: CollectionInfo) -> None: ...
+    def drop(self, name: str) -> None: ...
+    def count(self, name: str) -> int: ...
+    def commit(self, name: str) -> None: ...
+    def close(self) -> None: ...
+
+    # -- documents
+    def document_hash(self, name: str, doc_id: str) -> str | None: ...
+    def replace_document(self, name: str, doc_id: str, content_hash: str, points: Sequence[StoredPoint]) -> None: ...
+    def all_payloads(self, name: str) -> list[dict]: ...
+    def titles(self, name: str) -> list[str]: ...
+    def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
+                      doc_id: str | None = None) -> list[Hit]: ...
+
+    # -- search
+    def search(self, name: str, *, dense: Sequence[float] | None = None, sparse: SparseVector | None = None,
+               limit: int, depth: int | None = None, fusion: Fusion = Fusion(),
+               where: Where | None = None) -> list[Hit]: ...
+    def search_dense(self, name: str, vector: Sequence[float], limit: int, where: Where | None = None) -> list[Hit]: ...
+    def search_sparse(self, name: str, indices: list[int], values: list[float], limit: int,
+                      where: Where | None = None) -> list[Hit]: ...
+
+    # -- metadata checks
+    def check_model(self, info: CollectionInfo, model: str, dimension: int | None = None) -> None: ...
+    def check_tokenizer(self, info: CollectionInfo, current: str) -> None: ...
+
+
+def check_tokenizer(info: CollectionInfo, current: str) -> None:
+    if info.sparse_tokenizer != current:
+        raise StoreError(f"collection {info.name!r} was indexed with BM25 tokenizer {info.sparse_tokenizer!r}; "
+                         f"this version uses {current!r}: re-ingest with `rag ingest --rebuild PATH`")
+
+
+def check_model(info: CollectionInfo, model: str, dimension: int | None = None) -> None:
+    if not info.dense_enabled:
+        return
+    if model != info.embed_model or (dimension is not None and dimension != info.dimension):
+        raise ModelMismatch(
+            f"collection {info.name!r} was built with embedding model {info.embed_model!r} "
+            f"(dim {info.dimension}) but the query uses {model!r}"
+            f"{f' (dim {dimension})' if dimension else ''}; set RAG_EMBED_MODEL={info.embed_model} "
+            "or re-ingest with --rebuild")
+
+
+def check_name(name: str) -> str:
+    """Collection names become folder names of the embedded store: keep them plain."""
+    if not name or not all(c.isalnum() or c in "._-" for c in name) or name.startswith("."):
+        raise StoreError(f"collection name {name!r} must be letters, digits, '.', '_' or '-' "
+                         "(set RAG_COLLECTION to such a name)")
+    return name
+
+
+class StoreChecks:
+    """The metadata checks as methods, so callers can write `store.check_model(...)` on any backend."""
+    check_tokenizer = staticmethod(check_tokenizer)
+    check_model = staticmethod(check_model)
+
+    def search_dense(self, name: str, vector: Sequence[float], limit: int, where: Where | None = None) -> list[Hit]:
+        return self.search(name, dense=vector, limit=limit, where=where)  # type: ignore[attr-defined]
+
+    def search_sparse(self, name: str, indices: list[int], values: list[float], limit: int,
+                      where: Where | None = None) -> list[Hit]:
+        if not indices:
+            return []
+        return self.search(name, sparse=SparseVector(indices, values), limit=limit, where=where)  # type: ignore[attr-defined]

@@ -1,0 +1,197 @@
+"""qdrant-client: a Qdrant server (QDRANT_URL, QDRANT_API_KEY), or qdrant-client's pure-Python local
+mode on a folder (the store of earlier versions; kept as the server API's stand-in in tests and as
+the baseline in bench/). Collection metadata lives in Qdrant's collection metadata."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from qdrant_client import QdrantClient, models
+
+from rag_app.errors import StoreError, StoreInUse
+from rag_app.store.base import (DENSE, INDEXED_FIELDS, SPARSE, CollectionInfo, Fusion, Hit, SparseVector,
+                                StoreChecks, StoredPoint, Where, check_name)
+
+BATCH = 256
+TITLES_TTL_S = 30.0  # a server may be written by other processes: re-read the titles now and then
+
+
+class ClientStore(StoreChecks):
+    def __init__(self, *, url: str | None = None, path: Path | None = None, api_key: str | None = None,
+                 hnsw_m: int = 16, hnsw_ef_construct: int = 100, search_ef: int = 128):
+        self.local = not url
+        self.where = url or str(path)
+        # local mode is an in-process engine over files; serialise access from service threads
+        self._lock = threading.RLock()
+        if url:
+            self.client = QdrantClient(url=url, api_key=api_key)
+        else:
+            path = Path(path or ".rag/qdrant")
+            path.mkdir(parents=True, exist_ok=True)
+            try:
+                self.client = QdrantClient(path=str(path))
+            except RuntimeError as e:  # portalocker: another process holds the local store
+                raise StoreInUse(f"store {path} is in use by another process ({e}); stop it or set "
+                                 "QDRANT_URL to share a server") from e
+        self.hnsw = models.HnswConfigDiff(m=hnsw_m, ef_construct=hnsw_ef_construct)
+        self.search_ef = search_ef
+        self._titles: dict[str, tuple[float, list[str]]] = {}
+
+    @classmethod
+    def from_settings(cls, s) -> "ClientStore":
+        return cls(url=s.qdrant_url, path=s.qdrant_path, api_key=s.qdrant_api_key, hnsw_m=s.hnsw_m,
+                   hnsw_ef_construct=s.hnsw_ef_construct, search_ef=s.search_ef)
+
+    def __repr__(self) -> str:
+        return f"ClientStore({'local ' if self.local else ''}{self.where})"
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- collections ----------------------------------------------------------------------------
+    def info(self, name: str) -> CollectionInfo | None:
+        with self._lock:
+            if not self.client.collection_exists(check_name(name)):
+                return None
+            meta = self.client.get_collection(name).config.metadata or {}
+        if "embed_model" not in meta:
+            raise StoreError(f"collection {name!r} was not created by this app (no metadata); "
+                             "pick another RAG_COLLECTION or delete it")
+        return CollectionInfo.from_metadata(meta)
+
+    def create(self, info: CollectionInfo) -> None:
+        vectors = ({DENSE: models.VectorParams(size=info.dimension, distance=models.Distance.COSINE,
+                                               hnsw_config=self.hnsw)} if info.dense_enabled else {})
+        with self._lock:
+            self.client.create_collection(
+                check_name(info.name), vectors_config=vectors,
+                sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                metadata=info.as_metadata())
+            self._titles.pop(info.name, None)
+            if self.local:
+                return  # local mode scans payloads anyway and warns that indexes do nothing
+            for field in INDEXED_FIELDS:
+                self.client.create_payload_index(info.name, field, models.PayloadSchemaType.KEYWORD)
+
+    def drop(self, name: str) -> None:
+        with self._lock:
+            self._titles.pop(name, None)
+            if self.client.collection_exists(name):
+                self.client.delete_collection(name)
+
+    def count(self, name: str) -> int:
+        with self._lock:
+            return self.client.count(name).count
+
+    def commit(self, name: str) -> None:
+        """Writes are acknowledged durable by the server (local mode: on each call); nothing to do."""
+
+    # -- documents ------------------------------------------------------------------------------
+    def document_hash(self, name: str, doc_id: str) -> str | None:
+        with self._lock:
+            points, _ = self.client.scroll(name, scroll_filter=_filter({"doc_id": doc_id}), limit=1,
+                                           with_payload=["content_hash"])
+        return points[0].payload.get("content_hash") if points else None
+
+    def replace_document(self, name: str, doc_id: str, content_hash: str, points: Sequence[StoredPoint]) -> None:
+        """Upsert the new version, then delete the document's points of any other version."""
+        with self._lock:
+            for i in range(0, len(points), BATCH):
+                self.client.upsert(name, points=[_point(p) for p in points[i:i + BATCH]])
+            stale = models.Filter(must=[_match("doc_id", doc_id)], must_not=[_match("content_hash", content_hash)])
+            self.client.delete(name, points_selector=models.FilterSelector(filter=stale))
+            self._titles.pop(name, None)
+
+    def all_payloads(self, name: str) -> list[dict]:
+        out, offset = [], None
+        with self._lock:
+            while True:
+                points, offset = self.client.scroll(name, limit=1024, offset=offset, with_payload=True)
+                out.extend(p.payload for p in points)
+                if offset is None:
+                    return out
+
+    def titles(self, name: str) -> list[str]:
+        """Distinct law titles; cached until this store writes the collection (or, on a server that
+        others may write, for TITLES_TTL_S)."""
+        with self._lock:
+            cached = self._titles.get(name)
+            if cached and (self.local or time.monotonic() - cached[0] < TITLES_TTL_S):
+                return cached[1]
+            if self.local:  # local mode has no facet index: scan titles once
+                seen: dict[str, None] = {}
+                offset = None
+                while True:
+                    points, offset = self.client.scroll(name, limit=2048, offset=offset, with_payload=["title"])
+                    seen.update((p.payload["title"], None) for p in points)
+                    if offset is None:
+                        break
+                titles = sorted(seen)
+            else:
+                res = self.client.facet(name, key="title", limit=1_000_000, exact=True)
+                titles = sorted(str(h.value) for h in res.hits)
+            self._titles[name] = (time.monotonic(), titles)
+            return titles
+
+    def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
+                      doc_id: str | None = None) -> list[Hit]:
+        where = {"doc_id": doc_id} if doc_id else {"title": list(titles)}
+        with self._lock:
+            points, _ = self.client.scroll(name, scroll_filter=_filter({**where, "article_nums": list(keys)}),
+                                           limit=limit, with_payload=True)
+        return [Hit(p.payload, 1.0) for p in points]
+
+    # -- search ---------------------------------------------------------------------------------
+    def search(self, name: str, *, dense: Sequence[float] | None = None, sparse: SparseVector | None = None,
+               limit: int, depth: int | None = None, fusion: Fusion = Fusion(),
+               where: Where | None = None) -> list[Hit]:
+        params = None if self.local else models.SearchParams(hnsw_ef=self.search_ef)  # local mode is exact
+        legs, weights = [], []
+        if dense is not None:
+            legs.append(models.Prefetch(query=list(dense), using=DENSE, limit=max(depth or limit, limit),
+                                        params=params))
+            weights.append(fusion.dense_weight)
+        if sparse is not None and sparse.indices:
+            legs.append(models.Prefetch(query=models.SparseVector(indices=sparse.indices, values=sparse.values),
+                                        using=SPARSE, limit=max(depth or limit, limit)))
+            weights.append(fusion.sparse_weight)
+        if not legs:
+            return []
+        flt = _filter(where) if where else None
+        with self._lock:
+            if len(legs) == 1:
+                leg = legs[0]
+                res = self.client.query_points(name, query=leg.query, using=leg.using, limit=limit,
+                                               query_filter=flt, search_params=leg.params, with_payload=True)
+            else:
+                for leg in legs:
+                    leg.filter = flt
+                res = self.client.query_points(
+                    name, prefetch=legs, limit=limit, with_payload=True,
+                    query=models.RrfQuery(rrf=models.Rrf(k=fusion.engine_k, weights=weights)))
+        return [Hit(p.payload, p.score) for p in res.points]
+
+
+def _match(field: str, value) -> models.FieldCondition:
+    if isinstance(value, str):
+        return models.FieldCondition(key=field, match=models.MatchValue(value=value))
+    return models.FieldCondition(key=field, match=models.MatchAny(any=list(value)))
+
+
+def _filter(where: Where) -> models.Filter:
+    return models.Filter(must=[_match(k, v) for k, v in where.items()])
+
+
+def _point(p: StoredPoint) -> models.PointStruct:
+    vector: dict = {SPARSE: models.SparseVector(indices=p.sparse.indices, values=p.sparse.values)}
+    if p.dense is not None:
+        vector[DENSE] = list(p.dense)
+    return models.PointStruct(id=p.id, vector=vector, payload=p.payload)
