@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     api_token: str | None = None
     experiments_file: Path | None = None
     max_upload_mb: float = 20.0
+    # Per-file parse budget: the parse runs in a worker process that is killed past either limit.
+    parse_timeout_s: float = 120.0
+    parse_max_mb: float = 1024.0
 
     @model_validator(mode="after")
     def _check(self) -> "Settings":
