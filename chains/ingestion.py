@@ -3,12 +3,14 @@ so the ledger shows what indexing cost (embedding tokens, cache hits) under a `k
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from pathlib import Path
 
 from langchain_core.runnables import RunnableConfig
 
 from chains.rag import report, stage
 from rag_app.chunking.registry import build_chunker
+from rag_app.ingest.sandbox import load_limited
 from rag_app.indexing import IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk
 from rag_app.sparse import TOKENIZER_VERSION
 
@@ -21,7 +23,8 @@ def run_ingestion(app, paths: list[Path], *, progress=None) -> IngestReport:
         files, missing = expand_paths(inp["paths"])
         result.outcomes.extend(missing)
         chunker = build_chunker(s.chunker, s, app.embeddings() if s.semantic_backend == "embedding" else None)
-        parsed, failed = parse_and_chunk(files, chunker, progress)
+        load = partial(load_limited, timeout_s=s.parse_timeout_s, max_mb=s.parse_max_mb)
+        parsed, failed = parse_and_chunk(files, chunker, progress, load=load)
         result.outcomes.extend(failed)
         report({"model": f"{chunker.name}@{chunker.version}"}, config)
         return {"parsed": parsed, "chunker": chunker}

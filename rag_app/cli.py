@@ -308,18 +308,28 @@ def _write_eval(result: dict, path: Path) -> None:
 
 @app.command()
 def serve(host: str = typer.Option("127.0.0.1", help="bind address"),
-          port: int = typer.Option(8000, help="port")):
+          port: int = typer.Option(8000, help="port"),
+          allow_remote: bool = typer.Option(False, "--allow-remote",
+                                            help="bind beyond loopback without RAG_API_TOKEN (anyone reaching it may ingest)")):
     """HTTP service: /v1/ask, /v1/ingest, /v1/queries, /v1/reports/summary, /v1/experiments/NAME, /docs."""
+    from rag_app.service.startup import preflight
+
+    try:  # cheap checks first: a bad setting fails in well under a second, before the heavy imports
+        settings = preflight(host, allow_remote)
+        from rag_app.service.app import create_app
+
+        api = create_app(settings, bind_host=host)
+    except RagError as e:
+        _fail_one_line(e)
     import uvicorn
 
-    from rag_app.config import load_settings
-    from rag_app.service.app import create_app
-
-    try:
-        api = create_app(load_settings())
-    except RagError as e:
-        _fail(e)
     uvicorn.run(api, host=host, port=port, log_level="warning")
+
+
+def _fail_one_line(e: Exception) -> None:
+    # Plain stderr, not rich: a long message must stay one line, never wrapped to the terminal.
+    print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+    raise typer.Exit(2)
 
 
 experiment_app = typer.Typer(help="Gray-release experiments.", no_args_is_help=True)

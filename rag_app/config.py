@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     api_token: str | None = None
     experiments_file: Path | None = None
     max_upload_mb: float = 20.0
+    max_request_mb: float = 100.0  # whole POST /v1/ingest body, refused before it is read past this
+    allowed_hosts: str = ""  # extra Host names the service answers, comma-separated ("*": any)
+    # Per-file parse budget: the parse runs in a worker process that is killed past either limit.
+    parse_timeout_s: float = 120.0
+    parse_max_mb: float = 1024.0
 
     @model_validator(mode="after")
     def _check(self) -> "Settings":
@@ -86,6 +91,12 @@ class Settings(BaseSettings):
         if self.llm_mode == "llm" and not (self.openai_api_key or self.openai_base_url):
             raise ConfigError("RAG_LLM_MODE=llm needs OPENAI_BASE_URL and/or OPENAI_API_KEY")
         return self
+
+    def host_allow_list(self, bind_host: str | None = None) -> set[str]:
+        """Hosts a request may name: the loopback names, the bound address, RAG_ALLOWED_HOSTS."""
+        extra = {h.strip() for h in self.allowed_hosts.split(",") if h.strip()}
+        bound = {bind_host} if bind_host and bind_host not in ("0.0.0.0", "::") else set()
+        return {"127.0.0.1", "localhost", "::1", *bound, *extra}
 
     @property
     def use_llm(self) -> bool:

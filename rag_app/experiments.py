@@ -86,23 +86,13 @@ class ExperimentConfig:
     def load(cls, path: Path | None) -> "ExperimentConfig":
         if path is None:
             return cls({"default": {}}, {})
+        from rag_app.experiments_schema import parse_config
+
         try:
-            raw = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise ConfigError(f"experiments file {path}: {e}") from e
-        variants = {"default": {}, **raw.get("variants", {})}
-        for name, v in variants.items():
-            unknown = set(v) - VARIANT_FIELDS
-            if unknown:
-                raise ConfigError(f"{path}: variant {name!r} sets unknown fields {sorted(unknown)}; "
-                                  f"allowed: {sorted(VARIANT_FIELDS)}")
-        exps = {}
-        for name, e in raw.get("experiments", {}).items():
-            try:
-                exps[name] = Experiment(name=name, **e)
-            except TypeError as err:
-                raise ConfigError(f"{path}: experiment {name!r}: {err}") from err
-            for arm in (exps[name].control, exps[name].treatment):
-                if arm not in variants:
-                    raise ConfigError(f"{path}: experiment {name!r} names unknown variant {arm!r}")
-        return cls(variants, exps)
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: cannot read the experiments file ({e}); "
+                              "check RAG_EXPERIMENTS_FILE points at a UTF-8 JSON file") from e
+        variants, experiments = parse_config(text, str(path))
+        return cls({"default": {}, **variants},
+                   {name: Experiment(name=name, **e) for name, e in experiments.items()})

@@ -14,7 +14,7 @@ from rag_app import sparse
 from rag_app.chunking.registry import Chunker
 from rag_app.embedding import EmbedStats, LocalEmbeddings
 from rag_app.errors import IngestError
-from rag_app.ingest.loaders import load_document, supported
+from rag_app.ingest.loaders import load_document, no_chunks_error, supported
 from rag_app.store import CollectionInfo, SparseVector, StoredPoint, VectorStore
 from rag_app.types import Chunk, ParsedDocument
 
@@ -55,16 +55,16 @@ def expand_paths(paths: Iterable[Path]) -> tuple[list[Path], list[FileOutcome]]:
     return files, problems
 
 
-def parse_and_chunk(files: list[Path], chunker: Chunker, progress: Progress | None = None
+def parse_and_chunk(files: list[Path], chunker: Chunker, progress: Progress | None = None,
+                    load: Callable[[Path], ParsedDocument] = load_document
                     ) -> tuple[list[tuple[ParsedDocument, list[Chunk]]], list[FileOutcome]]:
     done, failed = [], []
     for i, path in enumerate(files, 1):
         try:
-            doc = load_document(path)
+            doc = load(path)
             chunks = chunker.chunk(doc)
             if not chunks:
-                raise IngestError(str(path), "text was extracted but produced no chunks",
-                                  "report this file: the chunker dropped all of it")
+                raise no_chunks_error(str(path), doc)
             done.append((doc, chunks))
         except IngestError as e:
             failed.append(FileOutcome(str(path), "error", error=str(e)))

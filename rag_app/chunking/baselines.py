@@ -8,6 +8,7 @@ semantic-window        the source article's sliding window: paragraph embeddings
 """
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -23,7 +24,7 @@ class _Base:
     version = "1"
 
     def chunk(self, doc: ParsedDocument) -> list[Chunk]:
-        out = []
+        out, block_ends = [], [b.end for b in doc.blocks]
         for start, end in self.spans(doc):
             while start < end and doc.text[start].isspace():
                 start += 1
@@ -34,7 +35,7 @@ class _Base:
             text = doc.text[start:end]
             out.append(Chunk(doc_id=doc.doc_id, source_path=doc.source_path, title=doc.title, text=text,
                              char_start=start, char_end=end, token_count=count_tokens(text), chunker=self.name,
-                             chunker_version=self.version, page=_page_at(doc, start),
+                             chunker_version=self.version, page=_page_at(doc, block_ends, start),
                              chunk_id=chunk_id_for(self.name, self.version, doc.content_hash, start, end)))
         return out
 
@@ -42,11 +43,10 @@ class _Base:
         raise NotImplementedError
 
 
-def _page_at(doc: ParsedDocument, pos: int) -> int | None:
-    for b in doc.blocks:
-        if b.end > pos:
-            return b.page
-    return None
+def _page_at(doc: ParsedDocument, block_ends: list[int], pos: int) -> int | None:
+    # Blocks are in text order: bisect, since a scan per chunk is quadratic on a million lines.
+    i = bisect.bisect_right(block_ends, pos)
+    return doc.blocks[i].page if i < len(doc.blocks) else None
 
 
 class FixedTokenChunker(_Base):

@@ -41,12 +41,20 @@ def tfidf_vectorize(sentences: Sequence[str]) -> np.ndarray:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     vec = TfidfVectorizer(analyzer="char", ngram_range=(1, 2), sublinear_tf=True)
-    return vec.fit_transform(sentences).toarray()
+    # Stays sparse: a dense sentences x vocabulary matrix grows quadratically with a long unit.
+    return vec.fit_transform(sentences)
 
 
-def adjacent_similarity(vectors: np.ndarray) -> list[float]:
-    if len(vectors) < 2:
+def adjacent_similarity(vectors) -> list[float]:
+    """Cosine of each sentence vector with the next; dense arrays or scipy sparse rows."""
+    if vectors.shape[0] < 2:
         return []
+    if hasattr(vectors, "tocsr"):
+        from sklearn.preprocessing import normalize
+
+        unit = normalize(vectors.tocsr())
+        return [float(x) for x in np.asarray(unit[:-1].multiply(unit[1:]).sum(axis=1)).ravel()]
+    vectors = np.asarray(vectors, dtype=np.float64)
     norms = np.linalg.norm(vectors, axis=1)
     norms[norms == 0] = 1.0
     unit = vectors / norms[:, None]

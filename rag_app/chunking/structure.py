@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from rag_app.legal_numbers import CN_NUM, parse_article_label
 from rag_app.types import ParsedDocument
 
-_MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*$")
+# `\s+(\S.*)` and no trailing `\s*$`: that pair backtracks quadratically on a long run of spaces.
+_MD_HEADING = re.compile(r"^(#{1,6})\s+(\S.*)")
 _PART = re.compile(rf"^第[{CN_NUM}\d]+(分编|编)(\s|$)")
 _CHAPTER = re.compile(rf"^第[{CN_NUM}\d]+章(\s|$)")
 _SECTION = re.compile(rf"^第[{CN_NUM}\d]+节(\s|$)")

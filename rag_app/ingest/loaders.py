@@ -30,7 +30,21 @@ def doc_id_for(path: Path) -> str:
     return hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
 
 
-def load_document(path: Path) -> ParsedDocument:
+def import_parser(fmt: str) -> None:
+    """Import what parsing `fmt` needs (the sandbox does this before it caps the memory)."""
+    if fmt in ("pdf", "docx", "html"):
+        from rag_app.ingest import unstructured_setup
+
+        unstructured_setup.configure()
+        if fmt == "pdf":
+            import unstructured.partition.pdf  # noqa: F401
+        elif fmt == "docx":
+            import unstructured.partition.docx  # noqa: F401
+        else:
+            import unstructured.partition.html  # noqa: F401
+
+
+def load_document(path: Path, *, max_uncompressed_mb: float | None = None) -> ParsedDocument:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise UnsupportedFormat(str(path), f"unsupported file type {path.suffix or '(none)'}",
@@ -47,6 +61,8 @@ def load_document(path: Path) -> ParsedDocument:
         blocks = text_blocks(text)
         title = _markdown_title(text) if fmt == "markdown" else _first_line_title(text)
     else:
+        if fmt == "docx" and max_uncompressed_mb is not None:
+            check_zip_sizes(path, max_uncompressed_mb)
         text, blocks, title = _partition(path, fmt, data)
         enc = None
     if not text.strip() or not blocks:
@@ -55,6 +71,57 @@ def load_document(path: Path) -> ParsedDocument:
     return ParsedDocument(source_path=str(path.resolve()), doc_id=doc_id_for(path),
                           content_hash=content_hash, title=title or path.stem, text=text,
                           blocks=tuple(blocks), format=fmt, encoding=enc)
+
+
+def check_zip_sizes(path: Path, max_mb: float) -> None:
+    """Refuse a DOCX whose parts inflate past the budget before anything decompresses them."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = z.infolist()
+    except (zipfile.BadZipFile, OSError) as e:
+        raise IngestError(str(path), f"not a DOCX file (not a zip archive: {e})",
+                          "the file is corrupt or mis-named; re-save it from Word") from e
+    total = sum(m.file_size for m in members)
+    if total > max_mb * 1024 * 1024:
+        biggest = max(members, key=lambda m: m.file_size)
+        raise IngestError(str(path), f"unpacks to {total / 2**20:.0f} MB ({biggest.filename}: "
+                                     f"{biggest.file_size / 2**20:.0f} MB from {biggest.compress_size / 2**10:.0f} KB), "
+                                     f"over the {max_mb:g} MB allowed (RAG_PARSE_MAX_MB / 4)",
+                          "a zip bomb or a bloated export; re-save the document, or split it")
+
+
+MAX_HTML_DEPTH = 256
+
+
+def check_html_depth(path: Path, text: str) -> None:
+    """Deep nesting makes the HTML parser drop everything; say so instead of "no text"."""
+    depth = deepest = 0
+    for m in _TAG.finditer(text):
+        if m.group(1):
+            depth = max(depth - 1, 0)
+        elif not m.group(3) and m.group(2).lower() not in _VOID_TAGS:
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_HTML_DEPTH:
+                raise IngestError(str(path), f"HTML elements nest deeper than {MAX_HTML_DEPTH} levels",
+                                  "flatten the markup (or save the page as text) and ingest again")
+
+
+_TAG = re.compile(r"<(/)?([a-zA-Z][a-zA-Z0-9]*)[^<>]*?(/)?>")
+_VOID_TAGS = {"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "source", "track", "wbr",
+              "p", "li", "td", "th", "tr", "option"}  # p/li/td…: often left unclosed, never counted as depth
+
+
+def no_chunks_error(path: str, doc: ParsedDocument) -> IngestError:
+    """Why a parsed document gave no chunk, in terms of its own text."""
+    lines = [ln.strip() for ln in doc.text.splitlines() if ln.strip()]
+    if all(ln.startswith("#") or ln == doc.title for ln in lines):
+        return EmptyDocument(path, f"only a title or headings ({lines[0][:60]!r}), no body text",
+                             "add the document's body text below its title")
+    return EmptyDocument(path, f"{len(doc.text)} characters in {len(lines)} line(s) but nothing the chunker keeps "
+                               "(only comments, blank markup or the title)", "add the document's body text")
 
 
 def text_blocks(text: str, page: int | None = None, base: int = 0) -> list[Block]:
@@ -114,6 +181,7 @@ def _partition(path: Path, fmt: str, data: bytes) -> tuple[str, list[Block], str
         else:
             from unstructured.partition.html import partition_html
             text, _ = decode_text(data, str(path))
+            check_html_depth(path, text)
             elements = partition_html(text=text)
     except IngestError:
         raise

@@ -12,7 +12,8 @@ import re
 
 from rag_app.legal_numbers import CN_NUM
 
-_LABEL_BREAK = re.compile(rf"[ \t]+(?=第[{CN_NUM}\d]+(?:条(?:之[{CN_NUM}]+)?|章|节|编|分编)[ \t　])")
+# `(?<![ \t])`: try each run of spaces once; starting inside a long run was quadratic.
+_LABEL_BREAK = re.compile(rf"(?<![ \t])[ \t]+(?=第[{CN_NUM}\d]+(?:条(?:之[{CN_NUM}]+)?|章|节|编|分编)[ \t　])")
 _ITEM_BREAK = re.compile(rf"(?<=[。；：:;])[ \t]+(?=（[{CN_NUM}\d]+）)")
 _LEADING_LABEL = re.compile(rf"^(第[{CN_NUM}\d]+(?:条(?:之[{CN_NUM}]+)?|章|节|编|分编)[ \t　]+)")
 _CJK = "\u4e00-\u9fff，。、；：？！（）《》“”"

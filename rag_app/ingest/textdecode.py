@@ -11,9 +11,35 @@ def looks_binary(data: bytes) -> bool:
     return b"\x00" in sample
 
 
+def _utf16(data: bytes) -> str | None:
+    """UTF-16 with a BOM, or without one when it decodes to printable text (ASCII and CJK alike)."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            return None
+    if len(data) % 2:
+        return None
+    for enc in ("utf-16-le", "utf-16-be"):
+        try:
+            sample = data[:8192].decode(enc, errors="replace")  # the cut may split a pair
+        except UnicodeDecodeError:
+            continue
+        printable = sum(c.isprintable() or c in "\r\n\t" for c in sample)
+        if printable >= 0.98 * len(sample):
+            try:
+                return data.decode(enc)
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
 def decode_text(data: bytes, path: str) -> tuple[str, str]:
-    if looks_binary(data):
-        raise IngestError(path, "file looks binary (NUL bytes), not text",
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or looks_binary(data):
+        text = _utf16(data)
+        if text is not None:
+            return text.lstrip("\ufeff"), "utf-16"
+        raise IngestError(path, "file looks binary (NUL bytes, and not UTF-16 text)",
                           "check the extension: only PDF, DOCX, HTML, Markdown and text are supported")
     if data.startswith(b"\xef\xbb\xbf"):
         return data[3:].decode("utf-8"), "utf-8-sig"

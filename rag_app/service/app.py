@@ -1,21 +1,22 @@
 """FastAPI app: ask, ingest, ledger queries, reports, experiments. `create_app(settings)`."""
 from __future__ import annotations
 
-import hashlib
-import re
-import secrets
 import sqlite3
+import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, File, HTTPException, Request, UploadFile
+from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
-from rag_app.ingest.loaders import FORMATS
+from rag_app.service.guards import Guard, token_matches
+from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_validation_errors,
+                                    save_uploads, utf8_text)
 from rag_app.service.pool import VariantPool
 from tracing.ledger import read_connection
 from tracing.money import usd_json
@@ -25,29 +26,46 @@ from tracing.reports import build_report, stage_json, stage_rows
 DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
 
 
+MAX_INT = 2**62  # SQLite integers are signed 64-bit; larger offsets were a 500
+
+
 class AskRequest(BaseModel):
     question: str = Field(min_length=1, max_length=8000)
     user_id: str | None = Field(None, max_length=200)
     session_id: str | None = Field(None, max_length=200)
 
+    _utf8 = field_validator("question", "user_id", "session_id")(utf8_text)
 
-def create_app(settings: Settings) -> FastAPI:
-    state: dict = {}
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("question is only whitespace; send the question text")
+        return v
+
+
+def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
+    # Built here, not in the lifespan, so a bad experiments file or a locked store fails `rag serve`
+    # with one line before the server starts.
+    state: dict = {"pool": VariantPool(settings)}
+    upload_lock = threading.Lock()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        state["pool"] = VariantPool(settings)
         yield
         state["pool"].close()
 
     app = FastAPI(title="legal-rag", version="0.1.0", lifespan=lifespan,
                   description="Legal-document RAG that records what every answer costs.")
+    app.add_middleware(Guard, allowed_hosts=settings.host_allow_list(bind_host),
+                       max_body_bytes=int(settings.max_request_mb * 2**20), max_json_bytes=2**20,
+                       token=settings.api_token)
     bearer = HTTPBearer(auto_error=False)
 
     def auth(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if settings.api_token is None:
             return
-        if creds is None or not secrets.compare_digest(creds.credentials, settings.api_token):
+        if creds is None or not token_matches(creds.credentials, settings.api_token):
             raise HTTPException(401, "missing or wrong bearer token (RAG_API_TOKEN)",
                                 headers={"WWW-Authenticate": "Bearer"})
 
@@ -63,17 +81,22 @@ def create_app(settings: Settings) -> FastAPI:
         code = 502 if isinstance(exc, LLMError) else 409 if isinstance(exc, (StoreError, ModelMismatch)) else 400
         return JSONResponse({"detail": str(exc), "type": type(exc).__name__}, status_code=code)
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        return JSONResponse({"detail": public_validation_errors(exc)}, status_code=422)
+
     @app.get("/dashboard", response_class=HTMLResponse)
     def dashboard(token: str | None = None, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
         """The cost dashboard: one static page, no build step, no CDN; it reads the JSON API."""
         if settings.api_token is not None:
             given = token or (creds.credentials if creds else "")
-            if not secrets.compare_digest(given, settings.api_token):
+            if not token_matches(given, settings.api_token):
                 raise HTTPException(401, "open /dashboard?token=<RAG_API_TOKEN>")
-        return HTMLResponse(DASHBOARD.read_text(encoding="utf-8"), media_type="text/html; charset=utf-8")
+        page = DASHBOARD.read_text(encoding="utf-8")
+        return HTMLResponse(page, media_type="text/html; charset=utf-8", headers=dashboard_headers(page))
 
     @app.get("/v1/reports/queries", dependencies=[Depends(auth)])
-    def report_queries(last: int | None = 200, variant: str | None = None):
+    def report_queries(last: int | None = Query(200, ge=1, le=MAX_INT), variant: str | None = None):
         """Per-query rows exactly as `rag report --format json` prints them."""
         conn = ledger()
         rep = build_report(conn, last=last, variant=variant)
@@ -99,7 +122,8 @@ def create_app(settings: Settings) -> FastAPI:
         waiting = pool().base.writer.pending_rows(answer.query_id)  # not on disk yet: shown, flagged
         stages += [{**stage_json(_stage_defaults(r)), "ledger": "buffered"} for t, r in waiting if t == "stage_calls"]
         return {"query_id": answer.query_id, "answer": answer.text, "mode": answer.mode,
-                "citations": [c.as_dict() for c in answer.citations],
+                "citations": [{**c.as_dict(), "doc": display_path(c.doc, settings.data_dir)}
+                              for c in answer.citations],
                 "experiment": assignment.experiment if assignment else None,
                 "variant": assignment.variant if assignment else settings.variant,
                 "arm": assignment.arm if assignment else None,
@@ -109,37 +133,14 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.post("/v1/ingest", dependencies=[Depends(auth)])
     def ingest(files: list[UploadFile] = File(...)):
-        upload_dir = settings.data_dir / "uploads"
-        upload_dir.mkdir(parents=True, exist_ok=True)
-        limit = int(settings.max_upload_mb * 1024 * 1024)
-        outcomes, saved = [], []
-        for f in files:
-            name = Path(f.filename or "upload").name
-            suffix = Path(name).suffix.lower()
-            data = f.file.read(limit + 1)
-            if suffix not in FORMATS:
-                outcomes.append({"file": name, "status": "error",
-                                 "error": f"unsupported file type {suffix or '(none)'}; supported: {', '.join(sorted(FORMATS))}"})
-            elif len(data) > limit:
-                outcomes.append({"file": name, "status": "error",
-                                 "error": f"larger than {settings.max_upload_mb} MB (RAG_MAX_UPLOAD_MB)"})
-            else:
-                safe = re.sub(r"[^\w.\-\u4e00-\u9fff（）()]", "_", name)
-                path = upload_dir / f"{hashlib.sha256(data).hexdigest()[:12]}_{safe}"
-                path.write_bytes(data)
-                saved.append((name, path))
-        if saved:
-            report = pool().base.ingest([p for _, p in saved])
-            by_path = {Path(o.path).resolve(): o for o in report.outcomes}
-            for name, path in saved:
-                o = by_path.get(path.resolve())
-                outcomes.append({"file": name, "status": o.status if o else "error", "chunks": o.chunks if o else 0,
-                                 "error": o.error if o else "not processed"})
-        return {"files": outcomes}
+        """Each file is known by its name: uploading `劳动法.md` again replaces its old chunks."""
+        with upload_lock:  # two uploads of one name must not interleave write and index
+            return {"files": save_uploads(files, settings, lambda paths: pool().base.ingest(paths))}
 
     @app.get("/v1/queries", dependencies=[Depends(auth)])
-    def queries(variant: str | None = None, status: str | None = None, since: str | None = None,
-                until: str | None = None, experiment: str | None = None, limit: int = 50, offset: int = 0):
+    def queries(variant: str | None = None, status: str | None = None, since: Timestamp | None = None,
+                until: Timestamp | None = None, experiment: str | None = None,
+                limit: int = Query(50, ge=-MAX_INT, le=MAX_INT), offset: int = Query(0, ge=-MAX_INT, le=MAX_INT)):
         where, args = ["kind = 'query'"], []
         for col, val, op in (("variant", variant, "="), ("status", status, "="), ("started_at", since, ">="),
                              ("started_at", until, "<"), ("experiment", experiment, "=")):
@@ -164,7 +165,7 @@ def create_app(settings: Settings) -> FastAPI:
         return {**_query_json(dict(row)), "stages": stages}
 
     @app.get("/v1/reports/summary", dependencies=[Depends(auth)])
-    def summary(last: int | None = None, variant: str | None = None):
+    def summary(last: int | None = Query(None, ge=1, le=MAX_INT), variant: str | None = None):
         conn = ledger()
         rep = build_report(conn, last=last, variant=variant)
         conn.close()

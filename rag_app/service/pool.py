@@ -25,6 +25,12 @@ class VariantPool:
         if settings.experiment and settings.experiment not in self.config.experiments:
             raise ConfigError(f"RAG_EXPERIMENT={settings.experiment!r} is not in "
                               f"{settings.experiments_file or 'RAG_EXPERIMENTS_FILE (unset)'}")
+        for name, overrides in self.config.variants.items():
+            top_k, top_n = overrides.get("top_k", settings.top_k), overrides.get("top_n", settings.top_n)
+            if top_n > top_k:
+                raise ConfigError(f"{settings.experiments_file}: variants.{name}: top_n ({top_n}) exceeds top_k "
+                                  f"({top_k}, {'the variant' if 'top_k' in overrides else 'RAG_TOP_K'}); "
+                                  "lower top_n or raise top_k")
         self.base = RagApp(settings)
         self._apps: dict[str, RagApp] = {}
         self._lock = threading.Lock()

@@ -74,7 +74,8 @@ def test_ask_auth_and_ledger(indexed, monkeypatch):
             assert httpx.post(f"{url}/v1/ask", json={"question": ""}, headers=h).status_code == 422
             summary = httpx.get(f"{url}/v1/reports/summary", headers=h).json()
             assert summary["queries"] == 1 and summary["cost_usd"] == pytest.approx(body["total_cost_usd"])
-            assert httpx.get(f"{url}/openapi.json").status_code == 200
+            assert httpx.get(f"{url}/openapi.json").status_code == 401  # the API description follows the token
+            assert httpx.get(f"{url}/openapi.json", headers=h).status_code == 200
 
 
 def test_fifty_concurrent_asks_all_reach_the_ledger(indexed, tmp_path):
@@ -241,3 +242,18 @@ def test_live_comparison_ignores_replayed_questions(indexed, tmp_path):
         pool.close()
     assert res["arms"]["control"]["queries"] == 10 and res["arms"]["treatment"]["queries"] == 10
     assert res["srm"]["pvalue"] == 1.0
+
+
+def test_reuploading_an_amended_law_replaces_its_old_chunks(tmp_path):
+    law = (LAWS / "社会法/劳动法(2018-12-29).md").read_text(encoding="utf-8")
+    assert law.count("试用期最长不得超过六个月") == 1
+    amended = law.replace("试用期最长不得超过六个月", "试用期最长不得超过九个月")
+    question = {"question": "劳动合同的试用期最长不得超过多长时间？"}
+    with Server(make_settings(tmp_path)) as url:
+        for text in (law, amended):
+            r = httpx.post(f"{url}/v1/ingest", files=[("files", ("劳动法.md", text.encode(), "text/markdown"))],
+                           timeout=300)
+            assert r.json()["files"][0]["status"] == "written", r.text
+        body = httpx.post(f"{url}/v1/ask", json=question, timeout=120).json()
+    assert "不得超过九个月" in body["answer"] and "不得超过六个月" not in body["answer"], body["answer"]
+    assert {c["doc"] for c in body["citations"]} == {"uploads/劳动法.md"}  # relative to the data dir

@@ -1,0 +1,156 @@
+"""What the service accepts from outside and what it shows back: validated, bounded, server paths hidden.
+
+Uploads are stored under their own name (`uploads/劳动法.md`), so the name is the document's
+identity: a second upload of that name replaces the first one's chunks, as `rag ingest PATH` does.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Annotated
+
+from fastapi.exceptions import RequestValidationError
+from pydantic import AfterValidator
+
+from rag_app.config import Settings
+from rag_app.ingest.loaders import FORMATS
+
+MAX_NAME_BYTES = 200  # file systems stop at 255 bytes; a longer upload name was a 500 for the batch
+_UNSAFE = re.compile(r"[^\w.\-\u4e00-\u9fff（）()]")
+_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
+
+
+def utf8_text(v: str | None) -> str | None:
+    """A JSON string may carry a lone surrogate (`"\\ud800"`) that no UTF-8 store can hold."""
+    if v is not None:
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"contains an unpaired surrogate at position {e.start}; send valid UTF-8 text") from None
+    return v
+
+
+def _utc_timestamp(v: str) -> str:
+    try:
+        t = datetime.fromisoformat(v)
+    except ValueError:
+        raise ValueError("not an ISO-8601 timestamp; use e.g. 2026-11-30 or 2026-11-30T15:00:00Z") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return t.astimezone(timezone.utc).isoformat(timespec="milliseconds")  # the ledger's own format
+
+
+Timestamp = Annotated[str, AfterValidator(_utc_timestamp)]
+
+
+def public_validation_errors(exc: RequestValidationError) -> list[dict]:
+    """Field and reason only: echoing the input sent a 1 MB question back (and a lone surrogate broke it)."""
+    return [{"loc": [str(x)[:100] for x in e.get("loc", ())], "msg": _printable(str(e.get("msg", "")))[:300],
+             "type": e.get("type")} for e in exc.errors()[:20]]
+
+
+def dashboard_headers(page: str) -> dict[str, str]:
+    """CSP that admits exactly the page's own inline script (by hash), and no framing."""
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'"
+                      for s in _SCRIPT.findall(page))
+    csp = (f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; connect-src 'self'; "
+           "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+    return {"Content-Security-Policy": csp, "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer"}
+
+
+def display_path(path: str, data_dir: Path) -> str:
+    """A stored source path as users may see it: relative to the data dir or the working dir, else
+    just the file name; never the server's absolute layout."""
+    p = Path(path)
+    for root in (data_dir, Path.cwd()):
+        try:
+            return str(p.relative_to(root.resolve()))
+        except ValueError:
+            continue
+    return p.name
+
+
+def _printable(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _stored_name(display: str) -> str:
+    safe = _UNSAFE.sub("_", display).lstrip(".") or "upload"
+    stem, suffix = safe[: len(safe) - len(Path(safe).suffix)], Path(safe).suffix[:16]
+    while len((stem + suffix).encode("utf-8")) > MAX_NAME_BYTES:
+        stem = stem[:-1]
+    return stem + suffix
+
+
+def save_uploads(files, settings: Settings, ingest: Callable) -> list[dict]:
+    """Write each acceptable upload under its name, ingest them as one batch, report per file.
+
+    A rejected file is removed from disk, and a replaced file's previous version comes back if
+    the new one fails, so the folder always mirrors what the store holds.
+    """
+    upload_dir = settings.data_dir / "uploads"
+    upload_dir.mkdir(parents=True, exist_ok=True)
+    limit = int(settings.max_upload_mb * 2**20)
+    outcomes: list[dict] = []
+    saved: list[tuple[str, Path, Path | None]] = []  # (display name, stored path, previous version)
+    slots: list[int] = []  # where each saved file's outcome goes, so replies keep the request's order
+    for f in files:
+        name = _printable(PurePosixPath((f.filename or "upload").replace("\\", "/")).name or "upload")
+        shown = name if len(name) <= 120 else name[:100] + "…" + name[-12:]
+        suffix = Path(name).suffix.lower()
+        data = f.file.read(limit + 1)
+        target = upload_dir / _stored_name(name)
+        if suffix not in FORMATS:
+            error = f"unsupported file type {suffix[:16] or '(none)'}; supported: {', '.join(sorted(FORMATS))}"
+        elif len(data) > limit:
+            error = f"larger than {settings.max_upload_mb:g} MB (RAG_MAX_UPLOAD_MB)"
+        elif any(t == target for _, t, _ in saved):
+            error = "a file of the same name is already in this request; send one version"
+        else:
+            error = None
+        if error is None:
+            previous = target.with_name(target.name + ".previous") if target.exists() else None
+            try:
+                if previous:
+                    target.replace(previous)
+                target.write_bytes(data)
+                saved.append((shown, target, previous))
+                slots.append(len(outcomes))
+                outcomes.append({})
+                continue
+            except OSError as e:
+                error = f"cannot store the upload ({e.strerror}); check free space and permissions of the data dir"
+                _restore(target, previous)
+        outcomes.append({"file": shown, "status": "error", "chunks": 0, "error": error})
+    if not saved:
+        return outcomes
+    try:
+        report = ingest([p for _, p, _ in saved])
+    except BaseException:
+        for _, target, previous in saved:
+            _restore(target, previous)
+        raise
+    by_path = {Path(o.path).resolve(): o for o in report.outcomes}
+    for slot, (shown, target, previous) in zip(slots, saved):
+        o = by_path.get(target.resolve())
+        status = o.status if o else "error"
+        error = (o.error if o else "not processed") or None
+        if error:
+            error = error.replace(str(target.resolve()), shown).replace(str(target), shown)
+        if status == "error":
+            _restore(target, previous)
+        elif previous:
+            previous.unlink(missing_ok=True)
+        outcomes[slot] = {"file": shown, "status": status, "chunks": o.chunks if o else 0, "error": error}
+    return outcomes
+
+
+def _restore(target: Path, previous: Path | None) -> None:
+    target.unlink(missing_ok=True)
+    if previous is not None and previous.exists():
+        previous.replace(target)

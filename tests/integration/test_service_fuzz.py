@@ -1,0 +1,85 @@
+"""Fuzz the request models and query parameters over a real socket: no input reaches a 500.
+
+Bounded (max_examples per endpoint); the server has no index, so asks end in a clear 4xx too.
+"""
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import make_settings
+from tests.integration.test_service import Server
+
+FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+text = st.text(max_size=300)  # lone surrogates included: JSON escapes them as \udxxx
+param_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=100)
+numberish = st.one_of(st.integers(min_value=-2**80, max_value=2**80).map(str), param_text,
+                      st.floats(allow_nan=True).map(str))
+json_value = st.recursive(st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
+                          | st.floats() | text, lambda kids: st.lists(kids, max_size=3)
+                          | st.dictionaries(text, kids, max_size=3), max_leaves=8)
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    with Server(make_settings(tmp_path_factory.mktemp("fuzz"), api_token="tok")) as u:
+        yield u
+
+
+AUTH = {"Authorization": "Bearer tok"}
+
+
+def no_5xx(r: httpx.Response) -> None:
+    assert r.status_code < 500, (r.request.method, str(r.request.url)[:300], r.status_code, r.text[:500])
+
+
+@FUZZ
+@given(body=st.one_of(
+    st.fixed_dictionaries({"question": text}, optional={"user_id": json_value, "session_id": json_value}),
+    json_value))
+def test_ask_bodies(url, body):
+    payload = json.dumps(body, allow_nan=True).encode()
+    no_5xx(httpx.post(f"{url}/v1/ask", content=payload, headers={**AUTH, "Content-Type": "application/json"},
+                      timeout=60))
+
+
+@FUZZ
+@given(params=st.fixed_dictionaries({}, optional={
+    "limit": numberish, "offset": numberish, "since": param_text, "until": param_text, "variant": param_text,
+    "status": param_text, "experiment": param_text}))
+def test_query_list_params(url, params):
+    no_5xx(httpx.get(f"{url}/v1/queries", params=params, headers=AUTH))
+
+
+@FUZZ
+@given(last=numberish, variant=param_text, ident=param_text)
+def test_reports_and_lookups(url, last, variant, ident):
+    for path in ("/v1/reports/summary", "/v1/reports/queries"):
+        no_5xx(httpx.get(f"{url}{path}", params={"last": last, "variant": variant}, headers=AUTH))
+    for path in (f"/v1/queries/{quote(ident, safe='')}", f"/v1/experiments/{quote(ident, safe='')}"):
+        no_5xx(httpx.get(f"{url}{path}", headers=AUTH))
+
+
+@settings(FUZZ, max_examples=20)
+@given(token=st.binary(max_size=40), query_token=param_text)
+def test_tokens(url, token, query_token):
+    header = b"Bearer x" + bytes(c for c in token if c >= 0x20 and c != 0x7F).rstrip()  # what HTTP can carry
+    for path in ("/v1/queries", "/dashboard", "/openapi.json"):
+        no_5xx(httpx.get(f"{url}{path}", headers={"Authorization": header}))
+        no_5xx(httpx.get(f"{url}{path}", params={"token": query_token}))
+
+
+@settings(FUZZ, max_examples=20)
+@given(names=st.lists(st.text(max_size=300).filter(lambda s: "\x00" not in s), min_size=1, max_size=3),
+       data=st.binary(max_size=200))
+def test_upload_names(url, names, data):
+    files = [("files", (n.encode("utf-8", "replace").decode("utf-8"), data, "text/plain")) for n in names]
+    r = httpx.post(f"{url}/v1/ingest", files=files, headers=AUTH, timeout=120)
+    no_5xx(r)
+    if r.status_code == 200:
+        assert len(r.json()["files"]) == len(names)  # every file answered, the batch never lost
