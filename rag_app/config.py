@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     rrf_sparse_weight: float = 1.0
     top_k: int = 20
     top_n: int = 5
+    context_tokens: int = 1000  # budget for the passages sent to the LLM (chosen on the tune split)
 
     rerank_model: str | None = "BAAI/bge-reranker-base"
     rerank_price_per_1k: float = 0.00002
@@ -76,6 +77,8 @@ class Settings(BaseSettings):
             raise ConfigError(
                 "RAG_CHUNK_TARGET_MIN <= RAG_CHUNK_TARGET_MAX <= RAG_CHUNK_HARD_MAX must hold; "
                 f"got {self.chunk_target_min}, {self.chunk_target_max}, {self.chunk_hard_max}")
+        if self.context_tokens < 1:
+            raise ConfigError(f"RAG_CONTEXT_TOKENS must be a positive token count, got {self.context_tokens}")
         if self.top_n > self.top_k:
             raise ConfigError(f"RAG_TOP_N ({self.top_n}) must not exceed RAG_TOP_K ({self.top_k})")
         if self.llm_mode == "llm" and not (self.openai_api_key or self.openai_base_url):

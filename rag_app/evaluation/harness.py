@@ -17,10 +17,13 @@ from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
 from rag_app.evaluation.hits import Ranked, qrels_for, ranking_to_run
 from rag_app.evaluation.integrity import article_integrity, sentence_integrity, size_stats
 from rag_app.evaluation.qa import Question, load_qa
+from rag_app.evaluation.scoring import DEFAULT_BUDGETS, budget_report, paired
+from rag_app.evaluation.split import SPLIT_RULE, select_split
 from rag_app.indexing import decide_collection, expand_paths, index_documents
 from rag_app.ingest.loaders import load_document
 from rag_app.rerank import rerank
-from rag_app.retrieval import legs_for, retrieve
+from rag_app.levers import LeverParams, parse_retriever, search
+from rag_app.retrieval import legs_for
 from rag_app.sparse import TOKENIZER_VERSION
 from tracing.money import usd_json
 from tracing.pricing import PriceTable
@@ -39,6 +42,9 @@ class EvalSpec:
     runs_path: Path | None = None
     force_dense: bool = False
     cite: bool = True
+    budgets: list[int] = field(default_factory=lambda: list(DEFAULT_BUDGETS))
+    split: str | None = None  # tune | validate | None (all)
+    lever_params: dict = field(default_factory=dict)  # LeverParams overrides (`--lever-param k=v`)
 
 
 def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> str:
@@ -52,7 +58,7 @@ def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> s
 
 def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
     s = app.settings
-    questions = load_qa(spec.qa, spec.limit)
+    questions = select_split(load_qa(spec.qa), spec.split)[: spec.limit or None]
     corpus = spec.corpus.resolve()
     files, missing = expand_paths([corpus])
     if missing:
@@ -63,10 +69,13 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
     reranker, skip_reason = app.reranker()
     prompt = load_prompt("answer", s.prompt_version)
     results, per_task, run_lines = [], [], []
+    per_q: list[tuple[str, dict[str, list[float]]]] = []  # (config label, per-question values)
     cache_path = s.data_dir / "eval_ingest_times.json"
     ingest_times = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     for name in spec.chunkers:
-        need_emb = name in NEEDS_EMBEDDINGS or spec.force_dense or "dense" in spec.retrievers or "hybrid" in spec.retrievers
+        parsed = {r: parse_retriever(r) for r in spec.retrievers}
+        need_emb = name in NEEDS_EMBEDDINGS or spec.force_dense or any(
+            m in ("dense", "hybrid") or "rescore" in lv for m, lv in parsed.values())
         emb = app.embeddings() if need_emb else None
         chunker = build_chunker(name, s, emb)
         t0 = time.perf_counter()
@@ -85,19 +94,21 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
             cache_path.write_text(json.dumps(ingest_times, indent=1))
         quality = _chunk_quality(chunked, all_chunks, s)
         for retriever in spec.retrievers:
-            use_dense, use_sparse = legs_for(retriever, info)
+            mode, levers = parsed[retriever]
+            use_dense, use_sparse = legs_for(mode, info)
             row = {"chunker": name, "retriever": retriever, "collection": cname, **quality,
                    "ingest_s": ingest_times.get(cname), "legs": "+".join(
                        l for l, on in (("dense", use_dense), ("bm25", use_sparse)) if on)}
-            if retriever == "dense" and not use_dense:
+            if mode == "dense" and not use_dense:
                 results.append({**row, "skipped": info.dense_disabled_reason})
                 continue
             rankings, ctx_tokens, usd = [], [], []
             for i, q in enumerate(questions, 1):
                 qvec = emb.embed_query(q.question) if use_dense else None
-                hits = retrieve(app.store, info, q.question, qvec, mode=retriever, top_k=max(s.top_k, max(spec.ks)),
-                                rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight, sparse_weight=s.rrf_sparse_weight,
-                                cite=spec.cite)
+                hits = search(app.store, info, q.question, qvec, mode=mode, levers=levers,
+                              top_k=max(s.top_k, max(spec.ks)), rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight,
+                              sparse_weight=s.rrf_sparse_weight, cite=spec.cite, embeddings=emb,
+                              params=LeverParams(**spec.lever_params))
                 rr = rerank(q.question, hits, reranker, top_n=len(hits), table_weight=s.table_weight,
                             skip_reason=skip_reason)
                 ranked = [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
@@ -118,19 +129,28 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
             row.update({"rerank": rr.status, "multi_gold_chunks": multi,
                         "mean_context_tokens": round(sum(ctx_tokens) / len(ctx_tokens), 1),
                         "usd_per_query": None if None in usd else usd_json(round(sum(usd) / len(usd)))})
+            overall, tasks, values = budget_report(questions, rankings, spec.ks, spec.budgets)
+            row["budgets"] = overall
             results.append(row)
+            per_q.append((f"{name}/{retriever}", values))
             by_task = defaultdict(list)
             for q, r in zip(questions, rankings):
                 by_task[q.task].append((q, r))
             for task, items in sorted(by_task.items()):
                 m, _ = score([q for q, _ in items], [r for _, r in items], spec.ks)
-                per_task.append({"chunker": name, "retriever": retriever, "task": task, "n": len(items), **m})
+                per_task.append({"chunker": name, "retriever": retriever, "task": task, "n": len(items), **m,
+                                 "budgets": tasks[task]})
     if spec.runs_path:
         with Path(spec.runs_path).open("w", encoding="utf-8") as f:
             for line in run_lines:
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    comparisons = [{"base": per_q[0][0], "new": label, "diff": paired(questions, per_q[0][1], vals),
+                    "diff_by_task": {t: paired(questions, per_q[0][1], vals, t) for t in sorted({q.task for q in questions})}}
+                   for label, vals in per_q[1:]]
     return {"questions": len(questions), "qa": str(spec.qa), "corpus": str(corpus), "results": results,
-            "by_task": per_task, "llm_model": s.llm_model, "price_version": prices.version,
+            "split": spec.split or "all", "split_rule": SPLIT_RULE, "budgets": spec.budgets,
+            "budget_rule": "chunks in rank order while the total stays within the budget; the crossing chunk does not count",
+            "paired_vs_first": comparisons, "by_task": per_task, "llm_model": s.llm_model, "price_version": prices.version,
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
 
 
