@@ -56,7 +56,7 @@ def build_rag(app) -> Runnable:
         res = rerank(inp["question"], inp["candidates"], reranker, top_n=s.top_n,
                      table_weight=s.table_weight, skip_reason=reason)
         report({"status": res.status, "model": reranker.model_name if reranker else s.rerank_model,
-                "input_tokens": res.tokens, "rate": "rerank", "error": res.note}, config)
+                "input_tokens": res.tokens, "rate": "rerank", "error": res.note, **(res.billing or {})}, config)
         # cross-referenced articles (违反本法第X条 -> 第X条) ride along after the top-n
         return {**inp, "contexts": attach_linked(app.store, app.collection.name, res.contexts, s.attach_refs)}
 

@@ -51,6 +51,11 @@ class Settings(BaseSettings):
 
     rerank_model: str | None = "BAAI/bge-reranker-base"
     rerank_price_per_1k: float = 0.00002
+    rerank_url: str | None = None  # POST {model, query, documents, top_n} endpoint; set = HTTP rerank
+    rerank_api_key: str | None = None
+    rerank_timeout_s: float = 30.0
+    rerank_price_usd: str | None = None  # what the provider bills per unit; unset = unpriced, never $0
+    rerank_price_unit: Literal["search", "1k_tokens", "1m_tokens"] = "search"
     table_weight: float = 1.5
     attach_refs: int = 0
 
