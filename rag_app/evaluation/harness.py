@@ -22,7 +22,7 @@ from rag_app.evaluation.split import SPLIT_RULE, select_split
 from rag_app.indexing import decide_collection, expand_paths, index_documents
 from rag_app.ingest.loaders import load_document
 from rag_app.rerank import rerank
-from rag_app.levers import LeverParams, parse_retriever, search
+from rag_app.levers import LeverParams, parse_retriever, rescore_embeddings, search
 from rag_app.retrieval import legs_for
 from rag_app.sparse import TOKENIZER_VERSION
 from tracing.money import usd_json
@@ -74,8 +74,10 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
     ingest_times = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     for name in spec.chunkers:
         parsed = {r: parse_retriever(r) for r in spec.retrievers}
-        need_emb = name in NEEDS_EMBEDDINGS or spec.force_dense or any(
-            m in ("dense", "hybrid") or "rescore" in lv for m, lv in parsed.values())
+        need_emb = name in NEEDS_EMBEDDINGS or spec.force_dense or any(m in ("dense", "hybrid") for m, _ in parsed.values())
+        params = LeverParams(**spec.lever_params)
+        rescorer = (rescore_embeddings(params.rescore_model, s.cache_path)
+                    if any("rescore" in lv for _, lv in parsed.values()) else None)
         emb = app.embeddings() if need_emb else None
         chunker = build_chunker(name, s, emb)
         t0 = time.perf_counter()
@@ -107,8 +109,8 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 qvec = emb.embed_query(q.question) if use_dense else None
                 hits = search(app.store, info, q.question, qvec, mode=mode, levers=levers,
                               top_k=max(s.top_k, max(spec.ks)), rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight,
-                              sparse_weight=s.rrf_sparse_weight, cite=spec.cite, embeddings=emb,
-                              params=LeverParams(**spec.lever_params))
+                              sparse_weight=s.rrf_sparse_weight, cite=spec.cite, embeddings=rescorer,
+                              params=params)
                 rr = rerank(q.question, hits, reranker, top_n=len(hits), table_weight=s.table_weight,
                             skip_reason=skip_reason)
                 ranked = [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,

@@ -102,6 +102,11 @@ def compare_runs(questions: Sequence[Question], base: dict[str, list[Ranked]], n
     bvals = per_question(qs, [base[q.id] for q in qs], ks, budgets)
     nvals = per_question(qs, [new[q.id] for q in qs], ks, budgets)
     tasks = sorted({q.task for q in qs})
+
+    def by_task(vals):
+        return {t: summarize({m: [x for q, x in zip(qs, xs) if q.task == t] for m, xs in vals.items()}) for t in tasks}
+
     return {"questions": len(qs), "base": summarize(bvals), "new": summarize(nvals),
+            "base_by_task": by_task(bvals), "new_by_task": by_task(nvals),
             "diff": paired(qs, bvals, nvals),
             "diff_by_task": {t: paired(qs, bvals, nvals, t) for t in tasks}}
