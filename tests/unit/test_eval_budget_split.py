@@ -84,6 +84,7 @@ def test_bootstrap_intervals_bracket_the_mean_and_pairing_decides():
     assert paired_diff_ci(new, base)["verdict"] == "worse"
     same = paired_diff_ci([0.0, 1.0] * 50, [1.0, 0.0] * 50)
     assert same["verdict"] == "no difference" and same["ci95_low"] < 0 < same["ci95_high"]
+    assert paired_diff_ci([1.0, 0.0] * 5, [1.0, 0.0] * 5)["verdict"] == "no difference"  # [0, 0] is not a gain
     with pytest.raises(ValueError, match="same questions"):
         paired_diff_ci([1.0], [1.0, 0.0])
 

@@ -18,6 +18,7 @@ def test_prf_adds_words_shared_by_feedback_at_lower_weight_never_bigrams_or_quer
     assert terms["劳动"] == 0.3 and terms["拖欠"] == 0.3 * 2 / 3  # in 3 and in 2 of 3 feedback texts
     assert "工资" not in terms and "休假" not in terms  # a query word; a word in one text only
     assert len(terms) == 5 and all(not t.startswith(("~", "§")) for t in terms)
+    assert "休假" not in prf_terms(query, feedback, n_terms=50, weight=0.3)  # however many terms are asked for
 
 
 DEFS = ("第二条 本法所称劳动合同，是指劳动者与用人单位确立劳动关系、明确双方权利和义务的协议。\n"
