@@ -68,7 +68,9 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
     prices = PriceTable.load(s.price_overrides)
     reranker, skip_reason = app.reranker()
     prompt = load_prompt("answer", s.prompt_version)
-    results, per_task, run_lines = [], [], []
+    results, per_task = [], []
+    # written as it goes (one line per question), so a long run that is stopped still leaves rankings
+    runs_file = Path(spec.runs_path).open("w", encoding="utf-8") if spec.runs_path else None
     per_q: list[tuple[str, dict[str, list[float]]]] = []  # (config label, per-question values)
     cache_path = s.data_dir / "eval_ingest_times.json"
     ingest_times = json.loads(cache_path.read_text()) if cache_path.exists() else {}
@@ -120,10 +122,11 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 ctx_tokens.append(context)
                 usd.append(prices.quote(s.llm_model, app.count_prompt_tokens(
                     prompt.format_messages(context=format_context(rr.contexts[: s.top_n]), question=q.question))).cost_nano)
-                if spec.runs_path:
-                    run_lines.append({"qid": q.id, "chunker": name, "retriever": retriever, "ranking": [
+                if runs_file:
+                    runs_file.write(json.dumps({"qid": q.id, "chunker": name, "retriever": retriever, "ranking": [
                         {"doc": r.doc, "char_start": r.char_start, "char_end": r.char_end, "tokens": r.tokens,
-                         "score": r.score} for r in ranked]})
+                         "score": r.score} for r in ranked]}, ensure_ascii=False) + "\n")
+                    runs_file.flush()
                 if progress:
                     progress(f"eval {name}/{retriever}", i, len(questions))
             metrics, multi = score(questions, rankings, spec.ks)
@@ -142,10 +145,8 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 m, _ = score([q for q, _ in items], [r for _, r in items], spec.ks)
                 per_task.append({"chunker": name, "retriever": retriever, "task": task, "n": len(items), **m,
                                  "budgets": tasks[task]})
-    if spec.runs_path:
-        with Path(spec.runs_path).open("w", encoding="utf-8") as f:
-            for line in run_lines:
-                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    if runs_file:
+        runs_file.close()
     comparisons = [{"base": per_q[0][0], "new": label, "diff": paired(questions, per_q[0][1], vals),
                     "diff_by_task": {t: paired(questions, per_q[0][1], vals, t) for t in sorted({q.task for q in questions})}}
                    for label, vals in per_q[1:]]
