@@ -320,7 +320,7 @@ def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval 
 
 def _print_eval(result: dict, ks: list[int]) -> None:
     t = Table(title=f"retrieval on {result['questions']} questions ({result['qa']}); rerank: {result['reranker']}")
-    cols = ["chunker", "retriever", *[f"recall@{k}" for k in ks], "mrr@10", "ndcg@10", "ctx tok", "$/query",
+    cols = ["chunker", "retriever", *[f"recall@{k}" for k in ks], "mrr@10", "ndcg@10", "ctx tok (packed)", "$/query",
             "chunks", "mean tok", "in target %", "sent. int. %", "art. int. %", "ingest s"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("chunker", "retriever") else "right")

