@@ -7,11 +7,13 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from prompts import load_prompt
 from rag_app.answer import cited_contexts, citation_for, extractive_answer, format_context
+from rag_app.context import pack_context
 from rag_app.crossref import attach_linked
 from rag_app.errors import LLMError
 from rag_app.llm import invoke_with_retries
 from rag_app.rerank import rerank
-from rag_app.retrieval import legs_for, retrieve
+from rag_app.levers import LeverParams, levers_for, rescore_embeddings, search
+from rag_app.retrieval import legs_for
 from rag_app.types import Answer
 from tracing.cost_tracer import USAGE_EVENT
 
@@ -41,12 +43,16 @@ def build_rag(app) -> Runnable:
         return {**inp, "query_vector": vec}
 
     def retrieve_stage(inp: dict, config: RunnableConfig) -> dict:
-        hits = retrieve(app.store, app.collection, inp["question"], inp["query_vector"], mode=s.retriever,
-                        top_k=s.top_k, rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight,
-                        sparse_weight=s.rrf_sparse_weight)
+        levers = levers_for(s.retrieval_levers, app.collection)
+        rescorer = rescore_embeddings(s.rescore_model, s.cache_path) if "rescore" in levers else None
+        hits = search(app.store, app.collection, inp["question"], inp["query_vector"], mode=s.retriever,
+                      levers=levers, top_k=s.top_k, rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight,
+                      sparse_weight=s.rrf_sparse_weight, embeddings=rescorer,
+                      params=LeverParams(rescore_model=s.rescore_model))
         use_dense, use_sparse = legs_for(s.retriever, app.collection)
         legs = "+".join(leg for leg, on in (("dense", use_dense), ("bm25", use_sparse)) if on)
-        report({"model": f"qdrant:{legs}"}, config)
+        extra = "".join(f"+{lv}" + (f"({s.rescore_model})" if lv == "rescore" else "") for lv in levers)
+        report({"model": f"qdrant:{legs}{extra}"}, config)
         return {**inp, "candidates": hits}
 
     def rerank_stage(inp: dict, config: RunnableConfig) -> dict:
@@ -54,12 +60,14 @@ def build_rag(app) -> Runnable:
         res = rerank(inp["question"], inp["candidates"], reranker, top_n=s.top_n,
                      table_weight=s.table_weight, skip_reason=reason)
         report({"status": res.status, "model": reranker.model_name if reranker else s.rerank_model,
-                "input_tokens": res.tokens, "rate": "rerank", "error": res.note}, config)
+                "input_tokens": res.tokens, "rate": "rerank", "error": res.note, **(res.billing or {})}, config)
         # cross-referenced articles (违反本法第X条 -> 第X条) ride along after the top-n
         return {**inp, "contexts": attach_linked(app.store, app.collection.name, res.contexts, s.attach_refs)}
 
     def generate(inp: dict, config: RunnableConfig) -> Answer:
-        contexts = inp["contexts"]
+        packed = pack_context(inp["contexts"], s.context_tokens)  # rerank already cut to RAG_TOP_N
+        report(packed.usage(), config)
+        contexts = packed.contexts
         prompt = load_prompt("answer", s.prompt_version)
         messages = prompt.format_messages(context=format_context(contexts), question=inp["question"])
         query_id = (config.get("metadata") or {}).get("query_id", "")

@@ -67,7 +67,7 @@ class RagApp:
     def reranker(self) -> tuple[Reranker | None, str | None]:
         with self._lock:
             if not self._reranker_loaded:
-                self._reranker, self._skip_reason = load_reranker(self.settings.rerank_model)
+                self._reranker, self._skip_reason = load_reranker(self.settings.rerank_model, self.settings)
                 self._reranker_loaded = True
             return self._reranker, self._skip_reason
 

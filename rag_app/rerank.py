@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from rag_app.errors import ModelLoadError
+from rag_app.errors import ModelLoadError, RagError
 from rag_app.models import resolve_model_path
 from rag_app.types import ScoredChunk
 
@@ -43,8 +43,14 @@ class FlagCrossEncoder:
         return sum(len(tok(query, p, truncation=True, max_length=512)["input_ids"]) for p in passages)
 
 
-def load_reranker(model: str | None) -> tuple[Reranker | None, str | None]:
-    """(reranker, None) or (None, reason it is skipped)."""
+def load_reranker(model: str | None, settings=None) -> tuple[Reranker | None, str | None]:
+    """(reranker, None) or (None, reason it is skipped). With RAG_RERANK_URL set, the HTTP endpoint."""
+    if settings is not None and settings.rerank_url:
+        from rag_app.rerank_http import HttpReranker
+
+        return HttpReranker(settings.rerank_url, model or "rerank", api_key=settings.rerank_api_key,
+                            timeout_s=settings.rerank_timeout_s, price_usd=settings.rerank_price_usd,
+                            price_unit=settings.rerank_price_unit), None
     if not model:
         return None, "reranker disabled (RAG_RERANK_MODEL empty)"
     try:
@@ -60,6 +66,7 @@ class RerankResult:
     status: str  # ok | skipped
     tokens: int
     note: str | None = None
+    billing: dict | None = None  # what an HTTP reranker billed (rerank_http.RerankBilling.usage())
 
 
 def rerank(question: str, candidates: list[ScoredChunk], reranker: Reranker | None, *, top_n: int,
@@ -67,10 +74,15 @@ def rerank(question: str, candidates: list[ScoredChunk], reranker: Reranker | No
     if reranker is None or not candidates:
         return RerankResult(candidates[:top_n], "skipped", 0, skip_reason or "no candidates")
     passages = [c.chunk.text for c in candidates]
-    raw = reranker.score(question, passages)
+    try:
+        raw = reranker.score(question, passages)
+    except RagError as e:  # an HTTP endpoint down or refusing: keep retrieval order, say why
+        log.warning("rerank failed, retrieval order kept: %s", e)
+        return RerankResult(candidates[:top_n], "error", 0, str(e))
     # Tables are dense with facts but score low against a prose question; weight them up.
     weighted = [s * (table_weight if c.chunk.kind == "table" else 1.0) for s, c in zip(raw, candidates)]
     order = sorted(range(len(candidates)), key=lambda i: -weighted[i])[:top_n]
     out = [ScoredChunk(candidates[i].chunk, candidates[i].score, candidates[i].retrieval_rank, weighted[i])
            for i in order]
-    return RerankResult(out, "ok", reranker.count_tokens(question, passages))
+    billing = reranker.billing_usage() if hasattr(reranker, "billing_usage") else None
+    return RerankResult(out, "ok", reranker.count_tokens(question, passages), billing=billing)

@@ -247,7 +247,10 @@ class CostTracer(BaseCallbackHandler):
         cost: Quote | None = None
         shadow: Quote | None = None
         rate = u.get("rate")
-        if rate in self.rates:
+        if "billed_cost_nano" in u:  # priced by the stage as the provider bills it (HTTP rerank)
+            cost = shadow = Quote(u["billed_cost_nano"], u.get("price_version") or "unpriced",
+                                  u.get("price_source") or "unpriced")
+        elif rate in self.rates:
             shadow = rate_quote(tokens_in, self.rates[rate], rate)
             cost = Quote(0, shadow.version, "rate") if not u.get("billed") else shadow
         usage_source, note = ("local" if tokens_in else None), None

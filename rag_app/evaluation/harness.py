@@ -13,14 +13,18 @@ from pathlib import Path
 
 from prompts import load_prompt
 from rag_app.answer import format_context
+from rag_app.context import pack_context
 from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
 from rag_app.evaluation.hits import Ranked, qrels_for, ranking_to_run
 from rag_app.evaluation.integrity import article_integrity, sentence_integrity, size_stats
 from rag_app.evaluation.qa import Question, load_qa
+from rag_app.evaluation.scoring import DEFAULT_BUDGETS, budget_report, paired
+from rag_app.evaluation.split import SPLIT_RULE, select_split
 from rag_app.indexing import decide_collection, expand_paths, index_documents
 from rag_app.ingest.loaders import load_document
 from rag_app.rerank import rerank
-from rag_app.retrieval import legs_for, retrieve
+from rag_app.levers import LeverParams, parse_retriever, rescore_embeddings, search
+from rag_app.retrieval import legs_for
 from rag_app.sparse import TOKENIZER_VERSION
 from tracing.money import usd_json
 from tracing.pricing import PriceTable
@@ -39,6 +43,9 @@ class EvalSpec:
     runs_path: Path | None = None
     force_dense: bool = False
     cite: bool = True
+    budgets: list[int] = field(default_factory=lambda: list(DEFAULT_BUDGETS))
+    split: str | None = None  # tune | validate | None (all)
+    lever_params: dict = field(default_factory=dict)  # LeverParams overrides (`--lever-param k=v`)
 
 
 def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> str:
@@ -52,7 +59,7 @@ def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> s
 
 def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
     s = app.settings
-    questions = load_qa(spec.qa, spec.limit)
+    questions = select_split(load_qa(spec.qa), spec.split)[: spec.limit or None]
     corpus = spec.corpus.resolve()
     files, missing = expand_paths([corpus])
     if missing:
@@ -62,11 +69,18 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
     prices = PriceTable.load(s.price_overrides)
     reranker, skip_reason = app.reranker()
     prompt = load_prompt("answer", s.prompt_version)
-    results, per_task, run_lines = [], [], []
+    results, per_task = [], []
+    # written as it goes (one line per question), so a long run that is stopped still leaves rankings
+    runs_file = Path(spec.runs_path).open("w", encoding="utf-8") if spec.runs_path else None
+    per_q: list[tuple[str, dict[str, list[float]]]] = []  # (config label, per-question values)
     cache_path = s.data_dir / "eval_ingest_times.json"
     ingest_times = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     for name in spec.chunkers:
-        need_emb = name in NEEDS_EMBEDDINGS or spec.force_dense or "dense" in spec.retrievers or "hybrid" in spec.retrievers
+        parsed = {r: parse_retriever(r) for r in spec.retrievers}
+        need_emb = name in NEEDS_EMBEDDINGS or spec.force_dense or any(m in ("dense", "hybrid") for m, _ in parsed.values())
+        params = LeverParams(**spec.lever_params)
+        rescorer = (rescore_embeddings(params.rescore_model, s.cache_path, required=True)
+                    if any("rescore" in lv for _, lv in parsed.values()) else None)
         emb = app.embeddings() if need_emb else None
         chunker = build_chunker(name, s, emb)
         t0 = time.perf_counter()
@@ -85,32 +99,35 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
             cache_path.write_text(json.dumps(ingest_times, indent=1))
         quality = _chunk_quality(chunked, all_chunks, s)
         for retriever in spec.retrievers:
-            use_dense, use_sparse = legs_for(retriever, info)
+            mode, levers = parsed[retriever]
+            use_dense, use_sparse = legs_for(mode, info)
             row = {"chunker": name, "retriever": retriever, "collection": cname, **quality,
                    "ingest_s": ingest_times.get(cname), "legs": "+".join(
                        l for l, on in (("dense", use_dense), ("bm25", use_sparse)) if on)}
-            if retriever == "dense" and not use_dense:
+            if mode == "dense" and not use_dense:
                 results.append({**row, "skipped": info.dense_disabled_reason})
                 continue
             rankings, ctx_tokens, usd = [], [], []
             for i, q in enumerate(questions, 1):
                 qvec = emb.embed_query(q.question) if use_dense else None
-                hits = retrieve(app.store, info, q.question, qvec, mode=retriever, top_k=max(s.top_k, max(spec.ks)),
-                                rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight, sparse_weight=s.rrf_sparse_weight,
-                                cite=spec.cite)
+                hits = search(app.store, info, q.question, qvec, mode=mode, levers=levers,
+                              top_k=max(s.top_k, max(spec.ks)), rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight,
+                              sparse_weight=s.rrf_sparse_weight, cite=spec.cite, embeddings=rescorer,
+                              params=params)
                 rr = rerank(q.question, hits, reranker, top_n=len(hits), table_weight=s.table_weight,
                             skip_reason=skip_reason)
                 ranked = [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
                                  h.rerank_score if h.rerank_score is not None else h.score) for h in rr.contexts]
                 rankings.append(ranked)
-                context = sum(r.tokens for r in ranked[: s.top_n])
-                ctx_tokens.append(context)
+                packed = pack_context(rr.contexts, s.context_tokens, s.top_n)  # what generate would send
+                ctx_tokens.append(packed.tokens)
                 usd.append(prices.quote(s.llm_model, app.count_prompt_tokens(
-                    prompt.format_messages(context=format_context(rr.contexts[: s.top_n]), question=q.question))).cost_nano)
-                if spec.runs_path:
-                    run_lines.append({"qid": q.id, "chunker": name, "retriever": retriever, "ranking": [
+                    prompt.format_messages(context=format_context(packed.contexts), question=q.question))).cost_nano)
+                if runs_file:
+                    runs_file.write(json.dumps({"qid": q.id, "chunker": name, "retriever": retriever, "ranking": [
                         {"doc": r.doc, "char_start": r.char_start, "char_end": r.char_end, "tokens": r.tokens,
-                         "score": r.score} for r in ranked]})
+                         "score": r.score} for r in ranked]}, ensure_ascii=False) + "\n")
+                    runs_file.flush()
                 if progress:
                     progress(f"eval {name}/{retriever}", i, len(questions))
             metrics, multi = score(questions, rankings, spec.ks)
@@ -118,19 +135,26 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
             row.update({"rerank": rr.status, "multi_gold_chunks": multi,
                         "mean_context_tokens": round(sum(ctx_tokens) / len(ctx_tokens), 1),
                         "usd_per_query": None if None in usd else usd_json(round(sum(usd) / len(usd)))})
+            overall, tasks, values = budget_report(questions, rankings, spec.ks, spec.budgets)
+            row["budgets"] = overall
             results.append(row)
+            per_q.append((f"{name}/{retriever}", values))
             by_task = defaultdict(list)
             for q, r in zip(questions, rankings):
                 by_task[q.task].append((q, r))
             for task, items in sorted(by_task.items()):
                 m, _ = score([q for q, _ in items], [r for _, r in items], spec.ks)
-                per_task.append({"chunker": name, "retriever": retriever, "task": task, "n": len(items), **m})
-    if spec.runs_path:
-        with Path(spec.runs_path).open("w", encoding="utf-8") as f:
-            for line in run_lines:
-                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                per_task.append({"chunker": name, "retriever": retriever, "task": task, "n": len(items), **m,
+                                 "budgets": tasks[task]})
+    if runs_file:
+        runs_file.close()
+    comparisons = [{"base": per_q[0][0], "new": label, "diff": paired(questions, per_q[0][1], vals),
+                    "diff_by_task": {t: paired(questions, per_q[0][1], vals, t) for t in sorted({q.task for q in questions})}}
+                   for label, vals in per_q[1:]]
     return {"questions": len(questions), "qa": str(spec.qa), "corpus": str(corpus), "results": results,
-            "by_task": per_task, "llm_model": s.llm_model, "price_version": prices.version,
+            "split": spec.split or "all", "split_rule": SPLIT_RULE, "budgets": spec.budgets,
+            "budget_rule": "chunks in rank order while the total stays within the budget; the crossing chunk does not count",
+            "paired_vs_first": comparisons, "by_task": per_task, "llm_model": s.llm_model, "price_version": prices.version,
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
 
 

@@ -19,7 +19,8 @@ def test_eval_slice_and_runs_file_agree(tmp_path):
     env.update({"RAG_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1", "RAG_RERANK_MODEL": ""})
     out, runs = tmp_path / "eval.json", tmp_path / "runs.jsonl"
     args = [sys.executable, "-m", "rag_app.cli", "eval", "--qa", str(LEGAL_ZH / "qa_dev.jsonl"), "--corpus", str(CORPUS),
-            "--chunker", "legal,fixed-512", "--retriever", "bm25", "--limit", "60", "--out", str(out), "--runs", str(runs)]
+            "--chunker", "legal,fixed-512", "--retriever", "bm25", "--limit", "60", "--out", str(out), "--runs", str(runs),
+            "--split", "validate", "--budgets", "500,1000"]
     proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -33,9 +34,26 @@ def test_eval_slice_and_runs_file_agree(tmp_path):
     assert rows["legal"]["article_integrity_pct"] >= 99.0
     assert rows["legal"]["mean_tokens"] < rows["fixed-512"]["mean_tokens"]
     assert {t["task"] for t in result["by_task"]} >= {"recitation"}
+    # budgets: recall within a budget never exceeds the same at a larger one; the split is recorded
+    assert result["split"] == "validate" and result["budgets"] == [500, 1000]
+    for r in rows.values():
+        b = r["budgets"]
+        assert b["recall_within_500"]["mean"] <= b["recall_within_1000"]["mean"]
+        assert b["recall_within_500"]["ci95_low"] <= b["recall_within_500"]["mean"] <= b["recall_within_500"]["ci95_high"]
+        assert b["context_tokens_within_1000"] <= 1000
+    assert result["paired_vs_first"][0]["new"] == "fixed-512/bm25"
+    # the saved runs compare offline, paired, on the same split
+    cmp_out = tmp_path / "cmp.json"
+    proc = subprocess.run([sys.executable, "-m", "rag_app.cli", "eval-compare", f"{runs}:legal/bm25", f"{runs}:fixed-512/bm25",
+                           "--qa", str(LEGAL_ZH / "qa_dev.jsonl"), "--split", "validate", "--budgets", "500,1000",
+                           "--out", str(cmp_out)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cmp = json.loads(cmp_out.read_text())
+    assert cmp["questions"] == 60
+    assert cmp["diff"]["recall_within_1000"] == result["paired_vs_first"][0]["diff"]["recall_within_1000"]
     # recompute recall@5 for one chunker from the raw rankings with the documented hit rule
     qa = {}
-    for line in (LEGAL_ZH / "qa_dev.jsonl").read_text(encoding="utf-8").splitlines()[:60]:
+    for line in (LEGAL_ZH / "qa_dev.jsonl").read_text(encoding="utf-8").splitlines():
         rec = json.loads(line)
         qa[rec["id"]] = rec["gold"]
     lines = [json.loads(l) for l in runs.read_text(encoding="utf-8").splitlines()]

