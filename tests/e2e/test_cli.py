@@ -52,7 +52,10 @@ def test_ingest_ask_report(env, small_corpus, tmp_path):
     gen = stages["generate"]
     assert gen["status"] == "skipped" and gen["cost_usd"] == 0 and gen["model"] == "gpt-4o-mini"
     assert gen["input_tokens"] > 100
-    assert gen["shadow_cost_usd"] == pytest.approx(gen["input_tokens"] * 0.15e-6, rel=1e-9)
+    # shadow = the prompt plus an output estimate; no replies in this ledger yet, so RAG_LLM_MAX_TOKENS (upper bound)
+    assert gen["output_tokens"] == 512 and "upper bound" in gen["estimate_note"]
+    assert gen["usage_source"] == "estimated:o200k_base"
+    assert gen["shadow_cost_usd"] == pytest.approx(gen["input_tokens"] * 0.15e-6 + 512 * 0.6e-6, rel=1e-9)
 
     # LLM mode against a real local HTTP server, with one 429 on the way
     with FakeOpenAI() as fake:
