@@ -120,9 +120,9 @@ def default_spill_dir() -> Path:
 
 class LedgerWriter:
     def __init__(self, path: Path, *, max_buffer: int = 10_000, batch: int = 200,
-                 spill_dir: Path | None = None, direct_timeout_s: float = 1.0, max_queue: int | None = None):
+                 spill_dir: Path | None = None, direct_timeout_s: float = 1.0):
         self.path = Path(path)
-        self.max_buffer = max_queue or max_buffer
+        self.max_buffer = max_buffer
         self._batch = batch
         self.direct_timeout_s = direct_timeout_s
         key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:12]

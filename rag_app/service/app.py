@@ -166,10 +166,13 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 
     @app.get("/v1/reports/summary", dependencies=[Depends(auth)])
     def summary(last: int | None = Query(None, ge=1, le=MAX_INT), variant: str | None = None):
+        from tracing.ledger_audit import audit
+
         conn = ledger()
         rep = build_report(conn, last=last, variant=variant)
+        ledger_audit = audit(conn)  # orphans, unknown LLM attempts, quarantined/spilled/lost rows
         conn.close()
-        return rep.totals
+        return {**rep.totals, "ledger": ledger_audit}
 
     @app.get("/v1/experiments/{name}", dependencies=[Depends(auth)])
     def experiment(name: str):

@@ -74,6 +74,7 @@ def test_ask_auth_and_ledger(indexed, monkeypatch):
             assert httpx.post(f"{url}/v1/ask", json={"question": ""}, headers=h).status_code == 422
             summary = httpx.get(f"{url}/v1/reports/summary", headers=h).json()
             assert summary["queries"] == 1 and summary["cost_usd"] == pytest.approx(body["total_cost_usd"])
+            assert summary["ledger"]["unknown_attempts"] == 0 and summary["ledger"]["orphan_stage_rows"] == 0
             assert httpx.get(f"{url}/openapi.json").status_code == 401  # the API description follows the token
             assert httpx.get(f"{url}/openapi.json", headers=h).status_code == 200
 
