@@ -16,7 +16,7 @@ from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_validation_errors,
-                                    save_uploads, utf8_text)
+                                    save_uploads)
 from rag_app.service.pool import VariantPool
 from tracing.ledger import read_connection
 from tracing.money import usd_json
@@ -33,8 +33,6 @@ class AskRequest(BaseModel):
     question: str = Field(min_length=1, max_length=8000)
     user_id: str | None = Field(None, max_length=200)
     session_id: str | None = Field(None, max_length=200)
-
-    _utf8 = field_validator("question", "user_id", "session_id")(utf8_text)
 
     @field_validator("question")
     @classmethod

@@ -24,16 +24,6 @@ _UNSAFE = re.compile(r"[^\w.\-\u4e00-\u9fff（）()]")
 _SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 
 
-def utf8_text(v: str | None) -> str | None:
-    """A JSON string may carry a lone surrogate (`"\\ud800"`) that no UTF-8 store can hold."""
-    if v is not None:
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ValueError(f"contains an unpaired surrogate at position {e.start}; send valid UTF-8 text") from None
-    return v
-
-
 def _utc_timestamp(v: str) -> str:
     try:
         t = datetime.fromisoformat(v)
