@@ -105,3 +105,30 @@ def test_a_partly_unpriced_treatment_is_not_promoted(tmp_path):
     conn = seed_ledger(tmp_path / "l.sqlite", control, treatment)
     res = compare_live(conn, Experiment("e", "a", "b", 10, "s"))
     assert res["verdict"] != "promote" and "treatment has 1 unpriced query" in res["reason"]
+
+
+def test_cli_compare_prints_unpriced_and_the_reason(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from rag_app.cli import app
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = random.Random(3)
+    conn = seed_ledger(data / "ledger.sqlite", [int(rng.gauss(1000, 50)) for _ in range(45)], [None] * 5)
+    conn.execute("UPDATE queries SET variant = 'default' WHERE variant = 'a'")
+    conn.execute("UPDATE queries SET variant = 'top3' WHERE variant = 'b'")
+    conn.execute("UPDATE stage_calls SET price_source = 'unpriced' WHERE cost_nano_usd IS NULL")
+    conn.commit()
+    conn.close()
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"top3": {"top_n": 3}}, "experiments": {
+        "e": {"control": "default", "treatment": "top3", "rollout_pct": 10, "seed": "s"}}}))
+    monkeypatch.setenv("RAG_DATA_DIR", str(data))
+    monkeypatch.setenv("RAG_EXPERIMENTS_FILE", str(cfg))
+    res = CliRunner().invoke(app, ["experiment", "compare", "e"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "unpriced (5 q)" in text and "verdict: hold" in text and "treatment has 5 unpriced queries" in text
