@@ -421,7 +421,7 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
     metric = "shadow_cost_per_query" if res["cost_metric"] == "shadow_cost_usd" else "cost_per_query"
     for arm, a in res["arms"].items():
         m = a[metric]
-        fmt = lambda v: "-" if v is None else f"${v:.9f}"  # noqa: E731
+        fmt = lambda v: (f"unpriced ({a['unpriced_queries']} q)" if a.get("unpriced_queries") else "-") if v is None else usd(v)  # noqa: E731
         pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
         lat = a["latency_ms"]
         t.add_row(arm, a["variant"], str(a["queries"]), fmt(m["mean"]), fmt(m["p50"]), fmt(m["p95"]),
@@ -430,7 +430,7 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
     Console(width=max(out.width, 160)).print(t)
     d = res["differences"]["cost_per_query"]
     if d:
-        out.print(f"cost difference (treatment - control): {d['diff']:.9f} USD, 95% CI [{d['ci95_low']:.9f}, {d['ci95_high']:.9f}]")
+        out.print(f"cost difference (treatment - control): {usd(d['diff'])}, 95% CI [{usd(d['ci95_low'])}, {usd(d['ci95_high'])}]")
     if res["srm"]:
         out.print(f"sample ratio check: p = {res['srm']['pvalue']}, {'MISMATCH' if res['srm']['flagged'] else 'ok'}")
     out.print(f"[bold]verdict: {res['verdict']}[/bold] — {res['reason']}")
@@ -465,7 +465,8 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
         print(json.dumps(res, ensure_ascii=False, indent=2))
         return
     for arm, a in res["arms"].items():
-        out.print(f"{arm:<10} {a['variant']:<16} recall@{k} {a[f'recall@{k}']:.3f}  MRR {a['mrr']:.3f}   cost/query ${a['cost_per_query']:.9f} ({res['cost_metric']})")
+        cost = usd(a["cost_per_query"]) if a["cost_per_query"] is not None else f"unpriced ({a['unpriced_queries']} q)"
+        out.print(f"{arm:<10} {a['variant']:<16} recall@{k} {a[f'recall@{k}']:.3f}  MRR {a['mrr']:.3f}   cost/query {cost} ({res['cost_metric']})")
     for key, d in res["differences"].items():
         if d:
             out.print(f"{key} difference {d['diff']:+.6g}, 95% CI [{d['ci95_low']:+.6g}, {d['ci95_high']:+.6g}] (paired bootstrap)")

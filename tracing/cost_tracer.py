@@ -253,7 +253,7 @@ class CostTracer(BaseCallbackHandler):
         elif rate in self.rates:
             shadow = rate_quote(tokens_in, self.rates[rate], rate)
             cost = Quote(0, shadow.version, "rate") if not u.get("billed") else shadow
-        usage_source, note = ("local" if tokens_in else None), None
+        usage_source, note = "local", None  # our own counts (embedder, reranker), or none at all (retrieve)
         if u.get("shadow_llm") and model:
             tokens_out, note = self._shadow_output(model)
             usage_source = f"estimated:{self._tokenizer_name(model)}"

@@ -124,3 +124,30 @@ def test_compare_live_counts_live_rows_only(tmp_path):
     assert res["arms"]["control"]["sticky_queries"] == 10
     assert res["arms"]["control"]["cost_per_query"]["mean"] == pytest.approx(1000 / 1e9)
     assert res["arms"]["treatment"]["tokens_per_stage"]["generate"]["input_tokens"] == 10 * 100
+
+
+def test_cli_compare_prints_unpriced_and_the_reason(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from rag_app.cli import app
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = random.Random(3)
+    conn = seed_ledger(data / "ledger.sqlite", [int(rng.gauss(1000, 50)) for _ in range(45)], [None] * 5)
+    conn.execute("UPDATE queries SET variant = 'default' WHERE variant = 'a'")
+    conn.execute("UPDATE queries SET variant = 'top3' WHERE variant = 'b'")
+    conn.execute("UPDATE stage_calls SET price_source = 'unpriced' WHERE cost_nano_usd IS NULL")
+    conn.commit()
+    conn.close()
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"top3": {"top_n": 3}}, "experiments": {
+        "e": {"control": "default", "treatment": "top3", "rollout_pct": 10, "seed": "s"}}}))
+    monkeypatch.setenv("RAG_DATA_DIR", str(data))
+    monkeypatch.setenv("RAG_EXPERIMENTS_FILE", str(cfg))
+    res = CliRunner().invoke(app, ["experiment", "compare", "e"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "unpriced (5 q)" in text and "verdict: hold" in text and "treatment has 5 unpriced queries" in text

@@ -93,3 +93,24 @@ def test_report_on_a_constructed_ledger(tmp_path):
     assert t["stages"]["generate"]["input_tokens"] == 900 and t["stages"]["generate"]["rows"] == 5
     assert [r["query_id"] for r in rep.queries] == ["c", "b", "a"]
     assert build_report(conn, last=1).totals["queries"] == 1
+
+
+def test_tiers_cache_writes_and_layers(tmp_path):
+    f = tmp_path / "prices.json"
+    f.write_text(json.dumps({"version": "t1", "models": {
+        "long-llm": {"tiers": [
+            {"max_input_tokens": 32000, "input_per_mtok": "1", "output_per_mtok": "2", "cache_read_per_mtok": "0.1"},
+            {"max_input_tokens": 128000, "input_per_mtok": "2", "output_per_mtok": "4", "cache_write_per_mtok": "2.5"}]},
+        "deepseek-chat": {"input_per_mtok": "9", "output_per_mtok": "9"}}}))
+    t = PriceTable.load(f)
+    # first tier: 30,000 prompt tokens of which 10,000 cache reads; by hand in nano-dollars
+    assert t.quote("long-llm", 30_000, 1_000, cached_tokens=10_000).cost_nano == 20_000 * 1000 + 10_000 * 100 + 1_000 * 2000
+    # second tier (prompt above 32K): cache writes at the premium, reads at the input price (none listed)
+    q = t.quote("long-llm", 40_000, 1_000, cached_tokens=5_000, cache_write_tokens=8_000)
+    assert q.cost_nano == 27_000 * 2000 + 5_000 * 2000 + 8_000 * 2500 + 1_000 * 4000
+    assert t.quote("long-llm", 200_000, 10).source == "unpriced"  # above the last tier: not guessed
+    # the user's file beats the bundled table, which beats genai-prices' stale DeepSeek list
+    assert t.quote("deepseek-chat", 1_000_000, 0).cost_nano == 9 * 10**9
+    bundled = PriceTable().quote("deepseek-chat", 1_000_000, 1_000_000)
+    assert (bundled.source, bundled.cost_nano) == ("bundled", (280_000 + 420_000) * 1000)
+    assert PriceTable().quote("deepseek/deepseek-chat", 1_000_000, 0).source == "bundled"  # router spelling

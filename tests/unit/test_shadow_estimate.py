@@ -54,3 +54,25 @@ def test_history_gives_the_models_mean_reported_output(tmp_path):
     assert r["shadow_cost_nano_usd"] == 1000 * 150 + 150 * 600
     assert "mean of gpt-4o-mini's reported replies" in r["estimate_note"]
     writer.close()
+
+
+def test_every_stage_row_says_where_its_counts_came_from(tmp_path):
+    writer = LedgerWriter(tmp_path / "l.sqlite")
+    tracer = CostTracer(writer, PriceTable(), embed_rate_per_1k=0.00002, llm_max_tokens=512)
+
+    def embed(inp, config):
+        dispatch_custom_event(USAGE_EVENT, {"model": "bge", "input_tokens": 20, "rate": "embed"}, config=config)
+        return inp
+
+    def retrieve(inp, config):
+        dispatch_custom_event(USAGE_EVENT, {"model": "qdrant:bm25"}, config=config)
+        return inp
+    stages = [RunnableLambda(f).with_config(run_name=n, metadata={"stage": n})
+              for n, f in (("embed_query", embed), ("retrieve", retrieve))]
+    (RunnableLambda(lambda x: x) | stages[0] | stages[1]).with_config(run_name="rag_query").invoke(
+        {}, {"callbacks": [tracer], "metadata": {"query_id": "q3"}})
+    writer.flush()
+    conn = sqlite3.connect(tmp_path / "l.sqlite")
+    assert dict(conn.execute("SELECT stage, usage_source FROM stage_calls")) == {"embed_query": "local", "retrieve": "local"}
+    conn.close()
+    writer.close()
