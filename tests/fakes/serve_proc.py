@@ -29,12 +29,17 @@ def serve_env(data_dir: Path, llm_url: str | None, **extra: str) -> dict:
 
 
 class Serve:
-    def __init__(self, env: dict, log: Path):
+    def __init__(self, env: dict, log: Path, module: str | None = None):
+        """`module`: run `python -m module PORT` instead of `rag serve --port PORT` (a wrapper)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log.open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli", "serve", "--port", str(self.port)],
-                                     env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        cmd = ([sys.executable, "-m", module, str(self.port)] if module else
+               [sys.executable, "-m", "rag_app.cli", "serve", "--port", str(self.port)])
+        # stdout/stderr to a pipe-free file only when no file-size limit will apply to the child
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL if module else self.log,
+                                     stderr=subprocess.DEVNULL if module else subprocess.STDOUT,
+                                     cwd=Path(__file__).resolve().parents[2])
 
     def __enter__(self):
         deadline = time.time() + 90

@@ -142,3 +142,27 @@ def test_shutdown_while_failing_spills_elsewhere_and_records_the_loss_count_late
         assert conn.execute("SELECT COUNT(*) FROM stage_calls").fetchone()[0] == 80
         kinds = dict(conn.execute("SELECT kind, SUM(rows) FROM ledger_losses GROUP BY kind").fetchall())
         assert kinds["spilled"] == w.spilled and kinds["replayed"] == w.spilled
+
+
+def test_rows_that_cannot_be_kept_anywhere_are_counted_and_the_count_lands_later(tmp_path):
+    from tests.fakes.small_fs import fill, free, small_tmpfs
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the spill dir should be")
+    with small_tmpfs(tmp_path / "fs", "2m") as fs:
+        path = fs / "l.sqlite"
+        w = LedgerWriter(path, spill_dir=blocker / "spill", max_buffer=10)
+        filler = fill(fs)  # the ledger's folder is full, the spill dir cannot be created
+        for i in range(25):
+            w.put("stage_calls", row(i, error="x" * 4000))
+        assert w.lost >= 1 and w.health()["status"] == "degraded" and w.health()["lost_rows"] == w.lost
+        free(filler)
+        deadline = time.time() + 15
+        while not w.flush(0.2) and time.time() < deadline:
+            time.sleep(0.1)
+        w.close()
+        conn = sqlite3.connect(path)
+        lost = conn.execute("SELECT SUM(rows) FROM ledger_losses WHERE kind = 'lost'").fetchone()[0]
+        kept = conn.execute("SELECT COUNT(*) FROM stage_calls").fetchone()[0]
+        conn.close()
+    assert lost == w.lost and kept + w.lost == 25
