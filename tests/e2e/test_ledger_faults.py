@@ -32,7 +32,7 @@ def index(tmp_path_factory):
     root = tmp_path_factory.mktemp("faults")
     with RagApp(make_settings(root, retriever="bm25")) as app:
         assert not app.ingest([LAW]).errors
-    return root / "data" / "qdrant"
+    return root / "data" / "edge"
 
 
 def ask(url, i, timeout=60):
@@ -54,7 +54,7 @@ def figures(name, **kv):
 
 def test_kill9_under_load_leaves_a_row_for_every_request_the_llm_server_received(tmp_path, index):
     data = tmp_path / "data"
-    shutil.copytree(index, data / "qdrant")
+    shutil.copytree(index, data / "edge")
     llm = FakeOpenAI()
     llm.script = [Slow(0.8, then=Reply(prompt_tokens=300, completion_tokens=20)) for _ in range(400)]
     answered = []
@@ -114,7 +114,7 @@ def test_full_disk_during_asks_then_space_freed(tmp_path, index, how):
     fs_ctx = small_tmpfs(tmp_path / "fs", "64m") if how == "tmpfs" else contextlib.nullcontext(tmp_path / "fs")
     with fs_ctx as fs, FakeOpenAI() as llm:
         data = fs / "data"
-        shutil.copytree(index, data / "qdrant")
+        shutil.copytree(index, data / "edge")
         env = serve_env(data, llm.base_url, RAG_LEDGER_SPILL_DIR=str(tmp_path / "spill"))
         module = "tests.fakes.fsize_serve" if how == "rlimit" else None
         with Serve(env, tmp_path / "serve.log", module=module) as srv:
@@ -170,7 +170,7 @@ def test_read_only_ledger_serves_reports_and_keeps_rows_for_later(tmp_path, inde
         old.close()
         remount(ro, "ro")
         data = tmp_path / "data"
-        shutil.copytree(index, data / "qdrant")
+        shutil.copytree(index, data / "edge")
         (data / "ledger.sqlite").symlink_to(ro / "ledger.sqlite")
         env = serve_env(data, llm.base_url, RAG_LEDGER_SPILL_DIR=str(tmp_path / "spill"))
         with Serve(env, tmp_path / "serve.log") as srv:

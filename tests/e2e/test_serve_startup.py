@@ -68,7 +68,7 @@ def test_read_only_data_dir_as_a_file(tmp_path):
 def test_store_locked_by_another_process(tmp_path):
     with RagApp(make_settings(tmp_path)):
         code, err, _ = serve(tmp_path, {})
-    assert code == 2 and "in use by another process" in one_line(err)
+    assert code == 2 and "is in use by process" in one_line(err)  # names the holder
 
 
 def test_non_loopback_bind_without_a_token_needs_the_flag(tmp_path):
