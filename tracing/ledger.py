@@ -95,7 +95,17 @@ def read_connection(path: Path) -> tuple[sqlite3.Connection, list[str]]:
         if not is_transient(e):
             raise
         log.warning("ledger %s not writable (%s); reading it read-only", path, e)
-        return open_read(path)
+    conn, pending_names = open_read(path)
+    if pending_names:
+        # Readers expect today's schema: migrate a copy in memory and leave the file untouched.
+        # (Memory grows with the ledger; this path only serves an old ledger on read-only media.)
+        copy = sqlite3.connect(":memory:", check_same_thread=False)
+        conn.backup(copy)
+        conn.close()
+        copy.row_factory = sqlite3.Row
+        migrate(copy)
+        conn = copy
+    return conn, pending_names
 
 
 def _insert(conn: sqlite3.Connection, table: str, row: dict) -> None:

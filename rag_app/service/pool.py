@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rag_app.app import RagApp
 from rag_app.config import Settings
-from rag_app.errors import ConfigError
+from rag_app.errors import ConfigError, RagError
 from rag_app.experiments import Assignment, ExperimentConfig, assign
 from rag_app.types import Answer
 from tracing.cost_tracer import utcnow
@@ -32,9 +32,20 @@ class VariantPool:
                                   f"({top_k}, {'the variant' if 'top_k' in overrides else 'RAG_TOP_K'}); "
                                   "lower top_n or raise top_k")
         self.base = RagApp(settings)
+        self._open_index()
         self._apps: dict[str, RagApp] = {}
         self._lock = threading.Lock()
         self._shadow = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shadow")
+
+    def _open_index(self) -> None:
+        """Open the collection at startup, not on the first request: the embedded engine writes its
+        shard structure when it loads, and a disk that fills up later must not cost the service its
+        index. A store with no collection yet (ingest comes later) is fine."""
+        try:
+            if self.base.store.info(self.settings.collection) is not None:
+                self.base.store.count(self.settings.collection)
+        except RagError as e:
+            log.warning("collection %s not opened at startup: %s", self.settings.collection, e)
 
     @property
     def experiment(self):

@@ -111,7 +111,7 @@ def test_full_disk_during_asks_then_space_freed(tmp_path, index, how):
     import contextlib
     import signal
 
-    fs_ctx = small_tmpfs(tmp_path / "fs", "64m") if how == "tmpfs" else contextlib.nullcontext(tmp_path / "fs")
+    fs_ctx = small_tmpfs(tmp_path / "fs", "512m") if how == "tmpfs" else contextlib.nullcontext(tmp_path / "fs")
     with fs_ctx as fs, FakeOpenAI() as llm:
         data = fs / "data"
         shutil.copytree(index, data / "edge")
