@@ -81,12 +81,12 @@ class Settings(BaseSettings):
 
     api_token: str | None = None
     experiments_file: Path | None = None
-    max_upload_mb: float = 20.0
-    max_request_mb: float = 100.0  # whole POST /v1/ingest body, refused before it is read past this
+    max_upload_mb: float = Field(20.0, gt=0)
+    max_request_mb: float = Field(100.0, gt=0)  # whole POST /v1/ingest body, refused before it is read past this
     allowed_hosts: str = ""  # extra Host names the service answers, comma-separated ("*": any)
     # Per-file parse budget: the parse runs in a worker process that is killed past either limit.
-    parse_timeout_s: float = 120.0
-    parse_max_mb: float = 1024.0
+    parse_timeout_s: float = Field(120.0, gt=0)
+    parse_max_mb: float = Field(1024.0, ge=64)  # below this the parser libraries cannot even start
 
     @model_validator(mode="after")
     def _check(self) -> "Settings":

@@ -41,9 +41,11 @@ def test_bad_experiments_file(tmp_path, exp, field):
     assert code == 2 and f"error: {f}: {field}: " in one_line(err)
 
 
-def test_bad_setting_names_the_variable(tmp_path):
-    code, err, _ = serve(tmp_path, {"RAG_TOP_N": "five"})
-    assert code == 2 and "RAG_TOP_N" in one_line(err) and "five" in err
+@pytest.mark.parametrize("name,value", [("RAG_TOP_N", "five"), ("RAG_PARSE_TIMEOUT_S", "-1"),
+                                        ("RAG_MAX_UPLOAD_MB", "0"), ("RAG_PARSE_MAX_MB", "8")])
+def test_bad_setting_names_the_variable(tmp_path, name, value):
+    code, err, _ = serve(tmp_path, {name: value})
+    assert code == 2 and name in one_line(err) and value in err
 
 
 def test_read_only_data_dir(tmp_path):
@@ -72,5 +74,5 @@ def test_store_locked_by_another_process(tmp_path):
 
 
 def test_non_loopback_bind_without_a_token_needs_the_flag(tmp_path):
-    code, err, elapsed = serve(tmp_path, {}, "--host", "0.0.0.0")
+    code, err, _ = serve(tmp_path, {}, "--host", "0.0.0.0")
     assert code == 2 and "--allow-remote" in one_line(err) and "RAG_API_TOKEN" in err
