@@ -7,7 +7,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from prompts import load_prompt
 from rag_app.answer import cited_contexts, citation_for, extractive_answer, format_context
-from rag_app.context import pack_context
+from rag_app.context import pack_with_links
 from rag_app.crossref import attach_linked
 from rag_app.errors import LLMError
 from rag_app.llm import invoke_with_retries
@@ -65,7 +65,7 @@ def build_rag(app) -> Runnable:
         return {**inp, "contexts": attach_linked(app.store, app.collection.name, res.contexts, s.attach_refs)}
 
     def generate(inp: dict, config: RunnableConfig) -> Answer:
-        packed = pack_context(inp["contexts"], s.context_tokens)  # rerank already cut to RAG_TOP_N
+        packed = pack_with_links(inp["contexts"], s.context_tokens)  # rerank already cut to RAG_TOP_N
         report(packed.usage(), config)
         contexts = packed.contexts
         prompt = load_prompt("answer", s.prompt_version)

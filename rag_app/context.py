@@ -87,3 +87,12 @@ def pack_context(ranked: list[ScoredChunk], budget: int, top_n: int | None = Non
         out.append(sc)
         used, packed = used + cost, packed + 1
     return PackedContext(out, budget, used, len(considered), packed, merged, truncated)
+
+
+def pack_with_links(contexts: list[ScoredChunk], budget: int) -> PackedContext:
+    """Pack the ranked passages; cross-referenced articles (RAG_ATTACH_REFS, opt-in) ride along after
+    them, outside the budget, and only for sources that made it in."""
+    packed = pack_context([c for c in contexts if c.linked_from is None], budget)
+    kept = {c.chunk.chunk_id for c in packed.contexts}
+    linked = [c for c in contexts if c.linked_from is not None and c.linked_from in kept]
+    return replace(packed, contexts=packed.contexts + linked) if linked else packed

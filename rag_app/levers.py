@@ -241,6 +241,8 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
     return parsed[1]
 
 
-# The law prior: recall within 1,000 context tokens on `validate` +0.022 [+0.010, +0.038] (layperson
-# +0.029 [+0.010, +0.051]); prf, expand and rescore did not show a gain (README "Measured").
-AUTO_LEVERS: tuple[str, ...] = ("law",)
+# Rule: default only when the gain showed on `tune` (where candidates are picked) AND its 95% interval
+# on `validate` is above zero. The law prior passed validate (+0.022 [+0.010, +0.038] within 1,000
+# tokens) but not tune (-0.004 [-0.018, +0.010]); prf and expand showed nothing; rescore is unmeasured.
+# So nothing is on by default; RAG_RETRIEVAL_LEVERS=law opts in (README "Measured").
+AUTO_LEVERS: tuple[str, ...] = ()

@@ -65,3 +65,16 @@ def test_an_oversized_first_chunk_is_cut_to_the_budget_never_dropped():
     assert DOC.startswith(p.contexts[0].chunk.text)
     assert p.usage() == {"context_budget_tokens": 20, "context_tokens": p.tokens, "context_chunks": 1,
                          "context_chunks_considered": 1, "context_chunks_merged": 0}
+
+
+def test_linked_articles_ride_along_outside_the_budget_only_for_packed_sources():
+    from dataclasses import replace
+
+    from rag_app.context import pack_with_links
+
+    src, other = sc(chunk(A1, A2, doc="d1"), 1), sc(chunk(A1, A2, doc="d2"), 2)
+    link_kept = replace(sc(chunk(A3, len(DOC), doc="d1", heading=("第九章",)), 3), linked_from=src.chunk.chunk_id)
+    link_dropped = replace(sc(chunk(A3, len(DOC), doc="d2", heading=("第九章",)), 4), linked_from=other.chunk.chunk_id)
+    p = pack_with_links([src, other, link_kept, link_dropped], budget=src.chunk.token_count)
+    assert [c.chunk.chunk_id for c in p.contexts] == [src.chunk.chunk_id, link_kept.chunk.chunk_id]
+    assert p.tokens == src.chunk.token_count
