@@ -242,7 +242,7 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
 
 
 # Rule: default only when the gain showed on `tune` (where candidates are picked) AND its 95% interval
-# on `validate` is above zero. The law prior passed validate (+0.022 [+0.010, +0.038] within 1,000
-# tokens) but not tune (-0.004 [-0.018, +0.010]); prf and expand showed nothing; rescore is unmeasured.
+# on `validate` is above zero. The law prior passed validate (+0.022 [+0.008, +0.037] within 1,000
+# tokens) but not tune (-0.002 [-0.015, +0.009]); prf and expand showed nothing; rescore is unmeasured.
 # So nothing is on by default; RAG_RETRIEVAL_LEVERS=law opts in (README "Measured").
 AUTO_LEVERS: tuple[str, ...] = ()

@@ -13,7 +13,7 @@ ITERATIONS = 2000
 
 
 def mean_ci(values: Sequence[float], iterations: int = ITERATIONS, seed: int = 0) -> dict:
-    x = np.asarray(values, dtype=float)
+    x = np.sort(np.asarray(values, dtype=float))  # sorted: the interval depends on the values, not their order
     if len(x) == 0:
         return {"mean": None, "ci95_low": None, "ci95_high": None, "n": 0}
     means = x[np.random.default_rng(seed).integers(0, len(x), size=(iterations, len(x)))].mean(axis=1)

@@ -78,6 +78,7 @@ def test_bootstrap_intervals_bracket_the_mean_and_pairing_decides():
     xs = [1.0] * 60 + [0.0] * 40
     m = mean_ci(xs)
     assert m["ci95_low"] < m["mean"] == 0.6 < m["ci95_high"]
+    assert mean_ci(list(reversed(xs))) == m  # question order does not move the interval
     base, new = [0.0] * 100, [1.0] * 30 + [0.0] * 70
     better = paired_diff_ci(base, new)
     assert better["verdict"] == "better" and better["ci95_low"] > 0
