@@ -98,6 +98,10 @@ def summary_lines(tot: dict) -> list[str]:
         lines.append(f"timeouts may still bill up to {tot['output_at_risk_tokens']} more output tokens (at risk)")
     lines.append(f"unpriced: {tot['unpriced_rows']} rows in {tot.get('unpriced_queries', 0)} queries "
                  "(see `rag prices check`)" if tot["unpriced_rows"] else "unpriced: 0 rows")
+    if tot.get("context_tokens_mean") is not None:
+        budgets = "/".join(f"{b:,}" for b in tot.get("context_budget_tokens") or []) or "?"
+        lines.append(f"context: {tot['context_tokens_mean']:,.0f} tokens per query on average "
+                     f"(budget {budgets}, RAG_CONTEXT_TOKENS)")
     lines.append(f"estimated token counts: {tot.get('estimated_rows', 0)} rows; embedding cache hit rate "
                  f"{'n/a' if hit is None else f'{hit:.1%}'}")
     return lines

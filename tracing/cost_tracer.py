@@ -29,6 +29,7 @@ from tracing.usage import PROVIDER, TokenUsage, attempt_status, classify_error, 
 
 log = logging.getLogger(__name__)
 USAGE_EVENT = "rag.usage"
+CONTEXT_KEYS = ("context_budget_tokens", "context_tokens")  # the generate stage's packing, on its rows
 MEAN_OUTPUT_TTL_S = 60.0
 
 
@@ -145,6 +146,10 @@ class CostTracer(BaseCallbackHandler):
             run = _Run("llm", "generate", md, utcnow(), time.perf_counter(), est_input_tokens=est, model=model,
                        attempt_id=str(run_id))
             run.usage["max_tokens"] = params.get("max_tokens") or params.get("max_completion_tokens") or self.llm_max_tokens
+            with self._lock:
+                parent = self._runs.get(parent_run_id) if parent_run_id else None
+            if parent is not None:  # the generate stage reported its context packing before the call
+                run.usage.update({k: parent.usage[k] for k in CONTEXT_KEYS if k in parent.usage})
             self._start(run_id, run)
             self._write_started(run)
 
@@ -268,7 +273,7 @@ class CostTracer(BaseCallbackHandler):
             "price_version": price.version if price else None, "price_source": price.source if price else None,
             "possibly_billed": 0, "cache_hits": u.get("cache_hits"), "cache_misses": u.get("cache_misses"),
             "error": error or u.get("error"), "usage_source": usage_source, "estimate_note": note,
-            "provider": self.provider,
+            "provider": self.provider, **{k: u.get(k) for k in CONTEXT_KEYS},
         })
 
     def _shadow_output(self, model: str) -> tuple[int, str]:
@@ -304,7 +309,7 @@ class CostTracer(BaseCallbackHandler):
             "cost_nano_usd": quote.cost_nano, "price_version": quote.version, "price_source": quote.source,
             "possibly_billed": 1, "attempt_id": run.attempt_id,
             "usage_source": f"estimated:{self._tokenizer_name(run.model)}", "provider": self.provider,
-            "output_at_risk_tokens": run.usage.get("max_tokens")})
+            "output_at_risk_tokens": run.usage.get("max_tokens"), **{k: run.usage.get(k) for k in CONTEXT_KEYS}})
 
     def _write_attempt(self, run: _Run, status: str, usage: TokenUsage, error: str | None = None,
                        possibly_billed: bool = False, output_at_risk: int | None = None,
@@ -323,6 +328,7 @@ class CostTracer(BaseCallbackHandler):
             "error": error, "cache_write_tokens": usage.cache_write_tokens, "reasoning_tokens": usage.reasoning_tokens,
             "usage_raw": usage.raw_json(), "usage_source": usage.source, "estimate_note": estimate_note,
             "output_at_risk_tokens": output_at_risk, "provider": self.provider, "attempt_id": run.attempt_id,
+            **{k: run.usage.get(k) for k in CONTEXT_KEYS},
         })
 
 

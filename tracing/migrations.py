@@ -197,6 +197,14 @@ def m005_ledger_durability(db: sqlite3.Connection) -> None:
         )""")
 
 
+@migration
+def m006_context_budget(db: sqlite3.Connection) -> None:
+    # The context-token budget a generate call packed to (RAG_CONTEXT_TOKENS) and what it used: the
+    # prompt's size is what a query costs, so the ledger keeps both on the generate rows.
+    db.execute("ALTER TABLE stage_calls ADD COLUMN context_budget_tokens INTEGER")
+    db.execute("ALTER TABLE stage_calls ADD COLUMN context_tokens INTEGER")
+
+
 def applied(db: sqlite3.Connection) -> set[str]:
     """Names already applied (read only: works on a read-only ledger)."""
     has = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").fetchone()

@@ -41,7 +41,8 @@ def stage_json(row: dict) -> dict:
             "shadow_cost_usd": usd_json(row["shadow_cost_nano_usd"]), "price_version": row["price_version"],
             "price_source": row["price_source"],
             "possibly_billed": bool(row["possibly_billed"]), "latency_ms": row["latency_ms"],
-            "cache_hits": row["cache_hits"], "cache_misses": row["cache_misses"], "error": row["error"]}
+            "cache_hits": row["cache_hits"], "cache_misses": row["cache_misses"], "error": row["error"],
+            "context_budget_tokens": row.get("context_budget_tokens"), "context_tokens": row.get("context_tokens")}
 
 
 @dataclass
@@ -69,6 +70,7 @@ def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str
     stage_tot: dict[str, dict] = {st: _new_sums() for st in STAGES}
     waste = retries = timeouts = unpriced = estimated = at_risk = 0
     hits = misses = 0
+    context: dict[str, tuple[int, int]] = {}  # query_id -> (context tokens, budget) of its generate call
     for i in range(0, len(ids), 500):
         batch = ids[i:i + 500]
         for r in conn.execute(f"SELECT * FROM {stage_source} WHERE query_id IN ({','.join('?' * len(batch))})", batch):
@@ -82,6 +84,8 @@ def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str
             unpriced += r["price_source"] == "unpriced"
             estimated += (r["usage_source"] or "").startswith("estimated:")
             at_risk += r["output_at_risk_tokens"] or 0
+            if r["stage"] == "generate" and r.get("context_tokens") is not None:
+                context[r["query_id"]] = (r["context_tokens"], r.get("context_budget_tokens"))
             if r["stage"] == "embed_query":
                 hits += r["cache_hits"] or 0
                 misses += r["cache_misses"] or 0
@@ -92,7 +96,9 @@ def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str
                "cost_usd": usd_json(q["cost_nano_usd"]), "priced_cost_usd": usd_json(q["priced_cost_nano_usd"]),
                "shadow_cost_usd": usd_json(q["shadow_cost_nano_usd"]), "unpriced_rows": q["unpriced_rows"],
                "estimated_rows": q["estimated_rows"], "output_at_risk_tokens": q["output_at_risk_tokens"],
-               "retries": q["retries"], "timeouts": q["timeouts"]}
+               "retries": q["retries"], "timeouts": q["timeouts"],
+               "context_tokens": context.get(q["query_id"], (None, None))[0],
+               "context_budget_tokens": context.get(q["query_id"], (None, None))[1]}
         for st in STAGES:
             d = per_stage[q["query_id"]].get(st, {})
             row[f"{st}_tokens"] = d.get("input_tokens", 0) + d.get("output_tokens", 0)
@@ -121,6 +127,8 @@ def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str
         "retries": retries, "timeouts": timeouts, "unpriced_rows": unpriced, "estimated_rows": estimated,
         "output_at_risk_tokens": at_risk,
         "embedding_cache_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
+        "context_tokens_mean": round(sum(t for t, _ in context.values()) / len(context), 1) if context else None,
+        "context_budget_tokens": sorted({b for _, b in context.values() if b is not None}),
         "stages": {st: {"input_tokens": v["input_tokens"], "output_tokens": v["output_tokens"],
                         "cost_usd": usd_json(v["cost_nano"]), "shadow_cost_usd": usd_json(v["shadow_nano"]),
                         "unpriced_rows": v["unpriced"], "rows": v["rows"]} for st, v in stage_tot.items()},

@@ -80,6 +80,9 @@ def test_ingest_ask_report(env, small_corpus, tmp_path):
     assert len(list(csv.DictReader(target.open()))) == 2
     table = rag(["report"], env).stdout
     assert "2 queries" in table and "retry/timeout waste" in table
+    assert "budget 1,000, RAG_CONTEXT_TOKENS" in " ".join(table.split())  # the prompt's packing, in the report
+    assert rep["totals"]["context_budget_tokens"] == [1000] and 0 < rep["totals"]["context_tokens_mean"] <= 1000
+    assert gen["context_budget_tokens"] == 1000 and 0 < gen["context_tokens"] <= 1000  # extractive row too
 
 
 def test_ask_before_ingest_is_a_clear_error(env):

@@ -85,6 +85,8 @@ def test_success_records_usage_and_price(indexed, monkeypatch):
     assert rs[0]["price_version"].startswith("genai-prices@")
     assert query == ("ok", "llm")
     assert len(fake.requests) == 1 and fake.requests[0]["body"]["model"] == "gpt-4o-mini"
+    # the context packing the prompt was built from is on the attempt row (RAG_CONTEXT_TOKENS, default 1,000)
+    assert rs[0]["context_budget_tokens"] == 1000 and 0 < rs[0]["context_tokens"] <= 1000
 
 
 def test_429_is_retried_after_retry_after_ms(indexed, monkeypatch):

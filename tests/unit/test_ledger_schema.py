@@ -19,6 +19,8 @@ EXPECTED_STAGE_CALLS = {
     "estimate_note": str, "output_at_risk_tokens": int, "provider": str,
     # m005_ledger_durability
     "attempt_id": str,
+    # m006_context_budget
+    "context_budget_tokens": int, "context_tokens": int,
 }
 EXPECTED_REPRICINGS = {
     "id": int, "stage_call_id": int, "cost_nano_usd": int, "shadow_cost_nano_usd": int, "price_version": str,
