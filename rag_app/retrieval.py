@@ -80,9 +80,16 @@ def retrieve(store: VectorStore, info: CollectionInfo, question: str, query_vect
                         fusion=Fusion(rrf_k, dense_weight, sparse_weight))
     payloads = {h.payload["chunk_id"]: h.payload for h in hits}
     ordered = [(h.payload["chunk_id"], h.score) for h in hits]
-    if cite:  # the article the question names goes first, ahead of anything similar-sounding
+    return ranked_chunks(store, info, question, ordered, payloads, top_k, cite)
+
+
+def ranked_chunks(store: VectorStore, info: CollectionInfo, question: str, ordered: list[tuple[str, float]],
+                  payloads: dict[str, dict], top_k: int, cite: bool = True) -> list[ScoredChunk]:
+    """(chunk id, score) in rank order -> the top-k ScoredChunks; with `cite`, the article the question
+    names goes first, ahead of anything similar-sounding."""
+    if cite:
         exact = citation_hits(store, info, question)
-        payloads.update((h.payload["chunk_id"], h.payload) for h in exact)
+        payloads = {**payloads, **{h.payload["chunk_id"]: h.payload for h in exact}}
         top = ordered[0][1] if ordered else 1.0
         first = [(h.payload["chunk_id"], top + 1.0) for h in exact]
         ids = {cid for cid, _ in first}
