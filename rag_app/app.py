@@ -43,8 +43,15 @@ class RagApp:
             self.tracer = CostTracer(self.writer, self.prices, embed_rate_per_1k=settings.embed_price_per_1k,
                                      rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider,
                                      llm_max_tokens=settings.llm_max_tokens)
+            self.otel = None
+            if settings.otel_endpoint:  # spans built from the rows the tracer hands the ledger
+                from tracing.otel_export import OtelExporter
+
+                self.otel = OtelExporter.from_settings(settings)
+                self.tracer.row_observers.append(self.otel.on_row)
         else:
             self.store, self.writer, self.prices, self.tracer = shared.store, shared.writer, shared.prices, shared.tracer
+            self.otel = shared.otel
             if embeddings is None and shared._embeddings is not None and shared.settings.embed_model == settings.embed_model:
                 embeddings = shared._embeddings
         self._chat = chat_model
@@ -135,6 +142,8 @@ class RagApp:
         if self._owner:
             self.writer.close()
             self.store.close()
+            if self.otel is not None:
+                self.otel.close()
 
     def __enter__(self):
         return self

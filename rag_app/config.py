@@ -79,6 +79,11 @@ class Settings(BaseSettings):
     ledger_spill_dir: Path | None = None
     ledger_direct_timeout_s: float = 1.0
 
+    # OpenTelemetry export of every query's stages and LLM attempts (tracing/otel_export.py); off when unset
+    otel_endpoint: str | None = None  # OTLP/HTTP traces URL, e.g. http://127.0.0.1:6006/v1/traces
+    otel_timeout_s: float = Field(2.0, gt=0)  # per export request; a dead collector never slows a query
+    otel_queue_spans: int = Field(2048, ge=16)  # spans waiting for export; beyond it they are dropped and counted
+
     api_token: str | None = None
     experiments_file: Path | None = None
     max_upload_mb: float = Field(20.0, gt=0)
@@ -98,6 +103,13 @@ class Settings(BaseSettings):
             raise ConfigError(f"RAG_CONTEXT_TOKENS must be a positive token count, got {self.context_tokens}")
         if self.top_n > self.top_k:
             raise ConfigError(f"RAG_TOP_N ({self.top_n}) must not exceed RAG_TOP_K ({self.top_k})")
+        if self.otel_endpoint:
+            from tracing.otel_export import normalise_endpoint
+
+            try:
+                normalise_endpoint(self.otel_endpoint)
+            except ValueError as e:
+                raise ConfigError(str(e)) from e
         if self.llm_mode == "llm" and not (self.openai_api_key or self.openai_base_url):
             raise ConfigError("RAG_LLM_MODE=llm needs OPENAI_BASE_URL and/or OPENAI_API_KEY")
         return self

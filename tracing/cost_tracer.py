@@ -75,6 +75,9 @@ class CostTracer(BaseCallbackHandler):
         self.llm_max_tokens = llm_max_tokens  # upper bound of an unseen reply (timeouts, shadow cost)
         self._mean_output: dict[str, tuple[float, float | None]] = {}
         self.faults = 0
+        # Called with every row handed to the writer (e.g. the OpenTelemetry exporter's on_row), so
+        # other sinks see exactly what the ledger gets; each call is guarded like a handler.
+        self.row_observers: list[Callable[[str, dict], None]] = []
         self._runs: dict[UUID, _Run] = {}
         self._lock = threading.Lock()
 
@@ -85,6 +88,12 @@ class CostTracer(BaseCallbackHandler):
         except Exception:  # the one place a tracer fault is swallowed, by design: log and count
             self.faults += 1
             log.exception("CostTracer fault in %s (query unaffected)", where)
+
+    def _hand(self, table: str, row: dict, *, now: bool = False) -> None:
+        (self.writer.write_now if now else self.writer.put)(table, row)
+        for observe in self.row_observers:
+            with self._guard("row observer"):
+                observe(table, row)
 
     def _start(self, run_id: UUID, run: _Run) -> None:
         with self._lock:
@@ -240,7 +249,7 @@ class CostTracer(BaseCallbackHandler):
         md = run.metadata
         row = self._common(run)
         row.pop("query_id")
-        self.writer.put("queries", {"query_id": md["query_id"], "kind": md.get("kind", "query"),
+        self._hand("queries", {"query_id": md["query_id"], "kind": md.get("kind", "query"),
                                     "question": md.get("question"), "mode": mode, "status": status,
                                     "error": error, **{k: row[k] for k in ("variant", "experiment", "started_at", "ended_at", "latency_ms")},
                                     **{k: md.get(k) for k in ("user_id", "session_id", "arm", "sticky", "shadow_of", "origin")}})
@@ -265,7 +274,7 @@ class CostTracer(BaseCallbackHandler):
             shadow = self.prices.quote(model, tokens_in, tokens_out, provider=self.provider)
             cost = Quote(0, shadow.version, shadow.source)
         price = cost or shadow
-        self.writer.put("stage_calls", {
+        self._hand("stage_calls", {
             **self._common(run), "stage": run.name, "call_id": u.get("call_id"), "attempt": 1,
             "status": status, "model": model, "input_tokens": tokens_in, "output_tokens": tokens_out,
             "cached_tokens": 0, "cost_nano_usd": cost.cost_nano if cost else 0,
@@ -301,7 +310,7 @@ class CostTracer(BaseCallbackHandler):
         md = run.metadata
         model = run.model or "unknown"
         quote = self._quote(model, run.est_input_tokens, 0, 0)
-        self.writer.write_now("stage_calls", {
+        self._hand("stage_calls", now=True, row={
             "query_id": md.get("query_id") or "unknown", "variant": md.get("variant"),
             "experiment": md.get("experiment"), "started_at": run.started_at, "stage": "generate",
             "call_id": md.get("call_id"), "attempt": int(md.get("attempt", 1)), "status": "started",
@@ -318,7 +327,7 @@ class CostTracer(BaseCallbackHandler):
         model = run.model or "unknown"
         quote = self._quote(model, usage.input_tokens, usage.output_tokens, usage.cached_tokens,
                             cache_write_tokens=usage.cache_write_tokens)
-        self.writer.put("stage_calls", {
+        self._hand("stage_calls", {
             **self._common(run), "stage": "generate", "call_id": md.get("call_id"),
             "attempt": int(md.get("attempt", 1)), "status": status, "model": model,
             "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,

@@ -109,7 +109,10 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     def healthz():
         """`degraded` while ledger rows wait in memory (disk full, read-only) or rows were spilled or lost."""
         ledger_health = pool().base.writer.health()
-        return {"status": ledger_health["status"], "ledger": ledger_health}
+        body = {"status": ledger_health["status"], "ledger": ledger_health}
+        if pool().base.otel is not None:  # export is best effort: its drops show here, status stays the ledger's
+            body["otel"] = pool().base.otel.health()
+        return body
 
     @app.post("/v1/ask", dependencies=[Depends(auth)])
     def ask(req: AskRequest):

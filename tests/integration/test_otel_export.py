@@ -1,0 +1,300 @@
+"""OpenTelemetry export against a real OTLP/HTTP receiver on a loopback socket (protobuf decoded with
+opentelemetry-proto): the trace tree and every token and cost attribute equal the ledger's rows, and
+a dead or hanging collector never slows or breaks a query (what cannot be sent is counted)."""
+from __future__ import annotations
+
+import socket
+import sqlite3
+import time
+import uuid
+from datetime import datetime
+
+import httpx
+import pytest
+
+from rag_app.app import RagApp
+from rag_app.errors import ConfigError
+from tests.conftest import make_settings
+from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply, Slow, Status
+from tests.fakes.otlp_receiver import OtlpReceiver
+from tracing.otel_export import OtelExporter, normalise_endpoint, span_id_for, trace_id_for
+
+QUESTION = "一人有限责任公司是什么？"
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    import shutil
+
+    from tests.conftest import LAWS, SMALL_LAWS
+
+    root = tmp_path_factory.mktemp("otel")
+    corpus = root / "corpus"
+    for rel in SMALL_LAWS[:1]:
+        (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(LAWS / rel, corpus / rel)
+    with RagApp(make_settings(root, retriever="bm25")) as app:
+        assert not app.ingest([corpus]).errors
+    return root
+
+
+def ledger(settings, query_id: str) -> tuple[dict, list[dict]]:
+    conn = sqlite3.connect(settings.ledger_path)
+    conn.row_factory = sqlite3.Row
+    query = dict(conn.execute("SELECT * FROM queries WHERE query_id = ?", (query_id,)).fetchone())
+    rows = [dict(r) for r in conn.execute("SELECT * FROM stage_calls WHERE query_id = ? ORDER BY id", (query_id,))]
+    conn.close()
+    return query, rows
+
+
+def ns(iso: str) -> int:
+    return int(datetime.fromisoformat(iso).timestamp() * 1e9)
+
+
+def check_trace_equals_ledger(spans: list[dict], query: dict, rows: list[dict]) -> dict:
+    """The span tree of one query against its ledger rows; returns the spans by role."""
+    qid = query["query_id"]
+    tid = f"{trace_id_for(qid):032x}"
+    mine = [s for s in spans if s["trace_id"] == tid]
+    roots = [s for s in mine if s["parent_id"] is None]
+    assert len(roots) == 1, [s["name"] for s in roots]
+    root = roots[0]
+    assert root["span_id"] == f"{span_id_for(qid, 'query'):016x}"
+    a = root["attributes"]
+    assert (a["rag.query_id"], a["rag.status"], a.get("rag.mode")) == (qid, query["status"], query["mode"])
+    assert root["start_ns"] == ns(query["started_at"])
+    costs = [r["cost_nano_usd"] for r in rows]
+    assert a["rag.cost.priced_nano_usd"] == sum(c for c in costs if c is not None)
+    if None in costs:
+        assert "rag.cost.nano_usd" not in a and a["rag.cost.unpriced_rows"] >= 1
+    else:
+        assert a["rag.cost.nano_usd"] == sum(costs)
+    assert a["rag.usage.input_tokens"] == sum(r["input_tokens"] for r in rows)
+
+    under_root = [s for s in mine if s["parent_id"] == root["span_id"]]
+    attempts = [r for r in rows if r["attempt_id"]]
+    others = [r for r in rows if not r["attempt_id"]]
+    assert sorted(s["name"] for s in under_root) == sorted([r["stage"] for r in others]
+                                                           + ["generate"] * len({r["call_id"] for r in attempts}))
+    for r in others:
+        (s,) = [s for s in under_root if s["name"] == r["stage"] and s["start_ns"] == ns(r["started_at"])]
+        sa = s["attributes"]
+        assert (sa["rag.stage"], sa["rag.status"]) == (r["stage"], r["status"])
+        assert (sa["rag.usage.input_tokens"], sa["rag.usage.output_tokens"]) == (r["input_tokens"], r["output_tokens"])
+        assert sa.get("rag.cost.nano_usd") == r["cost_nano_usd"]
+        assert sa.get("rag.shadow_cost.nano_usd") == r["shadow_cost_nano_usd"]
+        assert sa.get("rag.price.version") == r["price_version"]
+    out = {"root": root, "stages": under_root, "attempts": []}
+    if attempts:
+        (gen,) = [s for s in under_root if s["name"] == "generate" and s["attributes"].get("rag.attempts")]
+        assert gen["attributes"]["rag.attempts"] == len(attempts)
+        children = sorted((s for s in mine if s["parent_id"] == gen["span_id"]),
+                          key=lambda s: s["attributes"]["rag.attempt"])
+        assert len(children) == len(attempts)
+        for s, r in zip(children, sorted(attempts, key=lambda r: r["attempt"])):
+            sa = s["attributes"]
+            assert s["name"] == f"chat {r['model']}"
+            assert (sa["rag.attempt"], sa["rag.status"], sa["rag.possibly_billed"]) == (
+                r["attempt"], r["status"], bool(r["possibly_billed"]))
+            assert sa["gen_ai.request.model"] == sa["llm.model_name"] == r["model"]
+            assert sa["gen_ai.usage.input_tokens"] == sa["llm.token_count.prompt"] == r["input_tokens"]
+            assert sa["gen_ai.usage.output_tokens"] == sa["llm.token_count.completion"] == r["output_tokens"]
+            assert sa.get("gen_ai.usage.cache_read.input_tokens", 0) == r["cached_tokens"]
+            assert sa.get("gen_ai.usage.reasoning.output_tokens", 0) == r["reasoning_tokens"]
+            assert sa.get("rag.cost.nano_usd") == r["cost_nano_usd"]
+            assert sa["rag.cost.unpriced"] == (r["cost_nano_usd"] is None)
+            assert (sa["rag.price.version"], sa["rag.price.source"]) == (r["price_version"], r["price_source"])
+            assert s["start_ns"] == ns(r["started_at"])
+            assert s["end_ns"] - s["start_ns"] == pytest.approx(r["latency_ms"] * 1e6, abs=1000)
+            failed = r["status"] in ("retry", "timeout", "error")
+            assert s["status_code"] == (2 if failed else 0)  # STATUS_CODE_ERROR / UNSET
+            assert ("error.type" in sa) == failed
+        out["generate"], out["attempts"] = gen, children
+    return out
+
+
+def ask(settings, query_id: str, env=None):
+    with RagApp(settings) as app:
+        answer = app.ask(QUESTION, query_id=query_id)
+        app.writer.flush()
+        health_before_close = app.otel.health() if app.otel else None
+    return answer, health_before_close
+
+
+def test_trace_tree_and_attributes_equal_the_ledger(indexed, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-key=abc123")  # standard OTel variable, honoured
+    qid = str(uuid.uuid4())
+    fake = FakeOpenAI()
+    fake.script = [Status(429, headers={"retry-after-ms": "20"}), Reply(usage=USAGE_SHAPES["openai"])]
+    with fake, OtlpReceiver() as rx:
+        settings = make_settings(indexed, retriever="bm25", openai_base_url=fake.base_url, llm_retry_base_s=0.01,
+                                 otel_endpoint=rx.url)
+        answer, _ = ask(settings, qid)
+        assert answer.mode == "llm"
+        spans = rx.wait_for(1)  # close() exported everything before returning
+    query, rows = ledger(settings, qid)
+    got = check_trace_equals_ledger(spans, query, rows)
+    assert got["root"]["name"] == "query" and got["root"]["resource"]["service.name"] == "legal-rag"
+    assert f"{trace_id_for(qid):032x}" == uuid.UUID(qid).hex  # the query id IS the trace id
+    first, second = (s["attributes"] for s in got["attempts"])
+    assert first["error.type"].endswith("RateLimitError") and first["rag.status"] == "retry"
+    assert second["gen_ai.usage.cache_read.input_tokens"] == 1024
+    assert second["gen_ai.usage.reasoning.output_tokens"] == 128
+    assert second["llm.token_count.prompt_details.cache_read"] == 1024
+    assert second["gen_ai.operation.name"] == "chat" and second["gen_ai.provider.name"] == "openai"
+    assert second["openinference.span.kind"] == "LLM"
+    assert second["rag.cost.nano_usd"] > 0 and second["rag.cost.usd"] == second["rag.cost.nano_usd"] / 1e9
+    assert got["generate"]["attributes"]["rag.cost.nano_usd"] == sum(r["cost_nano_usd"] for r in rows
+                                                                     if r["attempt_id"])
+    assert rx.headers and all(h.get("x-collector-key") == "abc123" for h in rx.headers)
+    assert not any(s["attributes"].get("input.value") for s in spans)  # no question text leaves the process
+
+
+def test_unpriced_timeout_and_extractive_rows(indexed, monkeypatch):
+    """A timed-out attempt of an unknown model: possibly billed, unpriced (never $0) on the span too."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    qid = str(uuid.uuid4())
+    fake = FakeOpenAI()
+    fake.script = [Slow(2.5), Reply(prompt_tokens=100, completion_tokens=7)]
+    with fake, OtlpReceiver() as rx:
+        settings = make_settings(indexed, retriever="bm25", openai_base_url=fake.base_url, llm_timeout_s=1.0,
+                                 llm_retry_base_s=0.01, llm_model="house-llm-7b", otel_endpoint=rx.url)
+        ask(settings, qid)
+        extractive = make_settings(indexed, retriever="bm25", llm_mode="extractive", otel_endpoint=rx.url)
+        qid2 = str(uuid.uuid4())
+        ask(extractive, qid2)
+        spans = rx.wait_for(1)
+    got = check_trace_equals_ledger(spans, *ledger(settings, qid))
+    timeout = got["attempts"][0]["attributes"]
+    assert timeout["rag.status"] == "timeout" and timeout["rag.possibly_billed"] is True
+    assert timeout["error.type"] == "timeout" and timeout["rag.cost.unpriced"] is True
+    assert "rag.cost.nano_usd" not in timeout and "llm.cost.total" not in timeout
+    assert "rag.cost.nano_usd" not in got["root"]["attributes"]
+    # extractive: the generate row's shadow cost is there, but no LLM span claims tokens were billed
+    got2 = check_trace_equals_ledger(spans, *ledger(extractive, qid2))
+    (gen,) = [s for s in got2["stages"] if s["name"] == "generate"]
+    assert gen["attributes"]["openinference.span.kind"] == "CHAIN"
+    assert "llm.token_count.prompt" not in gen["attributes"] and "gen_ai.usage.input_tokens" not in gen["attributes"]
+    assert gen["attributes"]["rag.shadow_cost.nano_usd"] > 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("collector", ["dead", "hanging"])
+def test_a_dead_or_hanging_collector_never_slows_or_breaks_queries(indexed, collector):
+    """Extractive queries against a port nobody listens on, or a collector that never answers: each
+    query returns long before the export timeout, every ledger row is written, and spans that could
+    not be delivered are counted (failed or dropped), none silently lost."""
+    rx = OtlpReceiver(hang_s=60) if collector == "hanging" else None
+    url = rx.__enter__().url if rx else f"http://127.0.0.1:{free_port()}/v1/traces"
+    try:
+        settings = make_settings(indexed, retriever="bm25", otel_endpoint=url, otel_timeout_s=3.0,
+                                 otel_queue_spans=16)
+        app = RagApp(settings)
+        try:
+            qids = [str(uuid.uuid4())]
+            app.ask(QUESTION, query_id=qids[0])  # warm-up (jieba, store pages): not what is measured
+            durations = []
+            for i in range(12):
+                qid = str(uuid.uuid4())
+                t0 = time.perf_counter()
+                answer = app.ask(QUESTION, query_id=qid)
+                durations.append(time.perf_counter() - t0)
+                qids.append(qid)
+                assert answer.text
+            assert max(durations) < settings.otel_timeout_s  # nothing waited on the collector
+            assert app.writer.flush()
+            t0 = time.perf_counter()
+            app.otel.close(timeout_s=1.0)
+            assert time.perf_counter() - t0 < 3.0  # shutdown is bounded too
+            deadline = time.monotonic() + 3 * settings.otel_timeout_s
+            while app.otel.health()["sending_spans"] and time.monotonic() < deadline:
+                time.sleep(0.1)  # the batch in flight at close ends when its request times out
+            h = app.otel.health()
+        finally:
+            app.close()
+        conn = sqlite3.connect(settings.ledger_path)
+        marks = ",".join("?" * len(qids))
+        n_queries = conn.execute(f"SELECT COUNT(*) FROM queries WHERE query_id IN ({marks})", qids).fetchone()[0]
+        n_rows = conn.execute(f"SELECT COUNT(*) FROM stage_calls WHERE query_id IN ({marks})", qids).fetchone()[0]
+        conn.close()
+        assert n_queries == 13 and n_rows >= 13 * 3  # the ledger lost nothing
+        # one span per query row and per stage row (extractive: no LLM attempts), each accounted for:
+        # failed (sent, refused or timed out), dropped (queue full, or left at shutdown) or still being
+        # sent by the SDK's worker when close() stopped waiting (it ends failed)
+        assert h["exported_spans"] == 0 and h["queued_spans"] == 0
+        assert h["failed_spans"] + h["dropped_spans"] + h["sending_spans"] == n_queries + n_rows
+        assert h["sending_spans"] == 0 and h["failed_spans"] > 0 and h["dropped_spans"] > 0
+        assert h["last_error"]
+        assert h["faults"] == 0
+    finally:
+        if rx:
+            rx.__exit__(None, None, None)
+
+
+def test_healthz_shows_the_export_counters(indexed, monkeypatch):
+    from tests.integration.test_service import Server
+
+    with OtlpReceiver() as rx:
+        settings = make_settings(indexed, retriever="bm25", otel_endpoint=rx.url)
+        with Server(settings) as url:
+            assert httpx.post(f"{url}/v1/ask", json={"question": QUESTION}, timeout=60).status_code == 200
+            health = httpx.get(f"{url}/healthz").json()
+        assert health["status"] == "ok"
+        otel = health["otel"]
+        assert otel["endpoint"] == rx.url and otel["traces"] == 1
+        assert {"exported_spans", "failed_spans", "dropped_spans", "queued_spans"} <= set(otel)
+
+
+def test_rows_without_their_query_row_still_land_in_the_right_trace():
+    """A stage row whose query row never comes (crash, late row) goes out at close, under the
+    query's derived root id, so a collector files it in that query's trace."""
+    with OtlpReceiver() as rx:
+        exp = OtelExporter(rx.url)
+        exp.on_row("stage_calls", {"query_id": "q-late", "stage": "retrieve", "status": "ok", "input_tokens": 0,
+                                   "output_tokens": 0, "cost_nano_usd": 0, "started_at": "2026-11-30T10:00:00.000+00:00",
+                                   "latency_ms": 3.5})
+        exp.on_row("stage_calls", {"query_id": "q-late", "stage": "generate", "status": "started",
+                                   "attempt_id": "a1", "started_at": "2026-11-30T10:00:01.000+00:00"})
+        assert exp.health()["waiting_queries"] == 1
+        exp.close()
+        (span,) = rx.wait_for(1)
+    assert span["name"] == "retrieve" and span["trace_id"] == f"{trace_id_for('q-late'):032x}"
+    assert span["parent_id"] == f"{span_id_for('q-late', 'query'):016x}"
+    assert span["end_ns"] - span["start_ns"] == 3_500_000
+    assert exp.health()["orphan_rows"] == 1  # the `started` row is never a span: its final row replaces it
+
+
+def test_a_failing_row_observer_never_breaks_the_query(indexed):
+    settings = make_settings(indexed, retriever="bm25")
+    with RagApp(settings) as app:
+        def explode(table, row):
+            raise RuntimeError("observer exploded")
+
+        app.tracer.row_observers.append(explode)
+        assert app.ask(QUESTION, query_id="q-observer").text
+        assert app.tracer.faults >= 3
+        app.writer.flush()
+        assert ledger(settings, "q-observer")[0]["status"] == "ok"
+
+
+def test_exporter_faults_are_counted_not_raised():
+    exp = OtelExporter("http://127.0.0.1:9/v1/traces")
+    exp.on_row("queries", {"query_id": "q1", "status": "ok", "started_at": "not a timestamp"})
+    assert exp.health()["faults"] == 1 and "not a timestamp" in exp.health()["last_error"]
+    exp.close(timeout_s=0.5)
+
+
+def test_endpoint_is_checked_and_normalised():
+    assert normalise_endpoint("http://127.0.0.1:6006") == "http://127.0.0.1:6006/v1/traces"
+    assert normalise_endpoint("http://collector:4318/v1/traces") == "http://collector:4318/v1/traces"
+    assert normalise_endpoint("https://otel.example.org/custom/path") == "https://otel.example.org/custom/path"
+    with pytest.raises(ConfigError, match="RAG_OTEL_ENDPOINT"):
+        make_settings(__import__("pathlib").Path("/tmp"), otel_endpoint="127.0.0.1:6006")
+    assert trace_id_for("8f14e45f-ceea-467f-a0e6-3d8f2a1b9c10") == 0x8F14E45FCEEA467FA0E63D8F2A1B9C10
+    assert trace_id_for("q-1") == trace_id_for("q-1") != trace_id_for("q-2")

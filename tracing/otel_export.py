@@ -1,0 +1,506 @@
+"""OpenTelemetry export of the ledger's rows (RAG_OTEL_ENDPOINT, OTLP/HTTP).
+
+Spans are built from the very rows the CostTracer hands to the ledger writer, so a trace and the
+ledger cannot disagree: one trace per query row, one span per stage row, and per LLM call a
+`generate` span whose children are its attempt rows (retries, timeouts included). Rows of a query
+wait here until its query row arrives (the query's end), then the trace is built with the rows'
+own timestamps and handed to the SDK's BatchSpanProcessor.
+
+Ids are derived from the query id: the trace id IS the query's UUID (any other id is hashed), so a
+query id from `rag report` or the dashboard finds its trace in Jaeger/Phoenix/Tempo, and a row that
+arrives late still lands under the right parent.
+
+Attributes: the OpenTelemetry GenAI conventions (`gen_ai.*`) plus the OpenInference ones Arize
+Phoenix reads for its token and cost columns (`openinference.span.kind`, `llm.*`); cost, price
+version/source, status, attempt, variant and experiment under `rag.*` (the conventions have no
+cost yet). No question, prompt or answer text is sent.
+
+Never blocks or fails a query: `on_row` only builds spans in memory; the processor's queue is
+bounded and what does not fit is dropped and counted (`health()`, shown by `/healthz`, and a log
+line); exports run on the SDK's worker thread with a short timeout; every fault is swallowed and
+counted.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+log = logging.getLogger(__name__)
+
+SCOPE = "legal-rag.tracing"
+# OpenInference span kinds, so Phoenix draws each stage with the right icon and counts LLM tokens
+OI_KIND = {"embed_query": "EMBEDDING", "embed_documents": "EMBEDDING", "retrieve": "RETRIEVER",
+           "rerank": "RERANKER", "generate": "LLM"}
+# GenAI operation names (gen_ai.operation.name); rerank has none yet
+GENAI_OP = {"embed_query": "embeddings", "embed_documents": "embeddings", "retrieve": "retrieval", "generate": "chat"}
+FAILED = {"error", "timeout", "retry"}
+NANO = 10**9
+
+
+# -- ids ----------------------------------------------------------------------------------------
+def trace_id_for(query_id: str) -> int:
+    """The query's UUID as the trace id (what a user pastes into the trace UI); else a hash."""
+    try:
+        tid = uuid.UUID(str(query_id)).int
+    except ValueError:
+        tid = 0
+    return tid or int.from_bytes(hashlib.sha256(f"trace:{query_id}".encode()).digest()[:16], "big") or 1
+
+
+def span_id_for(*parts) -> int:
+    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "big") or 1
+
+
+class _PlannedIds(IdGenerator):
+    """Hands the SDK the ids we derived (set per thread just before each start_span)."""
+
+    def __init__(self):
+        self._next = threading.local()
+        self._random = RandomIdGenerator()
+
+    def plan(self, trace_id: int, span_id: int) -> None:
+        self._next.ids = (trace_id, span_id)
+
+    def generate_trace_id(self) -> int:
+        ids = getattr(self._next, "ids", None)
+        return ids[0] if ids else self._random.generate_trace_id()
+
+    def generate_span_id(self) -> int:
+        ids = getattr(self._next, "ids", None)
+        self._next.ids = None
+        return ids[1] if ids else self._random.generate_span_id()
+
+
+class _CountingExporter(SpanExporter):
+    """Counts what reached the collector and what did not; never raises into the worker."""
+
+    def __init__(self, inner: SpanExporter, owner: "OtelExporter"):
+        self.inner = inner
+        self.owner = owner
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if not self.owner._taken(len(spans)):  # after close() gave up waiting: already counted as dropped
+            return SpanExportResult.FAILURE
+        try:
+            result = self.inner.export(spans)
+            error = None if result is SpanExportResult.SUCCESS else "collector refused or unreachable"
+        except Exception as e:  # an exporter bug must not kill the SDK's worker thread
+            result, error = SpanExportResult.FAILURE, f"{type(e).__name__}: {e}"
+        self.owner._exported(len(spans), error)
+        return result
+
+    def shutdown(self) -> None:
+        try:
+            self.inner.shutdown()
+        except Exception:
+            log.exception("OTLP exporter shutdown failed")
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+# -- rows -> attributes -------------------------------------------------------------------------
+def _ns(iso: str | None) -> int | None:
+    if not iso:
+        return None
+    return int(datetime.fromisoformat(iso).timestamp() * 1e9)
+
+
+def _times(row: dict) -> tuple[int, int]:
+    """Start from `started_at`; end from the measured latency (finer than `ended_at`'s milliseconds)."""
+    start = _ns(row.get("started_at")) or time.time_ns()
+    if row.get("latency_ms") is not None:
+        return start, start + int(float(row["latency_ms"]) * 1e6)
+    return start, max(_ns(row.get("ended_at")) or start, start)
+
+
+def _put(attrs: dict, key: str, value) -> None:
+    if value is not None:
+        attrs[key] = value
+
+
+def _cost_attrs(attrs: dict, row: dict) -> None:
+    cost = row.get("cost_nano_usd")
+    unpriced = cost is None
+    attrs["rag.cost.unpriced"] = unpriced
+    if not unpriced:
+        attrs["rag.cost.nano_usd"] = int(cost)
+        attrs["rag.cost.usd"] = int(cost) / NANO
+    if row.get("shadow_cost_nano_usd") is not None:
+        attrs["rag.shadow_cost.nano_usd"] = int(row["shadow_cost_nano_usd"])
+        attrs["rag.shadow_cost.usd"] = int(row["shadow_cost_nano_usd"]) / NANO
+    _put(attrs, "rag.price.version", row.get("price_version"))
+    _put(attrs, "rag.price.source", row.get("price_source"))
+
+
+def _common_attrs(row: dict) -> dict:
+    attrs = {"rag.query_id": str(row.get("query_id")), "rag.status": str(row.get("status"))}
+    for key in ("variant", "experiment"):
+        _put(attrs, f"rag.{key}", row.get(key))
+    if row.get("latency_ms") is not None:
+        attrs["rag.latency_ms"] = float(row["latency_ms"])
+    return attrs
+
+
+def _error_type(row: dict) -> str:
+    if row.get("status") == "timeout":
+        return "timeout"
+    err = str(row.get("error") or "")
+    return err.split(":", 1)[0].strip() or str(row.get("status"))
+
+
+def _status(row: dict) -> Status:
+    if row.get("status") in FAILED:
+        return Status(StatusCode.ERROR, str(row.get("error") or row.get("status"))[:500])
+    return Status(StatusCode.UNSET)
+
+
+def _usage_attrs(attrs: dict, row: dict, *, genai: bool, llm: bool) -> None:
+    """Token counts: always under rag.usage.*; as GenAI/OpenInference usage only for real model calls."""
+    inp, out = int(row.get("input_tokens") or 0), int(row.get("output_tokens") or 0)
+    cached, written = int(row.get("cached_tokens") or 0), int(row.get("cache_write_tokens") or 0)
+    reasoning = int(row.get("reasoning_tokens") or 0)
+    attrs.update({"rag.usage.input_tokens": inp, "rag.usage.output_tokens": out})
+    _put(attrs, "rag.usage.source", row.get("usage_source"))
+    _put(attrs, "rag.estimate_note", row.get("estimate_note"))
+    if genai:
+        # gen_ai.usage.input_tokens counts every prompt token, cached ones included (as the ledger does)
+        attrs.update({"gen_ai.usage.input_tokens": inp, "gen_ai.usage.output_tokens": out})
+        if cached:
+            attrs["gen_ai.usage.cache_read.input_tokens"] = cached
+        if written:
+            attrs["gen_ai.usage.cache_creation.input_tokens"] = written
+        if reasoning:
+            attrs["gen_ai.usage.reasoning.output_tokens"] = reasoning
+    if llm:
+        attrs.update({"llm.token_count.prompt": inp, "llm.token_count.completion": out,
+                      "llm.token_count.total": inp + out})
+        if cached:
+            attrs["llm.token_count.prompt_details.cache_read"] = cached
+        if written:
+            attrs["llm.token_count.prompt_details.cache_write"] = written
+        if reasoning:
+            attrs["llm.token_count.completion_details.reasoning"] = reasoning
+
+
+def attempt_attrs(row: dict, default_provider: str) -> dict:
+    """One physical LLM attempt (a generate row with an attempt_id)."""
+    provider = row.get("provider") or default_provider
+    model = row.get("model") or "unknown"
+    attrs = _common_attrs(row)
+    attrs.update({"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.system": provider,
+                  "gen_ai.request.model": model, "openinference.span.kind": "LLM", "llm.model_name": model,
+                  "llm.provider": provider, "llm.system": provider, "rag.stage": "generate",
+                  "rag.attempt": int(row.get("attempt") or 1), "rag.possibly_billed": bool(row.get("possibly_billed"))})
+    _put(attrs, "rag.call_id", row.get("call_id"))
+    _put(attrs, "rag.output_at_risk_tokens", row.get("output_at_risk_tokens"))
+    for key in ("context_tokens", "context_budget_tokens"):
+        _put(attrs, f"rag.{key}", row.get(key))
+    _usage_attrs(attrs, row, genai=True, llm=True)
+    _cost_attrs(attrs, row)
+    if row.get("cost_nano_usd") is not None:
+        attrs["llm.cost.total"] = int(row["cost_nano_usd"]) / NANO  # OpenInference's cost attribute, USD
+    if row.get("status") in FAILED:
+        attrs["error.type"] = _error_type(row)
+    return attrs
+
+
+def stage_attrs(row: dict) -> dict:
+    """A stage row that is not an LLM attempt: embed_query, retrieve, rerank, an extractive generate."""
+    stage = str(row.get("stage"))
+    attrs = _common_attrs(row)
+    attrs["rag.stage"] = stage
+    extractive = stage == "generate"  # no model was called: its tokens and cost are a shadow estimate
+    attrs["openinference.span.kind"] = "CHAIN" if extractive else OI_KIND.get(stage, "CHAIN")
+    model = row.get("model")
+    called = model is not None and not extractive and stage in GENAI_OP
+    if called:
+        attrs["gen_ai.operation.name"] = GENAI_OP[stage]
+        attrs["gen_ai.request.model"] = model
+        if stage.startswith("embed"):
+            attrs["embedding.model_name"] = model
+    else:
+        _put(attrs, "rag.model", model)
+    for key in ("cache_hits", "cache_misses", "context_tokens", "context_budget_tokens", "call_id"):
+        _put(attrs, f"rag.{key}", row.get(key))
+    _usage_attrs(attrs, row, genai=called, llm=False)
+    _cost_attrs(attrs, row)
+    if row.get("status") in FAILED:
+        attrs["error.type"] = _error_type(row)
+    return attrs
+
+
+def query_attrs(row: dict, children: list[dict]) -> dict:
+    attrs = _common_attrs(row)
+    attrs.update({"openinference.span.kind": "CHAIN", "rag.kind": str(row.get("kind") or "query")})
+    for key in ("mode", "origin", "arm", "shadow_of"):
+        _put(attrs, f"rag.{key}", row.get(key))
+    _put(attrs, "user.id", row.get("user_id"))        # OpenInference; Phoenix groups by them
+    _put(attrs, "session.id", row.get("session_id"))
+    _put(attrs, "gen_ai.conversation.id", row.get("session_id"))
+    # totals of the rows below, as the ledger's query_costs view computes them (unpriced stays unpriced)
+    costs = [r.get("cost_nano_usd") for r in children]
+    attrs["rag.cost.unpriced_rows"] = sum(c is None and r.get("price_source") == "unpriced" for c, r in zip(costs, children))
+    attrs["rag.cost.priced_nano_usd"] = sum(int(c) for c in costs if c is not None)
+    if not any(c is None for c in costs):
+        attrs["rag.cost.nano_usd"] = attrs["rag.cost.priced_nano_usd"]
+        attrs["rag.cost.usd"] = attrs["rag.cost.nano_usd"] / NANO
+    attrs["rag.usage.input_tokens"] = sum(int(r.get("input_tokens") or 0) for r in children)
+    attrs["rag.usage.output_tokens"] = sum(int(r.get("output_tokens") or 0) for r in children)
+    return attrs
+
+
+def generate_call_attrs(query_id: str, call_id: str | None, attempts: list[dict]) -> dict:
+    """The logical generate call, parent of its attempts: totals over them."""
+    last = attempts[-1]
+    costs = [r.get("cost_nano_usd") for r in attempts]
+    attrs = {"rag.query_id": str(query_id), "rag.stage": "generate", "rag.status": str(last.get("status")),
+             "openinference.span.kind": "CHAIN", "rag.attempts": len(attempts),
+             "rag.usage.input_tokens": sum(int(r.get("input_tokens") or 0) for r in attempts),
+             "rag.usage.output_tokens": sum(int(r.get("output_tokens") or 0) for r in attempts),
+             "rag.cost.priced_nano_usd": sum(int(c) for c in costs if c is not None),
+             "rag.cost.unpriced": any(c is None for c in costs)}
+    if not attrs["rag.cost.unpriced"]:
+        attrs["rag.cost.nano_usd"] = attrs["rag.cost.priced_nano_usd"]
+        attrs["rag.cost.usd"] = attrs["rag.cost.nano_usd"] / NANO
+    _put(attrs, "rag.call_id", call_id)
+    for key in ("variant", "experiment"):
+        _put(attrs, f"rag.{key}", last.get(key))
+    return attrs
+
+
+def normalise_endpoint(url: str) -> str:
+    """The OTLP/HTTP traces URL: used as given, `/v1/traces` appended when it has no path."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"RAG_OTEL_ENDPOINT must be an http(s) URL such as http://127.0.0.1:6006/v1/traces, got {url!r}")
+    return url.rstrip("/") + "/v1/traces" if parts.path in ("", "/") else url
+
+
+# -- the exporter -------------------------------------------------------------------------------
+class OtelExporter:
+    """Receives ledger rows (`on_row`), exports one trace per query. Thread-safe."""
+
+    def __init__(self, endpoint: str, *, timeout_s: float = 2.0, max_queue_spans: int = 2048,
+                 max_pending_queries: int = 1000, pending_max_age_s: float = 120.0,
+                 schedule_delay_s: float = 1.0, default_provider: str = "openai",
+                 span_exporter: SpanExporter | None = None):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        self.endpoint = normalise_endpoint(endpoint)
+        self.timeout_s = timeout_s
+        self.max_queue_spans = max_queue_spans
+        self.max_pending_queries = max_pending_queries
+        self.pending_max_age_s = pending_max_age_s
+        # The client speaks the OpenAI API through OpenAI's SDK; RAG_LLM_PROVIDER names it when set.
+        self.default_provider = default_provider
+        self._lock = threading.Lock()
+        self._pending: OrderedDict[str, tuple[float, list[dict]]] = OrderedDict()
+        self.traces = self.spans_ended = self.spans_taken = 0
+        self.exported_spans = self.failed_spans = self.dropped_spans = self.faults = 0
+        self.orphan_rows = 0  # rows whose query row never came in time: exported without a root
+        self.last_error: str | None = None
+        self._last_drop_log = 0.0
+        inner = span_exporter or OTLPSpanExporter(endpoint=self.endpoint, timeout=timeout_s)  # headers: OTEL_EXPORTER_OTLP_*HEADERS
+        self._ids = _PlannedIds()
+        resource = Resource.create()  # OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES win over our default name
+        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+            resource = resource.merge(Resource({"service.name": "legal-rag"}))
+        self._provider = TracerProvider(resource=resource, id_generator=self._ids, shutdown_on_exit=False)
+        self._processor = BatchSpanProcessor(_CountingExporter(inner, self), max_queue_size=max_queue_spans,
+                                             schedule_delay_millis=schedule_delay_s * 1000,
+                                             max_export_batch_size=min(512, max_queue_spans),
+                                             export_timeout_millis=timeout_s * 1000)
+        self._provider.add_span_processor(self._processor)
+        self._tracer = self._provider.get_tracer(SCOPE)
+        self._closed = False
+        self._abandoned = False  # close() stopped waiting: what the worker still holds is dropped
+        atexit.register(self.close)
+
+    @classmethod
+    def from_settings(cls, settings) -> "OtelExporter":
+        return cls(settings.otel_endpoint, timeout_s=settings.otel_timeout_s,
+                   max_queue_spans=settings.otel_queue_spans, default_provider=settings.llm_provider or "openai")
+
+    # -- the query side -------------------------------------------------------------------------
+    def on_row(self, table: str, row: dict) -> None:
+        """A row the ledger writer was given. Never raises; faults are counted and logged."""
+        try:
+            if table == "stage_calls" and row.get("status") != "started":  # `started` is replaced by the final row
+                self._hold(row)
+            elif table == "queries":
+                with self._lock:
+                    held = self._pending.pop(str(row.get("query_id")), (0.0, []))[1]
+                self._emit_trace(row, held)
+            self._expire()
+        except Exception as e:
+            self._fault(e)
+
+    def _hold(self, row: dict) -> None:
+        qid = str(row.get("query_id"))
+        with self._lock:
+            entry = self._pending.get(qid)
+            if entry is None:
+                self._pending[qid] = entry = (time.monotonic(), [])
+            entry[1].append(dict(row))
+
+    def _expire(self) -> None:
+        """Rows waiting too long (or too many queries waiting): exported under their derived parent."""
+        now = time.monotonic()
+        out = []
+        with self._lock:
+            while self._pending:
+                qid, (since, rows) = next(iter(self._pending.items()))
+                if len(self._pending) <= self.max_pending_queries and now - since < self.pending_max_age_s:
+                    break
+                self._pending.popitem(last=False)
+                out.append((qid, rows))
+        for qid, rows in out:
+            self.orphan_rows += len(rows)
+            self._emit_children(qid, rows)
+
+    # -- building spans -------------------------------------------------------------------------
+    def _emit_trace(self, query: dict, rows: list[dict]) -> None:
+        qid = str(query.get("query_id"))
+        start, end = _times(query)
+        links = []
+        if query.get("shadow_of"):  # a shadow run points at the control query it shadowed
+            shadow_of = str(query["shadow_of"])
+            links.append(Link(SpanContext(trace_id_for(shadow_of), span_id_for(shadow_of, "query"), False,
+                                          TraceFlags(TraceFlags.SAMPLED))))
+        self._span(trace_id_for(qid), span_id_for(qid, "query"), None, str(query.get("kind") or "query"),
+                   start, end, query_attrs(query, rows), _status(query), SpanKind.SERVER, links)
+        self._emit_children(qid, rows)
+        with self._lock:
+            self.traces += 1
+
+    def _emit_children(self, qid: str, rows: list[dict]) -> None:
+        tid, root = trace_id_for(qid), span_id_for(qid, "query")
+        calls: OrderedDict[str | None, list[dict]] = OrderedDict()
+        for row in rows:
+            if row.get("stage") == "generate" and row.get("attempt_id"):
+                calls.setdefault(row.get("call_id"), []).append(row)
+                continue
+            start, end = _times(row)
+            key = (row.get("stage"), row.get("call_id"), row.get("started_at"), row.get("attempt"))
+            self._span(tid, span_id_for(qid, "stage", *key), root, str(row.get("stage")), start, end,
+                       stage_attrs(row), _status(row))
+        for call_id, attempts in calls.items():
+            attempts.sort(key=lambda r: (int(r.get("attempt") or 1), r.get("started_at") or ""))
+            parent = span_id_for(qid, "generate", call_id)
+            spans = [_times(r) for r in attempts]
+            self._span(tid, parent, root, "generate", min(s for s, _ in spans), max(e for _, e in spans),
+                       generate_call_attrs(qid, call_id, attempts), _status(attempts[-1]))
+            for row, (start, end) in zip(attempts, spans):
+                name = f"chat {row.get('model') or 'unknown'}"  # GenAI span name: "{operation} {model}"
+                self._span(tid, span_id_for(qid, "attempt", row.get("attempt_id")), parent, name, start, end,
+                           attempt_attrs(row, self.default_provider), _status(row), SpanKind.CLIENT)
+
+    def _span(self, trace_id: int, span_id: int, parent_id: int | None, name: str, start: int, end: int,
+              attrs: dict, status: Status, kind: SpanKind = SpanKind.INTERNAL, links=()) -> None:
+        if not self._admit():
+            return
+        ctx = None
+        if parent_id is not None:
+            parent = SpanContext(trace_id, parent_id, False, TraceFlags(TraceFlags.SAMPLED))
+            ctx = trace.set_span_in_context(NonRecordingSpan(parent))
+        self._ids.plan(trace_id, span_id)
+        span = self._tracer.start_span(name, context=ctx, kind=kind, attributes=attrs, links=links, start_time=start)
+        span.set_status(status)
+        span.end(end_time=max(end, start))
+
+    def _admit(self) -> bool:
+        """Our own bound on spans not yet handed to the exporter: the SDK's queue never overflows
+        silently, and what we refuse is counted."""
+        with self._lock:
+            if self._closed or self.spans_ended - self.spans_taken >= self.max_queue_spans:
+                self.dropped_spans += 1
+                dropped, now = self.dropped_spans, time.monotonic()
+                log_it = now - self._last_drop_log > 60 or dropped == 1
+                if log_it:
+                    self._last_drop_log = now
+            else:
+                self.spans_ended += 1
+                return True
+        if log_it:
+            log.warning("OpenTelemetry export is behind (%s): %d spans dropped so far, queries unaffected",
+                        self.endpoint, dropped)
+        return False
+
+    # -- accounting (the SDK's worker thread) ---------------------------------------------------
+    def _taken(self, n: int) -> bool:
+        with self._lock:
+            if self._abandoned:
+                return False
+            self.spans_taken += n
+            return True
+
+    def _exported(self, n: int, error: str | None) -> None:
+        with self._lock:
+            if error is None:
+                self.exported_spans += n
+                return
+            first = self.failed_spans == 0
+            self.failed_spans += n
+            self.last_error = error
+            failed = self.failed_spans
+        if first or failed % 1000 < n:
+            log.warning("OpenTelemetry export to %s failed (%s): %d spans not delivered so far", self.endpoint, error, failed)
+
+    def _fault(self, e: Exception) -> None:
+        with self._lock:
+            self.faults += 1
+            self.last_error = f"{type(e).__name__}: {e}"
+        log.exception("OpenTelemetry export fault (query unaffected)")
+
+    def health(self) -> dict:
+        with self._lock:
+            return {"endpoint": self.endpoint, "traces": self.traces, "exported_spans": self.exported_spans,
+                    "failed_spans": self.failed_spans, "dropped_spans": self.dropped_spans,
+                    "queued_spans": self.spans_ended - self.spans_taken, "queue_limit": self.max_queue_spans,
+                    "sending_spans": self.spans_taken - self.exported_spans - self.failed_spans,
+                    "waiting_queries": len(self._pending), "orphan_rows": self.orphan_rows,
+                    "faults": self.faults, "last_error": self.last_error}
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Export what is queued now (tests, shutdown); blocks, so never called on a query's path."""
+        return self._processor.force_flush(int((timeout_s or self.timeout_s) * 1000))
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Rows still waiting go out without a root; the queue gets one bounded last export."""
+        if self._closed:
+            return
+        try:
+            with self._lock:
+                rest = list(self._pending.items())
+                self._pending.clear()
+            for qid, (_, rows) in rest:
+                self.orphan_rows += len(rows)
+                self._emit_children(qid, rows)
+            with self._lock:
+                self._closed = True
+            # the SDK's shutdown waits up to 30 s on a dead collector; ours waits a bounded time
+            closer = threading.Thread(target=self._processor.shutdown, name="otel-close", daemon=True)
+            closer.start()
+            closer.join(timeout_s or 2 * self.timeout_s)
+            with self._lock:  # what the last export could not take is dropped, and counted once
+                self._abandoned = True
+                self.dropped_spans += max(self.spans_ended - self.spans_taken, 0)
+                self.spans_ended = self.spans_taken
+        except Exception as e:
+            self._fault(e)
