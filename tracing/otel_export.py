@@ -30,7 +30,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
@@ -50,6 +50,7 @@ OI_KIND = {"embed_query": "EMBEDDING", "embed_documents": "EMBEDDING", "retrieve
 GENAI_OP = {"embed_query": "embeddings", "embed_documents": "embeddings", "retrieve": "retrieval", "generate": "chat"}
 FAILED = {"error", "timeout", "retry"}
 NANO = 10**9
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 # -- ids ----------------------------------------------------------------------------------------
@@ -118,7 +119,8 @@ class _CountingExporter(SpanExporter):
 def _ns(iso: str | None) -> int | None:
     if not iso:
         return None
-    return int(datetime.fromisoformat(iso).timestamp() * 1e9)
+    d = datetime.fromisoformat(iso) - EPOCH  # integer arithmetic: a float timestamp is off by tens of ns
+    return (d.days * 86_400 + d.seconds) * 10**9 + d.microseconds * 1000
 
 
 def _times(row: dict) -> tuple[int, int]:
