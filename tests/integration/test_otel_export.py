@@ -133,6 +133,8 @@ def test_a_dead_or_hanging_collector_never_slows_or_breaks_queries(indexed, coll
                 qids.append(qid)
                 assert answer.text
             assert max(durations) < settings.otel_timeout_s  # nothing waited on the collector
+            live = app.otel.health()  # drops show while they happen (/healthz), not only at shutdown
+            assert live["dropped_spans"] > 0 and live["queued_spans"] <= live["queue_limit"] == 16
             assert app.writer.flush()
             t0 = time.perf_counter()
             app.otel.close(timeout_s=1.0)
@@ -201,11 +203,15 @@ def test_a_failing_row_observer_never_breaks_the_query(indexed):
         def explode(table, row):
             raise RuntimeError("observer exploded")
 
-        app.tracer.row_observers.append(explode)
+        seen = []
+        app.tracer.row_observers += [explode, lambda table, row: seen.append((table, row["query_id"]))]
         assert app.ask(QUESTION, query_id="q-observer").text
         assert app.tracer.faults >= 3
         app.writer.flush()
-        assert ledger(settings, "q-observer")[0]["status"] == "ok"
+        query, rows = ledger(settings, "q-observer")
+        assert query["status"] == "ok"
+        # the next observer still got every row: one observer's fault costs no other sink a row
+        assert seen.count(("stage_calls", "q-observer")) == len(rows) and ("queries", "q-observer") in seen
 
 
 def test_exporter_faults_are_counted_not_raised():
@@ -223,3 +229,23 @@ def test_endpoint_is_checked_and_normalised():
         make_settings(__import__("pathlib").Path("/tmp"), otel_endpoint="127.0.0.1:6006")
     assert trace_id_for("8f14e45f-ceea-467f-a0e6-3d8f2a1b9c10") == 0x8F14E45FCEEA467FA0E63D8F2A1B9C10
     assert trace_id_for("q-1") == trace_id_for("q-1") != trace_id_for("q-2")
+
+
+def test_an_exporter_that_raises_is_counted_as_failed():
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    class Broken(SpanExporter):
+        def export(self, spans):
+            raise RuntimeError("exporter bug")
+
+        def shutdown(self):
+            pass
+
+    exp = OtelExporter("http://127.0.0.1:9/v1/traces", span_exporter=Broken())
+    exp.on_row("queries", {"query_id": "q1", "status": "ok", "started_at": "2026-11-30T10:00:00.000+00:00",
+                           "latency_ms": 1.0})
+    assert exp.flush()
+    h = exp.health()
+    assert (h["failed_spans"], h["exported_spans"], h["faults"]) == (1, 0, 0)
+    assert "exporter bug" in h["last_error"]
+    exp.close()
