@@ -15,10 +15,11 @@ Phoenix reads for its token and cost columns (`openinference.span.kind`, `llm.*`
 version/source, status, attempt, variant and experiment under `rag.*` (the conventions have no
 cost yet). No question, prompt or answer text is sent.
 
-Never blocks or fails a query: `on_row` only builds spans in memory; the processor's queue is
-bounded and what does not fit is dropped and counted (`health()`, shown by `/healthz`, and a log
-line); exports run on the SDK's worker thread with a short timeout; every fault is swallowed and
-counted.
+Never blocks or fails a query: `on_row` only appends the row to memory (microseconds); a builder
+thread makes the spans (the SDK's span objects cost ~0.1 ms each) and hands them to the processor,
+whose queue is bounded: what does not fit is dropped and counted (`health()`, shown by `/healthz`,
+and a log line); exports run on the SDK's worker thread with a short timeout; every fault is
+swallowed and counted.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import logging
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
@@ -312,7 +313,12 @@ class OtelExporter:
         # The client speaks the OpenAI API through OpenAI's SDK; RAG_LLM_PROVIDER names it when set.
         self.default_provider = default_provider
         self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
         self._pending: OrderedDict[str, tuple[float, list[dict]]] = OrderedDict()
+        # (query row or None, query id, its rows): built into spans on the builder thread, not the query's
+        self._ready: deque[tuple[dict | None, str, list[dict]]] = deque()
+        self._building = False
+        self._stop = False
         self.traces = self.spans_ended = self.spans_taken = 0
         self.exported_spans = self.failed_spans = self.dropped_spans = self.faults = 0
         self.orphan_rows = 0  # rows whose query row never came in time: exported without a root
@@ -332,6 +338,8 @@ class OtelExporter:
         self._tracer = self._provider.get_tracer(SCOPE)
         self._closed = False
         self._abandoned = False  # close() stopped waiting: what the worker still holds is dropped
+        self._builder = threading.Thread(target=self._build_loop, name="otel-build", daemon=True)
+        self._builder.start()
         atexit.register(self.close)
 
     @classmethod
@@ -339,42 +347,84 @@ class OtelExporter:
         return cls(settings.otel_endpoint, timeout_s=settings.otel_timeout_s,
                    max_queue_spans=settings.otel_queue_spans, default_provider=settings.llm_provider or "openai")
 
-    # -- the query side -------------------------------------------------------------------------
+    # -- the query side: appends to memory only ---------------------------------------------------
     def on_row(self, table: str, row: dict) -> None:
         """A row the ledger writer was given. Never raises; faults are counted and logged."""
         try:
             if table == "stage_calls" and row.get("status") != "started":  # `started` is replaced by the final row
-                self._hold(row)
-            elif table == "queries":
+                qid = str(row.get("query_id"))
                 with self._lock:
-                    held = self._pending.pop(str(row.get("query_id")), (0.0, []))[1]
-                self._emit_trace(row, held)
-            self._expire()
+                    entry = self._pending.get(qid)
+                    if entry is None:
+                        self._pending[qid] = entry = (time.monotonic(), [])
+                    entry[1].append(dict(row))
+            elif table == "queries":
+                qid = str(row.get("query_id"))
+                with self._cv:
+                    held = self._pending.pop(qid, (0.0, []))[1]
+                    self._enqueue(dict(row), qid, held)
         except Exception as e:
             self._fault(e)
 
-    def _hold(self, row: dict) -> None:
-        qid = str(row.get("query_id"))
-        with self._lock:
-            entry = self._pending.get(qid)
-            if entry is None:
-                self._pending[qid] = entry = (time.monotonic(), [])
-            entry[1].append(dict(row))
+    def _enqueue(self, query: dict | None, qid: str, rows: list[dict]) -> None:
+        """Under the lock. Past the bound the trace is dropped, and its spans counted."""
+        if self._stop or len(self._ready) >= self.max_pending_queries:
+            self.dropped_spans += _span_count(query, rows)
+            return
+        self._ready.append((query, qid, rows))
+        self._cv.notify_all()
 
     def _expire(self) -> None:
-        """Rows waiting too long (or too many queries waiting): exported under their derived parent."""
+        """Rows waiting too long (or too many queries waiting) go out under their derived root."""
         now = time.monotonic()
-        out = []
-        with self._lock:
+        with self._cv:
             while self._pending:
                 qid, (since, rows) = next(iter(self._pending.items()))
                 if len(self._pending) <= self.max_pending_queries and now - since < self.pending_max_age_s:
                     break
                 self._pending.popitem(last=False)
-                out.append((qid, rows))
-        for qid, rows in out:
-            self.orphan_rows += len(rows)
-            self._emit_children(qid, rows)
+                self.orphan_rows += len(rows)
+                self._enqueue(None, qid, rows)
+
+    def _build_loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._ready and not self._stop:
+                    self._cv.wait(1.0)
+                    if not self._ready:
+                        break  # a second passed: look for rows whose query row never came
+                batch = list(self._ready)
+                self._ready.clear()
+                self._building = True
+                stop = self._stop
+            for query, qid, rows in batch:
+                try:
+                    if query is None:
+                        self._emit_children(qid, rows)
+                    else:
+                        self._emit_trace(query, rows)
+                except Exception as e:
+                    self._fault(e)
+            try:
+                self._expire()
+            except Exception as e:
+                self._fault(e)
+            with self._cv:
+                self._building = False
+                self._cv.notify_all()
+                if stop and not self._ready:
+                    return
+
+    def drain(self, timeout_s: float = 5.0) -> bool:
+        """Wait until every row handed in so far is built into spans (tests, flush, close)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while self._ready or self._building:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(min(left, 0.1))
+        return True
 
     # -- building spans -------------------------------------------------------------------------
     def _emit_trace(self, query: dict, rows: list[dict]) -> None:
@@ -480,29 +530,41 @@ class OtelExporter:
                     "faults": self.faults, "last_error": self.last_error}
 
     def flush(self, timeout_s: float | None = None) -> bool:
-        """Export what is queued now (tests, shutdown); blocks, so never called on a query's path."""
-        return self._processor.force_flush(int((timeout_s or self.timeout_s) * 1000))
+        """Build and export what was handed in so far (tests); blocks, so never on a query's path."""
+        return self.drain(timeout_s or 5.0) and self._processor.force_flush(int((timeout_s or self.timeout_s) * 1000))
 
     def close(self, timeout_s: float | None = None) -> None:
-        """Rows still waiting go out without a root; the queue gets one bounded last export."""
+        """Rows still waiting go out without a root; building and the last export are bounded."""
         if self._closed:
             return
         try:
-            with self._lock:
-                rest = list(self._pending.items())
+            budget = timeout_s or 2 * self.timeout_s
+            with self._cv:
+                for qid, (_, rows) in list(self._pending.items()):
+                    self.orphan_rows += len(rows)
+                    self._enqueue(None, qid, rows)
                 self._pending.clear()
-            for qid, (_, rows) in rest:
-                self.orphan_rows += len(rows)
-                self._emit_children(qid, rows)
+                self._stop = True
+                self._cv.notify_all()
+            self._builder.join(budget / 2)
             with self._lock:
                 self._closed = True
+                for query, _, rows in self._ready:  # not built in time: dropped, counted
+                    self.dropped_spans += _span_count(query, rows)
+                self._ready.clear()
             # the SDK's shutdown waits up to 30 s on a dead collector; ours waits a bounded time
             closer = threading.Thread(target=self._processor.shutdown, name="otel-close", daemon=True)
             closer.start()
-            closer.join(timeout_s or 2 * self.timeout_s)
+            closer.join(budget / 2)
             with self._lock:  # what the last export could not take is dropped, and counted once
                 self._abandoned = True
                 self.dropped_spans += max(self.spans_ended - self.spans_taken, 0)
                 self.spans_ended = self.spans_taken
         except Exception as e:
             self._fault(e)
+
+
+def _span_count(query: dict | None, rows: list[dict]) -> int:
+    """How many spans a query's rows make: its root, one per row, one per LLM call above its attempts."""
+    calls = {r.get("call_id") for r in rows if r.get("stage") == "generate" and r.get("attempt_id")}
+    return (query is not None) + len(rows) + len(calls)

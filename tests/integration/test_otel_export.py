@@ -133,6 +133,7 @@ def test_a_dead_or_hanging_collector_never_slows_or_breaks_queries(indexed, coll
                 qids.append(qid)
                 assert answer.text
             assert max(durations) < settings.otel_timeout_s  # nothing waited on the collector
+            assert app.otel.drain()
             live = app.otel.health()  # drops show while they happen (/healthz), not only at shutdown
             assert live["dropped_spans"] > 0 and live["queued_spans"] <= live["queue_limit"] == 16
             assert app.writer.flush()
@@ -171,7 +172,10 @@ def test_healthz_shows_the_export_counters(indexed, monkeypatch):
         settings = make_settings(indexed, retriever="bm25", otel_endpoint=rx.url)
         with Server(settings) as url:
             assert httpx.post(f"{url}/v1/ask", json={"question": QUESTION}, timeout=60).status_code == 200
-            health = httpx.get(f"{url}/healthz").json()
+            deadline = time.monotonic() + 10
+            while (health := httpx.get(f"{url}/healthz").json())["otel"]["traces"] < 1:
+                assert time.monotonic() < deadline, health  # spans are built beside the query, not in it
+                time.sleep(0.05)
         assert health["status"] == "ok"
         otel = health["otel"]
         assert otel["endpoint"] == rx.url and otel["traces"] == 1
@@ -217,6 +221,7 @@ def test_a_failing_row_observer_never_breaks_the_query(indexed):
 def test_exporter_faults_are_counted_not_raised():
     exp = OtelExporter("http://127.0.0.1:9/v1/traces")
     exp.on_row("queries", {"query_id": "q1", "status": "ok", "started_at": "not a timestamp"})
+    assert exp.drain()
     assert exp.health()["faults"] == 1 and "not a timestamp" in exp.health()["last_error"]
     exp.close(timeout_s=0.5)
 
@@ -249,3 +254,33 @@ def test_an_exporter_that_raises_is_counted_as_failed():
     assert (h["failed_spans"], h["exported_spans"], h["faults"]) == (1, 0, 0)
     assert "exporter bug" in h["last_error"]
     exp.close()
+
+
+def test_traces_waiting_to_be_built_are_bounded_and_counted():
+    """While the builder thread is stuck, at most max_pending_queries traces wait; the rest are
+    dropped with their span count, and on_row still returns at once."""
+    import threading
+
+    gate = threading.Event()
+    exp = OtelExporter("http://127.0.0.1:9/v1/traces", max_pending_queries=2)
+    build = exp._emit_trace
+
+    def stuck(query, rows):  # the builder thread waits here on the first trace
+        gate.wait(10)
+        build(query, rows)
+
+    exp._emit_trace = stuck
+    t0 = time.perf_counter()
+    for i in range(6):
+        exp.on_row("stage_calls", {"query_id": f"q{i}", "stage": "retrieve", "status": "ok",
+                                   "started_at": "2026-11-30T10:00:00.000+00:00", "latency_ms": 1.0})
+        exp.on_row("queries", {"query_id": f"q{i}", "status": "ok", "started_at": "2026-11-30T10:00:00.000+00:00",
+                               "latency_ms": 2.0})
+        time.sleep(0.05)  # let the builder take the first one and block
+    assert time.perf_counter() - t0 < 2.0
+    h = exp.health()
+    assert h["dropped_spans"] == 3 * 2  # q3..q5 (q0 is being built, q1 and q2 wait): root + retrieve each
+    gate.set()
+    assert exp.drain()
+    assert exp.health()["traces"] == 3
+    exp.close(timeout_s=0.5)
