@@ -50,7 +50,7 @@ def main() -> None:
         with RagApp(Settings(data_dir=Path(tmp) / "d", **base)) as app:
             app.ingest([corpus])
         arms = {"off": None, "on (receiver answers)": ok.url, "on (collector hangs)": hung.url}
-        apps, secs, hook = {}, {name: [] for name in arms}, {name: [] for name in arms}
+        apps, secs, hook = {}, {name: [] for name in arms}, {name: [0.0] for name in arms}  # [0]: warm-up
         for i, (name, url) in enumerate(arms.items()):
             # one data dir per arm (an embedded store has one owner per process): same index, copied
             d = Path(tmp) / f"arm{i}"
