@@ -31,7 +31,6 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
@@ -39,19 +38,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, TraceFlags
+
+from tracing.otel_attributes import attempt_attrs, generate_call_attrs, query_attrs, span_status, span_times, stage_attrs
 
 log = logging.getLogger(__name__)
 
 SCOPE = "legal-rag.tracing"
-# OpenInference span kinds, so Phoenix draws each stage with the right icon and counts LLM tokens
-OI_KIND = {"embed_query": "EMBEDDING", "embed_documents": "EMBEDDING", "retrieve": "RETRIEVER",
-           "rerank": "RERANKER", "generate": "LLM"}
-# GenAI operation names (gen_ai.operation.name); rerank has none yet
-GENAI_OP = {"embed_query": "embeddings", "embed_documents": "embeddings", "retrieve": "retrieval", "generate": "chat"}
-FAILED = {"error", "timeout", "retry"}
-NANO = 10**9
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 # -- ids ----------------------------------------------------------------------------------------
@@ -114,177 +107,6 @@ class _CountingExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
-
-
-# -- rows -> attributes -------------------------------------------------------------------------
-def _ns(iso: str | None) -> int | None:
-    if not iso:
-        return None
-    d = datetime.fromisoformat(iso) - EPOCH  # integer arithmetic: a float timestamp is off by tens of ns
-    return (d.days * 86_400 + d.seconds) * 10**9 + d.microseconds * 1000
-
-
-def _times(row: dict) -> tuple[int, int]:
-    """Start from `started_at`; end from the measured latency (finer than `ended_at`'s milliseconds)."""
-    start = _ns(row.get("started_at")) or time.time_ns()
-    if row.get("latency_ms") is not None:
-        return start, start + int(float(row["latency_ms"]) * 1e6)
-    return start, max(_ns(row.get("ended_at")) or start, start)
-
-
-def _put(attrs: dict, key: str, value) -> None:
-    if value is not None:
-        attrs[key] = value
-
-
-def _cost_attrs(attrs: dict, row: dict) -> None:
-    cost = row.get("cost_nano_usd")
-    unpriced = cost is None
-    attrs["rag.cost.unpriced"] = unpriced
-    if not unpriced:
-        attrs["rag.cost.nano_usd"] = int(cost)
-        attrs["rag.cost.usd"] = int(cost) / NANO
-    if row.get("shadow_cost_nano_usd") is not None:
-        attrs["rag.shadow_cost.nano_usd"] = int(row["shadow_cost_nano_usd"])
-        attrs["rag.shadow_cost.usd"] = int(row["shadow_cost_nano_usd"]) / NANO
-    _put(attrs, "rag.price.version", row.get("price_version"))
-    _put(attrs, "rag.price.source", row.get("price_source"))
-
-
-def _common_attrs(row: dict) -> dict:
-    attrs = {"rag.query_id": str(row.get("query_id")), "rag.status": str(row.get("status"))}
-    for key in ("variant", "experiment"):
-        _put(attrs, f"rag.{key}", row.get(key))
-    if row.get("latency_ms") is not None:
-        attrs["rag.latency_ms"] = float(row["latency_ms"])
-    return attrs
-
-
-def _error_type(row: dict) -> str:
-    if row.get("status") == "timeout":
-        return "timeout"
-    err = str(row.get("error") or "")
-    return err.split(":", 1)[0].strip() or str(row.get("status"))
-
-
-def _status(row: dict) -> Status:
-    if row.get("status") in FAILED:
-        return Status(StatusCode.ERROR, str(row.get("error") or row.get("status"))[:500])
-    return Status(StatusCode.UNSET)
-
-
-def _usage_attrs(attrs: dict, row: dict, *, genai: bool, llm: bool) -> None:
-    """Token counts: always under rag.usage.*; as GenAI/OpenInference usage only for real model calls."""
-    inp, out = int(row.get("input_tokens") or 0), int(row.get("output_tokens") or 0)
-    cached, written = int(row.get("cached_tokens") or 0), int(row.get("cache_write_tokens") or 0)
-    reasoning = int(row.get("reasoning_tokens") or 0)
-    attrs.update({"rag.usage.input_tokens": inp, "rag.usage.output_tokens": out})
-    _put(attrs, "rag.usage.source", row.get("usage_source"))
-    _put(attrs, "rag.estimate_note", row.get("estimate_note"))
-    if genai:
-        # gen_ai.usage.input_tokens counts every prompt token, cached ones included (as the ledger does)
-        attrs.update({"gen_ai.usage.input_tokens": inp, "gen_ai.usage.output_tokens": out})
-        if cached:
-            attrs["gen_ai.usage.cache_read.input_tokens"] = cached
-        if written:
-            attrs["gen_ai.usage.cache_creation.input_tokens"] = written
-        if reasoning:
-            attrs["gen_ai.usage.reasoning.output_tokens"] = reasoning
-    if llm:
-        attrs.update({"llm.token_count.prompt": inp, "llm.token_count.completion": out,
-                      "llm.token_count.total": inp + out})
-        if cached:
-            attrs["llm.token_count.prompt_details.cache_read"] = cached
-        if written:
-            attrs["llm.token_count.prompt_details.cache_write"] = written
-        if reasoning:
-            attrs["llm.token_count.completion_details.reasoning"] = reasoning
-
-
-def attempt_attrs(row: dict, default_provider: str) -> dict:
-    """One physical LLM attempt (a generate row with an attempt_id)."""
-    provider = row.get("provider") or default_provider
-    model = row.get("model") or "unknown"
-    attrs = _common_attrs(row)
-    attrs.update({"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.system": provider,
-                  "gen_ai.request.model": model, "openinference.span.kind": "LLM", "llm.model_name": model,
-                  "llm.provider": provider, "llm.system": provider, "rag.stage": "generate",
-                  "rag.attempt": int(row.get("attempt") or 1), "rag.possibly_billed": bool(row.get("possibly_billed"))})
-    _put(attrs, "rag.call_id", row.get("call_id"))
-    _put(attrs, "rag.output_at_risk_tokens", row.get("output_at_risk_tokens"))
-    for key in ("context_tokens", "context_budget_tokens"):
-        _put(attrs, f"rag.{key}", row.get(key))
-    _usage_attrs(attrs, row, genai=True, llm=True)
-    _cost_attrs(attrs, row)
-    if row.get("cost_nano_usd") is not None:
-        attrs["llm.cost.total"] = int(row["cost_nano_usd"]) / NANO  # OpenInference's cost attribute, USD
-    if row.get("status") in FAILED:
-        attrs["error.type"] = _error_type(row)
-    return attrs
-
-
-def stage_attrs(row: dict) -> dict:
-    """A stage row that is not an LLM attempt: embed_query, retrieve, rerank, an extractive generate."""
-    stage = str(row.get("stage"))
-    attrs = _common_attrs(row)
-    attrs["rag.stage"] = stage
-    extractive = stage == "generate"  # no model was called: its tokens and cost are a shadow estimate
-    attrs["openinference.span.kind"] = "CHAIN" if extractive else OI_KIND.get(stage, "CHAIN")
-    model = row.get("model")
-    called = model is not None and not extractive and stage in GENAI_OP
-    if called:
-        attrs["gen_ai.operation.name"] = GENAI_OP[stage]
-        attrs["gen_ai.request.model"] = model
-        if stage.startswith("embed"):
-            attrs["embedding.model_name"] = model
-    else:
-        _put(attrs, "rag.model", model)
-    for key in ("cache_hits", "cache_misses", "context_tokens", "context_budget_tokens", "call_id"):
-        _put(attrs, f"rag.{key}", row.get(key))
-    _usage_attrs(attrs, row, genai=called, llm=False)
-    _cost_attrs(attrs, row)
-    if row.get("status") in FAILED:
-        attrs["error.type"] = _error_type(row)
-    return attrs
-
-
-def query_attrs(row: dict, children: list[dict]) -> dict:
-    attrs = _common_attrs(row)
-    attrs.update({"openinference.span.kind": "CHAIN", "rag.kind": str(row.get("kind") or "query")})
-    for key in ("mode", "origin", "arm", "shadow_of"):
-        _put(attrs, f"rag.{key}", row.get(key))
-    _put(attrs, "user.id", row.get("user_id"))        # OpenInference; Phoenix groups by them
-    _put(attrs, "session.id", row.get("session_id"))
-    _put(attrs, "gen_ai.conversation.id", row.get("session_id"))
-    # totals of the rows below, as the ledger's query_costs view computes them (unpriced stays unpriced)
-    costs = [r.get("cost_nano_usd") for r in children]
-    attrs["rag.cost.unpriced_rows"] = sum(c is None and r.get("price_source") == "unpriced" for c, r in zip(costs, children))
-    attrs["rag.cost.priced_nano_usd"] = sum(int(c) for c in costs if c is not None)
-    if not any(c is None for c in costs):
-        attrs["rag.cost.nano_usd"] = attrs["rag.cost.priced_nano_usd"]
-        attrs["rag.cost.usd"] = attrs["rag.cost.nano_usd"] / NANO
-    attrs["rag.usage.input_tokens"] = sum(int(r.get("input_tokens") or 0) for r in children)
-    attrs["rag.usage.output_tokens"] = sum(int(r.get("output_tokens") or 0) for r in children)
-    return attrs
-
-
-def generate_call_attrs(query_id: str, call_id: str | None, attempts: list[dict]) -> dict:
-    """The logical generate call, parent of its attempts: totals over them."""
-    last = attempts[-1]
-    costs = [r.get("cost_nano_usd") for r in attempts]
-    attrs = {"rag.query_id": str(query_id), "rag.stage": "generate", "rag.status": str(last.get("status")),
-             "openinference.span.kind": "CHAIN", "rag.attempts": len(attempts),
-             "rag.usage.input_tokens": sum(int(r.get("input_tokens") or 0) for r in attempts),
-             "rag.usage.output_tokens": sum(int(r.get("output_tokens") or 0) for r in attempts),
-             "rag.cost.priced_nano_usd": sum(int(c) for c in costs if c is not None),
-             "rag.cost.unpriced": any(c is None for c in costs)}
-    if not attrs["rag.cost.unpriced"]:
-        attrs["rag.cost.nano_usd"] = attrs["rag.cost.priced_nano_usd"]
-        attrs["rag.cost.usd"] = attrs["rag.cost.nano_usd"] / NANO
-    _put(attrs, "rag.call_id", call_id)
-    for key in ("variant", "experiment"):
-        _put(attrs, f"rag.{key}", last.get(key))
-    return attrs
 
 
 def normalise_endpoint(url: str) -> str:
@@ -429,14 +251,14 @@ class OtelExporter:
     # -- building spans -------------------------------------------------------------------------
     def _emit_trace(self, query: dict, rows: list[dict]) -> None:
         qid = str(query.get("query_id"))
-        start, end = _times(query)
+        start, end = span_times(query)
         links = []
         if query.get("shadow_of"):  # a shadow run points at the control query it shadowed
             shadow_of = str(query["shadow_of"])
             links.append(Link(SpanContext(trace_id_for(shadow_of), span_id_for(shadow_of, "query"), False,
                                           TraceFlags(TraceFlags.SAMPLED))))
         self._span(trace_id_for(qid), span_id_for(qid, "query"), None, str(query.get("kind") or "query"),
-                   start, end, query_attrs(query, rows), _status(query), SpanKind.SERVER, links)
+                   start, end, query_attrs(query, rows), span_status(query), SpanKind.SERVER, links)
         self._emit_children(qid, rows)
         with self._lock:
             self.traces += 1
@@ -448,20 +270,20 @@ class OtelExporter:
             if row.get("stage") == "generate" and row.get("attempt_id"):
                 calls.setdefault(row.get("call_id"), []).append(row)
                 continue
-            start, end = _times(row)
+            start, end = span_times(row)
             key = (row.get("stage"), row.get("call_id"), row.get("started_at"), row.get("attempt"))
             self._span(tid, span_id_for(qid, "stage", *key), root, str(row.get("stage")), start, end,
-                       stage_attrs(row), _status(row))
+                       stage_attrs(row), span_status(row))
         for call_id, attempts in calls.items():
             attempts.sort(key=lambda r: (int(r.get("attempt") or 1), r.get("started_at") or ""))
             parent = span_id_for(qid, "generate", call_id)
-            spans = [_times(r) for r in attempts]
+            spans = [span_times(r) for r in attempts]
             self._span(tid, parent, root, "generate", min(s for s, _ in spans), max(e for _, e in spans),
-                       generate_call_attrs(qid, call_id, attempts), _status(attempts[-1]))
+                       generate_call_attrs(qid, call_id, attempts), span_status(attempts[-1]))
             for row, (start, end) in zip(attempts, spans):
                 name = f"chat {row.get('model') or 'unknown'}"  # GenAI span name: "{operation} {model}"
                 self._span(tid, span_id_for(qid, "attempt", row.get("attempt_id")), parent, name, start, end,
-                           attempt_attrs(row, self.default_provider), _status(row), SpanKind.CLIENT)
+                           attempt_attrs(row, self.default_provider), span_status(row), SpanKind.CLIENT)
 
     def _span(self, trace_id: int, span_id: int, parent_id: int | None, name: str, start: int, end: int,
               attrs: dict, status: Status, kind: SpanKind = SpanKind.INTERNAL, links=()) -> None:
