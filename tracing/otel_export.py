@@ -10,7 +10,7 @@ Ids are derived from the query id: the trace id IS the query's UUID (any other i
 query id from `rag report` or the dashboard finds its trace in Jaeger/Phoenix/Tempo, and a row that
 arrives late still lands under the right parent.
 
-Attributes: the OpenTelemetry GenAI conventions (`gen_ai.*`) plus the OpenInference ones Arize
+Attributes (tracing/otel_attributes.py): the OpenTelemetry GenAI conventions (`gen_ai.*`) plus the OpenInference ones Arize
 Phoenix reads for its token and cost columns (`openinference.span.kind`, `llm.*`); cost, price
 version/source, status, attempt, variant and experiment under `rag.*` (the conventions have no
 cost yet). No question, prompt or answer text is sent.
