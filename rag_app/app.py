@@ -13,7 +13,6 @@ from pathlib import Path
 from rag_app.config import Settings
 from rag_app.embedding import LocalEmbeddings, load_embeddings
 from rag_app.embedding_cache import EmbeddingCache
-from rag_app.errors import StoreError
 from rag_app.indexing import IngestReport
 from rag_app.rerank import Reranker, load_reranker
 from rag_app.sparse import TOKENIZER_VERSION
