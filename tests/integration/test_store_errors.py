@@ -46,7 +46,7 @@ DAMAGE = {
     "metadata empty object": (lambda d: (d / "edge/legal/collection.json").write_text("{}"),
                               "edge/legal/collection.json", REBUILD),
     "metadata wrong types": (lambda d: _rewrite(d / "edge/legal/collection.json",
-                                                lambda m: m.update(dimension="big", avgdl=None)),
+                                                lambda m: m.update(dense_enabled="false")),
                              "edge/legal/collection.json", REBUILD),
 }
 
