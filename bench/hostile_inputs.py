@@ -5,7 +5,7 @@ the server and of its parse workers every 0.1 s. Prints one row per case: HTTP s
 CPU seconds the server process itself spent (its parse workers not counted), peak RSS of the
 server, peak RSS of any parse worker, and the per-file outcome.
 
-    python -m bench.hostile_inputs [--mb 20] [--line-mb MB] [--only TEXT] [--code DIR]
+    python -m bench.hostile_inputs [--mb 20] [--line-mb MB] [--only TEXT] [--parse-timeout S] [--code DIR]
 
 `--code DIR` serves from another checkout (e.g. `git worktree add /tmp/old COMMIT`) for a
 before/after comparison on the same machine.
@@ -115,6 +115,7 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=20, help="upload size (RAG_MAX_UPLOAD_MB)")
     ap.add_argument("--line-mb", type=float, default=None, help="size of the one-line file (default: --mb)")
     ap.add_argument("--only", default="", help="run the cases whose name contains this")
+    ap.add_argument("--parse-timeout", type=float, default=120, help="RAG_PARSE_TIMEOUT_S (default: its default)")
     ap.add_argument("--code", type=Path, default=REPO, help="serve from this checkout (before/after runs)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hostile-"))
@@ -128,7 +129,8 @@ def main() -> None:
     (work / "one_line.md").write_text(line, encoding="utf-8")
     many_paragraphs_docx(work / "paras.docx", 1_000_000)
     whitespace_bomb_docx(work / "bomb.docx", 1024)
-    env = {"RAG_MAX_UPLOAD_MB": str(args.mb), "RAG_MAX_REQUEST_MB": str(args.mb * 5), "RAG_PARSE_TIMEOUT_S": "60"}
+    env = {"RAG_MAX_UPLOAD_MB": str(args.mb), "RAG_MAX_REQUEST_MB": str(args.mb * 5),
+           "RAG_PARSE_TIMEOUT_S": str(args.parse_timeout)}
     line_mb = args.line_mb or args.mb
     cases = [("largest .md (law text)", upload(work / "largest.md")),
              (f"{line_mb:g} MB line of never-seen CJK", upload(work / "one_line.md")),
