@@ -145,3 +145,12 @@ def test_a_new_collection_takes_avgdl_from_the_worker_counts_without_tokenizing_
     fake = SimpleNamespace(model_name="m", dimension=4, unknown_token_rate=lambda texts: 0.0)
     info = decide_collection("c", LegalChunker(), fake, chunks, max_unk_rate=0.5)
     assert info.avgdl == round(expected, 2)
+
+
+def test_a_one_line_file_of_body_text_is_indexed_not_taken_for_its_title(tmp_path):
+    """It used to become the title, leaving nothing to chunk: 'chunker dropped all of it'."""
+    (tmp_path / "sentence.md").write_text("劳动者享有平等就业和选择职业的权利。", encoding="utf-8")
+    (tmp_path / "article.txt").write_text("第一条 为了保护劳动者的合法权益，制定本法", encoding="utf-8")
+    ok, errors, _ = run_batch([tmp_path / "sentence.md", tmp_path / "article.txt"])
+    assert errors == {}
+    assert ok["sentence.md"].title == "sentence" and ok["article.txt"].title == "article"
