@@ -6,7 +6,7 @@ in the collection is `unchanged` and costs nothing; a changed file replaces its 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,6 +111,28 @@ def _mean_terms(chunks: list[Chunk]) -> float:
     return (sum(_terms(c, c.indexed_text()).length for c in chunks) / len(chunks)) if chunks else 100.0
 
 
+class _Points(Sequence):
+    """A document's points, built a batch at a time as the store upserts them: the ~30k chunks of a
+    20 MB upload as StoredPoints (payload dicts, sparse weights as Python floats) held ~1 GB at once."""
+
+    def __init__(self, chunks: list[Chunk], texts: list[str], content_hash: str, avgdl: float, dense):
+        self.chunks, self.texts, self.content_hash, self.avgdl, self.dense = chunks, texts, content_hash, avgdl, dense
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._point(j) for j in range(*i.indices(len(self)))]
+        return self._point(range(len(self))[i])
+
+    def _point(self, j: int) -> StoredPoint:
+        chunk = self.chunks[j]
+        return StoredPoint(chunk.chunk_id, {**chunk.payload(), "content_hash": self.content_hash},
+                           SparseVector(*sparse.weigh(_terms(chunk, self.texts[j]), self.avgdl)),
+                           None if self.dense is None else self.dense[j].tolist())
+
+
 def index_documents(store: VectorStore, info: CollectionInfo, parsed, embeddings: LocalEmbeddings | None,
                     progress: Progress | None = None) -> tuple[list[FileOutcome], EmbedStats]:
     outcomes, total = [], EmbedStats()
@@ -126,10 +148,7 @@ def index_documents(store: VectorStore, info: CollectionInfo, parsed, embeddings
                 total.tokens += s.tokens
                 total.cache_hits += s.cache_hits
                 total.cache_misses += s.cache_misses
-            points = [StoredPoint(chunk.chunk_id, {**chunk.payload(), "content_hash": doc.content_hash},
-                                  SparseVector(*sparse.weigh(_terms(chunk, text), info.avgdl)),
-                                  None if dense is None else dense[j].tolist())
-                      for j, (chunk, text) in enumerate(zip(chunks, texts))]
+            points = _Points(chunks, texts, doc.content_hash, info.avgdl, dense)
             store.replace_document(info.name, doc.doc_id, doc.content_hash, points)
             outcomes.append(FileOutcome(doc.source_path, "written", len(chunks)))
         if progress:
