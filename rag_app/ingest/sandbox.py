@@ -154,7 +154,7 @@ def load_limited(path: Path, *, timeout_s: float, max_mb: float, label: str | No
 def runs_in_worker(chunker) -> bool:
     """A chunker holding a bound method (the embedding model's embed_array) would drag the model
     into the child; plain functions and settings travel fine."""
-    return not any(inspect.ismethod(v) for v in vars(chunker).values())
+    return not any(inspect.ismethod(v) for v in getattr(chunker, "__dict__", {}).values())
 
 
 def prepare_limited(path: Path, chunker, *, timeout_s: float, max_mb: float,
