@@ -60,7 +60,9 @@ def run_case(name: str, send, env: dict, code: Path = REPO) -> dict:
     with tempfile.TemporaryDirectory() as data:
         port = free_port()
         full = {**os.environ, "PYTHONPATH": str(code), "RAG_DATA_DIR": data, **env}
-        proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli", "serve", "--port", str(port)], env=full)
+        # cwd too: `python -m` puts the working directory ahead of PYTHONPATH
+        proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli", "serve", "--port", str(port)], env=full,
+                                cwd=code)
         url = f"http://127.0.0.1:{port}"
         try:
             for _ in range(600):
