@@ -2,9 +2,13 @@
 
 Each case gets a fresh server (real CLI subprocess, real socket); a sampler thread polls the RSS of
 the server and of its parse workers every 0.1 s. Prints one row per case: HTTP status, wall time,
-peak RSS of the server, peak RSS of any parse worker, and the per-file outcome.
+CPU seconds the server process itself spent (its parse workers not counted), peak RSS of the
+server, peak RSS of any parse worker, and the per-file outcome.
 
-    python -m bench.hostile_inputs [--mb 20]
+    python -m bench.hostile_inputs [--mb 20] [--line-mb MB] [--only TEXT] [--parse-timeout S] [--code DIR]
+
+`--code DIR` serves from another checkout (e.g. `git worktree add /tmp/old COMMIT`) for a
+before/after comparison on the same machine.
 """
 from __future__ import annotations
 
@@ -52,11 +56,13 @@ class Peak(threading.Thread):
             time.sleep(0.1)
 
 
-def run_case(name: str, send, env: dict) -> dict:
+def run_case(name: str, send, env: dict, code: Path = REPO) -> dict:
     with tempfile.TemporaryDirectory() as data:
         port = free_port()
-        full = {**os.environ, "PYTHONPATH": str(REPO), "RAG_DATA_DIR": data, **env}
-        proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli", "serve", "--port", str(port)], env=full)
+        full = {**os.environ, "PYTHONPATH": str(code), "RAG_DATA_DIR": data, **env}
+        # cwd too: `python -m` puts the working directory ahead of PYTHONPATH
+        proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli", "serve", "--port", str(port)], env=full,
+                                cwd=code)
         url = f"http://127.0.0.1:{port}"
         try:
             for _ in range(600):
@@ -67,15 +73,17 @@ def run_case(name: str, send, env: dict) -> dict:
                     time.sleep(0.2)
             peak = Peak(proc.pid)
             peak.start()
+            cpu_before = sum(psutil.Process(proc.pid).cpu_times()[:2])
             t = time.perf_counter()
             r = send(url)
             elapsed = time.perf_counter() - t
+            cpu = sum(psutil.Process(proc.pid).cpu_times()[:2]) - cpu_before
             peak.stop = True
             peak.join()
             files = r.json().get("files", [{}]) if r.headers.get("content-type", "").startswith("application/json") else [{}]
             outcome = files[0].get("status") or r.json().get("detail", "")[:60]
             error = (files[0].get("error") or "")[:90]
-            return {"case": name, "status": r.status_code, "s": elapsed, "server_mb": peak.server / 2**20,
+            return {"case": name, "status": r.status_code, "s": elapsed, "cpu": cpu, "server_mb": peak.server / 2**20,
                     "worker_mb": peak.worker / 2**20, "outcome": outcome, "error": error}
         finally:
             proc.terminate()
@@ -109,6 +117,8 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=20, help="upload size (RAG_MAX_UPLOAD_MB)")
     ap.add_argument("--line-mb", type=float, default=None, help="size of the one-line file (default: --mb)")
     ap.add_argument("--only", default="", help="run the cases whose name contains this")
+    ap.add_argument("--parse-timeout", type=float, default=120, help="RAG_PARSE_TIMEOUT_S (default: its default)")
+    ap.add_argument("--code", type=Path, default=REPO, help="serve from this checkout (before/after runs)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hostile-"))
     target = int(args.mb * 2**20) - 1024
@@ -121,16 +131,18 @@ def main() -> None:
     (work / "one_line.md").write_text(line, encoding="utf-8")
     many_paragraphs_docx(work / "paras.docx", 1_000_000)
     whitespace_bomb_docx(work / "bomb.docx", 1024)
-    env = {"RAG_MAX_UPLOAD_MB": str(args.mb), "RAG_MAX_REQUEST_MB": str(args.mb * 5), "RAG_PARSE_TIMEOUT_S": "60"}
+    env = {"RAG_MAX_UPLOAD_MB": str(args.mb), "RAG_MAX_REQUEST_MB": str(args.mb * 5),
+           "RAG_PARSE_TIMEOUT_S": str(args.parse_timeout)}
+    line_mb = args.line_mb or args.mb
     cases = [("largest .md (law text)", upload(work / "largest.md")),
-             ("one unpunctuated line .md", upload(work / "one_line.md")),
+             (f"{line_mb:g} MB line of never-seen CJK", upload(work / "one_line.md")),
              ("DOCX, 1M paragraphs (98 KB)", upload(work / "paras.docx")),
              ("DOCX, 1 GB whitespace XML (1 MB)", upload(work / "bomb.docx")),
              ("300 MB streamed body", streamed_body(300))]
-    print(f"{'case':34} {'HTTP':>4} {'s':>7} {'server MB':>9} {'worker MB':>9}  outcome")
+    print(f"{'case':34} {'HTTP':>4} {'s':>7} {'srv CPU s':>9} {'server MB':>9} {'worker MB':>9}  outcome")
     for name, send in [c for c in cases if args.only in c[0]]:
-        r = run_case(name, send, env)
-        print(f"{r['case']:34} {r['status']:>4} {r['s']:7.1f} {r['server_mb']:9.0f} {r['worker_mb']:9.0f}  "
+        r = run_case(name, send, env, args.code)
+        print(f"{r['case']:34} {r['status']:>4} {r['s']:7.1f} {r['cpu']:9.1f} {r['server_mb']:9.0f} {r['worker_mb']:9.0f}  "
               f"{r['outcome']} {r['error']}", flush=True)
 
 

@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 
 from chains.rag import report, stage
 from rag_app.chunking.registry import build_chunker
-from rag_app.ingest.sandbox import load_limited
+from rag_app.ingest.sandbox import prepare_limited
 from rag_app.indexing import IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk
 from rag_app.sparse import TOKENIZER_VERSION
 
@@ -23,8 +23,8 @@ def run_ingestion(app, paths: list[Path], *, progress=None) -> IngestReport:
         files, missing = expand_paths(inp["paths"])
         result.outcomes.extend(missing)
         chunker = build_chunker(s.chunker, s, app.embeddings() if s.semantic_backend == "embedding" else None)
-        load = partial(load_limited, timeout_s=s.parse_timeout_s, max_mb=s.parse_max_mb)
-        parsed, failed = parse_and_chunk(files, chunker, progress, load=load)
+        prepare = partial(prepare_limited, timeout_s=s.parse_timeout_s, max_mb=s.parse_max_mb)
+        parsed, failed = parse_and_chunk(files, chunker, progress, prepare=prepare)
         result.outcomes.extend(failed)
         report({"model": f"{chunker.name}@{chunker.version}"}, config)
         return {"parsed": parsed, "chunker": chunker}

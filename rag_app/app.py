@@ -13,7 +13,6 @@ from pathlib import Path
 from rag_app.config import Settings
 from rag_app.embedding import LocalEmbeddings, load_embeddings
 from rag_app.embedding_cache import EmbeddingCache
-from rag_app.errors import StoreError
 from rag_app.indexing import IngestReport
 from rag_app.rerank import Reranker, load_reranker
 from rag_app.sparse import TOKENIZER_VERSION
@@ -95,8 +94,9 @@ class RagApp:
         if self._collection is None:
             info = self.store.info(self.settings.collection)
             if info is None:
-                raise StoreError(f"collection {self.settings.collection!r} does not exist yet; "
-                                 "run `rag ingest PATH` first")
+                raise self.store.missing(self.settings.collection)
+            if self.store.count(self.settings.collection) == 0:  # a store that lost its data answers nothing
+                raise self.store.emptied(self.settings.collection)
             self.store.check_tokenizer(info, TOKENIZER_VERSION)
             if info.dense_enabled:
                 emb = self.embeddings()

@@ -90,7 +90,7 @@ class Settings(BaseSettings):
     max_request_mb: float = Field(100.0, gt=0)  # whole POST /v1/ingest body, refused before it is read past this
     allowed_hosts: str = ""  # extra Host names the service answers, comma-separated ("*": any)
     # Per-file parse budget: the parse runs in a worker process that is killed past either limit.
-    parse_timeout_s: float = Field(120.0, gt=0)
+    parse_timeout_s: float = Field(120.0, gt=0)  # parse + chunk + BM25 tokenization of one file, in its worker
     parse_max_mb: float = Field(1024.0, ge=64)  # below this the parser libraries cannot even start
 
     @model_validator(mode="after")

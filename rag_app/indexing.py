@@ -6,7 +6,7 @@ in the collection is `unchanged` and costs nothing; a changed file replaces its 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,14 +55,22 @@ def expand_paths(paths: Iterable[Path]) -> tuple[list[Path], list[FileOutcome]]:
     return files, problems
 
 
+Prepare = Callable[[Path, Chunker], tuple[ParsedDocument, list[Chunk]]]
+
+
 def parse_and_chunk(files: list[Path], chunker: Chunker, progress: Progress | None = None,
-                    load: Callable[[Path], ParsedDocument] = load_document
+                    load: Callable[[Path], ParsedDocument] = load_document, prepare: Prepare | None = None,
                     ) -> tuple[list[tuple[ParsedDocument, list[Chunk]]], list[FileOutcome]]:
+    """`prepare` does a file's whole content-sized work at once (ingest/sandbox.prepare_limited: parse,
+    chunk and BM25 terms in a bounded worker); without it, `load` then the chunker in this process."""
     done, failed = [], []
     for i, path in enumerate(files, 1):
         try:
-            doc = load(path)
-            chunks = chunker.chunk(doc)
+            if prepare is not None:
+                doc, chunks = prepare(path, chunker)
+            else:
+                doc = load(path)
+                chunks = chunker.chunk(doc)
             if not chunks:
                 raise no_chunks_error(str(path), doc)
             done.append((doc, chunks))
@@ -78,7 +86,8 @@ def parse_and_chunk(files: list[Path], chunker: Chunker, progress: Progress | No
 
 def decide_collection(name: str, chunker: Chunker, embeddings: LocalEmbeddings, chunks: list[Chunk],
                       max_unk_rate: float) -> CollectionInfo:
-    sample = [c.indexed_text() for c in chunks[:: max(1, len(chunks) // 300)]]
+    sampled = chunks[:: max(1, len(chunks) // 300)]
+    sample = [c.indexed_text() for c in sampled]
     unk = embeddings.unknown_token_rate(sample)
     dense = unk <= max_unk_rate
     reason = None
@@ -87,9 +96,41 @@ def decide_collection(name: str, chunker: Chunker, embeddings: LocalEmbeddings, 
                   f"(limit {max_unk_rate:.0%}); dense leg dropped, retrieval uses BM25")
         log.warning(reason)
     return CollectionInfo(name=name, embed_model=embeddings.model_name, dimension=embeddings.dimension,
-                          dense_enabled=dense, unk_rate=round(unk, 4), avgdl=round(sparse.mean_length(sample), 2),
+                          dense_enabled=dense, unk_rate=round(unk, 4), avgdl=round(_mean_terms(sampled), 2),
                           chunker=f"{chunker.name}@{chunker.version}", dense_disabled_reason=reason,
                           sparse_tokenizer=sparse.TOKENIZER_VERSION)
+
+
+def _terms(chunk: Chunk, text: str) -> sparse.TermCounts:
+    return chunk.terms if chunk.terms is not None else sparse.term_counts(text)
+
+
+def _mean_terms(chunks: list[Chunk]) -> float:
+    """avgdl from the terms the worker counted (re-tokenizing 300 chunks of never-seen text here
+    would cost minutes outside the budget)."""
+    return (sum(_terms(c, c.indexed_text()).length for c in chunks) / len(chunks)) if chunks else 100.0
+
+
+class _Points(Sequence):
+    """A document's points, built a batch at a time as the store upserts them: the ~30k chunks of a
+    20 MB upload as StoredPoints (payload dicts, sparse weights as Python floats) held ~1 GB at once."""
+
+    def __init__(self, chunks: list[Chunk], texts: list[str], content_hash: str, avgdl: float, dense):
+        self.chunks, self.texts, self.content_hash, self.avgdl, self.dense = chunks, texts, content_hash, avgdl, dense
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._point(j) for j in range(*i.indices(len(self)))]
+        return self._point(range(len(self))[i])
+
+    def _point(self, j: int) -> StoredPoint:
+        chunk = self.chunks[j]
+        return StoredPoint(chunk.chunk_id, {**chunk.payload(), "content_hash": self.content_hash},
+                           SparseVector(*sparse.weigh(_terms(chunk, self.texts[j]), self.avgdl)),
+                           None if self.dense is None else self.dense[j].tolist())
 
 
 def index_documents(store: VectorStore, info: CollectionInfo, parsed, embeddings: LocalEmbeddings | None,
@@ -107,10 +148,7 @@ def index_documents(store: VectorStore, info: CollectionInfo, parsed, embeddings
                 total.tokens += s.tokens
                 total.cache_hits += s.cache_hits
                 total.cache_misses += s.cache_misses
-            points = [StoredPoint(chunk.chunk_id, {**chunk.payload(), "content_hash": doc.content_hash},
-                                  SparseVector(*sparse.document_vector(text, info.avgdl)),
-                                  None if dense is None else dense[j].tolist())
-                      for j, (chunk, text) in enumerate(zip(chunks, texts))]
+            points = _Points(chunks, texts, doc.content_hash, info.avgdl, dense)
             store.replace_document(info.name, doc.doc_id, doc.content_hash, points)
             outcomes.append(FileOutcome(doc.source_path, "written", len(chunks)))
         if progress:

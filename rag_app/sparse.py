@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from array import array
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 
 from rag_app.legal_numbers import ARTICLE_REF, find_article_refs
@@ -36,6 +38,11 @@ def _jieba():
     jieba.setLogLevel(logging.WARNING)
     jieba.initialize()
     return jieba
+
+
+def warm() -> None:
+    """Load jieba's dictionary now (about a second), e.g. before a worker's budget starts."""
+    _jieba()
 
 
 def normalize_query(question: str) -> str:
@@ -64,15 +71,35 @@ def token_index(token: str) -> int:
     return int.from_bytes(hashlib.blake2b(token.encode(), digest_size=4).digest(), "little")
 
 
-def document_vector(text: str, avgdl: float) -> tuple[list[int], list[float]]:
+@dataclass(frozen=True)
+class TermCounts:
+    """A text's tokens, counted and hashed: the expensive half of a BM25 vector.
+
+    Computed where the per-file budget applies (the parse worker); the cheap half, `weigh`, needs
+    the collection's avgdl and runs in the server. One entry per distinct token (two tokens whose
+    hashes collide stay two entries, as they always did), `length` is the token count.
+    """
+
+    indices: array
+    tfs: array
+    length: int
+
+
+def term_counts(text: str) -> TermCounts:
     counts = Counter(tokenize(text))
-    dl = sum(counts.values()) or 1
-    norm = K1 * (1 - B + B * dl / avgdl)
+    return TermCounts(array("I", map(token_index, counts)), array("I", counts.values()), sum(counts.values()))
+
+
+def weigh(terms: TermCounts, avgdl: float) -> tuple[list[int], list[float]]:
+    norm = K1 * (1 - B + B * (terms.length or 1) / avgdl)
     merged: dict[int, float] = {}
-    for tok, tf in counts.items():
-        idx = token_index(tok)
+    for idx, tf in zip(terms.indices, terms.tfs):
         merged[idx] = merged.get(idx, 0.0) + tf * (K1 + 1) / (tf + norm)
     return list(merged), list(merged.values())
+
+
+def document_vector(text: str, avgdl: float) -> tuple[list[int], list[float]]:
+    return weigh(term_counts(text), avgdl)
 
 
 def query_vector(text: str) -> tuple[list[int], list[float]]:

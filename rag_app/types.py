@@ -49,6 +49,9 @@ class Chunk:
     kind: str = "text"  # "text" | "table"
     chunk_id: str = ""
     refs: tuple[str, ...] = ()  # article keys this chunk cites inside its own law (crossref.py)
+    # sparse.TermCounts of indexed_text(), counted in the parse worker under the per-file budget;
+    # None when the chunk was made elsewhere (then the indexer counts them itself). Never stored.
+    terms: object | None = field(default=None, compare=False, repr=False)
 
     def indexed_text(self) -> str:
         """What embedding and BM25 see: the chunk prefixed with its law title and heading path.

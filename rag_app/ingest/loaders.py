@@ -154,11 +154,16 @@ def _markdown_title(text: str) -> str:
     return _first_line_title(text)
 
 
+_BODY_LINE = re.compile(r"^第[一二三四五六七八九十百千零〇\d]+条|[。；;.!?！？]$")
+
+
 def _first_line_title(text: str, short_only: bool = False) -> str:
+    """The first line, unless it reads as body text (a sentence, or an article `第X条 …`): then the
+    caller falls back to the file name, and a one-line file is indexed instead of being all title."""
     for line in text.splitlines()[:5]:
         line = line.strip()
         if line:
-            if short_only and (len(line) > 60 or line.endswith(("。", "；", "."))):
+            if _BODY_LINE.search(line) or (short_only and len(line) > 60):
                 return ""
             return line[:120]
     return ""

@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field, field_validator
 from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.service.guards import Guard, token_matches
-from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_validation_errors,
-                                    save_uploads)
+from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
+                                    public_validation_errors, save_uploads)
 from rag_app.service.pool import VariantPool
 from tracing.ledger import read_connection
 from tracing.money import usd_json
@@ -77,7 +77,8 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError):
         code = 502 if isinstance(exc, LLMError) else 409 if isinstance(exc, (StoreError, ModelMismatch)) else 400
-        return JSONResponse({"detail": str(exc), "type": type(exc).__name__}, status_code=code)
+        return JSONResponse({"detail": public_message(str(exc), settings.data_dir), "type": type(exc).__name__},
+                            status_code=code)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):

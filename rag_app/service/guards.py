@@ -111,8 +111,9 @@ def _cross_site(headers: dict[str, str]) -> bool:
 
 
 def _too_large(limit: int, path: str) -> str:
-    setting = "RAG_MAX_REQUEST_MB" if path == "/v1/ingest" else "the 1 MB JSON limit"
-    return f"request body larger than {limit / 2**20:g} MB ({setting}); send fewer or smaller files"
+    if path == "/v1/ingest":
+        return f"request body larger than {limit / 2**20:g} MB (RAG_MAX_REQUEST_MB); send fewer or smaller files"
+    return f"request body larger than {limit / 2**20:g} MB (the JSON limit); send a shorter request"
 
 
 async def _reply(send, status: int, detail: str) -> None:

@@ -65,6 +65,12 @@ def display_path(path: str, data_dir: Path) -> str:
     return p.name
 
 
+def public_message(message: str, data_dir: Path) -> str:
+    """An error message as clients may see it: the data dir shown as `RAG_DATA_DIR`, not where
+    the server keeps it (a damaged store's error names the file to the operator all the same)."""
+    return message.replace(str(Path(data_dir).resolve()), "RAG_DATA_DIR")
+
+
 def _printable(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 

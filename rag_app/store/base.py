@@ -33,7 +33,24 @@ class CollectionInfo:
 
     @classmethod
     def from_metadata(cls, meta: Mapping) -> "CollectionInfo":
+        """Raises ValueError naming the first field that is missing or of the wrong type: a junk
+        description must not pass as a collection that then answers nothing."""
+        if not isinstance(meta, Mapping):
+            raise ValueError(f"expected a JSON object, found {type(meta).__name__}")
+        for key, types in _METADATA_TYPES.items():
+            value = meta.get(key)
+            if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+                raise ValueError(f"field {key!r} is {value!r}, expected {' or '.join(t.__name__ for t in types)}")
+        if meta["dimension"] <= 0 or meta["avgdl"] <= 0:
+            raise ValueError("dimension and avgdl must be > 0")
         return cls(**{k: meta.get(k) for k in cls.__dataclass_fields__})
+
+
+REBUILD = "rebuild it: `rag ingest --rebuild PATH` with the folder(s) you ingested"
+_NONE = type(None)
+_METADATA_TYPES = {"name": (str,), "embed_model": (str,), "dimension": (int,), "dense_enabled": (bool,),
+                   "unk_rate": (int, float), "avgdl": (int, float), "chunker": (str,),
+                   "dense_disabled_reason": (str, _NONE), "sparse_tokenizer": (str, _NONE)}
 
 
 @dataclass(frozen=True)
@@ -137,6 +154,15 @@ class StoreChecks:
     """The metadata checks as methods, so callers can write `store.check_model(...)` on any backend."""
     check_tokenizer = staticmethod(check_tokenizer)
     check_model = staticmethod(check_model)
+
+    def missing(self, name: str) -> StoreError:
+        """The error for a collection that is not there (backends name where they looked)."""
+        return StoreError(f"collection {name!r} does not exist yet; run `rag ingest PATH` first")
+
+    def emptied(self, name: str) -> StoreError:
+        """The error for a collection whose description is there but whose chunks are gone."""
+        return StoreError(f"collection {name!r} holds no chunks (its data was deleted or an ingest was "
+                          f"interrupted) — {REBUILD}")
 
     def search_dense(self, name: str, vector: Sequence[float], limit: int, where: Where | None = None) -> list[Hit]:
         return self.search(name, dense=vector, limit=limit, where=where)  # type: ignore[attr-defined]

@@ -22,8 +22,8 @@ from pathlib import Path
 import qdrant_edge as qe
 
 from rag_app.errors import OutdatedStore, StoreError
-from rag_app.store.base import (DENSE, INDEXED_FIELDS, SPARSE, CollectionInfo, Fusion, Hit, SparseVector,
-                                StoreChecks, StoredPoint, Where, check_name)
+from rag_app.store.base import (DENSE, INDEXED_FIELDS, REBUILD, SPARSE, CollectionInfo, Fusion, Hit,
+                                SparseVector, StoreChecks, StoredPoint, Where, check_name)
 from rag_app.store.lock import ProcessLock
 
 log = logging.getLogger(__name__)
@@ -74,9 +74,28 @@ class EdgeStore(StoreChecks):
         shard = self._shards.get(name)
         if shard is None:
             if self.info(name) is None:
-                raise StoreError(f"collection {name!r} does not exist in {self.root}; run `rag ingest PATH` first")
-            shard = self._shards[name] = qe.EdgeShard.load(str(self._dir(name) / "shard"))
+                raise self.missing(name)
+            shard = self._shards[name] = self._load_shard(name)
         return shard
+
+    def _load_shard(self, name: str) -> qe.EdgeShard:
+        """Open the shard or say which folder is damaged. (A shard whose segments were deleted
+        opens as an empty one: RagApp.collection catches that through `emptied`.)"""
+        folder = self._dir(name) / "shard"
+        try:
+            return qe.EdgeShard.load(str(folder))
+        except Exception as e:  # the engine raises a bare Exception("Service runtime error: ...")
+            raise StoreError(f"{folder}: the Qdrant Edge shard of collection {name!r} cannot be opened "
+                             f"({str(e)[:300]}) — {REBUILD}") from e
+
+    def emptied(self, name: str) -> StoreError:
+        return StoreError(f"{self._dir(name) / 'shard'}: collection {name!r} holds no chunks (its data was "
+                          f"deleted or an ingest was interrupted) — {REBUILD}")
+
+    def missing(self, name: str) -> StoreError:
+        meta = self._dir(name) / META
+        return StoreError(f"no collection {name!r}: {meta} does not exist — build it with `rag ingest PATH` "
+                          "(`rag ingest --rebuild PATH` if it was deleted or damaged)")
 
     # -- collections ----------------------------------------------------------------------------
     def info(self, name: str) -> CollectionInfo | None:
@@ -89,9 +108,9 @@ class EdgeStore(StoreChecks):
                 return None
             try:
                 info = CollectionInfo.from_metadata(json.loads(meta.read_text(encoding="utf-8")))
-            except (ValueError, TypeError) as e:
-                raise StoreError(f"{meta} is not a collection description this app wrote ({e}); "
-                                 f"delete {meta.parent} and re-ingest") from e
+            except (ValueError, TypeError, UnicodeDecodeError) as e:
+                raise StoreError(f"{meta} is not a collection description this app wrote ({str(e)[:200]}) — "
+                                 f"{REBUILD}") from e
             self._infos[name] = info
             return info
 

@@ -4,14 +4,20 @@ Real files generated here, parsed in the real worker process (rag_app/ingest/san
 """
 from __future__ import annotations
 
+import random
 import time
 from functools import partial
+from pathlib import Path
 
 import pytest
 
+from rag_app import sparse
+from rag_app.app import RagApp
 from rag_app.chunking.legal import LegalChunker
+from rag_app.chunking.semantic import tfidf_vectorize
 from rag_app.indexing import parse_and_chunk
-from rag_app.ingest.sandbox import load_limited
+from rag_app.ingest.sandbox import load_limited, prepare_limited, runs_in_worker
+from tests.conftest import make_settings
 from tests.fakes.hostile import law_text, many_paragraphs_docx, whitespace_bomb_docx
 
 
@@ -76,3 +82,75 @@ def test_a_title_only_file_says_so(tmp_path):
     (tmp_path / "title.md").write_text("# 中华人民共和国劳动法\n", encoding="utf-8")
     _, errors, _ = run_batch([tmp_path / "title.md"])
     assert "only a title or headings" in errors["title.md"] and "chunker dropped" not in errors["title.md"]
+
+
+def never_seen_cjk(path, chars):
+    """One unpunctuated line of random CJK: linear to chunk, but jieba's HMM crawls (~10k chars/s)."""
+    rng = random.Random(0)
+    path.write_text("".join(chr(rng.randint(0x4E00, 0x9FA5)) for _ in range(chars)), encoding="utf-8")
+    return path
+
+
+def test_bm25_tokenization_of_never_seen_text_is_inside_the_parse_budget(tmp_path, good):
+    """It used to run in the server after the worker returned: ~40 min of server CPU for 20 MB."""
+    line = never_seen_cjk(tmp_path / "line.md", 400_000)  # ~30 s of jieba HMM on an idle core
+    with RagApp(make_settings(tmp_path, parse_timeout_s=3)) as app:
+        first = app.ingest([good])  # model loads, forkserver start: not what this test measures
+        assert [o.status for o in first.outcomes] == ["written"]
+        cpu = time.process_time()
+        report = app.ingest([line, good])
+        server_cpu = time.process_time() - cpu
+    outcome = {Path(o.path).name: o for o in report.outcomes}
+    assert outcome["line.md"].status == "error"
+    assert "longer than 3 s (RAG_PARSE_TIMEOUT_S)" in outcome["line.md"].error
+    assert outcome["good.md"].status == "unchanged"
+    assert server_cpu < 5, f"the server itself spent {server_cpu:.1f} s CPU on a file it refused"
+
+
+class _EmbeddingLike:
+    """Stands in for LocalEmbeddings: a chunker holding its bound method cannot go to the worker."""
+
+    def embed_array(self, texts):
+        return tfidf_vectorize(texts)
+
+
+def test_a_chunker_that_cannot_travel_still_gets_its_terms_counted_under_the_budget(tmp_path, good):
+    chunker = LegalChunker(vectorize=_EmbeddingLike().embed_array)
+    assert not runs_in_worker(chunker) and runs_in_worker(LegalChunker())
+    line = never_seen_cjk(tmp_path / "line.md", 400_000)
+    prepare = partial(prepare_limited, timeout_s=3, max_mb=1024)
+    parsed, failed = parse_and_chunk([line, good], chunker, prepare=prepare)
+    assert "longer than 3 s (RAG_PARSE_TIMEOUT_S)" in failed[0].error
+    [(doc, chunks)] = parsed
+    assert all(c.terms is not None for c in chunks)
+
+
+def test_terms_counted_in_the_worker_give_the_same_bm25_vectors(tmp_path, good):
+    [(doc, chunks)], failed = parse_and_chunk([good], LegalChunker(),
+                                              prepare=partial(prepare_limited, timeout_s=60, max_mb=1024))
+    assert not failed and chunks
+    for c in chunks:
+        assert sparse.weigh(c.terms, 80.0) == sparse.document_vector(c.indexed_text(), 80.0)
+
+
+def test_a_new_collection_takes_avgdl_from_the_worker_counts_without_tokenizing_again(monkeypatch, good):
+    from types import SimpleNamespace
+
+    from rag_app.indexing import decide_collection
+
+    [(doc, chunks)], _ = parse_and_chunk([good], LegalChunker(),
+                                         prepare=partial(prepare_limited, timeout_s=60, max_mb=1024))
+    expected = sum(len(sparse.tokenize(c.indexed_text())) for c in chunks) / len(chunks)
+    monkeypatch.setattr(sparse, "tokenize", lambda text: pytest.fail("tokenized in the server"))
+    fake = SimpleNamespace(model_name="m", dimension=4, unknown_token_rate=lambda texts: 0.0)
+    info = decide_collection("c", LegalChunker(), fake, chunks, max_unk_rate=0.5)
+    assert info.avgdl == round(expected, 2)
+
+
+def test_a_one_line_file_of_body_text_is_indexed_not_taken_for_its_title(tmp_path):
+    """It used to become the title, leaving nothing to chunk: 'chunker dropped all of it'."""
+    (tmp_path / "sentence.md").write_text("劳动者享有平等就业和选择职业的权利。", encoding="utf-8")
+    (tmp_path / "article.txt").write_text("第一条 为了保护劳动者的合法权益，制定本法", encoding="utf-8")
+    ok, errors, _ = run_batch([tmp_path / "sentence.md", tmp_path / "article.txt"])
+    assert errors == {}
+    assert ok["sentence.md"].title == "sentence" and ok["article.txt"].title == "article"

@@ -103,6 +103,7 @@ def test_non_ascii_tokens_are_a_401_not_a_500(token_url):
     ('{"question": "\\ud800 劳动合同"}', "question"),
     ({"question": "x", "user_id": "\udc80"}, "user_id"),
     ({"question": "x" * 9000}, "question"),
+    ({"question": "x" * 900_000}, "question"),  # 0.9 MB: under the 1 MB JSON cap, so it reaches validation
 ])
 def test_bad_questions_are_a_422_naming_the_field(open_url, body, field):
     if isinstance(body, str):
@@ -136,16 +137,20 @@ def test_since_accepts_an_iso_date(open_url):
 
 
 def test_rejected_uploads_are_removed_and_long_names_do_not_lose_the_batch(tmp_path):
-    long_name = "劳" * 100 + ".md"  # 302 bytes in UTF-8
+    long_name = "劳" * 100 + ".md"  # 302 bytes in UTF-8: the file system refuses it as a name
+    law = "# 中华人民共和国劳动法\n\n第一条 为了保护劳动者的合法权益，制定本法。\n".encode()
     files = [("files", (long_name, b"", "text/markdown")),
              ("files", ("evil.exe", b"MZ", "application/octet-stream")),
-             ("files", ("blank.txt", b"   \n", "text/plain"))]
+             ("files", ("blank.txt", b"   \n", "text/plain")),
+             ("files", ("法" * 100 + ".md", law, "text/markdown")),  # long name, good content: indexed
+             ("files", ("good.md", law.replace("劳动法".encode(), "工会法".encode()), "text/markdown"))]
     with Server(make_settings(tmp_path)) as url:
-        r = httpx.post(f"{url}/v1/ingest", files=files, timeout=120)
+        r = httpx.post(f"{url}/v1/ingest", files=files, timeout=300)
     assert r.status_code == 200, r.text
-    assert not any((tmp_path / "data" / "uploads").iterdir())  # nothing rejected stays on disk
+    kept = sorted(p.name for p in (tmp_path / "data" / "uploads").iterdir())
+    assert len(kept) == 2 and "good.md" in kept and len(kept[0].encode()) <= 200  # nothing rejected stays
     rows = r.json()["files"]
-    assert [f["status"] for f in rows] == ["error"] * 3
+    assert [f["status"] for f in rows] == ["error"] * 3 + ["written"] * 2  # the batch went on
     assert "empty" in rows[0]["error"] and "unsupported" in rows[1]["error"] and "empty" in rows[2]["error"]
     for row in rows:  # the server's directory layout is never shown
         assert "/tmp/" not in (row["error"] or "") and "uploads" not in (row["error"] or "")
