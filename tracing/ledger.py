@@ -1,4 +1,4 @@
-"""The SQLite ledger and its background writer.
+"""The ledger (a SQLite file, or PostgreSQL by RAG_LEDGER_URL: see tracing/db.py) and its background writer.
 
 The tracer must never slow or break a query, so it hands rows to `LedgerWriter.put()`, which only
 appends to a bounded in-memory buffer (a lock held for microseconds, never for I/O). One writer
@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
 
+from tracing.db import LedgerTarget, LedgerURLError, as_target, redact, connect_pg, pg_is_config_error, pg_is_transient
 from tracing.migrations import migrate, pending
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ def utcnow() -> str:
 
 
 def is_transient(e: BaseException) -> bool:
+    pg = pg_is_transient(e)  # connection lost/refused, admin shutdown, disk full, read-only: retry
+    if pg is not None:
+        return pg
     if not isinstance(e, sqlite3.Error):
         return isinstance(e, OSError)
     name = getattr(e, "sqlite_errorname", None) or ""
@@ -57,9 +61,27 @@ def is_transient(e: BaseException) -> bool:
     return isinstance(e, sqlite3.OperationalError) and any(t in str(e).lower() for t in _TRANSIENT_TEXT)
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A read-write connection to a migrated ledger (migrations run here when pending)."""
-    path = Path(path)
+def connect(where, *, statement_timeout_s: float | None = None):
+    """A read-write connection to a migrated ledger (migrations run here when pending).
+
+    `where`: a LedgerTarget, a RAG_LEDGER_URL string, or a SQLite file path."""
+    target = as_target(where)
+    if target.dialect == "postgresql":
+        try:
+            conn = connect_pg(target.url, timeout_s=10, statement_timeout_s=statement_timeout_s)
+        except Exception as e:
+            if pg_is_config_error(e):  # retrying will not help: say what to fix
+                raise LedgerURLError(f"RAG_LEDGER_URL={target.display}: cannot connect ({type(e).__name__}: "
+                                     f"{_redacted_error(e, target)}); check the user, password, host and "
+                                     "database name") from None
+            raise
+        try:
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+    path = target.path
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30, check_same_thread=True)
     conn.row_factory = sqlite3.Row
@@ -70,12 +92,32 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def open_read(path: Path) -> tuple[sqlite3.Connection, list[str]]:
+def _redacted_error(e: BaseException, target: LedgerTarget) -> str:
+    text = str(e).strip().replace("\n", " ")
+    for secret in _passwords(target):
+        text = text.replace(secret, "***")
+    return redact(text)
+
+
+def _passwords(target: LedgerTarget) -> list[str]:
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+        pw = conninfo_to_dict(target.url or "").get("password")
+    except Exception:
+        return []
+    return [str(pw)] if pw else []
+
+
+def open_read(where) -> tuple[sqlite3.Connection, list[str]]:
     """A read-only connection that never migrates, and the migrations still pending on it.
 
     Works on a ledger whose file or folder is read-only: when SQLite cannot create the WAL's
     shared-memory file there, the file is opened as immutable (nobody can be writing it)."""
-    path = Path(path).resolve()
+    target = as_target(where)
+    if target.dialect == "postgresql":
+        conn = connect_pg(target.url, timeout_s=10)
+        return conn, pending(conn)
+    path = target.path.resolve()
     last: Exception | None = None
     for query in ("mode=ro", "mode=ro&immutable=1"):
         try:
@@ -87,8 +129,12 @@ def open_read(path: Path) -> tuple[sqlite3.Connection, list[str]]:
     raise last  # type: ignore[misc]
 
 
-def read_connection(path: Path) -> tuple[sqlite3.Connection, list[str]]:
+def read_connection(where) -> tuple[sqlite3.Connection, list[str]]:
     """Read-write (migrated) when the ledger accepts writes, else read-only with pending migrations."""
+    target = as_target(where)
+    if target.dialect == "postgresql":  # a server either answers or it does not: no read-only fallback
+        return connect(target), []
+    path = target.path
     try:
         return connect(path), []
     except sqlite3.Error as e:
@@ -129,15 +175,20 @@ def default_spill_dir() -> Path:
 
 
 class LedgerWriter:
-    def __init__(self, path: Path, *, max_buffer: int = 10_000, batch: int = 200,
+    def __init__(self, path, *, max_buffer: int = 10_000, batch: int = 200,
                  spill_dir: Path | None = None, direct_timeout_s: float = 1.0):
-        self.path = Path(path)
+        """`path`: a LedgerTarget, a RAG_LEDGER_URL string, or a SQLite file path."""
+        self.target = as_target(path)
+        self.path = self.target.path  # the SQLite file; None on PostgreSQL
         self.max_buffer = max_buffer
         self._batch = batch
         self.direct_timeout_s = direct_timeout_s
-        key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:12]
-        self.spill_paths = [self.path.with_suffix(".unwritten.jsonl"),
-                            Path(spill_dir or default_spill_dir()) / f"{self.path.stem}-{key}.jsonl"]
+        spill_dir = Path(spill_dir or default_spill_dir())
+        if self.path is not None:
+            key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:12]
+            self.spill_paths = [self.path.with_suffix(".unwritten.jsonl"), spill_dir / f"{self.path.stem}-{key}.jsonl"]
+        else:  # no file to sit beside: every replica on this machine spills (and replays) here
+            self.spill_paths = [spill_dir / f"postgresql-{self.target.key}.jsonl"]
         self._buf: deque[tuple[str, dict, float]] = deque()
         self._cv = threading.Condition()
         self._busy = False  # the thread holds a batch it has not committed yet
@@ -151,12 +202,12 @@ class LedgerWriter:
         self.written = self.quarantined = self.spilled = self.lost = self.replayed = 0
         self.failed_batches = 0
         try:
-            connect(self.path).close()  # migrate up front, in the caller's thread: a broken file fails here
-        except sqlite3.Error as e:
+            connect(self.target).close()  # migrate up front, in the caller's thread: a broken file fails here
+        except Exception as e:
             if not is_transient(e):
                 raise
-            self._set_failing(e)  # disk full / read-only: start degraded, the thread keeps retrying
-            log.error("ledger %s not writable at start (%s); rows wait in memory", self.path, e)
+            self._set_failing(e)  # disk full / read-only / server down: start degraded, the thread retries
+            log.error("ledger %s not writable at start (%s); rows wait in memory", self.target, e)
         self._to_replay = self._claim_spills()
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
         self._thread.start()
@@ -179,9 +230,7 @@ class LedgerWriter:
             try:
                 conn = getattr(self._direct, "conn", None)
                 if conn is None:
-                    conn = sqlite3.connect(self.path, timeout=self.direct_timeout_s, isolation_level=None,
-                                           check_same_thread=False)
-                    conn.execute("PRAGMA synchronous=NORMAL")
+                    conn = self._direct_connect()
                     self._direct.conn = conn
                     with self._cv:
                         self._direct_conns.append(conn)
@@ -191,8 +240,34 @@ class LedgerWriter:
                 return True
             except Exception as e:  # full, read-only, locked past the timeout, bad row: the buffer copes
                 log.warning("direct ledger write failed (%s); buffering the row", e)
+                if self.target.dialect == "postgresql":  # a lost server connection stays lost: open anew next time
+                    self._drop_direct()
         self.put(table, row)
         return False
+
+    def _direct_connect(self):
+        if self.target.dialect == "postgresql":
+            conn = connect_pg(self.target.url, timeout_s=self.direct_timeout_s,
+                              statement_timeout_s=self.direct_timeout_s, application_name="rag-ledger-direct")
+        else:
+            conn = sqlite3.connect(self.path, timeout=self.direct_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.isolation_level = None
+        return conn
+
+    def _drop_direct(self) -> None:
+        conn = getattr(self._direct, "conn", None)
+        self._direct.conn = None
+        if conn is None:
+            return
+        with self._cv:
+            if conn in self._direct_conns:
+                self._direct_conns.remove(conn)
+        try:
+            conn.close()
+        except Exception:
+            pass
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until every accepted row is committed; returns False at once while the ledger is
@@ -253,7 +328,7 @@ class LedgerWriter:
         for c in conns:
             try:
                 c.close()
-            except sqlite3.Error:
+            except Exception:
                 pass
 
     # -- spill and accounting -------------------------------------------------------------------
@@ -320,7 +395,7 @@ class LedgerWriter:
                 self._busy = True
             try:
                 if conn is None:
-                    conn = connect(self.path)
+                    conn = connect(self.target, statement_timeout_s=60)
                     conn.isolation_level = None
                     self._replay_spills(conn)
                 quarantined = self._write(conn, rows, events)
@@ -335,7 +410,7 @@ class LedgerWriter:
                 if conn is not None:
                     try:
                         conn.close()
-                    except sqlite3.Error:
+                    except Exception:
                         pass
                     conn = None
                 self._stop.wait(backoff)
@@ -377,8 +452,11 @@ class LedgerWriter:
                 _insert(conn, "ledger_losses", ev)
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except Exception:  # the connection itself is gone: the server ends the transaction
+                pass
             raise
         return quarantined
 
