@@ -72,7 +72,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 
     def ledger() -> sqlite3.Connection:
         pool().base.writer.flush()  # bounded; returns at once while the ledger is failing
-        return read_connection(settings.ledger_path)[0]
+        return read_connection(settings.ledger)[0]
 
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError):
