@@ -98,6 +98,10 @@ def parse_ledger_url(url: str | None, default_path: Path) -> LedgerTarget:
         except psycopg.Error as e:
             raise LedgerURLError(f"{ENV}={redact(url)} is not a valid PostgreSQL URL ({redact(str(e))}); "
                                  "write postgresql://USER:PASSWORD@HOST:5432/DBNAME") from None
+        port = str(info.get("port") or "5432")
+        if not all(p.strip().isdigit() for p in port.split(",")):
+            raise LedgerURLError(f"{ENV}={redact(url)} is not a valid PostgreSQL URL (port {port!r} is not a number); "
+                                 "write postgresql://USER:PASSWORD@HOST:5432/DBNAME")
         if not info.get("dbname"):
             raise LedgerURLError(f"{ENV}={redact(url)} names no database; "
                                  "write postgresql://USER:PASSWORD@HOST:5432/DBNAME")

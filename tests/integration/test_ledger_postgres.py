@@ -1,0 +1,140 @@
+"""The writer on a real PostgreSQL server that fails the ways servers do: stopped and restarted, its
+connections killed by an administrator, switched to read-only. Rows wait in the buffer (never in
+quarantine, never lost) and land when the server takes writes again. Plus: a URL that no retry
+fixes (wrong database) stops startup with a message naming RAG_LEDGER_URL and not the password."""
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from rag_app.errors import ConfigError
+from tests.conftest import make_settings
+from tests.fakes.pg_cluster import PgCluster
+from tracing.db import LedgerURLError
+from tracing.ledger import LedgerWriter, connect
+
+pytestmark = pytest.mark.postgres
+
+
+def row(i, **kw):
+    return {"query_id": f"q{i}", "stage": "retrieve", "status": "ok", "started_at": "2026-11-30T00:00:00+00:00", **kw}
+
+
+def count(url) -> int:
+    conn = connect(url)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM stage_calls").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def landed(w, timeout=30.0) -> bool:
+    """flush() answers False at once while the ledger fails: retry it until the writer catches up."""
+    deadline = time.monotonic() + timeout
+    while not w.flush(1):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def wait_for(cond, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def own_cluster(postgres):
+    """A cluster of this test's own, so stopping it disturbs no other test."""
+    if postgres.external:
+        pytest.skip("stopping the server needs the throwaway cluster (RAG_TEST_POSTGRES_URL is someone else's)")
+    cluster = PgCluster().start()
+    yield cluster
+    cluster.destroy()
+
+
+def test_server_stopped_then_restarted_rows_buffer_then_land(own_cluster, tmp_path):
+    url = own_cluster.new_database()
+    w = LedgerWriter(url, spill_dir=tmp_path / "spill", direct_timeout_s=1.0)
+    for i in range(10):
+        w.put("stage_calls", row(i))
+    assert w.flush(10)
+    own_cluster.stop()
+    t0 = time.monotonic()
+    assert w.write_now("stage_calls", row(100, attempt_id="a100", status="started")) is False  # falls back to the buffer
+    assert time.monotonic() - t0 < 5
+    for i in range(10, 60):
+        w.put("stage_calls", row(i))
+    wait_for(lambda: w.health()["status"] == "degraded")
+    h = w.health()
+    assert h["buffered_rows"] >= 50 and h["last_error"] and h["quarantined_rows"] == 0
+    assert w.flush(0.5) is False
+    own_cluster.start()  # same data dir and port
+    assert landed(w), w.health()
+    h = w.health()
+    w.close()
+    assert (h["status"], h["quarantined_rows"], h["lost_rows"], h["spilled_rows"]) == ("ok", 0, 0, 0)
+    assert count(url) == 61
+
+
+def test_writer_started_while_the_server_is_down_catches_up(own_cluster, tmp_path):
+    url = own_cluster.new_database()
+    own_cluster.stop()
+    w = LedgerWriter(url, spill_dir=tmp_path / "spill")  # starts degraded instead of failing the service
+    assert w.health()["status"] == "degraded"
+    for i in range(5):
+        w.put("stage_calls", row(i))
+    own_cluster.start()
+    assert landed(w), w.health()
+    w.close()
+    assert count(url) == 5
+
+
+def test_admin_shutdown_and_read_only_are_waited_out_not_quarantined(postgres, tmp_path):
+    url = postgres.new_database()
+    dbname = url.rsplit("/", 1)[1].split("?")[0]
+    w = LedgerWriter(url, spill_dir=tmp_path / "spill")
+    w.put("stage_calls", row(0))
+    assert w.flush(10)
+    with psycopg.connect(postgres.admin_url, autocommit=True) as admin:
+        # every connection of the writer is killed by an administrator (57P01 admin_shutdown)
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
+        for i in range(1, 20):
+            w.put("stage_calls", row(i))
+        assert landed(w), w.health()
+        assert count(url) == 20
+        # the database turns read-only (25006 read_only_sql_transaction): rows wait
+        admin.execute(f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = on')
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
+        for i in range(20, 40):
+            w.put("stage_calls", row(i))
+        wait_for(lambda: w.health()["last_error"] is not None and "read-only" in w.health()["last_error"])
+        assert w.health()["quarantined_rows"] == 0 and w.health()["buffered_rows"] > 0
+        admin.execute(f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = off')
+    assert landed(w), w.health()
+    h = w.health()
+    w.close()
+    assert (h["quarantined_rows"], h["lost_rows"]) == (0, 0)
+    assert count(url) == 40
+
+
+def test_a_wrong_database_stops_startup_with_the_fix_and_no_password(postgres, tmp_path):
+    base = postgres.admin_url.rsplit("/", 1)[0]
+    if "@" in base:
+        scheme, rest = base.split("://", 1)
+        user = rest.split("@", 1)[0].split(":", 1)[0]
+        base = f"{scheme}://{user}:hunter2@{rest.split('@', 1)[1]}"
+    url = f"{base}/no_such_ledger_db"
+    with pytest.raises(LedgerURLError) as e:
+        LedgerWriter(url, spill_dir=tmp_path / "spill")
+    msg = str(e.value)
+    assert "RAG_LEDGER_URL" in msg and "no_such_ledger_db" in msg and "does not exist" in msg
+    assert "hunter2" not in msg
+    from rag_app.app import RagApp
+    with pytest.raises(ConfigError, match="RAG_LEDGER_URL") as e2:
+        RagApp(make_settings(tmp_path, ledger_url=url))
+    assert "hunter2" not in str(e2.value)
