@@ -34,7 +34,8 @@ from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
 
-from tracing.db import LedgerTarget, LedgerURLError, as_target, redact, connect_pg, pg_is_config_error, pg_is_transient
+from tracing.db import (LedgerTarget, LedgerURLError, as_target, connect_pg, dialect, pg_is_config_error,
+                        pg_is_transient, redact)
 from tracing.migrations import migrate, pending
 
 log = logging.getLogger(__name__)
@@ -431,6 +432,13 @@ class LedgerWriter:
     def _write(self, conn: sqlite3.Connection, rows: list[tuple[str, dict]], events: list[dict]) -> int:
         """One transaction: every row, or its quarantine record; the loss accounting. Returns the
         number quarantined. A transient error rolls the whole batch back (it stays buffered)."""
+        if rows and dialect(conn) == "postgresql":
+            try:
+                return self._write_pipelined(conn, rows, events)
+            except Exception as e:
+                if is_transient(e):
+                    raise
+                # some row is bad: write the batch again row by row below, quarantining just that one
         quarantined = 0
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -459,6 +467,27 @@ class LedgerWriter:
                 pass
             raise
         return quarantined
+
+    @staticmethod
+    def _write_pipelined(conn, rows: list[tuple[str, dict]], events: list[dict]) -> int:
+        """PostgreSQL's fast path: the whole batch in one transaction, sent as a pipeline (one network
+        round trip, not three per row); any error rolls it all back and raises."""
+        conn.execute("BEGIN")
+        try:
+            with conn.raw.pipeline():
+                for table, row in rows:
+                    _insert(conn, table, row)
+                for ev in events:
+                    _insert(conn, "ledger_losses", ev)
+            conn.execute("COMMIT")
+        except BaseException:
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except Exception:
+                pass
+            raise
+        return 0
 
     def _claim_spills(self) -> list[tuple[Path, Path]]:
         """Spill files earlier writers left: renamed now, so rows this writer spills stay apart."""

@@ -35,7 +35,10 @@ def _free_port() -> int:
 
 
 class PgCluster:
-    def __init__(self, admin_url: str | None = None):
+    def __init__(self, admin_url: str | None = None, *, durable: bool = False):
+        """`durable`: fsync and full-page writes on, as a production server runs (benchmarks);
+        tests run without them (a throwaway cluster need not survive a power cut)."""
+        self.durable = durable
         self.external = admin_url is not None
         self.admin_url = admin_url
         self.dir: Path | None = None
@@ -61,11 +64,12 @@ class PgCluster:
                 pw = pwd.getpwnam(self.user)
                 os.chown(self.dir, pw.pw_uid, pw.pw_gid)
             self._as_owner([find_bin("initdb"), "-D", str(self.dir / "data"), "-U", "postgres", "--auth=trust",
-                            "-E", "UTF8", "--locale=C", "--no-sync"])
+                            "-E", "UTF8", "--locale=C", *([] if self.durable else ["--no-sync"])])
             self.port = _free_port()
             self.admin_url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
-                "-c max_connections=200 -c full_page_writes=off")
+        opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c max_connections=200"
+        if not self.durable:
+            opts += " -c fsync=off -c full_page_writes=off"
         self._as_owner([find_bin("pg_ctl"), "-D", str(self.dir / "data"), "-l", str(self.dir / "log"),
                         "-o", opts, "-w", "-t", "60", "start"])
         return self
