@@ -204,6 +204,14 @@ def test_writer_keeps_every_row_and_quarantines_bad_ones(ledger_url):
         row = conn.execute("SELECT * FROM query_costs WHERE query_id = 'q00'").fetchone()
         assert (row[0], row["query_id"], dict(row)["cost_nano_usd"]) == ("q00", "q00", BIG + 400)
         assert type(row["latency_ms"]) is float and type(row["input_tokens"]) is int
+        # sqlite3's transaction rule on both: a data change waits for commit(); rollback() undoes it
+        conn.execute("INSERT INTO ledger_losses (kind, rows, recorded_at) VALUES (?, ?, ?)", ("lost", 1, T0))
+        assert conn.in_transaction
+        conn.rollback()
+        with conn:  # commits, and leaves the connection open
+            conn.execute("INSERT INTO ledger_losses (kind, rows, recorded_at) VALUES (?, ?, ?)", ("spilled", 2, T0))
+        assert not conn.in_transaction
+        assert [tuple(r) for r in conn.execute("SELECT kind, rows FROM ledger_losses")] == [("spilled", 2)]
         # a literal % in a parameter and in the SQL text
         assert conn.execute("SELECT COUNT(*) FROM queries WHERE question LIKE '%100\\%%' ESCAPE '\\' AND kind = ?",
                             ("query",)).fetchone()[0] == 12

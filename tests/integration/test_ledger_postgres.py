@@ -75,10 +75,12 @@ def test_server_stopped_then_restarted_rows_buffer_then_land(own_cluster, tmp_pa
     assert w.flush(0.5) is False
     own_cluster.start()  # same data dir and port
     assert landed(w), w.health()
+    # the direct path reconnects too (a connection lost with the old server is not reused)
+    assert w.write_now("stage_calls", row(101, attempt_id="a101", status="started")) is True
     h = w.health()
     w.close()
     assert (h["status"], h["quarantined_rows"], h["lost_rows"], h["spilled_rows"]) == ("ok", 0, 0, 0)
-    assert count(url) == 61
+    assert count(url) == 62
 
 
 def test_writer_started_while_the_server_is_down_catches_up(own_cluster, tmp_path):
