@@ -94,19 +94,8 @@ def connect(where, *, statement_timeout_s: float | None = None):
 
 
 def _redacted_error(e: BaseException, target: LedgerTarget) -> str:
-    text = str(e).strip().replace("\n", " ")
-    for secret in _passwords(target):
-        text = text.replace(secret, "***")
-    return redact(text)
-
-
-def _passwords(target: LedgerTarget) -> list[str]:
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-        pw = conninfo_to_dict(target.url or "").get("password")
-    except Exception:
-        return []
-    return [str(pw)] if pw else []
+    # libpq's messages name host, port, user and database, not the password; redact any URL anyway
+    return redact(str(e).strip().replace("\n", " "))
 
 
 def open_read(where) -> tuple[sqlite3.Connection, list[str]]:

@@ -212,6 +212,10 @@ def test_writer_keeps_every_row_and_quarantines_bad_ones(ledger_url):
             conn.execute("INSERT INTO ledger_losses (kind, rows, recorded_at) VALUES (?, ?, ?)", ("spilled", 2, T0))
         assert not conn.in_transaction
         assert [tuple(r) for r in conn.execute("SELECT kind, rows FROM ledger_losses")] == [("spilled", 2)]
+        # results typed as SQLite types them: a comparison is 0/1, an average of integers a float
+        one = conn.execute("SELECT 7 % 3, 2 > 1, AVG(input_tokens) FROM stage_calls WHERE stage = ?",
+                           ("embed_query",)).fetchone()
+        assert tuple(one) == (1, 1, 20.0) and type(one[1]) is int and type(one[2]) is float
         # a literal % in a parameter and in the SQL text
         assert conn.execute("SELECT COUNT(*) FROM queries WHERE question LIKE '%100\\%%' ESCAPE '\\' AND kind = ?",
                             ("query",)).fetchone()[0] == 12

@@ -62,6 +62,7 @@ def test_redact():
     ("INSERT OR REPLACE INTO queries (query_id,kind) VALUES (?,?)", True,
      "INSERT INTO queries (query_id,kind) VALUES (%s,%s) ON CONFLICT (query_id) DO UPDATE SET kind = EXCLUDED.kind"),
     ("SELECT 1 -- why? 50%\nFROM t", False, "SELECT 1 -- why? 50%\nFROM t"),
+    ("SELECT a % 2 FROM t WHERE b = ?", True, "SELECT a %% 2 FROM t WHERE b = %s"),
 ])
 def test_translate(sql, params, pg):
     assert translate(sql, params) == pg
