@@ -34,11 +34,11 @@ def _t(i: int) -> str:
     return f"2026-11-30T10:{i // 60:02d}:{i % 60:02d}.000+00:00"
 
 
-def write_scenario(url: str) -> LedgerWriter:
+def write_scenario(url: str, spill_dir) -> LedgerWriter:
     """Rows every reader has to get right: two arms of a live experiment, an unpriced model, a retry
     and a timeout, estimates, cache hits, an LLM attempt written `started` then replaced, one left
     `started` (unknown), an orphan stage row, a shadow pair, and rows the ledger must reject."""
-    w = LedgerWriter(url, batch=7)
+    w = LedgerWriter(url, batch=7, spill_dir=spill_dir)
     for i in range(12):
         variant, arm = ("a", "control") if i % 2 == 0 else ("b", "treatment")
         qid = f"q{i:02d}"
@@ -121,8 +121,9 @@ def snapshot(url: str) -> dict:
 
 @pytest.fixture
 def sqlite_reference(tmp_path_factory) -> dict:
-    url = url_for_path(tmp_path_factory.mktemp("ref") / "ledger.sqlite")
-    write_scenario(url).close()
+    ref = tmp_path_factory.mktemp("ref")
+    url = url_for_path(ref / "ledger.sqlite")
+    write_scenario(url, ref / "spill").close()
     return snapshot(url)
 
 
@@ -181,8 +182,8 @@ def test_processes_starting_together_migrate_once(ledger_url):
     assert sorted(names) == sorted(m.__name__ for m in MIGRATIONS)
 
 
-def test_writer_keeps_every_row_and_quarantines_bad_ones(ledger_url):
-    w = write_scenario(ledger_url)
+def test_writer_keeps_every_row_and_quarantines_bad_ones(ledger_url, tmp_path):
+    w = write_scenario(ledger_url, tmp_path / "spill")
     h = w.health()
     w.close()
     # writes: 13 queries; 36 stage rows + retry + timeout + `started` (then replaced) + unknown + orphan;
@@ -223,8 +224,8 @@ def test_writer_keeps_every_row_and_quarantines_bad_ones(ledger_url):
         conn.close()
 
 
-def test_every_reader_gives_identical_results(ledger_url, sqlite_reference):
-    write_scenario(ledger_url).close()
+def test_every_reader_gives_identical_results(ledger_url, sqlite_reference, tmp_path):
+    write_scenario(ledger_url, tmp_path / "spill").close()
     snap = snapshot(ledger_url)
     t = snap["report"]["totals"]
     assert t["queries"] == 12 and t["unpriced_queries"] == 1 and t["retries"] == 1 and t["timeouts"] == 1
@@ -247,8 +248,9 @@ def test_http_api_gives_identical_results(ledger_url, tmp_path):
         "e": {"control": "a", "treatment": "b", "rollout_pct": 50, "seed": "s"}}}))
     answers = {}
     for name, url in (("ref", url_for_path(tmp_path / "ref.sqlite")), ("under_test", ledger_url)):
-        write_scenario(url).close()
-        settings = make_settings(tmp_path, data_dir=tmp_path / f"data-{name}", ledger_url=url, experiments_file=cfg)
+        write_scenario(url, tmp_path / f"spill-{name}").close()
+        settings = make_settings(tmp_path, data_dir=tmp_path / f"data-{name}", ledger_url=url, experiments_file=cfg,
+                                 ledger_spill_dir=tmp_path / "spill")
         assert settings.ledger == as_target(url)
         with Server(settings) as base:
             got = {}
