@@ -266,3 +266,34 @@ def test_http_api_gives_identical_results(ledger_url, tmp_path):
     assert got["/v1/queries/q07"][1]["cost_usd"] is None and got["/v1/queries/q07"][1]["unpriced_rows"] == 1
     assert got["/v1/reports/summary"][1]["ledger"]["unknown_attempts"] == 1
     assert got == answers["ref"]
+
+
+def test_cli_readers_give_identical_results(ledger_url, tmp_path, monkeypatch):
+    """`rag report`, `rag experiment compare`, `rag prices check` and `rag reprice`, ledger by RAG_LEDGER_URL."""
+    from typer.testing import CliRunner
+
+    from rag_app.cli import app
+
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"a": {}, "b": {"top_n": 1}}, "experiments": {
+        "e": {"control": "a", "treatment": "b", "rollout_pct": 50, "seed": "s"}}}))
+    monkeypatch.setenv("RAG_EXPERIMENTS_FILE", str(cfg))
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    outputs = {}
+    for name, url in (("ref", url_for_path(tmp_path / "ref.sqlite")), ("under_test", ledger_url)):
+        write_scenario(url, tmp_path / f"spill-{name}").close()
+        monkeypatch.setenv("RAG_LEDGER_URL", url)
+        got = {}
+        for args in (["report", "--format", "json"], ["report", "--last", "4", "--format", "csv"],
+                     ["experiment", "compare", "e", "--json"], ["prices", "check", "--json"],
+                     ["reprice"], ["report", "--prices", "repriced", "--format", "json"]):
+            res = CliRunner().invoke(app, args)
+            got[" ".join(args)] = (res.exit_code, res.output.replace(url, "URL"))
+        outputs[name] = got
+    got = outputs["under_test"]
+    rep = json.loads(got["report --format json"][1])
+    assert got["report --format json"][0] == 0 and rep["totals"]["queries"] == 12
+    assert rep["ledger"]["orphan_queries"] == 1 and rep["ledger"]["migrations_pending"] == []
+    assert json.loads(got["experiment compare e --json"][1])["arms"]["treatment"]["queries"] == 6
+    assert got["prices check --json"][0] == 1 and "house-llm-7b" in got["prices check --json"][1]
+    assert got == outputs["ref"]
