@@ -31,7 +31,8 @@ import threading
 import time
 from collections import deque
 from datetime import datetime, timezone
-from itertools import islice
+from functools import lru_cache
+from itertools import groupby, islice
 from pathlib import Path
 
 from tracing.db import (LedgerTarget, LedgerURLError, as_target, connect_pg, dialect, pg_is_config_error,
@@ -145,19 +146,26 @@ def read_connection(where) -> tuple[sqlite3.Connection, list[str]]:
 
 
 def _insert(conn: sqlite3.Connection, table: str, row: dict) -> None:
+    _check_row(row)
+    conn.execute(_insert_sql(table, tuple(row), bool(row.get("attempt_id"))), list(row.values()))
+
+
+def _check_row(row) -> None:
     if not isinstance(row, dict) or not row:
         raise TypeError(f"a ledger row must be a non-empty dict, got {type(row).__name__}")
-    cols = ",".join(row)
-    marks = ",".join("?" * len(row))
-    values = list(row.values())
-    if table == "stage_calls" and row.get("attempt_id"):
+
+
+@lru_cache(maxsize=256)
+def _insert_sql(table: str, cols: tuple[str, ...], has_attempt_id: bool) -> str:
+    names = ",".join(cols)
+    marks = ",".join("?" * len(cols))
+    if table == "stage_calls" and has_attempt_id:
         # an LLM attempt: its final row replaces the `started` row written before the request left
-        updates = ",".join(f"{c}=excluded.{c}" for c in row if c != "attempt_id")
-        conn.execute(f"INSERT INTO stage_calls ({cols}) VALUES ({marks}) "
-                     f"ON CONFLICT(attempt_id) DO UPDATE SET {updates}", values)
-        return
+        updates = ",".join(f"{c}=excluded.{c}" for c in cols if c != "attempt_id")
+        return (f"INSERT INTO stage_calls ({names}) VALUES ({marks}) "
+                f"ON CONFLICT(attempt_id) DO UPDATE SET {updates}")
     verb = "INSERT" if table in ("stage_calls", "ledger_losses") else "INSERT OR REPLACE"
-    conn.execute(f"{verb} INTO {table} ({cols}) VALUES ({marks})", values)
+    return f"{verb} INTO {table} ({names}) VALUES ({marks})"
 
 
 def default_spill_dir() -> Path:
@@ -461,13 +469,16 @@ class LedgerWriter:
     def _write_pipelined(conn, rows: list[tuple[str, dict]], events: list[dict]) -> int:
         """PostgreSQL's fast path: the whole batch in one transaction, sent as a pipeline (one network
         round trip, not three per row); any error rolls it all back and raises."""
+        batch = [*rows, *(("ledger_losses", ev) for ev in events)]
+        for _, row in batch:
+            _check_row(row)
         conn.execute("BEGIN")
         try:
             with conn.raw.pipeline():
-                for table, row in rows:
-                    _insert(conn, table, row)
-                for ev in events:
-                    _insert(conn, "ledger_losses", ev)
+                # runs of rows with the same shape go as one executemany, in order (an attempt's
+                # `started` row and its final row may share a batch)
+                for key, run in groupby(batch, key=lambda tr: (tr[0], tuple(tr[1]), bool(tr[1].get("attempt_id")))):
+                    conn.executemany(_insert_sql(*key), [list(r.values()) for _, r in run])
             conn.execute("COMMIT")
         except BaseException:
             try:
