@@ -141,3 +141,36 @@ def test_a_wrong_database_stops_startup_with_the_fix_and_no_password(postgres, t
     with pytest.raises(ConfigError, match="RAG_LEDGER_URL") as e2:
         RagApp(make_settings(tmp_path, ledger_url=url))
     assert "hunter2" not in str(e2.value)
+
+
+def test_service_answers_while_the_postgres_ledger_is_down(own_cluster, tmp_path):
+    """The server goes away under a running `rag serve`: /v1/ask still answers (its stage rows shown from
+    the buffer, `"ledger": "buffered"`), /healthz says degraded, the read endpoints say 503 (not 500);
+    when the server is back the rows land and the endpoints read them."""
+    import httpx
+
+    from rag_app.app import RagApp
+    from tests.conftest import LAWS
+    from tests.integration.test_service import Server
+
+    url = own_cluster.new_database()
+    settings = make_settings(tmp_path, ledger_url=url, llm_mode="extractive", retriever="bm25",
+                             ledger_spill_dir=tmp_path / "spill")
+    with RagApp(settings) as app:
+        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    with Server(settings) as base:
+        first = httpx.post(f"{base}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=60).json()
+        assert first["ledger"] == "ok" and {s["stage"] for s in first["stages"]} >= {"retrieve", "generate"}
+        own_cluster.stop()
+        r = httpx.post(f"{base}/v1/ask", json={"question": "股东会的职权有哪些？"}, timeout=60)
+        assert r.status_code == 200, r.text
+        down = r.json()
+        assert down["ledger"] == "buffered" and {s["stage"] for s in down["stages"]} >= {"retrieve", "generate"}
+        assert httpx.get(f"{base}/healthz", timeout=10).json()["status"] == "degraded"
+        listed = httpx.get(f"{base}/v1/queries", timeout=30)
+        assert listed.status_code == 503 and "RAG_LEDGER_URL" not in listed.text and "unreachable" in listed.text
+        own_cluster.start()
+        wait_for(lambda: httpx.get(f"{base}/healthz", timeout=10).json()["status"] == "ok")
+        one = httpx.get(f"{base}/v1/queries/{down['query_id']}", timeout=30)
+        assert one.status_code == 200 and len(one.json()["stages"]) == len(down["stages"])
+        assert httpx.get(f"{base}/v1/queries", timeout=30).json()["total"] == 2
