@@ -97,7 +97,7 @@ def postgres():
     cluster.destroy()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def ledger_url(request, tmp_path) -> str:
     """A fresh, empty ledger on each backend, as its RAG_LEDGER_URL (the contract suite's parameter)."""
     if request.param == "sqlite":
