@@ -297,3 +297,57 @@ def test_cli_readers_give_identical_results(ledger_url, tmp_path, monkeypatch):
     assert json.loads(got["experiment compare e --json"][1])["arms"]["treatment"]["queries"] == 6
     assert got["prices check --json"][0] == 1 and "house-llm-7b" in got["prices check --json"][1]
     assert got == outputs["ref"]
+
+
+@pytest.fixture(scope="module")
+def law_index(tmp_path_factory):
+    """A BM25 index of one fixture law (each test copies it: one embedded store per owner)."""
+    from rag_app.app import RagApp
+    from tests.conftest import LAWS
+
+    root = tmp_path_factory.mktemp("index")
+    with RagApp(make_settings(root, retriever="bm25", llm_mode="extractive")) as app:
+        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    return root / "data" / "edge"
+
+
+def test_experiment_replay_gives_identical_results(ledger_url, tmp_path, law_index):
+    """`rag experiment replay`: both arms answer the same labelled questions, costs read back from the ledger."""
+    import shutil
+
+    from rag_app.comparison import replay
+    from rag_app.evaluation.qa import Gold, Question
+    from rag_app.service.pool import VariantPool
+    from tests.conftest import LAWS
+
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {
+        "topn": {"control": "default", "treatment": "top1", "rollout_pct": 10, "seed": "s"}}}))
+    rel = "民法商法/公司法(2018-10-26).md"
+    text = (LAWS / rel).read_text(encoding="utf-8")
+    qs = []
+    for n, label in enumerate(["第五十七条", "第二十条", "第三十七条"]):
+        start = text.index(f"\n{label}") + 1
+        qs.append(Question(f"q{n}", f"公司法{label}的内容是什么？", "recitation",
+                           (Gold(rel, start, text.index("\n第", start + 3)),)))
+    results = {}
+    for name, url in (("ref", url_for_path(tmp_path / "ref.sqlite")), ("under_test", ledger_url)):
+        data = tmp_path / f"data-{name}"
+        shutil.copytree(law_index, data / "edge")
+        pool = VariantPool(make_settings(tmp_path, data_dir=data, experiments_file=cfg, ledger_url=url,
+                                         retriever="bm25", llm_mode="extractive", ledger_spill_dir=tmp_path / "spill"))
+        try:
+            res = replay(pool, pool.config.experiments["topn"], qs, LAWS, k=5)
+        finally:
+            pool.close()
+        results[name] = {arm: {k: v for k, v in res["arms"][arm].items() if "latency" not in k}
+                         for arm in ("control", "treatment")}
+        results[name]["cost_diff"] = res["differences"]["cost_per_query"]
+        results[name]["verdict"] = res["verdict"]
+        conn = connect(url)
+        results[name]["origins"] = dict(conn.execute("SELECT origin, COUNT(*) FROM queries GROUP BY origin").fetchall())
+        conn.close()
+    got = results["under_test"]
+    assert got["origins"] == {"replay": 6} and got["control"]["recall@5"] == 1.0
+    assert got["treatment"]["cost_per_query"] < got["control"]["cost_per_query"]
+    assert got == results["ref"]
