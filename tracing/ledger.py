@@ -79,8 +79,12 @@ def connect(where, *, statement_timeout_s: float | None = None):
             raise
         try:
             migrate(conn)
-        except BaseException:
+        except BaseException as e:
             conn.close()
+            if getattr(e, "sqlstate", None) == "42501":  # insufficient_privilege: no retry fixes it
+                raise LedgerURLError(f"RAG_LEDGER_URL={target.display}: the user cannot create the ledger's tables "
+                                     f"({_redacted_error(e, target)}); make it the database's owner "
+                                     "(createdb -O USER DB, or ALTER DATABASE DB OWNER TO USER)") from None
             raise
         return conn
     path = target.path

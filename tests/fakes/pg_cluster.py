@@ -88,14 +88,26 @@ class PgCluster:
             pass
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def add_password_user(self, user: str, password: str) -> str:
+        """A login role that must give its password over TCP (scram-sha-256); returns a URL template
+        `postgresql://user:{password}@host:port/{db}` for it."""
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as c:
+            c.execute(f"CREATE ROLE {user} LOGIN PASSWORD '{password}'")
+        hba = self.dir / "data" / "pg_hba.conf"
+        hba.write_text(f"host all {user} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        self._as_owner([find_bin("pg_ctl"), "-D", str(self.dir / "data"), "reload"])
+        return f"postgresql://{user}:{{password}}@127.0.0.1:{self.port}/{{db}}"
+
     # -- databases ------------------------------------------------------------------------------
-    def new_database(self) -> str:
-        """A fresh, empty database; returns its URL."""
+    def new_database(self, owner: str | None = None) -> str:
+        """A fresh, empty database (owned by `owner`, else the admin); returns the admin's URL to it."""
         import psycopg
 
         name = f"rag_test_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(self.admin_url, autocommit=True) as c:
-            c.execute(f'CREATE DATABASE "{name}"')
+            c.execute(f'CREATE DATABASE "{name}"' + (f" OWNER {owner}" if owner else ""))
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
         info = conninfo_to_dict(self.admin_url)
         if self.admin_url.startswith("postgres"):

@@ -174,3 +174,22 @@ def test_service_answers_while_the_postgres_ledger_is_down(own_cluster, tmp_path
         one = httpx.get(f"{base}/v1/queries/{down['query_id']}", timeout=30)
         assert one.status_code == 200 and len(one.json()["stages"]) == len(down["stages"])
         assert httpx.get(f"{base}/v1/queries", timeout=30).json()["total"] == 2
+
+
+def test_a_wrong_password_or_missing_rights_stop_startup_with_the_fix_and_no_password(own_cluster, tmp_path):
+    template = own_cluster.add_password_user("rag", "right-pw")
+    time.sleep(0.5)  # the reload is asynchronous
+    owned = own_cluster.new_database(owner="rag").rsplit("/", 1)[1]
+    LedgerWriter(template.format(password="right-pw", db=owned), spill_dir=tmp_path / "spill").close()
+    with pytest.raises(LedgerURLError) as e:
+        LedgerWriter(template.format(password="hunter2", db=owned), spill_dir=tmp_path / "spill")
+    msg = str(e.value)
+    assert "RAG_LEDGER_URL=postgresql://rag:***@" in msg and "password authentication failed" in msg
+    assert "hunter2" not in msg and "right-pw" not in msg
+    # a database the user may not create tables in (PostgreSQL 15+: public schema is the owner's)
+    foreign = own_cluster.new_database().rsplit("/", 1)[1]
+    with pytest.raises(LedgerURLError) as e:
+        LedgerWriter(template.format(password="right-pw", db=foreign), spill_dir=tmp_path / "spill")
+    msg = str(e.value)
+    assert "RAG_LEDGER_URL=postgresql://rag:***@" in msg and "permission denied" in msg and "createdb -O" in msg
+    assert "right-pw" not in msg
