@@ -44,6 +44,7 @@ class PgCluster:
         self.dir: Path | None = None
         self.port: int | None = None
         self.user = None
+        self.databases: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
     def _as_owner(self, args: list[str], **kw) -> subprocess.CompletedProcess:
@@ -80,7 +81,13 @@ class PgCluster:
         self._as_owner([find_bin("pg_ctl"), "-D", str(self.dir / "data"), "-m", mode, "-w", "stop"])
 
     def destroy(self) -> None:
-        if self.external or self.dir is None:
+        if self.external:  # someone else's server: leave it as we found it
+            import psycopg
+            with psycopg.connect(self.admin_url, autocommit=True) as c:
+                for name in self.databases:
+                    c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        if self.dir is None:
             return
         try:
             self.stop("immediate")
@@ -108,6 +115,7 @@ class PgCluster:
         name = f"rag_test_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(self.admin_url, autocommit=True) as c:
             c.execute(f'CREATE DATABASE "{name}"' + (f" OWNER {owner}" if owner else ""))
+        self.databases.append(name)
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
         info = conninfo_to_dict(self.admin_url)
         if self.admin_url.startswith("postgres"):
