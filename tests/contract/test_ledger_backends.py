@@ -351,3 +351,23 @@ def test_experiment_replay_gives_identical_results(ledger_url, tmp_path, law_ind
     assert got["origins"] == {"replay": 6} and got["control"]["recall@5"] == 1.0
     assert got["treatment"]["cost_per_query"] < got["control"]["cost_per_query"]
     assert got == results["ref"]
+
+
+def test_rows_past_the_buffer_spill_and_the_next_writer_replays_them(ledger_url, tmp_path):
+    w = LedgerWriter(ledger_url, max_buffer=20, batch=5, spill_dir=tmp_path / "spill")
+    for i in range(300):
+        w.put("stage_calls", {"query_id": f"q{i}", "stage": "retrieve", "status": "ok", "started_at": T0})
+    assert w.flush(30)
+    w.close()
+    assert w.spilled > 0 and w.lost == 0 and w.written + w.spilled == 300
+    w2 = LedgerWriter(ledger_url, spill_dir=tmp_path / "spill")  # the next start (or another replica)
+    assert w2.flush(30)
+    w2.close()
+    conn = connect(ledger_url)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM stage_calls").fetchone()[0] == 300
+        kinds = dict(conn.execute("SELECT kind, SUM(rows) FROM ledger_losses GROUP BY kind").fetchall())
+    finally:
+        conn.close()
+    assert kinds == {"spilled": w.spilled, "replayed": w.spilled} and w2.replayed == w.spilled
+    assert not any((tmp_path / "spill").glob("*.jsonl"))
