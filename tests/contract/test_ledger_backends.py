@@ -371,3 +371,30 @@ def test_rows_past_the_buffer_spill_and_the_next_writer_replays_them(ledger_url,
         conn.close()
     assert kinds == {"spilled": w.spilled, "replayed": w.spilled} and w2.replayed == w.spilled
     assert not any((tmp_path / "spill").glob("*.jsonl"))
+
+
+def test_a_migration_failing_halfway_leaves_no_trace_and_a_rerun_succeeds(ledger_url, monkeypatch):
+    from tracing import migrations
+
+    conn = connect(ledger_url)
+    calls = []
+
+    def m999_two_columns(db):
+        db.execute("ALTER TABLE queries ADD COLUMN first_col TEXT")
+        db.execute("CREATE TABLE half_done (x INTEGER)")
+        if not calls:
+            calls.append(1)
+            raise RuntimeError("boom after the first column")
+        db.execute("ALTER TABLE queries ADD COLUMN second_col TEXT")
+
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*MIGRATIONS, m999_two_columns])
+    try:
+        with pytest.raises(RuntimeError, match="boom"):
+            migrations.migrate(conn)
+        assert "first_col" not in columns(conn, "queries")  # the ALTER TABLE was rolled back
+        assert not has_table(conn, "half_done") and not conn.in_transaction
+        assert migrations.pending(conn) == ["m999_two_columns"]
+        assert migrations.migrate(conn) == ["m999_two_columns"]  # no "column already exists"
+        assert columns(conn, "queries")[-2:] == ["first_col", "second_col"]
+    finally:
+        conn.close()
