@@ -193,3 +193,15 @@ def test_a_wrong_password_or_missing_rights_stop_startup_with_the_fix_and_no_pas
     msg = str(e.value)
     assert "RAG_LEDGER_URL=postgresql://rag:***@" in msg and "permission denied" in msg and "createdb -O" in msg
     assert "right-pw" not in msg
+
+
+def test_a_unix_socket_url_works(postgres, tmp_path):
+    if postgres.external:
+        pytest.skip("the socket dir is the throwaway cluster's")
+    name = postgres.new_database().rsplit("/", 1)[1]
+    url = f"postgresql://postgres@/{name}?host={postgres.dir}&port={postgres.port}"
+    w = LedgerWriter(url, spill_dir=tmp_path / "spill")
+    w.put("stage_calls", row(1))
+    assert w.flush(10)
+    w.close()
+    assert count(url) == 1
