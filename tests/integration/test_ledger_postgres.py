@@ -49,9 +49,15 @@ def wait_for(cond, timeout=30.0):
 
 @pytest.fixture
 def own_cluster(postgres):
-    """A cluster of this test's own, so stopping it disturbs no other test."""
-    if postgres.external:
-        pytest.skip("stopping the server needs the throwaway cluster (RAG_TEST_POSTGRES_URL is someone else's)")
+    """A cluster of this test's own, so stopping it disturbs no other test (also when the others use
+    RAG_TEST_POSTGRES_URL's server, which a test must not stop)."""
+    from tests.conftest import REQUIRE_POSTGRES
+    from tests.fakes.pg_cluster import binaries_missing
+
+    if binaries_missing():
+        if REQUIRE_POSTGRES:
+            pytest.fail(f"RAG_REQUIRE_POSTGRES=1 but {binaries_missing()}")
+        pytest.skip(f"stopping a server needs a throwaway cluster: {binaries_missing()}")
     cluster = PgCluster().start()
     yield cluster
     cluster.destroy()
