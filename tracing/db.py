@@ -315,12 +315,16 @@ def connect_pg(url: str, *, timeout_s: float | None = None, statement_timeout_s:
     sqlite3's rule, see PgConnection); `statement_timeout_s` bounds every statement and lock wait."""
     import psycopg
 
-    kwargs: dict = {"autocommit": True, "application_name": application_name}
+    # keepalives: a server host that vanished (no RST) is noticed instead of waited on for minutes
+    kwargs: dict = {"autocommit": True, "application_name": application_name, "keepalives": 1,
+                    "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
     if timeout_s is not None:
         kwargs["connect_timeout"] = max(1, int(round(timeout_s)))
     if statement_timeout_s is not None:
         ms = max(1, int(statement_timeout_s * 1000))
         kwargs["options"] = f"-c statement_timeout={ms} -c lock_timeout={ms}"
+        # ... and data the server's host never acknowledges fails the statement in the same bound
+        kwargs["tcp_user_timeout"] = max(1000, ms)
     raw = psycopg.connect(url, **kwargs)
     _install_loaders(raw)
     return PgConnection(raw)

@@ -211,3 +211,21 @@ def test_a_unix_socket_url_works(postgres, tmp_path):
     assert w.flush(10)
     w.close()
     assert count(url) == 1
+
+
+def test_the_direct_path_is_bounded_by_its_timeout_and_a_timeout_is_transient(postgres, tmp_path):
+    """A `started` row waits at most RAG_LEDGER_DIRECT_TIMEOUT_S for a server that is slow (here: a lock
+    held by someone else), then goes to the buffer and lands when the lock is released."""
+    url = postgres.new_database()
+    w = LedgerWriter(url, spill_dir=tmp_path / "spill", direct_timeout_s=0.3)
+    blocker = psycopg.connect(url)
+    blocker.execute("LOCK TABLE stage_calls IN EXCLUSIVE MODE")  # held until rollback
+    t0 = time.monotonic()
+    assert w.write_now("stage_calls", row(1, attempt_id="a1", status="started")) is False
+    assert time.monotonic() - t0 < 2.0
+    blocker.rollback()
+    blocker.close()
+    assert landed(w), w.health()
+    assert w.health()["quarantined_rows"] == 0
+    w.close()
+    assert count(url) == 1
