@@ -39,7 +39,8 @@ def index(tmp_path_factory):
 def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, index, postgres):
     url = postgres.new_database()
     llm = FakeOpenAI()
-    # every 4th request fails once with 503: the retry is a row too
+    # every 4th request (in arrival order, across replicas) fails with 503: each retry is a row too;
+    # 10 retries make an ask that draws only failures vanishingly rare
     llm.script = [Status(503) if i % 4 == 3 else Reply(prompt_tokens=300 + i, completion_tokens=20) for i in range(400)]
     answered, failed = [], []
     with llm, ExitStack() as stack:
@@ -47,7 +48,7 @@ def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, index, po
         for k in range(REPLICAS):
             data = tmp_path / f"replica{k}"
             shutil.copytree(index, data / "edge")  # one embedded store per process; the ledger is shared
-            env = serve_env(data, llm.base_url, RAG_LEDGER_URL=url, RAG_LLM_MAX_RETRIES="2",
+            env = serve_env(data, llm.base_url, RAG_LEDGER_URL=url, RAG_LLM_MAX_RETRIES="10",
                             RAG_LLM_RETRY_BASE_S="0.01", RAG_LEDGER_SPILL_DIR=str(tmp_path / f"spill{k}"))
             servers.append(Serve(env, tmp_path / f"serve{k}.log"))
         for srv in servers:
