@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -364,10 +363,6 @@ def pg_is_config_error(e: BaseException) -> bool:
         return state in PG_CONFIG_STATES
     text = str(e).lower()
     return any(t in text for t in _PG_CONFIG_TEXT)
-
-
-def sqlite_connect(path: Path, **kwargs) -> sqlite3.Connection:
-    return sqlite3.connect(path, **kwargs)
 
 
 def url_for_path(path: Path) -> str:

@@ -35,7 +35,7 @@ from functools import lru_cache
 from itertools import groupby, islice
 from pathlib import Path
 
-from tracing.db import (LedgerTarget, LedgerURLError, as_target, connect_pg, dialect, pg_is_config_error,
+from tracing.db import (LedgerURLError, as_target, connect_pg, dialect, pg_is_config_error,
                         pg_is_transient, redact)
 from tracing.migrations import migrate, pending
 
@@ -74,7 +74,7 @@ def connect(where, *, statement_timeout_s: float | None = None):
         except Exception as e:
             if pg_is_config_error(e):  # retrying will not help: say what to fix
                 raise LedgerURLError(f"RAG_LEDGER_URL={target.display}: cannot connect ({type(e).__name__}: "
-                                     f"{_redacted_error(e, target)}); check the user, password, host and "
+                                     f"{_redacted_error(e)}); check the user, password, host and "
                                      "database name") from None
             raise
         try:
@@ -83,7 +83,7 @@ def connect(where, *, statement_timeout_s: float | None = None):
             conn.close()
             if getattr(e, "sqlstate", None) == "42501":  # insufficient_privilege: no retry fixes it
                 raise LedgerURLError(f"RAG_LEDGER_URL={target.display}: the user cannot create the ledger's tables "
-                                     f"({_redacted_error(e, target)}); make it the database's owner "
+                                     f"({_redacted_error(e)}); make it the database's owner "
                                      "(createdb -O USER DB, or ALTER DATABASE DB OWNER TO USER)") from None
             raise
         return conn
@@ -98,7 +98,7 @@ def connect(where, *, statement_timeout_s: float | None = None):
     return conn
 
 
-def _redacted_error(e: BaseException, target: LedgerTarget) -> str:
+def _redacted_error(e: BaseException) -> str:
     # libpq's messages name host, port, user and database, not the password; redact any URL anyway
     return redact(str(e).strip().replace("\n", " "))
 

@@ -8,7 +8,7 @@ import pytest
 
 from rag_app.errors import ConfigError
 from tests.conftest import make_settings
-from tracing.db import LedgerURLError, parse_ledger_url, pg_is_transient, redact, translate
+from tracing.db import parse_ledger_url, pg_is_transient, redact, translate
 from tracing.ledger import is_transient
 
 
