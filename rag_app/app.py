@@ -13,12 +13,14 @@ from pathlib import Path
 from rag_app.config import Settings
 from rag_app.embedding import LocalEmbeddings, load_embeddings
 from rag_app.embedding_cache import EmbeddingCache
+from rag_app.errors import ConfigError
 from rag_app.indexing import IngestReport
 from rag_app.rerank import Reranker, load_reranker
 from rag_app.sparse import TOKENIZER_VERSION
 from rag_app.store import CollectionInfo, VectorStore, open_store
 from rag_app.types import Answer
 from tracing.cost_tracer import CostTracer
+from tracing.db import LedgerURLError
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable
 
@@ -35,9 +37,13 @@ class RagApp:
         self._owner = shared is None
         if shared is None:
             self.store: VectorStore = open_store(settings)
-            self.writer = LedgerWriter(settings.ledger_path, max_buffer=settings.ledger_buffer_rows,
-                                       spill_dir=settings.ledger_spill_dir,
-                                       direct_timeout_s=settings.ledger_direct_timeout_s)
+            try:
+                self.writer = LedgerWriter(settings.ledger, max_buffer=settings.ledger_buffer_rows,
+                                           spill_dir=settings.ledger_spill_dir,
+                                           direct_timeout_s=settings.ledger_direct_timeout_s)
+            except LedgerURLError as e:  # wrong password / database: no retry fixes it
+                self.store.close()
+                raise ConfigError(str(e)) from None
             self.prices = PriceTable.load(settings.price_overrides)
             self.tracer = CostTracer(self.writer, self.prices, embed_rate_per_1k=settings.embed_price_per_1k,
                                      rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider,

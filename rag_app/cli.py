@@ -86,7 +86,7 @@ def _asked(rag, answer) -> dict:
 
     if not rag.writer.flush():  # bounded: a failing ledger never hangs the CLI
         err.print(f"warning: ledger not writable ({rag.writer.failing}); rows kept in memory / spill file")
-    conn, _ = read_connection(rag.settings.ledger_path)
+    conn, _ = read_connection(rag.settings.ledger)
     try:
         return answer_json(answer, [stage_json(r) for r in stage_rows(conn, answer.query_id)])
     finally:
@@ -171,9 +171,9 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
     if prices not in ("original", "repriced"):
         _fail(ValueError(f"--prices must be original or repriced, not {prices!r}"))
     settings = load_settings()
-    if not settings.ledger_path.exists():
-        _fail(RagError(f"no ledger at {settings.ledger_path}; run `rag ask` first or set RAG_DATA_DIR"))
-    conn, pending = read_connection(settings.ledger_path)  # read-only ledger: no migration, say so
+    if not settings.ledger.exists():
+        _fail(RagError(f"no ledger at {settings.ledger}; run `rag ask` first or set RAG_DATA_DIR"))
+    conn, pending = read_connection(settings.ledger)  # read-only ledger: no migration, say so
     if pending:
         err.print(f"note: ledger is read-only and has migrations pending ({', '.join(pending)}); "
                   "reporting what it holds")
@@ -406,9 +406,9 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
             raise RagError(f"no experiment {name!r} in {settings.experiments_file or 'RAG_EXPERIMENTS_FILE (unset)'}")
     except RagError as e:
         _fail(e)
-    conn, pending = read_connection(settings.ledger_path)
+    conn, pending = read_connection(settings.ledger)
     if "m005_ledger_durability" in pending:  # no origin column yet: live rows cannot be told apart
-        _fail(RagError(f"ledger {settings.ledger_path} is read-only and needs migrations {', '.join(pending)} "
+        _fail(RagError(f"ledger {settings.ledger} is read-only and needs migrations {', '.join(pending)} "
                        "before live traffic can be compared; make it writable and run any rag command"))
     res = compare_live(conn, exp)
     conn.close()

@@ -233,7 +233,7 @@ def _rel(source_path: str, corpus: Path) -> str:
 def _costs(pool, query_ids: list[str]) -> list[tuple[float, float]]:
     from tracing.ledger import connect
 
-    conn = connect(pool.settings.ledger_path)
+    conn = connect(pool.settings.ledger)
     rows = {r[0]: (None if r[1] is None else r[1] / 1e9, None if r[2] is None else r[2] / 1e9) for r in conn.execute(
         f"SELECT query_id, cost_nano_usd, shadow_cost_nano_usd FROM query_costs WHERE query_id IN "
         f"({','.join('?' * len(query_ids))})", query_ids)}

@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     prompt_version: str = "v1"
 
     price_overrides: Path | None = None
+    # sqlite:////abs/ledger.sqlite or postgresql://USER:PASSWORD@HOST:5432/DB; unset = DATA_DIR/ledger.sqlite
+    ledger_url: str | None = None
     ledger_buffer_rows: int = 10_000
     ledger_spill_dir: Path | None = None
     ledger_direct_timeout_s: float = 1.0
@@ -112,6 +114,11 @@ class Settings(BaseSettings):
                 raise ConfigError(str(e)) from e
         if self.llm_mode == "llm" and not (self.openai_api_key or self.openai_base_url):
             raise ConfigError("RAG_LLM_MODE=llm needs OPENAI_BASE_URL and/or OPENAI_API_KEY")
+        from tracing.db import LedgerURLError, parse_ledger_url
+        try:
+            parse_ledger_url(self.ledger_url, self.data_dir / "ledger.sqlite")
+        except LedgerURLError as e:
+            raise ConfigError(str(e)) from None
         return self
 
     def host_allow_list(self, bind_host: str | None = None) -> set[str]:
@@ -127,8 +134,15 @@ class Settings(BaseSettings):
         return self.llm_mode == "llm"
 
     @property
+    def ledger(self):
+        """Where the ledger lives (tracing.db.LedgerTarget): RAG_LEDGER_URL, else the SQLite file below."""
+        from tracing.db import parse_ledger_url
+        return parse_ledger_url(self.ledger_url, self.data_dir / "ledger.sqlite")
+
+    @property
     def ledger_path(self) -> Path:
-        return self.data_dir / "ledger.sqlite"
+        """The SQLite ledger file (RAG_LEDGER_URL's, else DATA_DIR/ledger.sqlite); see `ledger` for PostgreSQL."""
+        return self.ledger.path or self.data_dir / "ledger.sqlite"
 
     @property
     def qdrant_path(self) -> Path:

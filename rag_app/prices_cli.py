@@ -13,9 +13,9 @@ from rag_app.errors import RagError
 def _ledger(settings):
     from tracing.ledger import connect
 
-    if not settings.ledger_path.exists():
-        raise RagError(f"no ledger at {settings.ledger_path}; run `rag ask` first or set RAG_DATA_DIR")
-    return connect(settings.ledger_path)
+    if not settings.ledger.exists():
+        raise RagError(f"no ledger at {settings.ledger}; run `rag ask` first or set RAG_DATA_DIR")
+    return connect(settings.ledger)
 
 
 def show_prices(settings, model: str | None, out: Console, as_json: bool = False) -> int:

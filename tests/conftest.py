@@ -67,3 +67,40 @@ def tiny_models(tmp_path_factory) -> dict[str, Path]:
         chars.update((LAWS / rel).read_text(encoding="utf-8"))
     chars.update("刑法第条的内容是什么？规定了如何一二三四五六七八九十百千零")
     return build_tiny_models(tmp_path_factory.mktemp("models"), sorted(chars))
+
+
+# -- PostgreSQL (the ledger's second backend) -----------------------------------------------------
+# read at import: the autouse clean_env fixture removes RAG_* variables from every test's environment
+TEST_POSTGRES_URL = os.environ.get("RAG_TEST_POSTGRES_URL")
+REQUIRE_POSTGRES = os.environ.get("RAG_REQUIRE_POSTGRES") == "1"
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A throwaway PostgreSQL cluster (Debian's initdb/pg_ctl in a temp dir) or RAG_TEST_POSTGRES_URL's
+    server. Missing: the test skips locally, but fails under CI (RAG_REQUIRE_POSTGRES=1, set by .ci/run)."""
+    from tests.fakes.pg_cluster import PgCluster, binaries_missing
+
+    external = TEST_POSTGRES_URL
+    why = None
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        why = "psycopg is not installed (pip install 'psycopg[binary]')"
+    if why is None and not external:
+        why = binaries_missing()
+    if why:
+        if REQUIRE_POSTGRES:
+            pytest.fail(f"RAG_REQUIRE_POSTGRES=1 but {why}")
+        pytest.skip(why)
+    cluster = PgCluster(external).start()
+    yield cluster
+    cluster.destroy()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def ledger_url(request, tmp_path) -> str:
+    """A fresh, empty ledger on each backend, as its RAG_LEDGER_URL (the contract suite's parameter)."""
+    if request.param == "sqlite":
+        from tracing.db import url_for_path
+        return url_for_path(tmp_path / "ledger.sqlite")
+    return request.getfixturevalue("postgres").new_database()

@@ -23,6 +23,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
+from tracing.db import connect_pg
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable, Quote, rate_quote
 from tracing.usage import PROVIDER, TokenUsage, attempt_status, classify_error, usage_from_llm_result
@@ -226,14 +227,19 @@ class CostTracer(BaseCallbackHandler):
             return hit[1]
         mean = None
         try:
-            conn = sqlite3.connect(f"file:{self.writer.path}?mode=ro", uri=True, timeout=5)
+            if self.writer.path is None:  # PostgreSQL (RAG_LEDGER_URL)
+                conn = connect_pg(self.writer.target.url, timeout_s=5, statement_timeout_s=5)
+            else:
+                conn = sqlite3.connect(f"file:{self.writer.path}?mode=ro", uri=True, timeout=5)
             try:
                 mean = conn.execute("SELECT AVG(output_tokens) FROM stage_calls WHERE model = ? AND stage = 'generate' "
                                     "AND status = 'ok' AND usage_source = 'provider' AND output_tokens > 0",
                                     (model,)).fetchone()[0]
             finally:
                 conn.close()
-        except sqlite3.Error:
+        except Exception as e:  # an estimate's input, never a reason to fail a query
+            if not isinstance(e, sqlite3.Error):
+                log.warning("cannot read mean output tokens from the ledger (%s)", e)
             mean = None
         self._mean_output[model] = (now, mean)
         return mean

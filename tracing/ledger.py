@@ -1,4 +1,4 @@
-"""The SQLite ledger and its background writer.
+"""The ledger (a SQLite file, or PostgreSQL by RAG_LEDGER_URL: see tracing/db.py) and its background writer.
 
 The tracer must never slow or break a query, so it hands rows to `LedgerWriter.put()`, which only
 appends to a bounded in-memory buffer (a lock held for microseconds, never for I/O). One writer
@@ -31,9 +31,12 @@ import threading
 import time
 from collections import deque
 from datetime import datetime, timezone
-from itertools import islice
+from functools import lru_cache
+from itertools import groupby, islice
 from pathlib import Path
 
+from tracing.db import (LedgerURLError, as_target, connect_pg, dialect, pg_is_config_error,
+                        pg_is_transient, redact)
 from tracing.migrations import migrate, pending
 
 log = logging.getLogger(__name__)
@@ -49,6 +52,9 @@ def utcnow() -> str:
 
 
 def is_transient(e: BaseException) -> bool:
+    pg = pg_is_transient(e)  # connection lost/refused, admin shutdown, disk full, read-only: retry
+    if pg is not None:
+        return pg
     if not isinstance(e, sqlite3.Error):
         return isinstance(e, OSError)
     name = getattr(e, "sqlite_errorname", None) or ""
@@ -57,9 +63,31 @@ def is_transient(e: BaseException) -> bool:
     return isinstance(e, sqlite3.OperationalError) and any(t in str(e).lower() for t in _TRANSIENT_TEXT)
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A read-write connection to a migrated ledger (migrations run here when pending)."""
-    path = Path(path)
+def connect(where, *, statement_timeout_s: float | None = None):
+    """A read-write connection to a migrated ledger (migrations run here when pending).
+
+    `where`: a LedgerTarget, a RAG_LEDGER_URL string, or a SQLite file path."""
+    target = as_target(where)
+    if target.dialect == "postgresql":
+        try:
+            conn = connect_pg(target.url, timeout_s=10, statement_timeout_s=statement_timeout_s)
+        except Exception as e:
+            if pg_is_config_error(e):  # retrying will not help: say what to fix
+                raise LedgerURLError(f"RAG_LEDGER_URL={target.display}: cannot connect ({type(e).__name__}: "
+                                     f"{_redacted_error(e)}); check the user, password, host and "
+                                     "database name") from None
+            raise
+        try:
+            migrate(conn)
+        except BaseException as e:
+            conn.close()
+            if getattr(e, "sqlstate", None) == "42501":  # insufficient_privilege: no retry fixes it
+                raise LedgerURLError(f"RAG_LEDGER_URL={target.display}: the user cannot create the ledger's tables "
+                                     f"({_redacted_error(e)}); make it the database's owner "
+                                     "(createdb -O USER DB, or ALTER DATABASE DB OWNER TO USER)") from None
+            raise
+        return conn
+    path = target.path
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30, check_same_thread=True)
     conn.row_factory = sqlite3.Row
@@ -70,12 +98,21 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def open_read(path: Path) -> tuple[sqlite3.Connection, list[str]]:
+def _redacted_error(e: BaseException) -> str:
+    # libpq's messages name host, port, user and database, not the password; redact any URL anyway
+    return redact(str(e).strip().replace("\n", " "))
+
+
+def open_read(where) -> tuple[sqlite3.Connection, list[str]]:
     """A read-only connection that never migrates, and the migrations still pending on it.
 
     Works on a ledger whose file or folder is read-only: when SQLite cannot create the WAL's
     shared-memory file there, the file is opened as immutable (nobody can be writing it)."""
-    path = Path(path).resolve()
+    target = as_target(where)
+    if target.dialect == "postgresql":
+        conn = connect_pg(target.url, timeout_s=10)
+        return conn, pending(conn)
+    path = target.path.resolve()
     last: Exception | None = None
     for query in ("mode=ro", "mode=ro&immutable=1"):
         try:
@@ -87,8 +124,12 @@ def open_read(path: Path) -> tuple[sqlite3.Connection, list[str]]:
     raise last  # type: ignore[misc]
 
 
-def read_connection(path: Path) -> tuple[sqlite3.Connection, list[str]]:
+def read_connection(where) -> tuple[sqlite3.Connection, list[str]]:
     """Read-write (migrated) when the ledger accepts writes, else read-only with pending migrations."""
+    target = as_target(where)
+    if target.dialect == "postgresql":  # a server either answers or it does not: no read-only fallback
+        return connect(target), []
+    path = target.path
     try:
         return connect(path), []
     except sqlite3.Error as e:
@@ -109,19 +150,26 @@ def read_connection(path: Path) -> tuple[sqlite3.Connection, list[str]]:
 
 
 def _insert(conn: sqlite3.Connection, table: str, row: dict) -> None:
+    _check_row(row)
+    conn.execute(_insert_sql(table, tuple(row), bool(row.get("attempt_id"))), list(row.values()))
+
+
+def _check_row(row) -> None:
     if not isinstance(row, dict) or not row:
         raise TypeError(f"a ledger row must be a non-empty dict, got {type(row).__name__}")
-    cols = ",".join(row)
-    marks = ",".join("?" * len(row))
-    values = list(row.values())
-    if table == "stage_calls" and row.get("attempt_id"):
+
+
+@lru_cache(maxsize=256)
+def _insert_sql(table: str, cols: tuple[str, ...], has_attempt_id: bool) -> str:
+    names = ",".join(cols)
+    marks = ",".join("?" * len(cols))
+    if table == "stage_calls" and has_attempt_id:
         # an LLM attempt: its final row replaces the `started` row written before the request left
-        updates = ",".join(f"{c}=excluded.{c}" for c in row if c != "attempt_id")
-        conn.execute(f"INSERT INTO stage_calls ({cols}) VALUES ({marks}) "
-                     f"ON CONFLICT(attempt_id) DO UPDATE SET {updates}", values)
-        return
+        updates = ",".join(f"{c}=excluded.{c}" for c in cols if c != "attempt_id")
+        return (f"INSERT INTO stage_calls ({names}) VALUES ({marks}) "
+                f"ON CONFLICT(attempt_id) DO UPDATE SET {updates}")
     verb = "INSERT" if table in ("stage_calls", "ledger_losses") else "INSERT OR REPLACE"
-    conn.execute(f"{verb} INTO {table} ({cols}) VALUES ({marks})", values)
+    return f"{verb} INTO {table} ({names}) VALUES ({marks})"
 
 
 def default_spill_dir() -> Path:
@@ -129,15 +177,20 @@ def default_spill_dir() -> Path:
 
 
 class LedgerWriter:
-    def __init__(self, path: Path, *, max_buffer: int = 10_000, batch: int = 200,
+    def __init__(self, path, *, max_buffer: int = 10_000, batch: int = 200,
                  spill_dir: Path | None = None, direct_timeout_s: float = 1.0):
-        self.path = Path(path)
+        """`path`: a LedgerTarget, a RAG_LEDGER_URL string, or a SQLite file path."""
+        self.target = as_target(path)
+        self.path = self.target.path  # the SQLite file; None on PostgreSQL
         self.max_buffer = max_buffer
         self._batch = batch
         self.direct_timeout_s = direct_timeout_s
-        key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:12]
-        self.spill_paths = [self.path.with_suffix(".unwritten.jsonl"),
-                            Path(spill_dir or default_spill_dir()) / f"{self.path.stem}-{key}.jsonl"]
+        spill_dir = Path(spill_dir or default_spill_dir())
+        if self.path is not None:
+            key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:12]
+            self.spill_paths = [self.path.with_suffix(".unwritten.jsonl"), spill_dir / f"{self.path.stem}-{key}.jsonl"]
+        else:  # no file to sit beside: every replica on this machine spills (and replays) here
+            self.spill_paths = [spill_dir / f"postgresql-{self.target.key}.jsonl"]
         self._buf: deque[tuple[str, dict, float]] = deque()
         self._cv = threading.Condition()
         self._busy = False  # the thread holds a batch it has not committed yet
@@ -151,12 +204,12 @@ class LedgerWriter:
         self.written = self.quarantined = self.spilled = self.lost = self.replayed = 0
         self.failed_batches = 0
         try:
-            connect(self.path).close()  # migrate up front, in the caller's thread: a broken file fails here
-        except sqlite3.Error as e:
+            connect(self.target).close()  # migrate up front, in the caller's thread: a broken file fails here
+        except Exception as e:
             if not is_transient(e):
                 raise
-            self._set_failing(e)  # disk full / read-only: start degraded, the thread keeps retrying
-            log.error("ledger %s not writable at start (%s); rows wait in memory", self.path, e)
+            self._set_failing(e)  # disk full / read-only / server down: start degraded, the thread retries
+            log.error("ledger %s not writable at start (%s); rows wait in memory", self.target, e)
         self._to_replay = self._claim_spills()
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
         self._thread.start()
@@ -179,9 +232,7 @@ class LedgerWriter:
             try:
                 conn = getattr(self._direct, "conn", None)
                 if conn is None:
-                    conn = sqlite3.connect(self.path, timeout=self.direct_timeout_s, isolation_level=None,
-                                           check_same_thread=False)
-                    conn.execute("PRAGMA synchronous=NORMAL")
+                    conn = self._direct_connect()
                     self._direct.conn = conn
                     with self._cv:
                         self._direct_conns.append(conn)
@@ -191,8 +242,34 @@ class LedgerWriter:
                 return True
             except Exception as e:  # full, read-only, locked past the timeout, bad row: the buffer copes
                 log.warning("direct ledger write failed (%s); buffering the row", e)
+                if self.target.dialect == "postgresql":  # a lost server connection stays lost: open anew next time
+                    self._drop_direct()
         self.put(table, row)
         return False
+
+    def _direct_connect(self):
+        if self.target.dialect == "postgresql":
+            conn = connect_pg(self.target.url, timeout_s=self.direct_timeout_s,
+                              statement_timeout_s=self.direct_timeout_s, application_name="rag-ledger-direct")
+        else:
+            conn = sqlite3.connect(self.path, timeout=self.direct_timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.isolation_level = None
+        return conn
+
+    def _drop_direct(self) -> None:
+        conn = getattr(self._direct, "conn", None)
+        self._direct.conn = None
+        if conn is None:
+            return
+        with self._cv:
+            if conn in self._direct_conns:
+                self._direct_conns.remove(conn)
+        try:
+            conn.close()
+        except Exception:
+            pass
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until every accepted row is committed; returns False at once while the ledger is
@@ -253,7 +330,7 @@ class LedgerWriter:
         for c in conns:
             try:
                 c.close()
-            except sqlite3.Error:
+            except Exception:
                 pass
 
     # -- spill and accounting -------------------------------------------------------------------
@@ -320,7 +397,7 @@ class LedgerWriter:
                 self._busy = True
             try:
                 if conn is None:
-                    conn = connect(self.path)
+                    conn = connect(self.target, statement_timeout_s=60)
                     conn.isolation_level = None
                     self._replay_spills(conn)
                 quarantined = self._write(conn, rows, events)
@@ -335,7 +412,7 @@ class LedgerWriter:
                 if conn is not None:
                     try:
                         conn.close()
-                    except sqlite3.Error:
+                    except Exception:
                         pass
                     conn = None
                 self._stop.wait(backoff)
@@ -356,6 +433,13 @@ class LedgerWriter:
     def _write(self, conn: sqlite3.Connection, rows: list[tuple[str, dict]], events: list[dict]) -> int:
         """One transaction: every row, or its quarantine record; the loss accounting. Returns the
         number quarantined. A transient error rolls the whole batch back (it stays buffered)."""
+        if rows and dialect(conn) == "postgresql":
+            try:
+                return self._write_pipelined(conn, rows, events)
+            except Exception as e:
+                if is_transient(e):
+                    raise
+                # some row is bad: write the batch again row by row below, quarantining just that one
         quarantined = 0
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -377,10 +461,37 @@ class LedgerWriter:
                 _insert(conn, "ledger_losses", ev)
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except Exception:  # the connection itself is gone: the server ends the transaction
+                pass
             raise
         return quarantined
+
+    @staticmethod
+    def _write_pipelined(conn, rows: list[tuple[str, dict]], events: list[dict]) -> int:
+        """PostgreSQL's fast path: the whole batch in one transaction, sent as a pipeline (one network
+        round trip, not three per row); any error rolls it all back and raises."""
+        batch = [*rows, *(("ledger_losses", ev) for ev in events)]
+        for _, row in batch:
+            _check_row(row)
+        conn.execute("BEGIN")
+        try:
+            with conn.raw.pipeline():
+                # runs of rows with the same shape go as one executemany, in order (an attempt's
+                # `started` row and its final row may share a batch)
+                for key, run in groupby(batch, key=lambda tr: (tr[0], tuple(tr[1]), bool(tr[1].get("attempt_id")))):
+                    conn.executemany(_insert_sql(*key), [list(r.values()) for _, r in run])
+            conn.execute("COMMIT")
+        except BaseException:
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except Exception:
+                pass
+            raise
+        return 0
 
     def _claim_spills(self) -> list[tuple[Path, Path]]:
         """Spill files earlier writers left: renamed now, so rows this writer spills stay apart."""

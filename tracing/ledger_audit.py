@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import sqlite3
 
+from tracing.db import has_table
 from tracing.money import usd_json
 
 
 def _has(conn: sqlite3.Connection, table: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
+    return has_table(conn, table)
 
 
 def audit(conn: sqlite3.Connection) -> dict:

@@ -2,11 +2,22 @@
 ONE explicit transaction together with its record in `_migrations`: SQLite's DDL is transactional,
 but Python's sqlite3 module (3.11) only opens implicit transactions before DML, so an ALTER TABLE in
 `with conn:` would autocommit and a migration failing halfway would leave its first column behind.
-Never edit a shipped migration: add one."""
+Never edit a shipped migration: add one.
+
+The same migrations build a PostgreSQL ledger (RAG_LEDGER_URL): tracing/db.py translates their DDL
+(`INTEGER` -> `BIGINT`, `AUTOINCREMENT` -> `BIGSERIAL`, ...), a migration whose SQL cannot be written
+portably picks by `dialect(db)`, and each one runs under a transaction-scoped advisory lock, so
+replicas starting together apply it exactly once."""
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from datetime import datetime, timezone
+
+from tracing.db import dialect, has_table
+
+# pg_advisory_xact_lock key for "migrating the ledger" (any constant; this one spells "ragl")
+PG_MIGRATION_LOCK = 0x7261676C
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = []
 
@@ -122,6 +133,33 @@ _QUERY_COSTS_SQL = """
     FROM queries q LEFT JOIN {source} s ON s.query_id = q.query_id
     GROUP BY q.query_id"""
 
+# The same view for PostgreSQL, which has no TOTAL() and no SUM over booleans: every figure equals the
+# SQLite view's (SUM(cond) -> SUM(CASE WHEN cond THEN 1 ELSE 0 END); CAST(TOTAL(x)) -> COALESCE(SUM(x), 0)).
+_QUERY_COSTS_SQL_PG = """
+    CREATE VIEW {name} AS
+    SELECT q.query_id, q.kind, q.question, q.variant, q.experiment, q.mode, q.status,
+           q.started_at, q.latency_ms,
+           COALESCE(SUM(s.input_tokens), 0) AS input_tokens,
+           COALESCE(SUM(s.output_tokens), 0) AS output_tokens,
+           CASE WHEN SUM(CASE WHEN s.id IS NOT NULL AND s.cost_nano_usd IS NULL THEN 1 ELSE 0 END) > 0 THEN NULL
+                ELSE CAST(COALESCE(SUM(s.cost_nano_usd), 0) AS INTEGER) END AS cost_nano_usd,
+           CAST(COALESCE(SUM(s.cost_nano_usd), 0) AS INTEGER) AS priced_cost_nano_usd,
+           CASE WHEN SUM(CASE WHEN s.price_source = 'unpriced' THEN 1 ELSE 0 END) > 0 THEN NULL
+                ELSE CAST(COALESCE(SUM(s.shadow_cost_nano_usd), 0) AS INTEGER) END AS shadow_cost_nano_usd,
+           SUM(CASE WHEN s.price_source = 'unpriced' THEN 1 ELSE 0 END) AS unpriced_rows,
+           CAST(COALESCE(SUM(CASE WHEN s.status IN ('retry', 'timeout', 'error') THEN s.cost_nano_usd END), 0)
+                AS INTEGER) AS waste_nano_usd,
+           SUM(CASE WHEN s.status = 'retry' THEN 1 ELSE 0 END) AS retries,
+           SUM(CASE WHEN s.status = 'timeout' THEN 1 ELSE 0 END) AS timeouts,
+           SUM(CASE WHEN s.usage_source LIKE 'estimated:%' THEN 1 ELSE 0 END) AS estimated_rows,
+           CAST(COALESCE(SUM(s.output_at_risk_tokens), 0) AS INTEGER) AS output_at_risk_tokens
+    FROM queries q LEFT JOIN {source} s ON s.query_id = q.query_id
+    GROUP BY q.query_id"""
+
+
+def _query_costs_sql(db) -> str:
+    return _QUERY_COSTS_SQL_PG if dialect(db) == "postgresql" else _QUERY_COSTS_SQL
+
 
 @migration
 def m004_usage_details(db: sqlite3.Connection) -> None:
@@ -160,8 +198,8 @@ def m004_usage_details(db: sqlite3.Connection) -> None:
         FROM stage_calls s LEFT JOIN repricings r
           ON r.id = (SELECT MAX(id) FROM repricings WHERE stage_call_id = s.id)""")
     db.execute("DROP VIEW query_costs")
-    db.execute(_QUERY_COSTS_SQL.format(name="query_costs", source="stage_calls"))
-    db.execute(_QUERY_COSTS_SQL.format(name="query_costs_repriced", source="stage_calls_repriced"))
+    db.execute(_query_costs_sql(db).format(name="query_costs", source="stage_calls"))
+    db.execute(_query_costs_sql(db).format(name="query_costs_repriced", source="stage_calls_repriced"))
 
 
 @migration
@@ -207,8 +245,7 @@ def m006_context_budget(db: sqlite3.Connection) -> None:
 
 def applied(db: sqlite3.Connection) -> set[str]:
     """Names already applied (read only: works on a read-only ledger)."""
-    has = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").fetchone()
-    return {r[0] for r in db.execute("SELECT name FROM _migrations")} if has else set()
+    return {r[0] for r in db.execute("SELECT name FROM _migrations")} if has_table(db, "_migrations") else set()
 
 
 def pending(db: sqlite3.Connection) -> list[str]:
@@ -231,16 +268,23 @@ def migrate(db: sqlite3.Connection) -> list[str]:
         for fn in MIGRATIONS:
             db.execute("BEGIN IMMEDIATE")  # take the write lock first: two processes never both migrate
             try:
+                if dialect(db) == "postgresql":  # PostgreSQL's DDL takes no database-wide lock: take one
+                    db.execute("SELECT pg_advisory_xact_lock(?)", (PG_MIGRATION_LOCK,))
                 db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
                 if db.execute("SELECT 1 FROM _migrations WHERE name = ?", (fn.__name__,)).fetchone():
                     db.execute("COMMIT")
                     continue
                 fn(db)
-                db.execute("INSERT INTO _migrations VALUES (?, datetime('now'))", (fn.__name__,))
+                # datetime('now')'s format, computed here so both engines store the same text
+                db.execute("INSERT INTO _migrations VALUES (?, ?)",
+                           (fn.__name__, datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")))
                 db.execute("COMMIT")
             except BaseException:
-                if db.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
-                    db.execute("ROLLBACK")
+                try:
+                    if db.in_transaction:  # SQLite may already have rolled back (e.g. disk full)
+                        db.execute("ROLLBACK")
+                except Exception:  # connection lost: the server rolled back for us
+                    pass
                 raise
             applied_now.append(fn.__name__)
     finally:

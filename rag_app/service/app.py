@@ -18,7 +18,7 @@ from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
                                     public_validation_errors, save_uploads)
 from rag_app.service.pool import VariantPool
-from tracing.ledger import read_connection
+from tracing.ledger import is_transient, read_connection
 from tracing.money import usd_json
 from tracing.reports import build_report, stage_json, stage_rows
 
@@ -72,7 +72,13 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 
     def ledger() -> sqlite3.Connection:
         pool().base.writer.flush()  # bounded; returns at once while the ledger is failing
-        return read_connection(settings.ledger_path)[0]
+        try:
+            return read_connection(settings.ledger)[0]
+        except Exception as e:  # a PostgreSQL ledger whose server is down: say so, not 500
+            if not is_transient(e):
+                raise
+            raise HTTPException(503, f"ledger {settings.ledger} unreachable ({type(e).__name__}); "
+                                     "new rows wait in memory, retry shortly") from None
 
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError):
@@ -118,9 +124,13 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     @app.post("/v1/ask", dependencies=[Depends(auth)])
     def ask(req: AskRequest):
         answer, assignment = pool().ask(req.question, req.user_id, req.session_id)
-        conn = ledger()
-        stages = [stage_json(r) for r in stage_rows(conn, answer.query_id)]
-        conn.close()
+        try:
+            conn = ledger()
+        except HTTPException:  # the answer stands; its rows are shown from the writer's buffer below
+            stages = []
+        else:
+            stages = [stage_json(r) for r in stage_rows(conn, answer.query_id)]
+            conn.close()
         waiting = pool().base.writer.pending_rows(answer.query_id)  # not on disk yet: shown, flagged
         stages += [{**stage_json(_stage_defaults(r)), "ledger": "buffered"} for t, r in waiting if t == "stage_calls"]
         return {"query_id": answer.query_id, "answer": answer.text, "mode": answer.mode,

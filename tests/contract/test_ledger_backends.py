@@ -1,0 +1,400 @@
+"""One contract for the ledger, run against each backend (`ledger_url`: a SQLite file, then a throwaway
+PostgreSQL database): the same migrations build the same schema, the writer keeps the same rows, and
+every reader (reports, audit, re-pricing, experiment compare, the HTTP API) gives identical results.
+
+Each test asserts figures worked out by hand, and compares what PostgreSQL gives with what a SQLite
+ledger written with the same rows gives, field by field."""
+from __future__ import annotations
+
+import json
+import threading
+
+import httpx
+import pytest
+
+from rag_app.comparison import compare_live
+from rag_app.experiments import Experiment
+from tests.conftest import make_settings
+from tests.unit.test_ledger_schema import (EXPECTED_QUERIES, EXPECTED_REPRICINGS, EXPECTED_SHADOW_PAIRS,
+                                           EXPECTED_STAGE_CALLS)
+from tracing.db import as_target, dialect, has_table, url_for_path
+from tracing.ledger import LedgerWriter, connect
+from tracing.ledger_audit import audit
+from tracing.migrations import MIGRATIONS
+from tracing.pricing import PriceTable
+from tracing.reports import build_report, stage_rows
+from tracing.reprice import reprice, unpriced_models
+
+BIG = 3_000_000_000_000  # $3,000 in nano-dollars: past int4, as a busy month's total is
+EXP = Experiment("e", "a", "b", 50, "s")
+T0 = "2026-11-30T10:00:00.000+00:00"
+
+
+def _t(i: int) -> str:
+    return f"2026-11-30T10:{i // 60:02d}:{i % 60:02d}.000+00:00"
+
+
+def write_scenario(url: str, spill_dir) -> LedgerWriter:
+    """Rows every reader has to get right: two arms of a live experiment, an unpriced model, a retry
+    and a timeout, estimates, cache hits, an LLM attempt written `started` then replaced, one left
+    `started` (unknown), an orphan stage row, a shadow pair, and rows the ledger must reject."""
+    w = LedgerWriter(url, batch=7, spill_dir=spill_dir)
+    for i in range(12):
+        variant, arm = ("a", "control") if i % 2 == 0 else ("b", "treatment")
+        qid = f"q{i:02d}"
+        w.put("queries", {"query_id": qid, "kind": "query", "question": f"问题 {i} 100% ?", "variant": variant,
+                          "experiment": "e", "mode": "llm", "status": "ok" if i != 5 else "error",
+                          "started_at": _t(i), "ended_at": _t(i + 1), "latency_ms": 100.25 + i, "user_id": f"u{i}",
+                          "arm": arm, "sticky": True, "origin": "live"})
+        w.put("stage_calls", {"query_id": qid, "stage": "embed_query", "status": "ok", "model": "bge",
+                              "input_tokens": 20, "cost_nano_usd": 400, "price_source": "rate", "cache_hits": i % 3,
+                              "cache_misses": 1, "usage_source": "local", "started_at": _t(i), "variant": variant,
+                              "experiment": "e", "latency_ms": 1.5})
+        w.put("stage_calls", {"query_id": qid, "stage": "retrieve", "status": "ok", "started_at": _t(i), "cost_nano_usd": 0,
+                              "variant": variant, "experiment": "e", "latency_ms": 3.0})
+        model = "gpt-4o-mini" if i != 7 else "house-llm-7b"
+        cost = None if model == "house-llm-7b" else (BIG if i == 0 else 150_000 + 1000 * i)
+        gen = {"query_id": qid, "stage": "generate", "status": "ok", "model": model, "provider": "openai",
+               "input_tokens": 1000 + i, "output_tokens": 50 + i, "cached_tokens": 10 * (i % 2),
+               "reasoning_tokens": i % 4, "cost_nano_usd": cost,
+               "price_source": "unpriced" if cost is None else "genai-prices", "price_version": "v1",
+               "usage_source": "provider" if i % 3 else "estimated:o200k_base", "usage_raw": json.dumps({"i": i}),
+               "possibly_billed": False, "started_at": _t(i), "variant": variant, "experiment": "e",
+               "latency_ms": 800.5, "call_id": f"c{i}", "attempt": 1, "context_tokens": 900 + i,
+               "context_budget_tokens": 1000, "attempt_id": f"att-{i}"}
+        if i == 3:  # one retry, then the answer
+            w.put("stage_calls", {**gen, "status": "retry", "cost_nano_usd": 70_000, "error": "HTTP 429",
+                                  "attempt_id": "att-3-retry"})
+            gen["attempt"] = 2
+        if i == 4:  # written before the request left, replaced when it ended
+            assert w.write_now("stage_calls", {**gen, "status": "started", "output_tokens": 0, "possibly_billed": True})
+        if i == 9:
+            w.put("stage_calls", {**gen, "status": "timeout", "possibly_billed": True, "attempt_id": "att-9-t",
+                                  "output_at_risk_tokens": 512})
+            gen["attempt"] = 2
+        w.put("stage_calls", gen)
+    # an attempt that never ended (the process died): stays `started`, reported as unknown
+    w.write_now("stage_calls", {"query_id": "q11", "stage": "generate", "status": "started", "model": "gpt-4o-mini",
+                                "input_tokens": 999, "cost_nano_usd": 150_000, "price_source": "genai-prices",
+                                "possibly_billed": True, "started_at": _t(11), "attempt_id": "att-dead"})
+    w.put("stage_calls", {"query_id": "ghost", "stage": "generate", "status": "ok", "cost_nano_usd": 5,
+                          "started_at": _t(30)})  # orphan: its query row never came
+    w.put("queries", {"query_id": "i0", "kind": "ingest", "status": "ok", "started_at": _t(40)})
+    w.put("shadow_pairs", {"control_query_id": "q00", "treatment_query_id": "q01", "experiment": "e",
+                           "topk_jaccard": 0.5, "top3_overlap": 2 / 3, "answer_similarity": 0.25, "created_at": T0})
+    w.put("shadow_pairs", {"control_query_id": "q00", "treatment_query_id": "q03", "experiment": "e",
+                           "topk_jaccard": 0.75, "top3_overlap": 1.0, "answer_similarity": 0.5, "created_at": T0})
+    # rows the ledger rejects: kept in quarantine, never lose the batch around them
+    w.put("stage_calls", {"query_id": "bad1", "stage": "x", "status": "ok", "started_at": T0, "no_such_column": 1})
+    w.put("stage_calls", {"query_id": "bad2", "stage": "x"})  # NOT NULL status, started_at
+    w.put("stage_calls", {"query_id": "bad3", "stage": "x", "status": "ok", "started_at": T0,
+                          "input_tokens": {"not": "an int"}})
+    assert w.flush(30), w.health()
+    return w
+
+
+def snapshot(url: str) -> dict:
+    """What every reader says about the ledger, minus wall-clock stamps and engine error texts."""
+    conn = connect(url)
+    try:
+        rep = build_report(conn)
+        rep_b = build_report(conn, last=3, variant="b")
+        out = {
+            "report": {"queries": rep.queries, "totals": rep.totals},
+            "report_last3_b": {"queries": rep_b.queries, "totals": rep_b.totals},
+            "audit": audit(conn),
+            "stage_rows_q03": [{k: v for k, v in r.items() if k != "id"} for r in stage_rows(conn, "q03")],
+            "compare": compare_live(conn, EXP),
+            "unpriced_models": unpriced_models(conn, PriceTable.load(None)),
+            "shadow_pairs": [dict(r) for r in conn.execute("SELECT * FROM shadow_pairs ORDER BY control_query_id")],
+            "quarantine": [(r[0], json.loads(r[1])["query_id"]) for r in conn.execute(
+                "SELECT target_table, row_json FROM ledger_quarantine ORDER BY id")],
+        }
+        res = reprice(conn, PriceTable.load(None))
+        out["reprice"] = (res.rows, res.changed, res.old_nano, res.new_nano, res.unpriced_before, res.unpriced_after)
+        rep_r = build_report(conn, prices="repriced")
+        out["report_repriced"] = {"queries": rep_r.queries, "totals": rep_r.totals}
+        return out
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def sqlite_reference(tmp_path_factory) -> dict:
+    ref = tmp_path_factory.mktemp("ref")
+    url = url_for_path(ref / "ledger.sqlite")
+    write_scenario(url, ref / "spill").close()
+    return snapshot(url)
+
+
+def columns(conn, table: str) -> list[str]:
+    if dialect(conn) == "postgresql":
+        return [r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                                           "AND table_schema = current_schema() ORDER BY ordinal_position", (table,))]
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def test_migrations_build_the_same_schema(ledger_url):
+    conn = connect(ledger_url)
+    try:
+        assert columns(conn, "stage_calls") == list(EXPECTED_STAGE_CALLS)
+        assert columns(conn, "queries") == list(EXPECTED_QUERIES)
+        assert columns(conn, "shadow_pairs") == list(EXPECTED_SHADOW_PAIRS)
+        assert columns(conn, "repricings") == list(EXPECTED_REPRICINGS)
+        for name in ("query_costs", "query_costs_repriced", "stage_calls_repriced", "ledger_quarantine", "ledger_losses"):
+            assert has_table(conn, name), name
+        assert not has_table(conn, "no_such_table")
+        names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
+        assert names == sorted(m.__name__ for m in MIGRATIONS)
+        if dialect(conn) == "postgresql":  # money columns hold more than $2.14 (int4's nano-dollar limit)
+            types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                      "WHERE table_name = 'stage_calls' AND table_schema = current_schema()").fetchall())
+            assert types["cost_nano_usd"] == "bigint" and types["latency_ms"] == "double precision"
+            assert types["id"] == "bigint"
+    finally:
+        conn.close()
+    again = connect(ledger_url)  # idempotent: a second start applies nothing
+    assert [r[0] for r in again.execute("SELECT COUNT(*) FROM _migrations")] == [len(MIGRATIONS)]
+    again.close()
+
+
+def test_processes_starting_together_migrate_once(ledger_url):
+    """Replicas that start at the same moment on an empty ledger: every one gets a migrated ledger
+    and each migration is recorded once (BEGIN IMMEDIATE on SQLite, an advisory lock on PostgreSQL)."""
+    errors, barrier = [], threading.Barrier(6)
+
+    def start():
+        try:
+            barrier.wait(10)
+            connect(ledger_url).close()
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=start) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    conn = connect(ledger_url)
+    names = [r[0] for r in conn.execute("SELECT name FROM _migrations")]
+    conn.close()
+    assert sorted(names) == sorted(m.__name__ for m in MIGRATIONS)
+
+
+def test_writer_keeps_every_row_and_quarantines_bad_ones(ledger_url, tmp_path):
+    w = write_scenario(ledger_url, tmp_path / "spill")
+    h = w.health()
+    w.close()
+    # writes: 13 queries; 36 stage rows + retry + timeout + `started` (then replaced) + unknown + orphan;
+    # 2 shadow pairs (the second replaces the first)
+    assert (h["written_rows"], h["quarantined_rows"], h["lost_rows"], h["status"]) == (13 + 41 + 2, 3, 0, "ok")
+    conn = connect(ledger_url)
+    try:
+        counts = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                  for t in ("queries", "stage_calls", "shadow_pairs", "ledger_quarantine")}
+        assert counts == {"queries": 13, "stage_calls": 40, "shadow_pairs": 1, "ledger_quarantine": 3}
+        # the `started` row was replaced in place by the attempt's final row
+        att = [dict(r) for r in conn.execute("SELECT status, output_tokens, possibly_billed FROM stage_calls "
+                                             "WHERE attempt_id = ?", ("att-4",))]
+        assert att == [{"status": "ok", "output_tokens": 54, "possibly_billed": 0}]
+        assert conn.execute("SELECT cost_nano_usd FROM stage_calls WHERE query_id = 'q00' AND stage = 'generate'"
+                            ).fetchone()[0] == BIG
+        assert conn.execute("SELECT cost_nano_usd, priced_cost_nano_usd FROM query_costs WHERE query_id = 'q07'"
+                            ).fetchone()[:] == (None, 400)
+        row = conn.execute("SELECT * FROM query_costs WHERE query_id = 'q00'").fetchone()
+        assert (row[0], row["query_id"], dict(row)["cost_nano_usd"]) == ("q00", "q00", BIG + 400)
+        assert type(row["latency_ms"]) is float and type(row["input_tokens"]) is int
+        # sqlite3's transaction rule on both: a data change waits for commit(); rollback() undoes it
+        conn.execute("INSERT INTO ledger_losses (kind, rows, recorded_at) VALUES (?, ?, ?)", ("lost", 1, T0))
+        assert conn.in_transaction
+        conn.rollback()
+        with conn:  # commits, and leaves the connection open
+            conn.execute("INSERT INTO ledger_losses (kind, rows, recorded_at) VALUES (?, ?, ?)", ("spilled", 2, T0))
+        assert not conn.in_transaction
+        assert [tuple(r) for r in conn.execute("SELECT kind, rows FROM ledger_losses")] == [("spilled", 2)]
+        # results typed as SQLite types them: a comparison is 0/1, an average of integers a float
+        one = conn.execute("SELECT 7 % 3, 2 > 1, AVG(input_tokens) FROM stage_calls WHERE stage = ?",
+                           ("embed_query",)).fetchone()
+        assert tuple(one) == (1, 1, 20.0) and type(one[1]) is int and type(one[2]) is float
+        # a literal % in a parameter and in the SQL text
+        assert conn.execute("SELECT COUNT(*) FROM queries WHERE question LIKE '%100\\%%' ESCAPE '\\' AND kind = ?",
+                            ("query",)).fetchone()[0] == 12
+    finally:
+        conn.close()
+
+
+def test_every_reader_gives_identical_results(ledger_url, sqlite_reference, tmp_path):
+    write_scenario(ledger_url, tmp_path / "spill").close()
+    snap = snapshot(ledger_url)
+    t = snap["report"]["totals"]
+    assert t["queries"] == 12 and t["unpriced_queries"] == 1 and t["retries"] == 1 and t["timeouts"] == 1
+    gen = sum(150_000 + 1000 * i for i in range(1, 12) if i != 7) + BIG + 70_000 + 159_000  # + retry + timeout
+    assert t["cost_usd"] == pytest.approx((gen + 12 * 400) / 1e9)
+    assert snap["audit"]["orphan_queries"] == 1 and snap["audit"]["unknown_attempts"] == 1
+    assert snap["audit"]["quarantined_rows"] == 3
+    assert snap["compare"]["arms"]["control"]["queries"] == 6 and snap["compare"]["arms"]["treatment"]["queries"] == 6
+    assert [m["model"] for m in snap["unpriced_models"]] == ["house-llm-7b"]
+    assert snap["quarantine"] == [("stage_calls", "bad1"), ("stage_calls", "bad2"), ("stage_calls", "bad3")]
+    assert snap == sqlite_reference
+
+
+def test_http_api_gives_identical_results(ledger_url, tmp_path):
+    """The service's endpoints and the dashboard's data over a real socket, ledger by RAG_LEDGER_URL."""
+    from tests.integration.test_service import Server
+
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"a": {}, "b": {"top_n": 1}}, "experiments": {
+        "e": {"control": "a", "treatment": "b", "rollout_pct": 50, "seed": "s"}}}))
+    answers = {}
+    for name, url in (("ref", url_for_path(tmp_path / "ref.sqlite")), ("under_test", ledger_url)):
+        write_scenario(url, tmp_path / f"spill-{name}").close()
+        settings = make_settings(tmp_path, data_dir=tmp_path / f"data-{name}", ledger_url=url, experiments_file=cfg,
+                                 ledger_spill_dir=tmp_path / "spill")
+        assert settings.ledger == as_target(url)
+        with Server(settings) as base:
+            got = {}
+            for path in ("/v1/queries", "/v1/queries?variant=b&limit=2&offset=1", "/v1/queries?since=2026-11-30T10:00:05",
+                         "/v1/queries/q07", "/v1/reports/summary", "/v1/reports/summary?last=4",
+                         "/v1/reports/queries?last=5", "/v1/experiments/e", "/v1/queries/nope"):
+                r = httpx.get(base + path, timeout=30)
+                got[path] = (r.status_code, r.json())
+            assert httpx.get(base + "/dashboard", timeout=30).status_code == 200
+        answers[name] = got
+    got = answers["under_test"]
+    assert got["/v1/queries"][1]["total"] == 12 and got["/v1/queries/nope"][0] == 404
+    assert got["/v1/queries/q07"][1]["cost_usd"] is None and got["/v1/queries/q07"][1]["unpriced_rows"] == 1
+    assert got["/v1/reports/summary"][1]["ledger"]["unknown_attempts"] == 1
+    assert got == answers["ref"]
+
+
+def test_cli_readers_give_identical_results(ledger_url, tmp_path, monkeypatch):
+    """`rag report`, `rag experiment compare`, `rag prices check` and `rag reprice`, ledger by RAG_LEDGER_URL."""
+    from typer.testing import CliRunner
+
+    from rag_app.cli import app
+
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"a": {}, "b": {"top_n": 1}}, "experiments": {
+        "e": {"control": "a", "treatment": "b", "rollout_pct": 50, "seed": "s"}}}))
+    monkeypatch.setenv("RAG_EXPERIMENTS_FILE", str(cfg))
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    outputs = {}
+    for name, url in (("ref", url_for_path(tmp_path / "ref.sqlite")), ("under_test", ledger_url)):
+        write_scenario(url, tmp_path / f"spill-{name}").close()
+        monkeypatch.setenv("RAG_LEDGER_URL", url)
+        got = {}
+        for args in (["report", "--format", "json"], ["report", "--last", "4", "--format", "csv"],
+                     ["experiment", "compare", "e", "--json"], ["prices", "check", "--json"],
+                     ["reprice"], ["report", "--prices", "repriced", "--format", "json"]):
+            res = CliRunner().invoke(app, args)
+            got[" ".join(args)] = (res.exit_code, res.output.replace(url, "URL"))
+        outputs[name] = got
+    got = outputs["under_test"]
+    rep = json.loads(got["report --format json"][1])
+    assert got["report --format json"][0] == 0 and rep["totals"]["queries"] == 12
+    assert rep["ledger"]["orphan_queries"] == 1 and rep["ledger"]["migrations_pending"] == []
+    assert json.loads(got["experiment compare e --json"][1])["arms"]["treatment"]["queries"] == 6
+    assert got["prices check --json"][0] == 1 and "house-llm-7b" in got["prices check --json"][1]
+    assert got == outputs["ref"]
+
+
+@pytest.fixture(scope="module")
+def law_index(tmp_path_factory):
+    """A BM25 index of one fixture law (each test copies it: one embedded store per owner)."""
+    from rag_app.app import RagApp
+    from tests.conftest import LAWS
+
+    root = tmp_path_factory.mktemp("index")
+    with RagApp(make_settings(root, retriever="bm25", llm_mode="extractive")) as app:
+        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    return root / "data" / "edge"
+
+
+def test_experiment_replay_gives_identical_results(ledger_url, tmp_path, law_index):
+    """`rag experiment replay`: both arms answer the same labelled questions, costs read back from the ledger."""
+    import shutil
+
+    from rag_app.comparison import replay
+    from rag_app.evaluation.qa import Gold, Question
+    from rag_app.service.pool import VariantPool
+    from tests.conftest import LAWS
+
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {
+        "topn": {"control": "default", "treatment": "top1", "rollout_pct": 10, "seed": "s"}}}))
+    rel = "民法商法/公司法(2018-10-26).md"
+    text = (LAWS / rel).read_text(encoding="utf-8")
+    qs = []
+    for n, label in enumerate(["第五十七条", "第二十条", "第三十七条"]):
+        start = text.index(f"\n{label}") + 1
+        qs.append(Question(f"q{n}", f"公司法{label}的内容是什么？", "recitation",
+                           (Gold(rel, start, text.index("\n第", start + 3)),)))
+    results = {}
+    for name, url in (("ref", url_for_path(tmp_path / "ref.sqlite")), ("under_test", ledger_url)):
+        data = tmp_path / f"data-{name}"
+        shutil.copytree(law_index, data / "edge")
+        pool = VariantPool(make_settings(tmp_path, data_dir=data, experiments_file=cfg, ledger_url=url,
+                                         retriever="bm25", llm_mode="extractive", ledger_spill_dir=tmp_path / "spill"))
+        try:
+            res = replay(pool, pool.config.experiments["topn"], qs, LAWS, k=5)
+        finally:
+            pool.close()
+        results[name] = {arm: {k: v for k, v in res["arms"][arm].items() if "latency" not in k}
+                         for arm in ("control", "treatment")}
+        results[name]["cost_diff"] = res["differences"]["cost_per_query"]
+        results[name]["verdict"] = res["verdict"]
+        conn = connect(url)
+        results[name]["origins"] = dict(conn.execute("SELECT origin, COUNT(*) FROM queries GROUP BY origin").fetchall())
+        conn.close()
+    got = results["under_test"]
+    assert got["origins"] == {"replay": 6} and got["control"]["recall@5"] == 1.0
+    assert got["treatment"]["cost_per_query"] < got["control"]["cost_per_query"]
+    assert got == results["ref"]
+
+
+def test_rows_past_the_buffer_spill_and_the_next_writer_replays_them(ledger_url, tmp_path):
+    w = LedgerWriter(ledger_url, max_buffer=20, batch=5, spill_dir=tmp_path / "spill")
+    for i in range(300):
+        w.put("stage_calls", {"query_id": f"q{i}", "stage": "retrieve", "status": "ok", "started_at": T0})
+    assert w.flush(30)
+    w.close()
+    assert w.spilled > 0 and w.lost == 0 and w.written + w.spilled == 300
+    w2 = LedgerWriter(ledger_url, spill_dir=tmp_path / "spill")  # the next start (or another replica)
+    assert w2.flush(30)
+    w2.close()
+    conn = connect(ledger_url)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM stage_calls").fetchone()[0] == 300
+        kinds = dict(conn.execute("SELECT kind, SUM(rows) FROM ledger_losses GROUP BY kind").fetchall())
+    finally:
+        conn.close()
+    assert kinds == {"spilled": w.spilled, "replayed": w.spilled} and w2.replayed == w.spilled
+    assert not any((tmp_path / "spill").glob("*.jsonl"))
+
+
+def test_a_migration_failing_halfway_leaves_no_trace_and_a_rerun_succeeds(ledger_url, monkeypatch):
+    from tracing import migrations
+
+    conn = connect(ledger_url)
+    calls = []
+
+    def m999_two_columns(db):
+        db.execute("ALTER TABLE queries ADD COLUMN first_col TEXT")
+        db.execute("CREATE TABLE half_done (x INTEGER)")
+        if not calls:
+            calls.append(1)
+            raise RuntimeError("boom after the first column")
+        db.execute("ALTER TABLE queries ADD COLUMN second_col TEXT")
+
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*MIGRATIONS, m999_two_columns])
+    try:
+        with pytest.raises(RuntimeError, match="boom"):
+            migrations.migrate(conn)
+        assert "first_col" not in columns(conn, "queries")  # the ALTER TABLE was rolled back
+        assert not has_table(conn, "half_done") and not conn.in_transaction
+        assert migrations.pending(conn) == ["m999_two_columns"]
+        assert migrations.migrate(conn) == ["m999_two_columns"]  # no "column already exists"
+        assert columns(conn, "queries")[-2:] == ["first_col", "second_col"]
+    finally:
+        conn.close()

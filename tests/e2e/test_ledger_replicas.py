@@ -1,0 +1,158 @@
+"""Several real `rag serve` processes writing one PostgreSQL ledger (RAG_LEDGER_URL) at once, behind
+a client that spreads asks over them like a load balancer: every attempt the LLM server received is a
+row, every answered query has its rows, nothing is lost; `rag report` reads all replicas' traffic.
+Prints the figures:
+
+    python -m pytest -q -s tests/e2e/test_ledger_replicas.py
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+
+import httpx
+import pytest
+
+from rag_app.app import RagApp
+from tests.conftest import LAWS, make_settings
+from tests.fakes.openai_server import FakeOpenAI, Reply, Status
+from tests.fakes.serve_proc import Serve, serve_env
+from tracing.ledger import connect
+
+pytestmark = pytest.mark.postgres
+REPLICAS, CLIENTS, ASKS = 3, 9, 45
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("replicas")
+    with RagApp(make_settings(root, retriever="bm25")) as app:
+        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    return root / "data" / "edge"
+
+
+def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, index, postgres):
+    url = postgres.new_database()
+    llm = FakeOpenAI()
+    # every 4th request (in arrival order, across replicas) fails with 503: each retry is a row too;
+    # 10 retries make an ask that draws only failures vanishingly rare
+    llm.script = [Status(503) if i % 4 == 3 else Reply(prompt_tokens=300 + i, completion_tokens=20) for i in range(400)]
+    answered, failed = [], []
+    with llm, ExitStack() as stack:
+        servers = []
+        for k in range(REPLICAS):
+            data = tmp_path / f"replica{k}"
+            shutil.copytree(index, data / "edge")  # one embedded store per process; the ledger is shared
+            env = serve_env(data, llm.base_url, RAG_LEDGER_URL=url, RAG_LLM_MAX_RETRIES="10",
+                            RAG_LLM_RETRY_BASE_S="0.01", RAG_LEDGER_SPILL_DIR=str(tmp_path / f"spill{k}"))
+            servers.append(Serve(env, tmp_path / f"serve{k}.log"))
+        for srv in servers:
+            stack.enter_context(srv)
+
+        def ask(i):
+            srv = servers[i % REPLICAS]  # round robin, as a load balancer would
+            r = httpx.post(f"{srv.url}/v1/ask", json={"question": f"一人有限责任公司是什么？第{i}问",
+                                                       "user_id": f"u{i}"}, timeout=120)
+            (answered if r.status_code == 200 else failed).append((i, r.status_code, r.text[:300]))
+            return r.json() if r.status_code == 200 else None
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            bodies = [b for b in pool.map(ask, range(ASKS)) if b]
+        wall = time.perf_counter() - t0
+        health = [httpx.get(f"{s.url}/healthz", timeout=10).json()["ledger"] for s in servers]
+        for srv in servers:
+            srv.stop()  # SIGTERM: each writer flushes what it holds
+        received = len(llm.requests)
+    assert not failed, failed[:3]
+    conn = connect(url)
+    try:
+        gen = dict(conn.execute("SELECT status, COUNT(*) FROM stage_calls WHERE stage = 'generate' "
+                                "GROUP BY status").fetchall())
+        queries = conn.execute("SELECT COUNT(*) FROM queries WHERE kind = 'query' AND status = 'ok' "
+                               "AND origin = 'live'").fetchone()[0]
+        per_query = dict(conn.execute("SELECT query_id, COUNT(*) FROM stage_calls GROUP BY query_id").fetchall())
+        losses = conn.execute("SELECT COUNT(*) FROM ledger_losses").fetchone()[0]
+        quarantined = conn.execute("SELECT COUNT(*) FROM ledger_quarantine").fetchone()[0]
+    finally:
+        conn.close()
+    attempts = sum(gen.values())
+    assert attempts == received and set(gen) == {"ok", "retry"}, (gen, received)
+    assert gen["ok"] == ASKS and gen["retry"] == received - ASKS
+    assert queries == ASKS and all(per_query.get(b["query_id"], 0) >= 3 for b in bodies)
+    assert (losses, quarantined) == (0, 0)
+    assert all(h["lost_rows"] == 0 and h["quarantined_rows"] == 0 for h in health)
+    assert sum(h["written_rows"] for h in health) > 0 and all(h["written_rows"] > 0 for h in health)
+    # the CLI reads every replica's traffic from the one ledger
+    env = serve_env(tmp_path / "reader", None, RAG_LEDGER_URL=url)
+    rep = subprocess.run([sys.executable, "-m", "rag_app.cli", "report", "--format", "json"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    out = json.loads(rep.stdout)
+    assert out["totals"]["queries"] == ASKS and out["totals"]["retries"] == received - ASKS
+    assert out["ledger"]["lost_rows"] == 0 and out["ledger"]["unknown_attempts"] == 0
+    print(f"\n[replicas] replicas={REPLICAS}, clients={CLIENTS}, asks={ASKS} answered={len(answered)} in {wall:.1f} s, "
+          f"llm_requests_received={received}, attempt_rows={attempts} ({gen['retry']} retries), rows_lost=0")
+
+
+def test_a_replica_killed_mid_load_leaves_a_row_for_every_request_it_sent(tmp_path, index, postgres):
+    """kill -9 of one of two replicas while LLM calls are in flight: its `started` rows are already in
+    PostgreSQL (written before each request left), so every request the LLM server received has a row."""
+    import threading
+
+    from tests.fakes.openai_server import Slow
+
+    url = postgres.new_database()
+    llm = FakeOpenAI()
+    llm.script = [Slow(0.8, then=Reply(prompt_tokens=300, completion_tokens=20)) for _ in range(400)]
+    answered, stop = [], threading.Event()
+    with llm, ExitStack() as stack:
+        servers = []
+        for k in range(2):
+            data = tmp_path / f"replica{k}"
+            shutil.copytree(index, data / "edge")
+            servers.append(Serve(serve_env(data, llm.base_url, RAG_LEDGER_URL=url,
+                                           RAG_LEDGER_SPILL_DIR=str(tmp_path / f"spill{k}")), tmp_path / f"serve{k}.log"))
+        for srv in servers:
+            stack.enter_context(srv)
+
+        def client(k):
+            i = 0
+            while not stop.is_set():
+                try:
+                    r = httpx.post(f"{servers[k % 2].url}/v1/ask", json={"question": f"一人有限责任公司是什么？{k}-{i}"},
+                                   timeout=30)
+                    if r.status_code == 200:
+                        answered.append(r.json()["query_id"])
+                except httpx.HTTPError:
+                    pass
+                i += 1
+
+        pool = ThreadPoolExecutor(8)
+        for k in range(8):
+            pool.submit(client, k)
+        deadline = time.time() + 90
+        while not (len(answered) >= 12 and len(llm.requests) >= len(answered) + 6):
+            assert time.time() < deadline, (len(answered), len(llm.requests))
+            time.sleep(0.02)
+        servers[0].kill9()
+        time.sleep(1.5)  # the survivor keeps answering
+        stop.set()
+        pool.shutdown(wait=True)
+        servers[1].stop()
+        received = len(llm.requests)
+    conn = connect(url)
+    try:
+        gen = dict(conn.execute("SELECT status, COUNT(*) FROM stage_calls WHERE stage = 'generate' "
+                                "GROUP BY status").fetchall())
+    finally:
+        conn.close()
+    assert sum(gen.values()) >= received and set(gen) <= {"ok", "started"}, (gen, received)
+    assert gen.get("started", 0) >= 1 and gen["ok"] >= len(answered)
+    print(f"\n[replica kill -9] answered={len(answered)}, llm_requests_received={received}, "
+          f"attempt_rows={sum(gen.values())} ({gen.get('started', 0)} unknown), rows_lost=0")

@@ -1,0 +1,231 @@
+"""The writer on a real PostgreSQL server that fails the ways servers do: stopped and restarted, its
+connections killed by an administrator, switched to read-only. Rows wait in the buffer (never in
+quarantine, never lost) and land when the server takes writes again. Plus: a URL that no retry
+fixes (wrong database) stops startup with a message naming RAG_LEDGER_URL and not the password."""
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from rag_app.errors import ConfigError
+from tests.conftest import make_settings
+from tests.fakes.pg_cluster import PgCluster
+from tracing.db import LedgerURLError
+from tracing.ledger import LedgerWriter, connect
+
+pytestmark = pytest.mark.postgres
+
+
+def row(i, **kw):
+    return {"query_id": f"q{i}", "stage": "retrieve", "status": "ok", "started_at": "2026-11-30T00:00:00+00:00", **kw}
+
+
+def count(url) -> int:
+    conn = connect(url)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM stage_calls").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def landed(w, timeout=30.0) -> bool:
+    """flush() answers False at once while the ledger fails: retry it until the writer catches up."""
+    deadline = time.monotonic() + timeout
+    while not w.flush(1):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def wait_for(cond, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def own_cluster(postgres):
+    """A cluster of this test's own, so stopping it disturbs no other test (also when the others use
+    RAG_TEST_POSTGRES_URL's server, which a test must not stop)."""
+    from tests.conftest import REQUIRE_POSTGRES
+    from tests.fakes.pg_cluster import binaries_missing
+
+    if binaries_missing():
+        if REQUIRE_POSTGRES:
+            pytest.fail(f"RAG_REQUIRE_POSTGRES=1 but {binaries_missing()}")
+        pytest.skip(f"stopping a server needs a throwaway cluster: {binaries_missing()}")
+    cluster = PgCluster().start()
+    yield cluster
+    cluster.destroy()
+
+
+def test_server_stopped_then_restarted_rows_buffer_then_land(own_cluster, tmp_path):
+    url = own_cluster.new_database()
+    w = LedgerWriter(url, spill_dir=tmp_path / "spill", direct_timeout_s=1.0)
+    for i in range(10):
+        w.put("stage_calls", row(i))
+    assert w.write_now("stage_calls", row(99, attempt_id="a99", status="started")) is True  # a direct connection
+    assert w.flush(10)
+    own_cluster.stop()
+    t0 = time.monotonic()
+    assert w.write_now("stage_calls", row(100, attempt_id="a100", status="started")) is False  # falls back to the buffer
+    assert time.monotonic() - t0 < 5
+    for i in range(10, 60):
+        w.put("stage_calls", row(i))
+    wait_for(lambda: w.health()["status"] == "degraded")
+    h = w.health()
+    assert h["buffered_rows"] >= 50 and h["last_error"] and h["quarantined_rows"] == 0
+    assert w.flush(0.5) is False
+    own_cluster.start()  # same data dir and port
+    assert landed(w), w.health()
+    # the direct path reconnects too (a connection lost with the old server is not reused)
+    assert w.write_now("stage_calls", row(101, attempt_id="a101", status="started")) is True
+    h = w.health()
+    w.close()
+    assert (h["status"], h["quarantined_rows"], h["lost_rows"], h["spilled_rows"]) == ("ok", 0, 0, 0)
+    assert count(url) == 63
+
+
+def test_writer_started_while_the_server_is_down_catches_up(own_cluster, tmp_path):
+    url = own_cluster.new_database()
+    own_cluster.stop()
+    w = LedgerWriter(url, spill_dir=tmp_path / "spill")  # starts degraded instead of failing the service
+    assert w.health()["status"] == "degraded"
+    for i in range(5):
+        w.put("stage_calls", row(i))
+    own_cluster.start()
+    assert landed(w), w.health()
+    w.close()
+    assert count(url) == 5
+
+
+def test_admin_shutdown_and_read_only_are_waited_out_not_quarantined(postgres, tmp_path):
+    url = postgres.new_database()
+    dbname = url.rsplit("/", 1)[1].split("?")[0]
+    w = LedgerWriter(url, spill_dir=tmp_path / "spill")
+    w.put("stage_calls", row(0))
+    assert w.flush(10)
+    with psycopg.connect(postgres.admin_url, autocommit=True) as admin:
+        # every connection of the writer is killed by an administrator (57P01 admin_shutdown)
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
+        for i in range(1, 20):
+            w.put("stage_calls", row(i))
+        assert landed(w), w.health()
+        assert count(url) == 20
+        # the database turns read-only (25006 read_only_sql_transaction): rows wait
+        admin.execute(f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = on')
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
+        for i in range(20, 40):
+            w.put("stage_calls", row(i))
+        wait_for(lambda: w.health()["last_error"] is not None and "read-only" in w.health()["last_error"])
+        assert w.health()["quarantined_rows"] == 0 and w.health()["buffered_rows"] > 0
+        admin.execute(f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = off')
+    assert landed(w), w.health()
+    h = w.health()
+    w.close()
+    assert (h["quarantined_rows"], h["lost_rows"]) == (0, 0)
+    assert count(url) == 40
+
+
+def test_a_wrong_database_stops_startup_with_the_fix_and_no_password(postgres, tmp_path):
+    base = postgres.admin_url.rsplit("/", 1)[0]
+    if "@" in base:
+        scheme, rest = base.split("://", 1)
+        user = rest.split("@", 1)[0].split(":", 1)[0]
+        base = f"{scheme}://{user}:hunter2@{rest.split('@', 1)[1]}"
+    url = f"{base}/no_such_ledger_db"
+    with pytest.raises(LedgerURLError) as e:
+        LedgerWriter(url, spill_dir=tmp_path / "spill")
+    msg = str(e.value)
+    assert "RAG_LEDGER_URL" in msg and "no_such_ledger_db" in msg and "does not exist" in msg
+    assert "hunter2" not in msg
+    from rag_app.app import RagApp
+    with pytest.raises(ConfigError, match="RAG_LEDGER_URL") as e2:
+        RagApp(make_settings(tmp_path, ledger_url=url))
+    assert "hunter2" not in str(e2.value)
+
+
+def test_service_answers_while_the_postgres_ledger_is_down(own_cluster, tmp_path):
+    """The server goes away under a running `rag serve`: /v1/ask still answers (its stage rows shown from
+    the buffer, `"ledger": "buffered"`), /healthz says degraded, the read endpoints say 503 (not 500);
+    when the server is back the rows land and the endpoints read them."""
+    import httpx
+
+    from rag_app.app import RagApp
+    from tests.conftest import LAWS
+    from tests.integration.test_service import Server
+
+    url = own_cluster.new_database()
+    settings = make_settings(tmp_path, ledger_url=url, llm_mode="extractive", retriever="bm25",
+                             ledger_spill_dir=tmp_path / "spill")
+    with RagApp(settings) as app:
+        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    with Server(settings) as base:
+        first = httpx.post(f"{base}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=60).json()
+        assert first["ledger"] == "ok" and {s["stage"] for s in first["stages"]} >= {"retrieve", "generate"}
+        own_cluster.stop()
+        r = httpx.post(f"{base}/v1/ask", json={"question": "股东会的职权有哪些？"}, timeout=60)
+        assert r.status_code == 200, r.text
+        down = r.json()
+        assert down["ledger"] == "buffered" and {s["stage"] for s in down["stages"]} >= {"retrieve", "generate"}
+        assert httpx.get(f"{base}/healthz", timeout=10).json()["status"] == "degraded"
+        listed = httpx.get(f"{base}/v1/queries", timeout=30)
+        assert listed.status_code == 503 and "RAG_LEDGER_URL" not in listed.text and "unreachable" in listed.text
+        own_cluster.start()
+        wait_for(lambda: httpx.get(f"{base}/healthz", timeout=10).json()["status"] == "ok")
+        one = httpx.get(f"{base}/v1/queries/{down['query_id']}", timeout=30)
+        assert one.status_code == 200 and len(one.json()["stages"]) == len(down["stages"])
+        assert httpx.get(f"{base}/v1/queries", timeout=30).json()["total"] == 2
+
+
+def test_a_wrong_password_or_missing_rights_stop_startup_with_the_fix_and_no_password(own_cluster, tmp_path):
+    template = own_cluster.add_password_user("rag", "right-pw")
+    time.sleep(0.5)  # the reload is asynchronous
+    owned = own_cluster.new_database(owner="rag").rsplit("/", 1)[1]
+    LedgerWriter(template.format(password="right-pw", db=owned), spill_dir=tmp_path / "spill").close()
+    with pytest.raises(LedgerURLError) as e:
+        LedgerWriter(template.format(password="hunter2", db=owned), spill_dir=tmp_path / "spill")
+    msg = str(e.value)
+    assert "RAG_LEDGER_URL=postgresql://rag:***@" in msg and "password authentication failed" in msg
+    assert "hunter2" not in msg and "right-pw" not in msg
+    # a database the user may not create tables in (PostgreSQL 15+: public schema is the owner's)
+    foreign = own_cluster.new_database().rsplit("/", 1)[1]
+    with pytest.raises(LedgerURLError) as e:
+        LedgerWriter(template.format(password="right-pw", db=foreign), spill_dir=tmp_path / "spill")
+    msg = str(e.value)
+    assert "RAG_LEDGER_URL=postgresql://rag:***@" in msg and "permission denied" in msg and "createdb -O" in msg
+    assert "right-pw" not in msg
+
+
+def test_a_unix_socket_url_works(postgres, tmp_path):
+    if postgres.external:
+        pytest.skip("the socket dir is the throwaway cluster's")
+    name = postgres.new_database().rsplit("/", 1)[1]
+    url = f"postgresql://postgres@/{name}?host={postgres.dir}&port={postgres.port}"
+    w = LedgerWriter(url, spill_dir=tmp_path / "spill")
+    w.put("stage_calls", row(1))
+    assert w.flush(10)
+    w.close()
+    assert count(url) == 1
+
+
+def test_the_direct_path_is_bounded_by_its_timeout_and_a_timeout_is_transient(postgres, tmp_path):
+    """A `started` row waits at most RAG_LEDGER_DIRECT_TIMEOUT_S for a server that is slow (here: a lock
+    held by someone else), then goes to the buffer and lands when the lock is released."""
+    url = postgres.new_database()
+    w = LedgerWriter(url, spill_dir=tmp_path / "spill", direct_timeout_s=0.3)
+    blocker = psycopg.connect(url)
+    blocker.execute("LOCK TABLE stage_calls IN EXCLUSIVE MODE")  # held until rollback
+    t0 = time.monotonic()
+    assert w.write_now("stage_calls", row(1, attempt_id="a1", status="started")) is False
+    assert time.monotonic() - t0 < 2.0
+    blocker.rollback()
+    blocker.close()
+    assert landed(w), w.health()
+    assert w.health()["quarantined_rows"] == 0
+    w.close()
+    assert count(url) == 1
