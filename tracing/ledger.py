@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
 
+from tracing import rollups
 from tracing.migrations import migrate, pending
 
 log = logging.getLogger(__name__)
@@ -185,7 +186,15 @@ class LedgerWriter:
                     self._direct.conn = conn
                     with self._cv:
                         self._direct_conns.append(conn)
-                _insert(conn, table, row)  # autocommit: one statement, one transaction
+                conn.execute("BEGIN IMMEDIATE")
+                try:  # the row and its report totals commit together
+                    _insert(conn, table, row)
+                    rollups.refresh(conn, rollups.affected([(table, row)]))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
                 with self._cv:
                     self.written += 1
                 return True
@@ -375,6 +384,7 @@ class LedgerWriter:
                 conn.execute("RELEASE one_row")
             for ev in events:
                 _insert(conn, "ledger_losses", ev)
+            rollups.after_write(conn, rows, is_transient)  # report totals of these queries, same transaction
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
