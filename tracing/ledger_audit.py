@@ -14,9 +14,14 @@ def _has(conn: sqlite3.Connection, table: str) -> bool:
 
 
 def audit(conn: sqlite3.Connection) -> dict:
-    orphans = conn.execute(
-        "SELECT COUNT(*), COUNT(DISTINCT query_id), SUM(cost_nano_usd) FROM stage_calls s "
-        "WHERE NOT EXISTS (SELECT 1 FROM queries q WHERE q.query_id = s.query_id)").fetchone()
+    if _has(conn, "query_totals"):  # m007: orphans are the totals rows without a query row (kind NULL)
+        o = conn.execute("SELECT SUM(stage_rows), COUNT(*), SUM(priced_cost_nano_usd) FROM query_totals "
+                         "WHERE kind IS NULL").fetchone()
+        orphans = (o[0] or 0, o[1], o[2])
+    else:
+        orphans = conn.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT query_id), SUM(cost_nano_usd) FROM stage_calls s "
+            "WHERE NOT EXISTS (SELECT 1 FROM queries q WHERE q.query_id = s.query_id)").fetchone()
     # `started` rows are attempts whose end was never written: in flight now, or cut off by a crash.
     # The provider may have billed them; they carry the price of their input estimate.
     unknown = conn.execute("SELECT COUNT(*), SUM(cost_nano_usd), SUM(input_tokens) FROM stage_calls "
