@@ -186,7 +186,8 @@ def _contributions(sign: int) -> list[tuple[str, str]]:
     per dim; each SELECT yields ROLLUP_KEYS + ROLLUP_SUMS, multiplied by `sign`."""
     sums = ", ".join(f"{sign} * {expr}" for _, _, expr in _ROLLUP_SUMS)
     keys = "t.day, COALESCE(t.variant, ''), COALESCE(t.experiment, ''), t.side"
-    base = "FROM query_totals t WHERE t.kind = 'query'{ids}"
+    # COALESCE keeps the planner on the primary key for the ids (an index on kind would scan every query)
+    base = "FROM query_totals t WHERE COALESCE(t.kind, '') = 'query'{ids}"
     out = [f"SELECT 'all', '', {keys}, {sums} {base} GROUP BY {keys}",
            f"SELECT 'user', COALESCE(t.user_id, ''), {keys}, {sums} {base} GROUP BY COALESCE(t.user_id, ''), {keys}",
            f"SELECT 'key', COALESCE(t.api_key_id, ''), {keys}, {sums} {base} "
