@@ -89,14 +89,14 @@ def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: b
     # rollups is that condition (tracing/rollups.py SIDE_SQL); sums come from the day rollups, the
     # percentiles from index walks over query_totals, so an arm of a million queries reads a few rows.
     from tracing.reports import percentile_sql
-    from tracing.rollups import ROLLUP_SUMS
+    from tracing.rollups import ROLLUP_SUMS, number, sums
 
     side = "shadow" if shadow_runs else "live"
     key = "dim = ? AND experiment = ? AND variant = ? AND side = ?"
     r = conn.execute(f"SELECT {', '.join(f'SUM({c})' for c in ROLLUP_SUMS)} FROM report_rollup WHERE {key}",
                      ("all", exp.name, variant, side)).fetchone()
-    s = {c: (r[i] or 0) for i, c in enumerate(ROLLUP_SUMS)}
-    tokens = {t[0]: {"input_tokens": t[1], "output_tokens": t[2]} for t in conn.execute(
+    s = sums(r)
+    tokens = {t[0]: {"input_tokens": number(t[1]), "output_tokens": number(t[2])} for t in conn.execute(
         f"SELECT value, SUM(input_tokens), SUM(output_tokens) FROM report_rollup WHERE {key} GROUP BY value",
         ("stage", exp.name, variant, side))}
     n = s["queries"]

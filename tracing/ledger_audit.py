@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 from tracing.money import usd_json
+from tracing.rollups import number
 
 
 def _has(conn: sqlite3.Connection, table: str) -> bool:
@@ -17,7 +18,7 @@ def audit(conn: sqlite3.Connection) -> dict:
     if _has(conn, "query_totals"):  # m007: orphans are the totals rows without a query row (kind NULL)
         o = conn.execute("SELECT SUM(stage_rows), COUNT(*), SUM(priced_cost_nano_usd) FROM query_totals "
                          "WHERE kind IS NULL").fetchone()
-        orphans = (o[0] or 0, o[1], o[2])
+        orphans = (number(o[0]), o[1], number(o[2]) if o[2] is not None else None)
     else:
         orphans = conn.execute(
             "SELECT COUNT(*), COUNT(DISTINCT query_id), SUM(cost_nano_usd) FROM stage_calls s "

@@ -158,7 +158,7 @@ def _usd(nano: float | None) -> float | None:
 
 
 # -- at volume: totals from the rollups, percentiles from indexes, rows a page at a time ---------------
-from tracing.rollups import ROLLUP_SUMS, _ROLLUP_SUMS  # noqa: E402
+from tracing.rollups import ROLLUP_SUMS, _ROLLUP_SUMS, number, sums as _sums  # noqa: E402
 
 BY_DIMS = {"user": ("user", "value"), "key": ("key", "value"), "model": ("model", "value"),
            "stage": ("stage", "value"), "variant": ("all", "variant"), "day": ("all", "day")}
@@ -179,11 +179,9 @@ def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str
 
 
 def _has_rollups(conn) -> bool:
-    try:
-        conn.execute("SELECT 1 FROM query_totals WHERE 1 = 0").fetchall()
-        return True
-    except Exception:  # a ledger before m007 (read-only, migrations pending)
-        return False
+    from tracing.ledger_audit import _has  # one catalog lookup to port per backend
+
+    return _has(conn, "query_totals")  # False: a ledger before m007 (read-only, migrations pending)
 
 
 def _selection(variant: str | None, last: int | None) -> tuple[str, list]:
@@ -267,11 +265,11 @@ def report_totals(conn: sqlite3.Connection, last: int | None = None, variant: st
 
 
 def _row(r) -> dict:
-    return {c: (r[i] or 0) for i, c in enumerate(ROLLUP_SUMS)}
+    return _sums(r)
 
 
 def _stage_json(v) -> dict:
-    rows, tin, tout, cost, shadow, unpriced = (int(x or 0) for x in v) if v else (0,) * 6
+    rows, tin, tout, cost, shadow, unpriced = (int(number(x)) for x in v) if v else (0,) * 6
     return {"input_tokens": tin, "output_tokens": tout, "cost_usd": usd_json(cost), "shadow_cost_usd": usd_json(shadow),
             "unpriced_rows": unpriced, "rows": rows}
 
@@ -331,7 +329,7 @@ def by_report(conn, dim: str, variant: str | None = None) -> list[dict]:
     out = []
     for r in conn.execute(f"SELECT {col}, {', '.join(f'SUM({c})' for c in ROLLUP_SUMS)} FROM report_rollup "
                           f"WHERE {where} GROUP BY {col}", args):
-        s = {c: (r[i + 1] or 0) for i, c in enumerate(ROLLUP_SUMS)}
+        s = _sums(r, 1)
         if not s["queries"]:
             continue
         query_level = rdim not in ("model", "stage")

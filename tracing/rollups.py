@@ -9,7 +9,7 @@ Two tables, created and back-filled by migration m007_report_rollups:
 - `report_rollup`: sums per (dim, value, day, variant, experiment, side) for dims `all` (the query
   level), `user`, `key`, `stage`, `model` and `budget`, over `kind = 'query'` rows only. A summary
   or `--by` report adds up a few thousand of these rows instead of millions of stage rows. The
-  sums of squares (REAL) give the Welch intervals of `rag experiment compare`.
+  sums of squares (DOUBLE PRECISION: REAL is 4 bytes on PostgreSQL) give the Welch intervals of `rag experiment compare`.
 
 `refresh(conn, query_ids)` recomputes the totals of the given queries from their rows, inside the
 caller's transaction: it subtracts their old contribution from `report_rollup`, upserts
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from decimal import Decimal
 
 log = logging.getLogger(__name__)
 
@@ -121,11 +122,11 @@ _ROLLUP_SUMS = [
     ("timeout_queries", "INTEGER", f"SUM({_Q.format('timeouts > 0')})"),
     ("retry_queries", "INTEGER", f"SUM({_Q.format('retries > 0')})"),
     ("sticky_queries", "INTEGER", f"SUM({_Q.format('sticky <> 0')})"),
-    ("latency_ms", "REAL", "COALESCE(SUM(t.latency_ms), 0)"),
+    ("latency_ms", "DOUBLE PRECISION", "COALESCE(SUM(t.latency_ms), 0)"),
     # sums of squares for Welch intervals (floats: squares of nano-dollars overflow 64-bit integers)
-    ("cost_sq", "REAL", "COALESCE(SUM(CAST(t.cost_nano_usd AS DOUBLE PRECISION) * t.cost_nano_usd), 0)"),
-    ("shadow_sq", "REAL", "COALESCE(SUM(CAST(t.shadow_cost_nano_usd AS DOUBLE PRECISION) * t.shadow_cost_nano_usd), 0)"),
-    ("latency_sq", "REAL", "COALESCE(SUM(COALESCE(t.latency_ms, 0) * COALESCE(t.latency_ms, 0)), 0)"),
+    ("cost_sq", "DOUBLE PRECISION", "COALESCE(SUM(CAST(t.cost_nano_usd AS DOUBLE PRECISION) * t.cost_nano_usd), 0)"),
+    ("shadow_sq", "DOUBLE PRECISION", "COALESCE(SUM(CAST(t.shadow_cost_nano_usd AS DOUBLE PRECISION) * t.shadow_cost_nano_usd), 0)"),
+    ("latency_sq", "DOUBLE PRECISION", "COALESCE(SUM(COALESCE(t.latency_ms, 0) * COALESCE(t.latency_ms, 0)), 0)"),
 ]
 ROLLUP_SUMS = [c for c, _, _ in _ROLLUP_SUMS]
 ROLLUP_KEYS = ("dim", "value", "day", "variant", "experiment", "side")
@@ -157,6 +158,18 @@ def create(db) -> None:
                f"variant TEXT NOT NULL, experiment TEXT NOT NULL, side TEXT NOT NULL,\n{sums},\n"
                f"PRIMARY KEY ({', '.join(ROLLUP_KEYS)}))")
     db.execute("CREATE TABLE rollup_state (name TEXT PRIMARY KEY, value TEXT)")
+
+
+def number(v):
+    """A SUM as Python sees it on either backend: PostgreSQL's SUM of integers is numeric (Decimal)."""
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return 0 if v is None else v
+
+
+def sums(row, offset: int = 0) -> dict:
+    """ROLLUP_SUMS of a row whose columns from `offset` on are those sums, NULL as 0."""
+    return {c: number(row[offset + i]) for i, c in enumerate(ROLLUP_SUMS)}
 
 
 def _marks(n: int) -> str:

@@ -21,6 +21,7 @@ from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, 
 from rag_app.service.pool import VariantPool
 from tracing.ledger import read_connection
 from tracing.money import usd_json
+from tracing.rollups import number
 from tracing.reports import BY_DIMS, build_report, by_report, stage_json, stage_rows
 
 
@@ -214,7 +215,7 @@ def _count_queries(conn, where: list[str], args: list, variant, status, since, u
     if status is None and since is None and until is None and experiment is None:
         r = conn.execute("SELECT SUM(queries) FROM report_rollup WHERE dim = 'all'" + (" AND variant = ?" if variant else ""),
                          [variant] if variant else []).fetchone()
-        return r[0] or 0
+        return number(r[0])
     return conn.execute(f"SELECT COUNT(*) FROM query_totals WHERE {' AND '.join(where)}", args).fetchone()[0]
 
 
