@@ -25,6 +25,7 @@ def write_varied_ledger(path, n=120, seed=3) -> None:
     variants, an experiment with live and shadow traffic, other origins, context budgets."""
     rng = random.Random(seed)
     w = LedgerWriter(path, batch=7)  # small batches: a query's rows span several of them
+    late_rows: list[dict] = []
     for i in range(n):
         qid = f"q{i:04d}"
         ts = f"2026-11-{1 + i % 5:02d}T{i % 24:02d}:00:{i % 60:02d}.000+00:00"
@@ -34,6 +35,13 @@ def write_varied_ledger(path, n=120, seed=3) -> None:
         side = rng.random()
         origin, shadow_of = ("live", None) if side < 0.6 else ("shadow", "q0000") if side < 0.75 else ("cli", None)
         common = {"query_id": qid, "variant": variant, "experiment": "e" if variant else None, "started_at": ts}
+        query_row = {**common, "kind": "query", "question": f"问题{i}", "mode": "llm",
+                     "status": rng.choice(("ok", "ok", "ok", "error")), "latency_ms": rng.choice((None, 120.5, 900.0, 50.25)),
+                     "user_id": user if i % 7 else None, "api_key_id": rng.choice(("k1", "k2", None)),
+                     "arm": "control" if variant == "a" else "treatment", "sticky": int(i % 4 != 0),
+                     "origin": origin, "shadow_of": shadow_of}
+        if i % 4 == 0:  # its query row first: the stage rows after it refresh totals already rolled up
+            w.put("queries", query_row)
         w.put("stage_calls", {**common, "stage": "embed_query", "status": "ok", "model": "emb", "input_tokens": 20,
                               "cost_nano_usd": 400, "shadow_cost_nano_usd": 400, "price_source": "genai-prices",
                               "cache_hits": rng.randint(0, 1), "cache_misses": 1, "usage_source": "local"})
@@ -55,12 +63,14 @@ def write_varied_ledger(path, n=120, seed=3) -> None:
                                       "cost_nano_usd": None if unpriced else tin * 150 + 77 * attempt,
                                       "context_budget_tokens": 1000 if i % 2 else 500,
                                       "context_tokens": context})
-        if rng.random() < 0.93:  # else an orphan: its query row never arrives
-            w.put("queries", {**common, "kind": "query", "question": f"问题{i}", "mode": "llm",
-                              "status": rng.choice(("ok", "ok", "ok", "error")), "latency_ms": rng.choice((None, 120.5, 900.0, 50.25)),
-                              "user_id": user if i % 7 else None, "api_key_id": rng.choice(("k1", "k2", None)),
-                              "arm": "control" if variant == "a" else "treatment", "sticky": int(i % 4 != 0),
-                              "origin": origin, "shadow_of": shadow_of})
+        if i % 4 == 0:
+            pass  # written before its stage rows (above)
+        elif rng.random() < 0.93:  # else an orphan: its query row never arrives
+            late_rows.append(query_row)
+        if len(late_rows) > 3:
+            w.put("queries", late_rows.pop(0))
+    for row in late_rows:
+        w.put("queries", row)
     w.put("queries", {"query_id": "ingest-1", "kind": "ingest", "status": "ok", "started_at": "2026-11-02T00:00:00"})
     assert w.flush(30)
     w.close()
@@ -215,3 +225,32 @@ def test_json_export_streams_in_flat_memory(tmp_path):
         assert len(data["queries"]) == data["totals"]["queries"] == n
         assert data["queries"][0]["started_at"] >= data["queries"][-1]["started_at"]  # newest first
     assert peaks[8_000] < 1.5 * peaks[2_000], peaks  # a list of every row would be ~4x
+
+
+def test_a_started_attempt_alone_is_in_the_totals_at_once(tmp_path):
+    """write_now's `started` row commits with its totals: after a crash it is the only row of its query
+    (an orphan the audit must count, with its input-estimate cost), and nothing else will refresh it."""
+    from tracing.ledger_audit import audit
+
+    w = LedgerWriter(tmp_path / "l.sqlite")
+    assert w.write_now("stage_calls", {"query_id": "lonely", "stage": "generate", "status": "started", "attempt_id": "a1",
+                                       "cost_nano_usd": 900, "price_source": "bundled", "started_at": "t"})
+    conn = connect(tmp_path / "l.sqlite")  # no flush: what a reader sees while the attempt is in flight
+    a = audit(conn)
+    assert (a["orphan_stage_rows"], a["orphan_queries"], a["orphan_cost_usd"]) == (1, 1, 900e-9)
+    assert a["unknown_attempts"] == 1
+    w.close()
+
+
+def test_refresh_reads_only_the_given_queries():
+    """The per-batch refresh must look queries up by primary key: an index on kind would make each batch
+    read every query of the ledger (22k -> 3.9k rows/s on a 5,000-query ledger, see bench/ledger_volume.py)."""
+    conn = sqlite3.connect(":memory:")
+    from tracing.migrations import migrate
+    migrate(conn)
+    for sql, times in rollups._contributions(+1):
+        ids = [f"q{i}" for i in range(40)]  # a batch's worth: with few ids any plan uses the key
+        plan = " ".join(r[3] for r in conn.execute(
+            "EXPLAIN QUERY PLAN " + sql.replace("{ids}", f" AND t.query_id IN ({','.join('?' * len(ids))})"), ids * times))
+        assert "SCAN t" not in plan and "query_totals_started" not in plan, plan
+        assert "sqlite_autoindex_query_totals_1" in plan, plan
