@@ -188,10 +188,14 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
     if pending:
         err.print(f"note: ledger is read-only and has migrations pending ({', '.join(pending)}); "
                   "reporting what it holds")
+    from tracing import rollups
+    from tracing.ledger_audit import _has
     if rebuild_totals:
-        from tracing import rollups
         rollups.rebuild(conn)
         conn.commit()
+    elif _has(conn, "rollup_state") and rollups.stale(conn):
+        err.print(f"note: report totals may be behind the ledger rows ({rollups.stale(conn)}); "
+                  "run `rag report --rebuild-totals`")
     try:
         stream = output.open("w", encoding="utf-8", newline="") if output else sys.stdout
         try:

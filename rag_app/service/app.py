@@ -21,6 +21,7 @@ from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, 
 from rag_app.service.pool import VariantPool
 from tracing.ledger import read_connection
 from tracing.money import usd_json
+from tracing import rollups
 from tracing.rollups import number
 from tracing.reports import BY_DIMS, build_report, by_report, stage_json, stage_rows
 
@@ -187,6 +188,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         conn = ledger()
         rep = build_report(conn, last=last, variant=variant, rows=0)
         ledger_audit = audit(conn)  # orphans, unknown LLM attempts, quarantined/spilled/lost rows
+        ledger_audit["totals_stale"] = rollups.stale(conn)  # a failed rollup refresh: `rag report --rebuild-totals`
         conn.close()
         return {**rep.totals, "ledger": ledger_audit}
 

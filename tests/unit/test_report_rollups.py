@@ -254,3 +254,23 @@ def test_refresh_reads_only_the_given_queries():
             "EXPLAIN QUERY PLAN " + sql.replace("{ids}", f" AND t.query_id IN ({','.join('?' * len(ids))})"), ids * times))
         assert "SCAN t" not in plan and "query_totals_started" not in plan, plan
         assert "sqlite_autoindex_query_totals_1" in plan, plan
+
+
+def test_cli_says_when_totals_are_stale_and_rebuilds_them(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from rag_app.cli import app
+
+    path = tmp_path / "ledger.sqlite"
+    write_varied_ledger(path, n=30)
+    conn = connect(path)
+    conn.execute("UPDATE query_totals SET priced_cost_nano_usd = priced_cost_nano_usd + 1")  # drift
+    conn.execute("INSERT INTO rollup_state (name, value) VALUES ('stale', 'ValueError: boom')")
+    conn.commit()
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path))
+    res = CliRunner().invoke(app, ["report", "--format", "json"])
+    assert res.exit_code == 0 and "run `rag report --rebuild-totals`" in " ".join(res.output.split())
+    res = CliRunner().invoke(app, ["report", "--format", "json", "--rebuild-totals"])
+    assert res.exit_code == 0 and "rebuild-totals" not in res.output
+    assert rollups.stale(conn) is None
+    same_report(build_report(conn), build_report_full(conn))
