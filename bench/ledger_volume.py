@@ -214,25 +214,32 @@ def main() -> None:
     ap.add_argument("--writer-queries", type=int, default=4_000)
     ap.add_argument("--url", default=os.environ.get("RAG_LEDGER_URL"), help="sqlite:///DIR/ledger.sqlite")
     ap.add_argument("--keep", action="store_true", help="keep the built ledger")
+    ap.add_argument("--reuse", action="store_true", help="--url names a ledger built before: time it, build nothing")
+    ap.add_argument("--skip-json", action="store_true", help="skip the full JSON export (minutes at 1M queries)")
     a = ap.parse_args()
     if a.url and not a.url.startswith("sqlite:///"):
         sys.exit(f"--url {a.url}: only sqlite:/// ledgers can be built by this bench until the PostgreSQL layer lands")
     data_dir = Path(a.url[len("sqlite:///"):]).parent if a.url else Path(tempfile.mkdtemp(prefix="ledger-volume-"))
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / "ledger.sqlite"
+    if path.exists() and not a.reuse:
+        sys.exit(f"{path} exists; point --url at a new file, or --reuse it")
     if path.exists():
-        sys.exit(f"{path} exists; point --url at a new file")
-    print(f"ledger {path}: building {a.queries:,} queries x 4 stage rows")
-    b = build(path, a.queries)
-    per_m = 1e6 / a.queries
-    print(f"built: bulk insert {b['insert_s']:.1f} s; m007 back-fill {b['backfill_s']:.1f} s; "
-          f"{b['bytes'] / 2**20:,.0f} MB = {b['bytes'] * per_m / 2**20:,.0f} MB per million queries "
-          f"({b['bytes_before_m007'] * per_m / 2**20:,.0f} MB without the rollups)")
+        n = sqlite3.connect(path).execute("SELECT COUNT(*) FROM queries").fetchone()[0]
+        print(f"ledger {path}: reusing {n:,} queries ({path.stat().st_size / 2**20:,.0f} MB)")
+        a.queries = n
+    else:
+        print(f"ledger {path}: building {a.queries:,} queries x 4 stage rows")
+        b = build(path, a.queries)
+        per_m = 1e6 / a.queries
+        print(f"built: bulk insert {b['insert_s']:.1f} s; m007 back-fill {b['backfill_s']:.1f} s; "
+              f"{b['bytes'] / 2**20:,.0f} MB = {b['bytes'] * per_m / 2**20:,.0f} MB per million queries "
+              f"({b['bytes_before_m007'] * per_m / 2**20:,.0f} MB without the rollups)")
     print("\n`rag report` as a process (wall s incl. ~python start; peak RSS MB; output bytes):")
     empty = Path(tempfile.mkdtemp(prefix="ledger-empty-"))
     sqlite3.connect(empty / "ledger.sqlite").close()
     cases = [["report"], ["report", "--last", "100"], *(["report", "--by", d] for d in DIMS),
-             ["report", "--format", "csv", "--last", "1000"], ["report", "--format", "json"]]
+             ["report", "--format", "csv", "--last", "1000"], *([] if a.skip_json else [["report", "--format", "json"]])]
     for args in cases:
         wall, rss, size = cli(args, data_dir)
         base = cli(args, empty)[0] if args[-1] in ("report", "100") else None

@@ -17,6 +17,10 @@ caller's transaction: it subtracts their old contribution from `report_rollup`, 
 `started` -> final upsert of LLM attempts and under spill replays. The ledger writer calls it after
 every batch; anything that writes ledger rows another way must call it too (or `rebuild`).
 
+The tables hold nothing that cannot be recomputed from the rows, so changing their columns is a new
+migration that drops query_totals, report_rollup and rollup_state and calls `create()` + `rebuild()`
+(m007 calls the current `create()`, so new and upgraded ledgers end up with the same tables).
+
 SQL here runs on SQLite and PostgreSQL: `?` placeholders, no SQLite-only functions, integer money,
 ON CONFLICT upserts with non-NULL keys ('' stands for "none" in keys).
 """
