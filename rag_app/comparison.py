@@ -55,7 +55,7 @@ class Stats:
 
 def welch_interval(a: list[float] | Stats, b: list[float] | Stats, confidence: float = 0.95) -> Interval | None:
     """CI for mean(b) - mean(a) without assuming equal variances (Welch–Satterthwaite df)."""
-    from scipy import stats
+    from scipy.special import stdtrit  # Student t quantile; scipy.stats alone took ~0.6 s to import
 
     a = a if isinstance(a, Stats) else Stats.of(a)
     b = b if isinstance(b, Stats) else Stats.of(b)
@@ -66,20 +66,21 @@ def welch_interval(a: list[float] | Stats, b: list[float] | Stats, confidence: f
     if se2 == 0:
         return Interval(mb - ma, mb - ma, mb - ma)
     df = se2 ** 2 / ((va / a.n) ** 2 / (a.n - 1) + (vb / b.n) ** 2 / (b.n - 1))
-    t = stats.t.ppf(0.5 + confidence / 2, df)
+    t = float(stdtrit(df, 0.5 + confidence / 2))
     half = t * math.sqrt(se2)
     return Interval(mb - ma, mb - ma - half, mb - ma + half)
 
 
 def srm_pvalue(n_control: int, n_treatment: int, treatment_share: float) -> float | None:
     """Chi-square goodness of fit of the observed split against the configured one."""
-    from scipy import stats
+    from scipy.special import chdtrc  # chi-square survival function (what scipy.stats.chisquare returns)
 
     n = n_control + n_treatment
     if n == 0 or treatment_share in (0.0, 1.0):
         return None
     expected = [n * (1 - treatment_share), n * treatment_share]
-    return float(stats.chisquare([n_control, n_treatment], expected).pvalue)
+    statistic = sum((o - e) ** 2 / e for o, e in zip((n_control, n_treatment), expected))
+    return float(chdtrc(1, statistic))  # 2 cells: 1 degree of freedom
 
 
 def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: bool) -> dict:
