@@ -188,11 +188,19 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
     if pending:
         err.print(f"note: ledger is read-only and has migrations pending ({', '.join(pending)}); "
                   "reporting what it holds")
+    import sqlite3
+
     from tracing import rollups
     from tracing.ledger_audit import _has
     if rebuild_totals:
-        rollups.rebuild(conn)
-        conn.commit()
+        try:
+            if pending:
+                raise sqlite3.OperationalError("migrations pending on a read-only ledger")
+            rollups.rebuild(conn)
+            conn.commit()
+        except sqlite3.Error as e:
+            _fail(RagError(f"ledger {settings.ledger_path}: cannot rebuild the report totals ({e}); "
+                           "make the ledger writable and run `rag report --rebuild-totals` again"))
     elif _has(conn, "rollup_state") and rollups.stale(conn):
         err.print(f"note: report totals may be behind the ledger rows ({rollups.stale(conn)}); "
                   "run `rag report --rebuild-totals`")
