@@ -36,7 +36,8 @@ STAGES = ("embed_query", "retrieve", "rerank", "generate")
 MODEL_STAGES = ("embed_query", "rerank", "generate")  # retrieve uses no priced model
 SIDE_SQL = ("CASE WHEN q.origin = 'live' AND q.shadow_of IS NULL THEN 'live' "
             "WHEN q.origin = 'shadow' AND q.shadow_of IS NOT NULL THEN 'shadow' ELSE '' END")
-_CHUNK = 250  # ids per statement (each is bound up to three times; well under SQLite's variable limit)
+_CHUNK = 250  # ids per statement (bound up to 8 times: well under SQLite's and PostgreSQL's variable limits)
+_SIZES = (4, 16, 64, _CHUNK)
 
 # per-query columns computed from stage rows: (name, SQL type, aggregate over stage_calls s)
 _UNPRICED = "CASE WHEN s.price_source = 'unpriced' THEN 1 ELSE 0 END"
@@ -247,10 +248,29 @@ def refresh(db, query_ids: Iterable[str]) -> None:
     """Recompute these queries' totals and their share of the rollups (inside the caller's transaction)."""
     ids = sorted({q for q in query_ids if isinstance(q, str)})
     for i in range(0, len(ids), _CHUNK):
-        chunk = ids[i:i + _CHUNK]
-        _apply(db, chunk, -1)
+        chunk = _padded(ids[i:i + _CHUNK])
+        # only queries with a query row are in the rollups: most batches carry stage rows of queries in
+        # flight (no query row yet), so the rollup statements usually run for a few ids or none
+        rolled = _rolled_up(db, chunk)
+        if rolled:
+            _apply(db, _padded(rolled), -1)
         db.execute(_upsert_totals_sql(len(chunk)), chunk * 3)
-        _apply(db, chunk, +1)
+        rolled = _rolled_up(db, chunk)
+        if rolled:
+            _apply(db, _padded(rolled), +1)
+
+
+def _padded(ids: list[str]) -> list[str]:
+    """The ids repeated up to a few fixed list sizes: the statement text, and so the compiled statement
+    the driver caches, is then one of four per statement instead of one per batch size (IN ignores
+    the repeats)."""
+    size = next((b for b in _SIZES if b >= len(ids)), len(ids))
+    return ids + [ids[-1]] * (size - len(ids))
+
+
+def _rolled_up(db, ids: list[str]) -> list[str]:
+    return [r[0] for r in db.execute(f"SELECT query_id FROM query_totals WHERE query_id IN ({_marks(len(ids))}) "
+                                     "AND COALESCE(kind, '') = 'query'", ids)]
 
 
 def affected(rows: Iterable[tuple[str, dict]]) -> set[str]:
