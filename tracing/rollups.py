@@ -199,7 +199,7 @@ def _upsert_totals_sql(n: int | None) -> str:
             f"ON CONFLICT (query_id) DO UPDATE SET {upd}")
 
 
-def _contributions(sign: int) -> list[tuple[str, str]]:
+def _contributions(sign: int) -> list[tuple[str, int]]:
     """(SELECT ... FROM query_totals t WHERE t.query_id IN (<ids>) ..., how many times ids are bound)
     per dim; each SELECT yields ROLLUP_KEYS + ROLLUP_SUMS, multiplied by `sign`."""
     sums = ", ".join(f"{sign} * {expr}" for _, _, expr in _ROLLUP_SUMS)
