@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import io
 import json
 import logging
 import os
@@ -154,22 +153,34 @@ def _print_answer(p: dict) -> None:
     out.print(f"total {billed} billed, {usd(p['total_shadow_cost_usd'])} shadow ({p['mode']} mode)")
 
 
+TABLE_ROWS = 20  # `rag report` without --last: totals over everything, the latest rows only
+
+
 @app.command("report")
 def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most recent queries"),
                fmt: str = typer.Option("table", "--format", help="table | csv | json"),
                variant: Optional[str] = typer.Option(None, help="only this variant"),
                output: Optional[Path] = typer.Option(None, "--out", help="write to a file instead of stdout"),
-               prices: str = typer.Option("original", help="original (as recorded) | repriced (latest `rag reprice`)")):
+               prices: str = typer.Option("original", help="original (as recorded) | repriced (latest `rag reprice`)"),
+               by: Optional[str] = typer.Option(None, "--by", help="spend per user | key | variant | model | day | stage"),
+               rebuild_totals: bool = typer.Option(False, "--rebuild-totals",
+                                                   help="recompute the report totals from the ledger rows first")):
     """Per-query cost rows and totals: tokens and $ per stage, p50/p95, retry waste, cache hit rate."""
     from rag_app.config import load_settings
+    from rag_app.report_export import write_by, write_report
     from tracing.ledger import read_connection
-    from tracing.ledger_audit import audit, audit_line
-    from tracing.reports import build_report
 
     if fmt not in ("table", "csv", "json"):
         _fail(ValueError(f"--format must be table, csv or json, not {fmt!r}"))
     if prices not in ("original", "repriced"):
         _fail(ValueError(f"--prices must be original or repriced, not {prices!r}"))
+    if last is not None and last < 1:
+        _fail(ValueError(f"--last must be at least 1, not {last}"))
+    from tracing.reports import BY_DIMS
+    if by is not None and by not in BY_DIMS:
+        _fail(ValueError(f"--by must be one of {', '.join(BY_DIMS)}, not {by!r}"))
+    if by is not None and prices != "original":
+        _fail(ValueError("--by reports recorded prices only; drop --prices repriced"))
     settings = load_settings()
     if not settings.ledger.exists():
         _fail(RagError(f"no ledger at {settings.ledger}; run `rag ask` first or set RAG_DATA_DIR"))
@@ -177,28 +188,37 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
     if pending:
         err.print(f"note: ledger is read-only and has migrations pending ({', '.join(pending)}); "
                   "reporting what it holds")
-    rep = build_report(conn, last=last, variant=variant, prices=prices)
-    ledger_audit = {**audit(conn), "migrations_pending": pending}
-    conn.close()
-    if fmt == "json":
-        text = json.dumps({"queries": rep.queries, "totals": rep.totals, "ledger": ledger_audit},
-                          ensure_ascii=False, indent=2)
-    elif fmt == "csv":
-        buf = io.StringIO()
-        if rep.queries:
-            w = csv.DictWriter(buf, fieldnames=list(rep.queries[0]))
-            w.writeheader()
-            w.writerows(rep.queries)
-        text = buf.getvalue()
-    else:
-        _print_report(rep)
-        out.print(audit_line(ledger_audit))
-        return
+    import sqlite3
+
+    from tracing import rollups
+    from tracing.ledger_audit import _has
+    if rebuild_totals:
+        try:
+            if pending:
+                raise sqlite3.OperationalError("migrations pending on a read-only ledger")
+            rollups.rebuild(conn)
+            conn.commit()
+        except sqlite3.Error as e:
+            _fail(RagError(f"ledger {settings.ledger_path}: cannot rebuild the report totals ({e}); "
+                           "make the ledger writable and run `rag report --rebuild-totals` again"))
+    elif _has(conn, "rollup_state") and rollups.stale(conn):
+        err.print(f"note: report totals may be behind the ledger rows ({rollups.stale(conn)}); "
+                  "run `rag report --rebuild-totals`")
+    try:
+        stream = output.open("w", encoding="utf-8", newline="") if output else sys.stdout
+        try:
+            if by:
+                write_by(conn, by, fmt, stream, out, variant=variant)
+            else:
+                write_report(conn, fmt, stream, out, last=last, variant=variant, prices=prices,
+                             table_rows=TABLE_ROWS, pending=pending)
+        finally:
+            if output:
+                stream.close()
+    finally:
+        conn.close()
     if output:
-        output.write_text(text, encoding="utf-8")
         err.print(f"wrote {output}")
-    else:
-        print(text)
 
 
 def _print_report(rep) -> None:

@@ -31,69 +31,118 @@ class Interval:
         return {"diff": self.diff, "ci95_low": self.low, "ci95_high": self.high}
 
 
-def welch_interval(a: list[float], b: list[float], confidence: float = 0.95) -> Interval | None:
-    """CI for mean(b) - mean(a) without assuming equal variances (Welch–Satterthwaite df)."""
-    from scipy import stats
+@dataclass(frozen=True)
+class Stats:
+    """n, mean and sample variance of one arm's metric: all a Welch interval needs (from SQL sums)."""
+    n: int
+    mean: float
+    var: float
 
-    if len(a) < 2 or len(b) < 2:
+    @classmethod
+    def of(cls, xs: list[float]) -> Stats:
+        n = len(xs)
+        m = sum(xs) / n if n else 0.0
+        return cls(n, m, sum((x - m) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0)
+
+    @classmethod
+    def from_sums(cls, n: int, s1: float, s2: float, scale: float = 1.0) -> Stats:
+        if not n:
+            return cls(0, 0.0, 0.0)
+        m = s1 / n
+        var = max(0.0, (s2 - s1 * m) / (n - 1)) if n > 1 else 0.0  # floats: never below 0 by rounding
+        return cls(n, m / scale, var / scale ** 2)
+
+
+def welch_interval(a: list[float] | Stats, b: list[float] | Stats, confidence: float = 0.95) -> Interval | None:
+    """CI for mean(b) - mean(a) without assuming equal variances (Welch–Satterthwaite df)."""
+    from scipy.special import stdtrit  # Student t quantile; scipy.stats alone took ~0.6 s to import
+
+    a = a if isinstance(a, Stats) else Stats.of(a)
+    b = b if isinstance(b, Stats) else Stats.of(b)
+    if a.n < 2 or b.n < 2:
         return None
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
-    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1)
-    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1)
-    se2 = va / len(a) + vb / len(b)
+    ma, mb, va, vb = a.mean, b.mean, a.var, b.var
+    se2 = va / a.n + vb / b.n
     if se2 == 0:
         return Interval(mb - ma, mb - ma, mb - ma)
-    df = se2 ** 2 / ((va / len(a)) ** 2 / (len(a) - 1) + (vb / len(b)) ** 2 / (len(b) - 1))
-    t = stats.t.ppf(0.5 + confidence / 2, df)
+    df = se2 ** 2 / ((va / a.n) ** 2 / (a.n - 1) + (vb / b.n) ** 2 / (b.n - 1))
+    t = float(stdtrit(df, 0.5 + confidence / 2))
     half = t * math.sqrt(se2)
     return Interval(mb - ma, mb - ma - half, mb - ma + half)
 
 
 def srm_pvalue(n_control: int, n_treatment: int, treatment_share: float) -> float | None:
     """Chi-square goodness of fit of the observed split against the configured one."""
-    from scipy import stats
+    from scipy.special import chdtrc  # chi-square survival function (what scipy.stats.chisquare returns)
 
     n = n_control + n_treatment
     if n == 0 or treatment_share in (0.0, 1.0):
         return None
     expected = [n * (1 - treatment_share), n * treatment_share]
-    return float(stats.chisquare([n_control, n_treatment], expected).pvalue)
+    statistic = sum((o - e) ** 2 / e for o, e in zip((n_control, n_treatment), expected))
+    return float(chdtrc(1, statistic))  # 2 cells: 1 degree of freedom
 
 
 def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: bool) -> dict:
     # Live traffic only: replayed questions, CLI asks and evals carry their own origin and would
     # otherwise inflate the arms, the SRM check and the verdict. Shadow runs are the treatment of a
-    # shadow experiment. Rows from before m005 have no origin and are not counted.
-    cond = ("origin = 'shadow' AND shadow_of IS NOT NULL" if shadow_runs
-            else "origin = 'live' AND shadow_of IS NULL")
-    qs = [dict(r) for r in conn.execute(
-        f"SELECT q.query_id, q.status, q.latency_ms, q.sticky, c.cost_nano_usd, c.shadow_cost_nano_usd, c.retries, "
-        f"c.timeouts, c.waste_nano_usd FROM queries q JOIN query_costs c USING (query_id) "
-        f"WHERE q.kind = 'query' AND q.experiment = ? AND q.variant = ? AND {cond}", (exp.name, variant))]
-    tokens = {r[0]: {"input_tokens": r[1], "output_tokens": r[2]} for r in conn.execute(
-        "SELECT stage, SUM(input_tokens), SUM(output_tokens) FROM stage_calls WHERE query_id IN "
-        f"(SELECT query_id FROM queries WHERE experiment = ? AND variant = ? AND {cond}) GROUP BY stage",
-        (exp.name, variant))}
-    n = len(qs)
-    cost = [q["cost_nano_usd"] / 1e9 for q in qs if q["cost_nano_usd"] is not None]
-    shadow = [q["shadow_cost_nano_usd"] / 1e9 for q in qs if q["shadow_cost_nano_usd"] is not None]
-    lat = [q["latency_ms"] or 0.0 for q in qs]
+    # shadow experiment. Rows from before m005 have no origin and are not counted. `side` in the
+    # rollups is that condition (tracing/rollups.py SIDE_SQL); sums come from the day rollups, the
+    # percentiles from index walks over query_totals, so an arm of a million queries reads a few rows.
+    from tracing.reports import percentile_sql
+    from tracing.rollups import ROLLUP_SUMS, number, sums
+
+    side = "shadow" if shadow_runs else "live"
+    key = "dim = ? AND experiment = ? AND variant = ? AND side = ?"
+    r = conn.execute(f"SELECT {', '.join(f'SUM({c})' for c in ROLLUP_SUMS)} FROM report_rollup WHERE {key}",
+                     ("all", exp.name, variant, side)).fetchone()
+    s = sums(r)
+    tokens = {t[0]: {"input_tokens": number(t[1]), "output_tokens": number(t[2])} for t in conn.execute(
+        f"SELECT value, SUM(input_tokens), SUM(output_tokens) FROM report_rollup WHERE {key} GROUP BY value",
+        ("stage", exp.name, variant, side))}
+    n = s["queries"]
+    source = ("query_totals t WHERE t.kind = 'query' AND t.experiment = ? AND t.variant = ? AND t.side = ?")
+    args = [exp.name, variant, side]
+    nulls = conn.execute(f"SELECT COUNT(*) FROM {source} AND t.latency_ms IS NULL", args).fetchone()[0]
+
+    def pct(col: str, k: int, p: float, scale: float = 1e9):
+        v = percentile_sql(conn, f"(SELECT * FROM {source.replace('t.', '').replace(' t ', ' ')}) t", args, col, k, p)
+        return None if v is None else v / scale
+
+    def lat_pct(p: float):  # a query without a latency counts as 0 ms, as before
+        if not n:
+            return None
+        pos = (n - 1) * p / 100
+        lo = int(pos)
+        vals = []
+        for rank in (lo, min(lo + 1, n - 1)):
+            if rank < nulls:
+                vals.append(0.0)
+            else:
+                vals.append(conn.execute(f"SELECT t.latency_ms FROM {source} AND t.latency_ms IS NOT NULL "
+                                         "ORDER BY t.latency_ms LIMIT 1 OFFSET ?", [*args, rank - nulls]).fetchone()[0])
+        return vals[0] + (vals[1] - vals[0]) * (pos - lo)
+
+    cost = Stats.from_sums(s["priced_queries"], s["cost_nano_usd"], s["cost_sq"], 1e9)
+    shadow = Stats.from_sums(s["shadow_queries"], s["shadow_cost_nano_usd"], s["shadow_sq"], 1e9)
+    lat = Stats.from_sums(n, s["latency_ms"], s["latency_sq"])
+    errors = Stats.from_sums(n, s["error_queries"], s["error_queries"])
+
+    def summary(st: Stats, col: str) -> dict:
+        return {"mean": st.mean if st.n else None, "p50": pct(col, st.n, 50), "p95": pct(col, st.n, 95)}
+
     return {
-        "variant": variant, "queries": n, "sticky_queries": sum(1 for q in qs if q["sticky"]),
-        "unpriced_queries": n - len(cost), "unpriced_shadow_queries": n - len(shadow),
-        "cost_per_query": _summary(cost), "shadow_cost_per_query": _summary(shadow),
-        "latency_ms": {"p50": percentile(lat, 50), "p95": percentile(lat, 95)},
-        "error_rate": _rate(sum(q["status"] == "error" for q in qs), n),
-        "timeout_rate": _rate(sum(q["timeouts"] > 0 for q in qs), n),
-        "retry_rate": _rate(sum(q["retries"] > 0 for q in qs), n),
-        "retry_waste_usd": sum(q["waste_nano_usd"] or 0 for q in qs) / 1e9,
-        "tokens_per_stage": tokens, "_cost": cost, "_shadow": shadow, "_lat": lat,
-        "_errors": [1.0 if q["status"] == "error" else 0.0 for q in qs],
+        "variant": variant, "queries": n, "sticky_queries": s["sticky_queries"],
+        "unpriced_queries": n - cost.n, "unpriced_shadow_queries": n - shadow.n,
+        "cost_per_query": summary(cost, "cost_nano_usd"),
+        "shadow_cost_per_query": summary(shadow, "shadow_cost_nano_usd"),
+        "latency_ms": {"p50": lat_pct(50), "p95": lat_pct(95)},
+        "error_rate": _rate(s["error_queries"], n),
+        "timeout_rate": _rate(s["timeout_queries"], n),
+        "retry_rate": _rate(s["retry_queries"], n),
+        "retry_waste_usd": s["waste_nano_usd"] / 1e9,
+        "tokens_per_stage": tokens, "_cost": cost, "_shadow": shadow, "_lat": lat, "_errors": errors,
     }
-
-
-def _summary(xs: list[float]) -> dict:
-    return {"mean": (sum(xs) / len(xs)) if xs else None, "p50": percentile(xs, 50), "p95": percentile(xs, 95)}
 
 
 def _rate(k: int, n: int) -> float | None:
@@ -104,7 +153,7 @@ def compare_live(conn: sqlite3.Connection, exp: Experiment) -> dict:
     guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
     control = _arm(conn, exp, exp.control, shadow_runs=False)
     treatment = _arm(conn, exp, exp.treatment, shadow_runs=exp.mode == "shadow")
-    use_shadow = sum(control["_cost"]) + sum(treatment["_cost"]) == 0
+    use_shadow = control["_cost"].mean * control["_cost"].n + treatment["_cost"].mean * treatment["_cost"].n == 0
     key = "_shadow" if use_shadow else "_cost"
     cost_ci = welch_interval(control[key], treatment[key])
     lat_ci = welch_interval(control["_lat"], treatment["_lat"])
@@ -145,7 +194,7 @@ def decide(control, treatment, cost_ci, err_ci, srm, guard, key) -> tuple[str, s
         return "hold", why
     if cost_ci is None:
         return "hold", "not enough queries in both arms"
-    base = sum(control[key]) / len(control[key])
+    base = control[key].mean
     if cost_ci.low > 0:
         return "roll back", "treatment costs more per query at 95% confidence"
     if base > 0 and cost_ci.high <= -guard["min_cost_drop_pct"] / 100 * base and (

@@ -61,7 +61,9 @@ def stage_table(stages: list[dict], title: str) -> Group:
 
 def report_tables(rep) -> Group:
     """`rag report`: per-query rows, per-stage totals and a summary, each within 80 columns."""
-    q = Table(title=f"last {len(rep.queries)} queries", pad_edge=False, collapse_padding=True)
+    total = rep.totals.get("queries", len(rep.queries))
+    of = f" of {total:,}" if total > len(rep.queries) else ""  # `rag report` lists the latest; totals cover all
+    q = Table(title=f"last {len(rep.queries)}{of} queries", pad_edge=False, collapse_padding=True)
     q.add_column("started", no_wrap=True)
     q.add_column("question", overflow="fold", max_width=18)
     q.add_column("status", no_wrap=True)

@@ -258,7 +258,8 @@ class CostTracer(BaseCallbackHandler):
         self._hand("queries", {"query_id": md["query_id"], "kind": md.get("kind", "query"),
                                     "question": md.get("question"), "mode": mode, "status": status,
                                     "error": error, **{k: row[k] for k in ("variant", "experiment", "started_at", "ended_at", "latency_ms")},
-                                    **{k: md.get(k) for k in ("user_id", "session_id", "arm", "sticky", "shadow_of", "origin")}})
+                                    **{k: md.get(k) for k in ("user_id", "session_id", "arm", "sticky", "shadow_of", "origin",
+                                                                "api_key_id")}})
 
     def _write_stage(self, run: _Run, status: str, error: str | None = None) -> None:
         u = run.usage

@@ -35,6 +35,7 @@ from functools import lru_cache
 from itertools import groupby, islice
 from pathlib import Path
 
+from tracing import rollups
 from tracing.db import (LedgerURLError, as_target, connect_pg, dialect, pg_is_config_error,
                         pg_is_transient, redact)
 from tracing.migrations import migrate, pending
@@ -236,7 +237,15 @@ class LedgerWriter:
                     self._direct.conn = conn
                     with self._cv:
                         self._direct_conns.append(conn)
-                _insert(conn, table, row)  # autocommit: one statement, one transaction
+                conn.execute("BEGIN IMMEDIATE")
+                try:  # the row and its report totals commit together
+                    _insert(conn, table, row)
+                    rollups.refresh(conn, rollups.affected([(table, row)]))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
                 with self._cv:
                     self.written += 1
                 return True
@@ -459,6 +468,7 @@ class LedgerWriter:
                 conn.execute("RELEASE one_row")
             for ev in events:
                 _insert(conn, "ledger_losses", ev)
+            rollups.after_write(conn, rows, is_transient)  # report totals of these queries, same transaction
             conn.execute("COMMIT")
         except BaseException:
             try:

@@ -8,6 +8,7 @@ import sqlite3
 
 from tracing.db import has_table
 from tracing.money import usd_json
+from tracing.rollups import number
 
 
 def _has(conn: sqlite3.Connection, table: str) -> bool:
@@ -15,9 +16,14 @@ def _has(conn: sqlite3.Connection, table: str) -> bool:
 
 
 def audit(conn: sqlite3.Connection) -> dict:
-    orphans = conn.execute(
-        "SELECT COUNT(*), COUNT(DISTINCT query_id), SUM(cost_nano_usd) FROM stage_calls s "
-        "WHERE NOT EXISTS (SELECT 1 FROM queries q WHERE q.query_id = s.query_id)").fetchone()
+    if _has(conn, "query_totals"):  # m007: orphans are the totals rows without a query row (kind NULL)
+        o = conn.execute("SELECT SUM(stage_rows), COUNT(*), SUM(priced_cost_nano_usd) FROM query_totals "
+                         "WHERE kind IS NULL").fetchone()
+        orphans = (number(o[0]), o[1], number(o[2]) if o[2] is not None else None)
+    else:
+        orphans = conn.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT query_id), SUM(cost_nano_usd) FROM stage_calls s "
+            "WHERE NOT EXISTS (SELECT 1 FROM queries q WHERE q.query_id = s.query_id)").fetchone()
     # `started` rows are attempts whose end was never written: in flight now, or cut off by a crash.
     # The provider may have billed them; they carry the price of their input estimate.
     unknown = conn.execute("SELECT COUNT(*), SUM(cost_nano_usd), SUM(input_tokens) FROM stage_calls "

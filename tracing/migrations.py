@@ -243,6 +243,19 @@ def m006_context_budget(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE stage_calls ADD COLUMN context_tokens INTEGER")
 
 
+@migration
+def m007_report_rollups(db: sqlite3.Connection) -> None:
+    # Reports at volume (#11): per-query totals and per-day rollups kept by the ledger writer
+    # (tracing/rollups.py), back-filled here; and which API key asked (a short hash, never the token).
+    from tracing import rollups
+
+    db.execute("ALTER TABLE queries ADD COLUMN api_key_id TEXT")
+    # `started` LLM attempts (unknown outcome) are few: the audit counts them from this small index
+    db.execute("CREATE INDEX stage_calls_unknown ON stage_calls(status) WHERE status IN ('started', 'unknown')")
+    rollups.create(db)
+    rollups.rebuild(db)
+
+
 def applied(db: sqlite3.Connection) -> set[str]:
     """Names already applied (read only: works on a read-only ledger)."""
     return {r[0] for r in db.execute("SELECT name FROM _migrations")} if has_table(db, "_migrations") else set()

@@ -1,7 +1,9 @@
 """Reports over the ledger: per-query rows and totals, as plain data for tables, CSV and JSON.
 
-Everything is computed from `stage_calls` / `query_costs` in integer nano-dollars and converted
-to dollars only at the edge, so the CLI, the JSON export and any dashboard show the same numbers.
+Everything is in integer nano-dollars until the edge, so the CLI, the JSON export and the dashboard
+show the same numbers. Totals come from the rollups the ledger writer keeps (tracing/rollups.py) and
+percentiles from index walks, so a report costs the same on 1,000 or 1,000,000 queries; per-query
+rows are read a page at a time (`iter_query_rows`), so exports stream in constant memory.
 """
 from __future__ import annotations
 
@@ -54,9 +56,11 @@ class Report:
 PRICES = {"original": ("query_costs", "stage_calls"), "repriced": ("query_costs_repriced", "stage_calls_repriced")}
 
 
-def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str | None = None,
-                 prices: str = "original") -> Report:
-    """`prices`: "original" (the figures recorded at the time) or "repriced" (the latest `rag reprice`)."""
+def build_report_full(conn: sqlite3.Connection, last: int | None = None, variant: str | None = None,
+                      prices: str = "original") -> Report:
+    """Every selected query and stage row through Python: the computation before the rollups (#11).
+    Still the path for `prices="repriced"` (re-priced figures have no rollups: slower, see README),
+    and the reference the rollup-based `build_report` is tested against."""
     query_view, stage_source = PRICES[prices]
     where, args = "kind = 'query'", []
     if variant:
@@ -151,3 +155,196 @@ def _add(sums: dict, row: dict) -> None:
 
 def _usd(nano: float | None) -> float | None:
     return None if nano is None else usd_json(round(nano))
+
+
+# -- at volume: totals from the rollups, percentiles from indexes, rows a page at a time ---------------
+from tracing.rollups import ROLLUP_SUMS, _ROLLUP_SUMS, number, sums as _sums  # noqa: E402
+
+BY_DIMS = {"user": ("user", "value"), "key": ("key", "value"), "model": ("model", "value"),
+           "stage": ("stage", "value"), "variant": ("all", "variant"), "day": ("all", "day")}
+
+
+def build_report(conn: sqlite3.Connection, last: int | None = None, variant: str | None = None,
+                 prices: str = "original", rows: int | None = None) -> Report:
+    """Totals and per-query rows. `last`: only the N most recent queries (totals too). `rows`: how many
+    per-query rows to return at most (None: every selected one; exports use `iter_query_rows`).
+    `prices`: "original" (as recorded) or "repriced" (the latest `rag reprice`; computed the slow way)."""
+    if prices != "original" or not _has_rollups(conn):
+        rep = build_report_full(conn, last=last, variant=variant, prices=prices)
+        return rep if rows is None else Report(rep.queries[:rows], rep.totals)
+    totals = report_totals(conn, last=last, variant=variant)
+    n = last if rows is None else rows if last is None else min(last, rows)
+    queries = [] if n == 0 else list(iter_query_rows(conn, variant=variant, last=n))
+    return Report(queries, totals)
+
+
+def _has_rollups(conn) -> bool:
+    from tracing.ledger_audit import _has  # one catalog lookup to port per backend
+
+    return _has(conn, "query_totals")  # False: a ledger before m007 (read-only, migrations pending)
+
+
+def _selection(variant: str | None, last: int | None) -> tuple[str, list]:
+    """The selected queries as a FROM source (alias t) and its parameters."""
+    where, args = "kind = 'query'", []
+    if variant:
+        where += " AND variant = ?"
+        args.append(variant)
+    if last is None:
+        return f"(SELECT * FROM query_totals WHERE {where}) t", args
+    return (f"(SELECT * FROM query_totals WHERE {where} ORDER BY started_at DESC, query_id DESC LIMIT ?) t",
+            [*args, int(last)])
+
+
+def percentile_sql(conn, source: str, args: list, column: str, n: int, p: float) -> float | None:
+    """`percentile()` of a column's non-NULL values, reading two values at rank (n-1)*p/100 (an index walk)."""
+    if n <= 0:
+        return None
+    pos = (n - 1) * p / 100
+    lo = int(pos)
+    xs = [r[0] for r in conn.execute(f"SELECT t.{column} FROM {source} WHERE t.{column} IS NOT NULL "
+                                     f"ORDER BY t.{column} LIMIT 2 OFFSET ?", [*args, lo])]
+    if not xs:
+        return None
+    hi = xs[1] if len(xs) > 1 and lo + 1 <= n - 1 else xs[0]
+    return xs[0] + (hi - xs[0]) * (pos - lo)
+
+
+def report_totals(conn: sqlite3.Connection, last: int | None = None, variant: str | None = None) -> dict:
+    source, args = _selection(variant, last)
+    if last is None:  # everything (or one variant): add up the day rollups
+        where, rargs = "dim = ?", ["all"]
+        if variant:
+            where += " AND variant = ?"
+            rargs.append(variant)
+        sums = _row(conn.execute(f"SELECT {', '.join(f'SUM({c})' for c in ROLLUP_SUMS)} FROM report_rollup "
+                                 f"WHERE {where}", rargs).fetchone())
+        stages = {r[0]: r[1:] for r in conn.execute(
+            "SELECT value, SUM(stage_rows), SUM(input_tokens), SUM(output_tokens), SUM(priced_cost_nano_usd), "
+            f"SUM(shadow_cost_nano_usd), SUM(unpriced_rows) FROM report_rollup WHERE {where} "
+            "GROUP BY value", ["stage", *rargs[1:]])}
+        budgets = sorted(int(r[0]) for r in conn.execute(
+            f"SELECT DISTINCT value FROM report_rollup WHERE {where} AND queries > 0", ["budget", *rargs[1:]]))
+    else:  # the N most recent: add up their per-query totals
+        sums = _row(conn.execute(f"SELECT {', '.join(expr for _, _, expr in _ROLLUP_SUMS)} FROM {source}",
+                                 args).fetchone())
+        cols = ", ".join(f"SUM(t.{st}_rows), SUM(t.{st}_input_tokens), SUM(t.{st}_output_tokens), "
+                         f"SUM(t.{st}_cost_nano_usd), SUM(t.{st}_shadow_nano_usd), SUM(t.{st}_unpriced_rows)"
+                         for st in STAGES)
+        r = conn.execute(f"SELECT {cols} FROM {source}", args).fetchone()
+        stages = {st: tuple(r[6 * i:6 * i + 6]) for i, st in enumerate(STAGES) if r[6 * i]}
+        budgets = sorted(r[0] for r in conn.execute(
+            f"SELECT DISTINCT t.context_budget_tokens FROM {source} WHERE t.context_budget_tokens IS NOT NULL", args))
+    pct = lambda col, n, p: _usd(percentile_sql(conn, source, args, col, n, p))  # noqa: E731
+    total, waste = sums["priced_cost_nano_usd"], sums["waste_nano_usd"]
+    hits, misses = sums["cache_hits"], sums["cache_misses"]
+    priced = sums["priced_queries"]
+    return {
+        "prices": "original",
+        "queries": sums["queries"],
+        "priced_queries": priced,
+        "unpriced_queries": sums["queries"] - priced,
+        "cost_usd": usd_json(total),
+        "cost_is_lower_bound": sums["unpriced_rows"] > 0,
+        "shadow_cost_usd": usd_json(sums["shadow_cost_nano_usd"]),
+        "cost_per_query_p50_usd": pct("cost_nano_usd", priced, 50),
+        "cost_per_query_p95_usd": pct("cost_nano_usd", priced, 95),
+        "cost_per_1k_queries_usd": _usd(1000 * sums["cost_nano_usd"] / priced) if priced else None,
+        "shadow_cost_per_query_p50_usd": pct("shadow_cost_nano_usd", sums["shadow_queries"], 50),
+        "shadow_cost_per_query_p95_usd": pct("shadow_cost_nano_usd", sums["shadow_queries"], 95),
+        "retry_timeout_waste_usd": usd_json(waste),
+        "retry_timeout_waste_pct": round(100 * waste / total, 2) if total else 0.0,
+        "retries": sums["retries"], "timeouts": sums["timeouts"], "unpriced_rows": sums["unpriced_rows"],
+        "estimated_rows": sums["estimated_rows"], "output_at_risk_tokens": sums["output_at_risk_tokens"],
+        "embedding_cache_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
+        "context_tokens_mean": (round(sums["context_tokens"] / sums["context_queries"], 1)
+                                if sums["context_queries"] else None),
+        "context_budget_tokens": budgets,
+        "stages": {st: _stage_json(stages.get(st)) for st in [*STAGES, *sorted(set(stages) - set(STAGES))]},
+    }
+
+
+def _row(r) -> dict:
+    return _sums(r)
+
+
+def _stage_json(v) -> dict:
+    rows, tin, tout, cost, shadow, unpriced = (int(number(x)) for x in v) if v else (0,) * 6
+    return {"input_tokens": tin, "output_tokens": tout, "cost_usd": usd_json(cost), "shadow_cost_usd": usd_json(shadow),
+            "unpriced_rows": unpriced, "rows": rows}
+
+
+def query_row(t: dict) -> dict:
+    """One per-query row (from a query_totals row joined with its question), as reports print it."""
+    row = {"query_id": t["query_id"], "started_at": t["started_at"], "question": t["question"],
+           "variant": t["variant"], "mode": t["mode"], "status": t["status"], "latency_ms": t["latency_ms"],
+           "cost_usd": usd_json(t["cost_nano_usd"]), "priced_cost_usd": usd_json(t["priced_cost_nano_usd"]),
+           "shadow_cost_usd": usd_json(t["shadow_cost_nano_usd"]), "unpriced_rows": t["unpriced_rows"],
+           "estimated_rows": t["estimated_rows"], "output_at_risk_tokens": t["output_at_risk_tokens"],
+           "retries": t["retries"], "timeouts": t["timeouts"],
+           "context_tokens": t["context_tokens"], "context_budget_tokens": t["context_budget_tokens"]}
+    for st in STAGES:
+        row[f"{st}_tokens"] = t[f"{st}_input_tokens"] + t[f"{st}_output_tokens"]
+        row[f"{st}_cost_usd"] = None if t[f"{st}_unpriced_rows"] else usd_json(t[f"{st}_cost_nano_usd"])
+        row[f"{st}_shadow_cost_usd"] = usd_json(t[f"{st}_shadow_nano_usd"])
+    return row
+
+
+def iter_query_rows(conn, variant: str | None = None, last: int | None = None, page: int = 1000,
+                    raw: bool = False):
+    """Per-query rows, newest first, `page` at a time by keyset (started_at, query_id): memory stays flat
+    however many there are (and a PostgreSQL cursor never holds more than a page)."""
+    where, args = "t.kind = 'query'", []
+    if variant:
+        where += " AND t.variant = ?"
+        args.append(variant)
+    left = last
+    after: tuple | None = None
+    while left is None or left > 0:
+        size = page if left is None else min(page, left)
+        cond, cargs = (where, args) if after is None else (f"{where} AND (t.started_at, t.query_id) < (?, ?)",
+                                                            [*args, *after])
+        cur = conn.execute(f"SELECT t.*, q.question FROM query_totals t LEFT JOIN queries q ON q.query_id = t.query_id "
+                           f"WHERE {cond} ORDER BY t.started_at DESC, t.query_id DESC LIMIT ?", [*cargs, size])
+        batch = [dict(r) for r in cur]
+        for t in batch:
+            yield t if raw else query_row(t)
+        if len(batch) < size:
+            return
+        after = (batch[-1]["started_at"], batch[-1]["query_id"])
+        if left is not None:
+            left -= len(batch)
+
+
+def by_report(conn, dim: str, variant: str | None = None) -> list[dict]:
+    """Spend per user, API key, model, stage, variant or day, most expensive first. For `model` and
+    `stage`, `queries` counts the queries that used it and the cost is that model's/stage's rows."""
+    if dim not in BY_DIMS:
+        raise ValueError(f"unknown dimension {dim!r}; use one of {', '.join(BY_DIMS)}")
+    rdim, col = BY_DIMS[dim]
+    where, args = "dim = ?", [rdim]
+    if variant:
+        where += " AND variant = ?"
+        args.append(variant)
+    out = []
+    for r in conn.execute(f"SELECT {col}, {', '.join(f'SUM({c})' for c in ROLLUP_SUMS)} FROM report_rollup "
+                          f"WHERE {where} GROUP BY {col}", args):
+        s = _sums(r, 1)
+        if not s["queries"]:
+            continue
+        query_level = rdim not in ("model", "stage")
+        priced = s["priced_queries"] if query_level else (0 if s["unpriced_rows"] else s["queries"])
+        mean_base = s["cost_nano_usd"] if query_level else s["priced_cost_nano_usd"]
+        out.append({dim: r[0] or None, "queries": s["queries"],
+                    "unpriced_queries": s["queries"] - priced if query_level else None,
+                    "cost_usd": usd_json(s["priced_cost_nano_usd"]), "cost_is_lower_bound": s["unpriced_rows"] > 0,
+                    "cost_per_1k_queries_usd": _usd(1000 * mean_base / priced) if priced else None,
+                    "shadow_cost_usd": usd_json(s["shadow_cost_nano_usd"]),
+                    "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"],
+                    "unpriced_rows": s["unpriced_rows"], "retries": s["retries"] if query_level else None,
+                    "timeouts": s["timeouts"] if query_level else None,
+                    "waste_usd": usd_json(s["waste_nano_usd"]) if query_level else None})
+    out.sort(key=lambda x: (-(x["cost_usd"] or 0), -x["queries"], str(x[dim])))
+    if dim == "day":
+        out.sort(key=lambda x: str(x["day"]), reverse=True)
+    return out

@@ -1,6 +1,7 @@
 """FastAPI app: ask, ingest, ledger queries, reports, experiments. `create_app(settings)`."""
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import threading
 from contextlib import asynccontextmanager
@@ -20,7 +21,9 @@ from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, 
 from rag_app.service.pool import VariantPool
 from tracing.ledger import is_transient, read_connection
 from tracing.money import usd_json
-from tracing.reports import build_report, stage_json, stage_rows
+from tracing import rollups
+from tracing.rollups import number
+from tracing.reports import BY_DIMS, build_report, by_report, stage_json, stage_rows
 
 
 DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
@@ -102,11 +105,23 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 
     @app.get("/v1/reports/queries", dependencies=[Depends(auth)])
     def report_queries(last: int | None = Query(200, ge=1, le=MAX_INT), variant: str | None = None):
-        """Per-query rows exactly as `rag report --format json` prints them."""
+        """Per-query rows exactly as `rag report --format json` prints them (the `last` most recent)."""
         conn = ledger()
         rep = build_report(conn, last=last, variant=variant)
         conn.close()
         return {"queries": rep.queries}
+
+    @app.get("/v1/reports/by", dependencies=[Depends(auth)])
+    def report_by(dim: str = Query(..., description="user | key | variant | model | day | stage"),
+                  variant: str | None = None):
+        """Spend per user, API key (`key`: a short hash of the bearer token), variant, model, day or stage,
+        most expensive first; rows as `rag report --by DIM --format json` prints them."""
+        if dim not in BY_DIMS:
+            raise HTTPException(422, f"dim must be one of {', '.join(BY_DIMS)}")
+        conn = ledger()
+        rows = by_report(conn, dim, variant=variant)
+        conn.close()
+        return {"by": dim, "variant": variant, "rows": rows}
 
     @app.get("/v1/experiments", dependencies=[Depends(auth)])
     def experiments():
@@ -122,8 +137,10 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         return body
 
     @app.post("/v1/ask", dependencies=[Depends(auth)])
-    def ask(req: AskRequest):
-        answer, assignment = pool().ask(req.question, req.user_id, req.session_id)
+    def ask(req: AskRequest, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
+        # spend per API key: the ledger keeps a short hash of the bearer token, never the token
+        key_id = api_key_id(creds.credentials) if creds and settings.api_token is not None else None
+        answer, assignment = pool().ask(req.question, req.user_id, req.session_id, api_key_id=key_id)
         try:
             conn = ledger()
         except HTTPException:  # the answer stands; its rows are shown from the writer's buffer below
@@ -160,8 +177,9 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
                 where.append(f"{col} {op} ?")
                 args.append(val)
         conn = ledger()
-        total = conn.execute(f"SELECT COUNT(*) FROM query_costs WHERE {' AND '.join(where)}", args).fetchone()[0]
-        rows = conn.execute(f"SELECT * FROM query_costs WHERE {' AND '.join(where)} ORDER BY started_at DESC "
+        total = _count_queries(conn, where, args, variant, status, since, until, experiment)
+        rows = conn.execute(f"SELECT t.*, q.question FROM query_totals t LEFT JOIN queries q ON q.query_id = t.query_id "
+                            f"WHERE {' AND '.join('t.' + w for w in where)} ORDER BY t.started_at DESC, t.query_id DESC "
                             "LIMIT ? OFFSET ?", [*args, min(max(limit, 1), 500), max(offset, 0)]).fetchall()
         conn.close()
         return {"total": total, "limit": limit, "offset": offset, "queries": [_query_json(dict(r)) for r in rows]}
@@ -169,7 +187,8 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     @app.get("/v1/queries/{query_id}", dependencies=[Depends(auth)])
     def query(query_id: str):
         conn = ledger()
-        row = conn.execute("SELECT * FROM query_costs WHERE query_id = ?", (query_id,)).fetchone()
+        row = conn.execute("SELECT t.*, q.question FROM query_totals t LEFT JOIN queries q ON q.query_id = t.query_id "
+                           "WHERE t.query_id = ? AND t.kind IS NOT NULL", (query_id,)).fetchone()
         stages = [stage_json(r) for r in stage_rows(conn, query_id)]
         conn.close()
         if row is None:
@@ -181,8 +200,9 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         from tracing.ledger_audit import audit
 
         conn = ledger()
-        rep = build_report(conn, last=last, variant=variant)
+        rep = build_report(conn, last=last, variant=variant, rows=0)
         ledger_audit = audit(conn)  # orphans, unknown LLM attempts, quarantined/spilled/lost rows
+        ledger_audit["totals_stale"] = rollups.stale(conn)  # a failed rollup refresh: `rag report --rebuild-totals`
         conn.close()
         return {**rep.totals, "ledger": ledger_audit}
 
@@ -199,6 +219,20 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         return result
 
     return app
+
+
+def api_key_id(token: str) -> str:
+    """What the ledger records for a bearer token: 12 hex digits of its SHA-256 (tells keys apart, reveals none)."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _count_queries(conn, where: list[str], args: list, variant, status, since, until, experiment) -> int:
+    # the unfiltered (or per-variant) count is in the day rollups; other filters count index ranges
+    if status is None and since is None and until is None and experiment is None:
+        r = conn.execute("SELECT SUM(queries) FROM report_rollup WHERE dim = 'all'" + (" AND variant = ?" if variant else ""),
+                         [variant] if variant else []).fetchone()
+        return number(r[0])
+    return conn.execute(f"SELECT COUNT(*) FROM query_totals WHERE {' AND '.join(where)}", args).fetchone()[0]
 
 
 def _query_json(r: dict) -> dict:

@@ -60,16 +60,19 @@ class VariantPool:
                 self._apps[variant] = RagApp(self.settings.model_copy(update=overrides), shared=self.base)
             return self._apps[variant]
 
-    def ask(self, question: str, user_id: str | None = None, session_id: str | None = None) -> tuple[Answer, Assignment | None]:
+    def ask(self, question: str, user_id: str | None = None, session_id: str | None = None,
+            api_key_id: str | None = None) -> tuple[Answer, Assignment | None]:
         query_id = str(uuid.uuid4())
         exp = self.experiment
         if exp is None:
             variant = self.settings.variant if self.settings.variant in self.config.variants else "default"
             answer = self.app_for(variant).ask(question, query_id=query_id, variant=self.settings.variant,
-                                               extra={"user_id": user_id, "session_id": session_id, "origin": "live"})
+                                               extra={"user_id": user_id, "session_id": session_id, "origin": "live",
+                                                      "api_key_id": api_key_id})
             return answer, None
         a = assign(exp, user_id, session_id, request_id=query_id)
-        extra = {"user_id": user_id, "session_id": session_id, "arm": a.arm, "sticky": int(a.sticky), "origin": "live"}
+        extra = {"user_id": user_id, "session_id": session_id, "arm": a.arm, "sticky": int(a.sticky), "origin": "live",
+                 "api_key_id": api_key_id}
         answer = self.app_for(a.variant).ask(question, query_id=query_id, variant=a.variant, experiment=exp.name, extra=extra)
         if a.shadow:
             self._shadow.submit(self._run_shadow, question, answer, a, extra)

@@ -84,6 +84,17 @@ def test_ingest_ask_report(env, small_corpus, tmp_path):
     assert rep["totals"]["context_budget_tokens"] == [1000] and 0 < rep["totals"]["context_tokens_mean"] <= 1000
     assert gen["context_budget_tokens"] == 1000 and 0 < gen["context_tokens"] <= 1000  # extractive row too
 
+    # who spends what (#11 item 4): --by on the same rollups, 80 columns, full precision in JSON/CSV
+    by_model = rag(["report", "--by", "model"], env).stdout
+    assert "gpt-4o-mini" in by_model and max(len(line) for line in by_model.splitlines()) <= 80
+    by_day = json.loads(rag(["report", "--by", "day", "--format", "json"], env).stdout)
+    assert sum(r["queries"] for r in by_day["rows"]) == 2
+    assert sum(r["cost_usd"] for r in by_day["rows"]) == pytest.approx(p2["total_cost_usd"], rel=1e-9)
+    by_variant = list(csv.DictReader(io.StringIO(rag(["report", "--by", "variant", "--format", "csv"], env).stdout)))
+    assert [(r["variant"], r["queries"]) for r in by_variant] == [("default", "2")]
+    bad = rag(["report", "--by", "planet"], env, check=False)
+    assert bad.returncode != 0 and "--by must be one of user, key" in bad.stderr
+
 
 def test_ask_before_ingest_is_a_clear_error(env):
     p = rag(["ask", "什么是合同？"], env, check=False)

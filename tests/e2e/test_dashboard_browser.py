@@ -19,7 +19,8 @@ from tests.conftest import LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Reply, Status
 from tests.integration.test_service import Server
 from tracing.ledger import connect
-from tracing.reports import build_report
+from rag_app.service.app import api_key_id
+from tracing.reports import build_report, by_report
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -56,6 +57,7 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
             totals = build_report(conn).totals
             rows = build_report(conn).queries
             exp = compare_live(conn, ExperimentConfig.load(cfg).experiments["topn"])
+            by_user = by_report(conn, "user")
             conn.close()
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=[
@@ -71,6 +73,17 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 assert page.inner_text("#t-unpriced") == f"{totals['unpriced_rows']} rows"
                 assert page.locator("#queries tbody tr").count() == 12
                 assert page.locator("#chart-stages rect").count() == 12 * 4  # a bar segment per stage per query
+                # spend per user and per API key (#11 item 4): the same rows as `rag report --by`
+                page.wait_for_selector("#by tbody tr")
+                assert page.locator("#by tbody tr").count() == len(by_user) == 12
+                top = page.locator("#by tbody tr").first
+                assert top.get_attribute("data-value") == by_user[0]["user"]
+                assert usd(by_user[0]["cost_usd"]) in top.inner_text()
+                page.select_option("#by-dim", "key")
+                page.wait_for_selector("#by-name:text('key')")
+                assert page.locator("#by tbody tr").count() == 1
+                assert page.locator("#by tbody tr").first.get_attribute("data-value") == api_key_id("tok")
+                assert "12" in page.locator("#by tbody tr").first.inner_text()
                 first = page.locator("#queries tbody tr").first
                 assert first.get_attribute("data-id") == rows[0]["query_id"]  # newest first, as in rag report
                 assert usd(rows[0]['cost_usd']) in first.inner_text()

@@ -13,7 +13,7 @@ import pytest
 import uvicorn
 
 from rag_app.app import RagApp
-from rag_app.service.app import create_app
+from rag_app.service.app import api_key_id, create_app
 from tests.conftest import LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -75,6 +75,14 @@ def test_ask_auth_and_ledger(indexed, monkeypatch):
             summary = httpx.get(f"{url}/v1/reports/summary", headers=h).json()
             assert summary["queries"] == 1 and summary["cost_usd"] == pytest.approx(body["total_cost_usd"])
             assert summary["ledger"]["unknown_attempts"] == 0 and summary["ledger"]["orphan_stage_rows"] == 0
+            # spend per user and per API key (#11 item 4): the key is a short hash of the token, never the token
+            by_user = httpx.get(f"{url}/v1/reports/by", params={"dim": "user"}, headers=h).json()
+            assert [(r["user"], r["queries"]) for r in by_user["rows"]] == [("u1", 1)]
+            assert by_user["rows"][0]["cost_usd"] == pytest.approx(body["total_cost_usd"])
+            by_key = httpx.get(f"{url}/v1/reports/by", params={"dim": "key"}, headers=h).json()["rows"]
+            assert [r["key"] for r in by_key] == [api_key_id("s3cret")] and "s3cret" not in json.dumps(by_key)
+            assert httpx.get(f"{url}/v1/reports/by", params={"dim": "planet"}, headers=h).status_code == 422
+            assert httpx.get(f"{url}/v1/reports/by", params={"dim": "user"}).status_code == 401
             assert httpx.get(f"{url}/openapi.json").status_code == 401  # the API description follows the token
             assert httpx.get(f"{url}/openapi.json", headers=h).status_code == 200
 

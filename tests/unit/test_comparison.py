@@ -7,6 +7,7 @@ import pytest
 
 from rag_app.comparison import compare_live, srm_pvalue, welch_interval
 from rag_app.experiments import Experiment
+from tracing import rollups
 from tracing.ledger import connect
 
 
@@ -46,6 +47,7 @@ def seed_ledger(path, control_costs, treatment_costs, exp="e", origin="live"):
                          (qid, variant, exp, arm, origin))
             conn.execute("INSERT INTO stage_calls (query_id, stage, status, cost_nano_usd, input_tokens, started_at) "
                          "VALUES (?, 'generate', 'ok', ?, 100, 't')", (qid, c))
+    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     return conn
 
@@ -89,6 +91,7 @@ def test_an_unpriced_treatment_never_wins_on_cost(tmp_path):
     control = [int(rng.gauss(1000, 50)) for _ in range(450)]
     conn = seed_ledger(tmp_path / "l.sqlite", control, [None] * 50)
     conn.execute("UPDATE stage_calls SET price_source = 'unpriced' WHERE cost_nano_usd IS NULL")
+    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     res = compare_live(conn, Experiment("e", "a", "b", 10, "s"))
     assert res["verdict"] == "hold"
@@ -118,6 +121,7 @@ def test_compare_live_counts_live_rows_only(tmp_path):
     conn = connect(path)
     conn.execute("INSERT INTO queries (query_id, kind, variant, experiment, status, started_at, arm, sticky) "
                  "VALUES ('old', 'query', 'a', 'e', 'ok', 't', 'control', 1)")
+    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
     assert res["arms"]["control"]["queries"] == 10 and res["arms"]["treatment"]["queries"] == 10
@@ -140,6 +144,7 @@ def test_cli_compare_prints_unpriced_and_the_reason(tmp_path, monkeypatch):
     conn.execute("UPDATE queries SET variant = 'default' WHERE variant = 'a'")
     conn.execute("UPDATE queries SET variant = 'top3' WHERE variant = 'b'")
     conn.execute("UPDATE stage_calls SET price_source = 'unpriced' WHERE cost_nano_usd IS NULL")
+    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     conn.close()
     cfg = tmp_path / "exp.json"

@@ -7,6 +7,7 @@ import sqlite3
 from typer.testing import CliRunner
 
 from rag_app.cli import app
+from tracing import rollups
 from tracing.ledger import connect
 from tracing.pricing import PriceTable
 from tracing.reports import build_report
@@ -32,6 +33,7 @@ def seed(path):
     conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, input_tokens, cost_nano_usd, shadow_cost_nano_usd, "
                  "price_version, price_source, started_at) VALUES ('q3', 'embed_query', 'ok', 'bge', 20, 0, 400, 'rate:embed', "
                  "'rate', '2026-11-01T00:00:00')")
+    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     return conn
 

@@ -1,0 +1,283 @@
+"""Reports at volume (#11): build a ledger of N queries (4 stage rows each) and time every reader.
+
+    nice -n 10 python bench/ledger_volume.py [--queries 1000000] [--baseline-queries 100000] [--url URL]
+
+How the ledger is built: migrations m001..m006 on an empty file (the project's own), then rows
+bulk-inserted with executemany in 50k-row transactions (the writer's per-row path would take hours),
+then migration m007_report_rollups, whose back-fill computes the rollups (timed). Prints:
+`rag report` (table, --last 100, --by each dim, --format json with its peak RSS) as real CLI
+processes, every endpoint the dashboard calls through the real FastAPI app (TestClient), experiment
+compare, the rows/s the LedgerWriter sustains with and without the rollup refresh, and ledger bytes
+per million queries. On a smaller ledger (--baseline-queries) the same readers run the code before the
+rollups (the `query_costs` view, `build_report_full`) in this process for ratios.
+
+`--url` (or RAG_LEDGER_URL) names the ledger; only sqlite:/// URLs are built here until the
+PostgreSQL layer lands (then the same readers run against it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tracing import migrations, rollups  # noqa: E402
+from tracing.migrations import migrate  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+DIMS = ("user", "key", "variant", "model", "day", "stage")
+MODELS = ("gpt-4o-mini", "deepseek-chat", "qwen-plus", "no-price-model")
+
+
+def build(path: Path, n: int, seed: int = 0) -> dict:
+    """A ledger of n queries through the project's migrations; returns timings."""
+    rng = random.Random(seed)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    saved = migrations.MIGRATIONS[:]
+    m007 = next(i for i, f in enumerate(saved) if f.__name__ == "m007_report_rollups")
+    migrations.MIGRATIONS[:] = saved[:m007]
+    try:
+        migrate(conn)
+    finally:
+        migrations.MIGRATIONS[:] = saved
+    t = time.perf_counter()
+    qcols = ("query_id", "kind", "question", "variant", "experiment", "mode", "status", "started_at", "ended_at",
+             "latency_ms", "user_id", "session_id", "arm", "sticky", "origin")
+    scols = ("query_id", "stage", "call_id", "attempt", "status", "model", "input_tokens", "output_tokens",
+             "cached_tokens", "cost_nano_usd", "shadow_cost_nano_usd", "price_version", "price_source",
+             "latency_ms", "cache_hits", "cache_misses", "variant", "experiment", "started_at", "usage_source",
+             "context_budget_tokens", "context_tokens")
+    qsql = f"INSERT INTO queries ({','.join(qcols)}) VALUES ({','.join('?' * len(qcols))})"
+    ssql = f"INSERT INTO stage_calls ({','.join(scols)}) VALUES ({','.join('?' * len(scols))})"
+    t0 = 1_764_547_200  # 2025-12-01
+    step = 100 * 86400 / n  # spread over 100 days
+    qs, ss = [], []
+    for i in range(n):
+        qid = f"q{i:09d}"
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t0 + i * step)) + f".{i % 1000:03d}+00:00"
+        u = rng.randrange(2000)
+        user = f"user-{u}"
+        variant = ("default", "top3", "cheap")[u % 3]  # assignment is sticky per user, as in the service
+        exp = "topn" if variant in ("default", "top3") else None
+        model = MODELS[0] if rng.random() < 0.6 else MODELS[1] if rng.random() < 0.6 else MODELS[2]
+        if rng.random() < 0.01:
+            model = MODELS[3]
+        status = "error" if rng.random() < 0.005 else "ok"
+        qs.append((qid, "query", f"问题 {i}", variant, exp, "llm", status, ts, ts, rng.uniform(200, 3000), user,
+                   None, "control" if variant == "default" else "treatment", 1, "live"))
+        tin = rng.randint(800, 2500)
+        unpriced = model == MODELS[3]
+        gen_status = "timeout" if rng.random() < 0.01 else "retry" if rng.random() < 0.02 else "ok"
+        gen_cost = None if unpriced else tin * 150 + rng.randint(20, 400) * 600
+        ss += [(qid, "embed_query", None, 1, "ok", "text-embedding-3-small", 20, 0, 0, 400, 400, "v", "genai-prices",
+                5.0, rng.randint(0, 1), 1, variant, exp, ts, "local", None, None),
+               (qid, "retrieve", None, 1, "ok", None, 0, 0, 0, 0, None, None, None, 3.0, None, None, variant, exp, ts,
+                None, None, None),
+               (qid, "rerank", None, 1, "skipped", None, 0, 0, 0, 0, None, None, None, 0.0, None, None, variant, exp,
+                ts, None, None, None),
+               (qid, "generate", qid, 1, gen_status, model, tin, rng.randint(20, 400), 0, gen_cost,
+                None if unpriced else gen_cost, "v", "unpriced" if unpriced else "genai-prices", 900.0, None, None,
+                variant, exp, ts, "provider", 1000, rng.randint(600, 1000))]
+        if len(qs) >= 50_000:
+            conn.executemany(qsql, qs)
+            conn.executemany(ssql, ss)
+            conn.commit()
+            qs, ss = [], []
+    if qs:
+        conn.executemany(qsql, qs)
+        conn.executemany(ssql, ss)
+        conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    insert_s = time.perf_counter() - t
+    before = path.stat().st_size
+    t = time.perf_counter()
+    migrate(conn)  # m007: creates and back-fills the rollups
+    backfill_s = time.perf_counter() - t
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return {"insert_s": insert_s, "backfill_s": backfill_s, "bytes_before_m007": before, "bytes": path.stat().st_size}
+
+
+def cli(args: list[str], data_dir: Path) -> tuple[float, int, int]:
+    """Wall seconds, peak RSS (MB) and output bytes of one `rag` process."""
+    env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "PYTHONPATH": str(REPO),
+           "RAG_EXPERIMENTS_FILE": str(data_dir / "exp.json")}
+    t = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen([sys.executable, "-m", "rag_app.cli", *args], stdout=out, stderr=subprocess.PIPE,
+                             env=env, cwd=REPO)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode:
+            raise RuntimeError(f"rag {' '.join(args)} failed: {p.stderr.read().decode()[-2000:]}")
+        size = out.tell()
+    return wall, usage.ru_maxrss // 1024, size
+
+
+def timed(fn, repeat: int = 2) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def endpoints(data_dir: Path) -> dict[str, float]:
+    """Every endpoint the dashboard calls, through the real app (no store needed for these)."""
+    from fastapi.testclient import TestClient
+
+    from rag_app.config import Settings
+    from rag_app.service.app import create_app
+
+    exp = data_dir / "exp.json"
+    exp.write_text(json.dumps({"variants": {"top3": {"top_n": 3}, "cheap": {"top_n": 2}}, "experiments": {
+        "topn": {"control": "default", "treatment": "top3", "rollout_pct": 50, "seed": "b"}}}))
+    settings = Settings(_env_file=None, data_dir=data_dir, experiments_file=exp)
+    out = {}
+    with TestClient(create_app(settings), base_url="http://localhost") as c:  # the Host guard admits localhost
+        qid = c.get("/v1/queries", params={"limit": 1}).json()["queries"][0]["query_id"]
+        for path in ("/v1/reports/summary", "/v1/reports/queries?last=500", "/v1/queries?limit=50",
+                     "/v1/queries?limit=50&variant=top3", f"/v1/queries/{qid}", "/v1/experiments",
+                     "/v1/experiments/topn", *(f"/v1/reports/by?dim={d}" for d in DIMS)):
+            def get(path=path):
+                r = c.get(path)
+                assert r.status_code == 200, (path, r.text[:300])
+            out[path] = timed(get)
+    return out
+
+
+def writer_rate(path: Path, n_queries: int, with_rollups: bool) -> float:
+    """Rows/s the LedgerWriter commits (a query row + 4 stage rows per query), put as fast as possible."""
+    from tracing.ledger import LedgerWriter
+
+    saved = rollups.after_write
+    if not with_rollups:
+        rollups.after_write = lambda *a, **k: None
+    try:
+        w = LedgerWriter(path, max_buffer=10 ** 7, batch=200)
+        tag = f"w{int(with_rollups)}{time.time_ns()}"
+        t = time.perf_counter()
+        for i in range(n_queries):
+            qid = f"{tag}-{i}"
+            ts = "2026-12-01T00:00:00.000+00:00"
+            for st in ("embed_query", "retrieve", "rerank", "generate"):
+                w.put("stage_calls", {"query_id": qid, "stage": st, "status": "ok", "model": "gpt-4o-mini",
+                                      "input_tokens": 900, "output_tokens": 100, "cost_nano_usd": 12345,
+                                      "price_source": "genai-prices", "started_at": ts, "variant": "default"})
+            w.put("queries", {"query_id": qid, "kind": "query", "question": "q", "variant": "default", "status": "ok",
+                              "started_at": ts, "latency_ms": 10.0, "user_id": f"u{i % 50}", "origin": "live"})
+        assert w.flush(timeout_s=600)
+        rate = n_queries * 5 / (time.perf_counter() - t)
+        w.close()
+        return rate
+    finally:
+        rollups.after_write = saved
+
+
+def old_paths(conn) -> dict[str, callable]:
+    """The readers before the rollups, as they were (query_costs view; every row through Python)."""
+    from tracing.reports import build_report_full
+    return {
+        "summary": lambda: build_report_full(conn).totals,
+        "queries?limit=50": lambda: conn.execute("SELECT * FROM query_costs WHERE kind = 'query' ORDER BY started_at "
+                                                 "DESC LIMIT 50").fetchall(),
+        "report --last 100": lambda: build_report_full(conn, last=100),
+    }
+
+
+def new_paths(conn) -> dict[str, callable]:
+    from tracing.reports import build_report
+    return {
+        "summary": lambda: build_report(conn, rows=0).totals,
+        "queries?limit=50": lambda: conn.execute(
+            "SELECT t.*, q.question FROM query_totals t LEFT JOIN queries q ON q.query_id = t.query_id "
+            "WHERE t.kind = 'query' ORDER BY t.started_at DESC, t.query_id DESC LIMIT 50").fetchall(),
+        "report --last 100": lambda: build_report(conn, last=100),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queries", type=int, default=300_000)
+    ap.add_argument("--baseline-queries", type=int, default=50_000, help="0: skip the old-code ratios")
+    ap.add_argument("--writer-queries", type=int, default=4_000)
+    ap.add_argument("--url", default=os.environ.get("RAG_LEDGER_URL"), help="sqlite:///DIR/ledger.sqlite")
+    ap.add_argument("--keep", action="store_true", help="keep the built ledger")
+    ap.add_argument("--reuse", action="store_true", help="--url names a ledger built before: time it, build nothing")
+    ap.add_argument("--skip-json", action="store_true", help="skip the full JSON export (minutes at 1M queries)")
+    a = ap.parse_args()
+    if a.url and not a.url.startswith("sqlite:///"):
+        sys.exit(f"--url {a.url}: only sqlite:/// ledgers can be built by this bench until the PostgreSQL layer lands")
+    data_dir = Path(a.url[len("sqlite:///"):]).parent if a.url else Path(tempfile.mkdtemp(prefix="ledger-volume-"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "ledger.sqlite"
+    if path.exists() and not a.reuse:
+        sys.exit(f"{path} exists; point --url at a new file, or --reuse it")
+    if path.exists():
+        n = sqlite3.connect(path).execute("SELECT COUNT(*) FROM queries").fetchone()[0]
+        print(f"ledger {path}: reusing {n:,} queries ({path.stat().st_size / 2**20:,.0f} MB)")
+        a.queries = n
+    else:
+        print(f"ledger {path}: building {a.queries:,} queries x 4 stage rows")
+        b = build(path, a.queries)
+        per_m = 1e6 / a.queries
+        print(f"built: bulk insert {b['insert_s']:.1f} s; m007 back-fill {b['backfill_s']:.1f} s; "
+              f"{b['bytes'] / 2**20:,.0f} MB = {b['bytes'] * per_m / 2**20:,.0f} MB per million queries "
+              f"({b['bytes_before_m007'] * per_m / 2**20:,.0f} MB without the rollups)")
+    print("\n`rag report` as a process (wall s incl. ~python start; peak RSS MB; output bytes):")
+    empty = Path(tempfile.mkdtemp(prefix="ledger-empty-"))
+    sqlite3.connect(empty / "ledger.sqlite").close()
+    cases = [["report"], ["report", "--last", "100"], *(["report", "--by", d] for d in DIMS),
+             ["report", "--format", "csv", "--last", "1000"], *([] if a.skip_json else [["report", "--format", "json"]])]
+    for args in cases:
+        wall, rss, size = cli(args, data_dir)
+        base = cli(args, empty)[0] if args[-1] in ("report", "100") else None
+        print(f"  rag {' '.join(args):32s} {wall:6.2f} s  {rss:5d} MB  {size:>12,d} B"
+              + (f"   (empty ledger: {base:.2f} s)" if base else ""))
+    print("\ndashboard endpoints through the FastAPI app (best of 2, s):")
+    for p, s in endpoints(data_dir).items():
+        print(f"  {p:40s} {s:6.3f}")
+    from rag_app.comparison import compare_live
+    from rag_app.experiments import Experiment
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    cmp_s = timed(lambda: compare_live(conn, Experiment("topn", "default", "top3", 50, "b")))
+    print(f"\nexperiment compare (in process, best of 2): {cmp_s:.3f} s")
+    conn.close()
+    wall, _, _ = cli(["experiment", "compare", "topn"], data_dir)
+    print(f"rag experiment compare topn as a process: {wall:.2f} s")
+    print("\nLedgerWriter rows/s (query row + 4 stage rows per query, batches of 200):")
+    fresh = Path(tempfile.mkdtemp(prefix="ledger-writer-")) / "ledger.sqlite"
+    for label, target in (("fresh ledger", fresh), (f"{a.queries:,}-query ledger", path)):
+        on = writer_rate(target, a.writer_queries, True)
+        off = writer_rate(target, a.writer_queries, False)
+        print(f"  {label:24s} with rollups {on:8,.0f} rows/s; without {off:8,.0f} rows/s ({on / off:.2f}x)")
+    if a.baseline_queries:
+        print(f"\nold code path vs new on {a.baseline_queries:,} queries (in process, best of 2):")
+        bpath = Path(tempfile.mkdtemp(prefix="ledger-base-")) / "ledger.sqlite"
+        build(bpath, a.baseline_queries, seed=1)
+        conn = sqlite3.connect(bpath)
+        conn.row_factory = sqlite3.Row
+        old, new = old_paths(conn), new_paths(conn)
+        for k in old:
+            to, tn = timed(old[k]), timed(new[k])
+            print(f"  {k:20s} old {to:8.3f} s   new {tn:7.4f} s   {to / tn:8.0f}x")
+        conn.close()
+    if not a.keep and not a.url:
+        import shutil
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

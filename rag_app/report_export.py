@@ -1,0 +1,80 @@
+"""`rag report` output: an 80-column table, or CSV / JSON written row by row as the ledger is read,
+so exporting a million queries holds one page of rows in memory, not the ledger."""
+from __future__ import annotations
+
+import csv
+import json
+from typing import TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from rag_app.cost_render import per_1k, report_tables, usd
+from tracing.ledger_audit import audit, audit_line
+from tracing.reports import build_report, build_report_full, by_report, iter_query_rows, report_totals
+
+BY_TABLE_ROWS = 50  # a person reads the top spenders; CSV/JSON carry every one
+
+
+def write_report(conn, fmt: str, stream: TextIO, console: Console, *, last: int | None, variant: str | None,
+                 prices: str, table_rows: int, pending: list[str]) -> None:
+    ledger_audit = {**audit(conn), "migrations_pending": pending}
+    if fmt == "table":
+        rep = build_report(conn, last=last, variant=variant, prices=prices, rows=table_rows if last is None else None)
+        target = console if stream is None or stream is console.file else Console(file=stream, width=80)
+        target.print(report_tables(rep))
+        target.print(audit_line(ledger_audit))
+        return
+    if prices == "original":
+        totals = report_totals(conn, last=last, variant=variant)
+        rows = iter_query_rows(conn, variant=variant, last=last)
+    else:  # re-priced figures have no rollups: the full computation (memory grows with the ledger)
+        rep = build_report_full(conn, last=last, variant=variant, prices=prices)
+        totals, rows = rep.totals, iter(rep.queries)
+    if fmt == "csv":
+        writer = None
+        for row in rows:
+            if writer is None:
+                writer = csv.DictWriter(stream, fieldnames=list(row))
+                writer.writeheader()
+            writer.writerow(row)
+        return
+    stream.write('{"queries": [')
+    for i, row in enumerate(rows):
+        stream.write(("," if i else "") + "\n  " + json.dumps(row, ensure_ascii=False))
+    stream.write("\n],\n" + f'"totals": {json.dumps(totals, ensure_ascii=False)},\n'
+                 f'"ledger": {json.dumps(ledger_audit, ensure_ascii=False)}}}\n')
+
+
+def write_by(conn, dim: str, fmt: str, stream: TextIO, console: Console, *, variant: str | None) -> None:
+    rows = by_report(conn, dim, variant=variant)
+    if fmt == "json":
+        stream.write(json.dumps({"by": dim, "variant": variant, "rows": rows}, ensure_ascii=False, indent=2) + "\n")
+        return
+    if fmt == "csv":
+        if rows:
+            w = csv.DictWriter(stream, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        return
+    target = console if stream is console.file else Console(file=stream, width=80)
+    target.print(by_table(dim, rows))
+
+
+def by_table(dim: str, rows: list[dict]) -> Table:
+    """Spend per user/key/variant/model/day/stage in 80 columns; unpriced never shown as $0."""
+    shown = rows[:BY_TABLE_ROWS]
+    more = f" (top {len(shown)} of {len(rows)} by cost; --format csv for all)" if len(rows) > len(shown) else ""
+    t = Table(title=f"spend by {dim}{more}", pad_edge=False, collapse_padding=True)
+    t.add_column(dim, overflow="fold", max_width=20)
+    for col in ("queries", "cost", "per query", "shadow", "tokens", "unpriced"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in shown:
+        cost = usd(r["cost_usd"]) + ("+" if r["cost_is_lower_bound"] else "")
+        mean = per_1k(None if r["cost_per_1k_queries_usd"] is None else r["cost_per_1k_queries_usd"] / 1000)
+        t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}", cost, mean,
+                  usd(r["shadow_cost_usd"]), f"{r['input_tokens'] + r['output_tokens']:,}",
+                  f"{r['unpriced_rows']:,} rows" if r["unpriced_rows"] else "-")
+    t.caption = "cost+ = known part; unpriced rows (no price for the model) are not counted as $0"
+    return t
