@@ -493,6 +493,7 @@ class LedgerWriter:
                 # `started` row and its final row may share a batch)
                 for key, run in groupby(batch, key=lambda tr: (tr[0], tuple(tr[1]), bool(tr[1].get("attempt_id")))):
                     conn.executemany(_insert_sql(*key), [list(r.values()) for _, r in run])
+            rollups.after_write(conn, rows, is_transient)  # report totals of these queries, same transaction
             conn.execute("COMMIT")
         except BaseException:
             try:
