@@ -22,7 +22,7 @@ from tracing.ledger import LedgerWriter, connect
 from tracing.ledger_audit import audit
 from tracing.migrations import MIGRATIONS
 from tracing.pricing import PriceTable
-from tracing.reports import build_report, stage_rows
+from tracing.reports import BY_DIMS, build_report, by_report, stage_rows
 from tracing.reprice import reprice, unpriced_models
 
 BIG = 3_000_000_000_000  # $3,000 in nano-dollars: past int4, as a busy month's total is
@@ -110,6 +110,8 @@ def snapshot(url: str) -> dict:
             "quarantine": [(r[0], json.loads(r[1])["query_id"]) for r in conn.execute(
                 "SELECT target_table, row_json FROM ledger_quarantine ORDER BY id")],
         }
+        out["by"] = {dim: by_report(conn, dim) for dim in BY_DIMS}  # the rollups, read on each engine
+        assert all(out["by"].values()), out["by"]
         res = reprice(conn, PriceTable.load(None))
         out["reprice"] = (res.rows, res.changed, res.old_nano, res.new_nano, res.unpriced_before, res.unpriced_after)
         rep_r = build_report(conn, prices="repriced")
@@ -256,7 +258,8 @@ def test_http_api_gives_identical_results(ledger_url, tmp_path):
             got = {}
             for path in ("/v1/queries", "/v1/queries?variant=b&limit=2&offset=1", "/v1/queries?since=2026-11-30T10:00:05",
                          "/v1/queries/q07", "/v1/reports/summary", "/v1/reports/summary?last=4",
-                         "/v1/reports/queries?last=5", "/v1/experiments/e", "/v1/queries/nope"):
+                         "/v1/reports/queries?last=5", "/v1/reports/by?dim=user", "/v1/reports/by?dim=model",
+                         "/v1/reports/by?dim=day", "/v1/experiments/e", "/v1/queries/nope"):
                 r = httpx.get(base + path, timeout=30)
                 got[path] = (r.status_code, r.json())
             assert httpx.get(base + "/dashboard", timeout=30).status_code == 200
@@ -265,6 +268,7 @@ def test_http_api_gives_identical_results(ledger_url, tmp_path):
     assert got["/v1/queries"][1]["total"] == 12 and got["/v1/queries/nope"][0] == 404
     assert got["/v1/queries/q07"][1]["cost_usd"] is None and got["/v1/queries/q07"][1]["unpriced_rows"] == 1
     assert got["/v1/reports/summary"][1]["ledger"]["unknown_attempts"] == 1
+    assert got["/v1/reports/by?dim=user"][0] == 200 and got["/v1/reports/by?dim=user"][1]
     assert got == answers["ref"]
 
 
