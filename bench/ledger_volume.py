@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import best_of  # noqa: E402
 from tracing import migrations, rollups  # noqa: E402
 from tracing.migrations import migrate  # noqa: E402
 
@@ -124,13 +125,8 @@ def cli(args: list[str], data_dir: Path) -> tuple[float, int, int]:
     return wall, usage.ru_maxrss // 1024, size
 
 
-def timed(fn, repeat: int = 2) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+def timed(fn) -> float:
+    return best_of(fn, repeat=2)
 
 
 def endpoints(data_dir: Path) -> dict[str, float]:

@@ -16,7 +16,7 @@ from rag_app.errors import ConfigError
 from tests.conftest import make_settings
 from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply, Slow, Status
 from tests.fakes.otlp_receiver import OtlpReceiver
-from tests.integration.trace_check import check_trace_equals_ledger, ledger
+from tests.integration.trace_check import check_trace_equals_ledger, index_one_small_law, ledger
 from tracing.otel_export import OtelExporter, normalise_endpoint, span_id_for, trace_id_for
 
 QUESTION = "一人有限责任公司是什么？"
@@ -24,18 +24,7 @@ QUESTION = "一人有限责任公司是什么？"
 
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory):
-    import shutil
-
-    from tests.conftest import LAWS, SMALL_LAWS
-
-    root = tmp_path_factory.mktemp("otel")
-    corpus = root / "corpus"
-    for rel in SMALL_LAWS[:1]:
-        (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(LAWS / rel, corpus / rel)
-    with RagApp(make_settings(root, retriever="bm25")) as app:
-        assert not app.ingest([corpus]).errors
-    return root
+    return index_one_small_law(tmp_path_factory.mktemp("otel"))
 
 
 def ask(settings, query_id: str, env=None):

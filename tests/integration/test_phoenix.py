@@ -23,7 +23,7 @@ import pytest
 from rag_app.app import RagApp
 from tests.conftest import make_settings
 from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply, Slow, Status
-from tests.integration.trace_check import check_trace_equals_ledger, ledger
+from tests.integration.trace_check import check_trace_equals_ledger, index_one_small_law, ledger
 
 PHOENIX_BIN = os.environ.get("RAG_PHOENIX_BIN")  # read at import: the autouse fixture clears RAG_*
 QUESTION = "一人有限责任公司是什么？"
@@ -71,18 +71,7 @@ def phoenix(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory):
-    import shutil
-
-    from tests.conftest import LAWS, SMALL_LAWS
-
-    root = tmp_path_factory.mktemp("phx-corpus")
-    corpus = root / "corpus"
-    for rel in SMALL_LAWS[:1]:
-        (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(LAWS / rel, corpus / rel)
-    with RagApp(make_settings(root, retriever="bm25")) as app:
-        assert not app.ingest([corpus]).errors
-    return root
+    return index_one_small_law(tmp_path_factory.mktemp("phx-corpus"))
 
 
 STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}

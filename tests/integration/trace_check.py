@@ -11,6 +11,22 @@ import pytest
 from tracing.otel_export import span_id_for, trace_id_for
 
 
+def index_one_small_law(root):
+    """A BM25 collection of one small real law under `root` (the traced queries' corpus)."""
+    import shutil
+
+    from rag_app.app import RagApp
+    from tests.conftest import LAWS, SMALL_LAWS, make_settings
+
+    corpus = root / "corpus"
+    for rel in SMALL_LAWS[:1]:
+        (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(LAWS / rel, corpus / rel)
+    with RagApp(make_settings(root, retriever="bm25")) as app:
+        assert not app.ingest([corpus]).errors
+    return root
+
+
 def ledger(settings, query_id: str) -> tuple[dict, list[dict]]:
     conn = sqlite3.connect(settings.ledger_path)
     conn.row_factory = sqlite3.Row
