@@ -74,14 +74,16 @@ def test_kill9_under_load_leaves_a_row_for_every_request_the_llm_server_received
             pool = ThreadPoolExecutor(max_workers=8)
             for k in range(8):
                 pool.submit(client, k)
-            deadline = time.time() + 60
-            while not (len(answered) >= 16 and len(llm.requests) >= len(answered) + 6):
-                assert time.time() < deadline, (len(answered), len(llm.requests))
-                time.sleep(0.02)
-            srv.kill9()  # mid-load: several LLM requests are in flight
-            received = len(llm.requests)
-            stop.set()
-            pool.shutdown(wait=True)
+            try:  # a failed wait must still stop the clients, or pytest never exits
+                deadline = time.time() + 60
+                while not (len(answered) >= 16 and len(llm.requests) >= len(answered) + 6):
+                    assert time.time() < deadline, (len(answered), len(llm.requests))
+                    time.sleep(0.02)
+                srv.kill9()  # mid-load: several LLM requests are in flight
+                received = len(llm.requests)
+            finally:
+                stop.set()
+                pool.shutdown(wait=True)
     conn = sqlite3.connect(data / "ledger.sqlite")
     statuses = dict(conn.execute("SELECT status, COUNT(*) FROM stage_calls WHERE stage = 'generate' "
                                  "GROUP BY status").fetchall())
