@@ -103,7 +103,9 @@ def migrate_before_m007(conn) -> None:
 
 def build(target, n: int, seed: int = 0) -> dict:
     """A ledger of n queries through the project's migrations (m001..m006, bulk rows, then m007's
-    back-fill, timed); `target` a LedgerTarget. Returns timings and sizes."""
+    back-fill, timed); `target` a LedgerTarget, a URL or a SQLite path. Returns timings and sizes."""
+    from tracing.db import as_target
+    target = as_target(target)
     if target.dialect == "postgresql":
         return build_pg(target.url, n, seed)
     path = target.path
