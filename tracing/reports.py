@@ -209,6 +209,23 @@ def percentile_sql(conn, source: str, args: list, column: str, n: int, p: float)
     return pair[0] + (pair[1] - pair[0]) * (pos - lo)
 
 
+def percentile_nulls_as_zero(conn, from_where: str, args: list, column: str, n: int, nulls: int,
+                             p: float) -> float | None:
+    """`percentile()` of n values of which `nulls` are NULL and count as 0 (they sort first); the
+    non-NULL ranks come from one index walk. `from_where` ends in a WHERE clause (ANDed onto)."""
+    if not n:
+        return None
+    pos = (n - 1) * p / 100
+    lo = int(pos)
+    hi = min(lo + 1, n - 1)
+    vals = [0.0 if lo < nulls else None, 0.0 if hi < nulls else None]
+    if vals[1] is None:  # at least one rank among the non-NULL values
+        first = max(lo - nulls, 0)
+        pair = values_at(conn, f"{from_where} AND {column} IS NOT NULL", args, column, n - nulls, first)
+        vals = [pair[0] if vals[0] is None else vals[0], pair[1] if hi - nulls > first else pair[0]]
+    return vals[0] + (vals[1] - vals[0]) * (pos - lo)
+
+
 def values_at(conn, from_where: str, args: list, column: str, n: int, lo: int) -> tuple | None:
     """The values at sorted ranks lo and lo+1 (lo again when lo is the last) of the n rows that
     `from_where` selects. An OFFSET walks every entry it skips, so the walk starts from the nearer
