@@ -1,18 +1,24 @@
 """Reports at volume (#11): build a ledger of N queries (4 stage rows each) and time every reader.
 
-    nice -n 10 python bench/ledger_volume.py [--queries 1000000] [--baseline-queries 100000] [--url URL]
+    nice -n 10 python bench/ledger_volume.py [--queries 1000000] [--baseline-queries 100000]
+                                             [--url URL | --start-postgres]
 
-How the ledger is built: migrations m001..m006 on an empty file (the project's own), then rows
-bulk-inserted with executemany in 50k-row transactions (the writer's per-row path would take hours),
-then migration m007_report_rollups, whose back-fill computes the rollups (timed). Prints:
+How the ledger is built: migrations m001..m006 on an empty ledger (the project's own, through
+tracing.migrations on either backend), then rows bulk-inserted (SQLite: executemany in 50k-query
+transactions; PostgreSQL: COPY on tracing.db's underlying psycopg connection, then ANALYZE; the
+writer's per-row path would take hours), then migration m007_report_rollups, whose back-fill computes
+the rollups (timed; on PostgreSQL followed by VACUUM ANALYZE, autovacuum's job). Prints:
 `rag report` (table, --last 100, --by each dim, --format json with its peak RSS) as real CLI
-processes, every endpoint the dashboard calls through the real FastAPI app (TestClient), experiment
-compare, the rows/s the LedgerWriter sustains with and without the rollup refresh, and ledger bytes
-per million queries. On a smaller ledger (--baseline-queries) the same readers run the code before the
-rollups (the `query_costs` view, `build_report_full`) in this process for ratios.
+processes with RAG_LEDGER_URL, every endpoint the dashboard calls through the real FastAPI app
+(TestClient), experiment compare, the rows/s the LedgerWriter sustains with and without the rollup
+refresh, and ledger bytes per million queries (SQLite: file size; PostgreSQL: pg_database_size and
+the sum of pg_total_relation_size). On a smaller ledger (--baseline-queries) the same readers run the
+code before the rollups (the `query_costs` view, `build_report_full`) in this process for ratios.
 
-`--url` (or RAG_LEDGER_URL) names the ledger; only sqlite:/// URLs are built here until the
-PostgreSQL layer lands (then the same readers run against it).
+`--url` (or RAG_LEDGER_URL): sqlite:///PATH or postgresql://... (an empty database; `--reuse` times
+one built before). `--start-postgres`: a throwaway cluster (tests/fakes/pg_cluster.py, fsync on) in a
+temp dir, removed at the end unless --keep; the fresh-ledger writer rate and the baseline ratios need
+it (or SQLite) to create more databases.
 """
 from __future__ import annotations
 
@@ -38,27 +44,17 @@ DIMS = ("user", "key", "variant", "model", "day", "stage")
 MODELS = ("gpt-4o-mini", "deepseek-chat", "qwen-plus", "no-price-model")
 
 
-def build(path: Path, n: int, seed: int = 0) -> dict:
-    """A ledger of n queries through the project's migrations; returns timings."""
+QCOLS = ("query_id", "kind", "question", "variant", "experiment", "mode", "status", "started_at", "ended_at",
+         "latency_ms", "user_id", "session_id", "arm", "sticky", "origin")
+SCOLS = ("query_id", "stage", "call_id", "attempt", "status", "model", "input_tokens", "output_tokens",
+         "cached_tokens", "cost_nano_usd", "shadow_cost_nano_usd", "price_version", "price_source",
+         "latency_ms", "cache_hits", "cache_misses", "variant", "experiment", "started_at", "usage_source",
+         "context_budget_tokens", "context_tokens")
+
+
+def batches(n: int, seed: int = 0, size: int = 50_000):
+    """The ledger's rows, (query rows, stage rows) per `size` queries; the same on both backends."""
     rng = random.Random(seed)
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA journal_mode=WAL")
-    saved = migrations.MIGRATIONS[:]
-    m007 = next(i for i, f in enumerate(saved) if f.__name__ == "m007_report_rollups")
-    migrations.MIGRATIONS[:] = saved[:m007]
-    try:
-        migrate(conn)
-    finally:
-        migrations.MIGRATIONS[:] = saved
-    t = time.perf_counter()
-    qcols = ("query_id", "kind", "question", "variant", "experiment", "mode", "status", "started_at", "ended_at",
-             "latency_ms", "user_id", "session_id", "arm", "sticky", "origin")
-    scols = ("query_id", "stage", "call_id", "attempt", "status", "model", "input_tokens", "output_tokens",
-             "cached_tokens", "cost_nano_usd", "shadow_cost_nano_usd", "price_version", "price_source",
-             "latency_ms", "cache_hits", "cache_misses", "variant", "experiment", "started_at", "usage_source",
-             "context_budget_tokens", "context_tokens")
-    qsql = f"INSERT INTO queries ({','.join(qcols)}) VALUES ({','.join('?' * len(qcols))})"
-    ssql = f"INSERT INTO stage_calls ({','.join(scols)}) VALUES ({','.join('?' * len(scols))})"
     t0 = 1_764_547_200  # 2025-12-01
     step = 100 * 86400 / n  # spread over 100 days
     qs, ss = [], []
@@ -88,12 +84,38 @@ def build(path: Path, n: int, seed: int = 0) -> dict:
                (qid, "generate", qid, 1, gen_status, model, tin, rng.randint(20, 400), 0, gen_cost,
                 None if unpriced else gen_cost, "v", "unpriced" if unpriced else "genai-prices", 900.0, None, None,
                 variant, exp, ts, "provider", 1000, rng.randint(600, 1000))]
-        if len(qs) >= 50_000:
-            conn.executemany(qsql, qs)
-            conn.executemany(ssql, ss)
-            conn.commit()
+        if len(qs) >= size:
+            yield qs, ss
             qs, ss = [], []
     if qs:
+        yield qs, ss
+
+
+def migrate_before_m007(conn) -> None:
+    saved = migrations.MIGRATIONS[:]
+    m007 = next(i for i, f in enumerate(saved) if f.__name__ == "m007_report_rollups")
+    migrations.MIGRATIONS[:] = saved[:m007]
+    try:
+        migrate(conn)
+    finally:
+        migrations.MIGRATIONS[:] = saved
+
+
+def build(target, n: int, seed: int = 0) -> dict:
+    """A ledger of n queries through the project's migrations (m001..m006, bulk rows, then m007's
+    back-fill, timed); `target` a LedgerTarget, a URL or a SQLite path. Returns timings and sizes."""
+    from tracing.db import as_target
+    target = as_target(target)
+    if target.dialect == "postgresql":
+        return build_pg(target.url, n, seed)
+    path = target.path
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    migrate_before_m007(conn)
+    t = time.perf_counter()
+    qsql = f"INSERT INTO queries ({','.join(QCOLS)}) VALUES ({','.join('?' * len(QCOLS))})"
+    ssql = f"INSERT INTO stage_calls ({','.join(SCOLS)}) VALUES ({','.join('?' * len(SCOLS))})"
+    for qs, ss in batches(n, seed):
         conn.executemany(qsql, qs)
         conn.executemany(ssql, ss)
         conn.commit()
@@ -108,9 +130,63 @@ def build(path: Path, n: int, seed: int = 0) -> dict:
     return {"insert_s": insert_s, "backfill_s": backfill_s, "bytes_before_m007": before, "bytes": path.stat().st_size}
 
 
-def cli(args: list[str], data_dir: Path) -> tuple[float, int, int]:
-    """Wall seconds, peak RSS (MB) and output bytes of one `rag` process."""
-    env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "PYTHONPATH": str(REPO),
+def build_pg(url: str, n: int, seed: int) -> dict:
+    """PostgreSQL: the same migrations through tracing.db's connection; the rows go in with COPY on
+    its underlying psycopg connection (the bulk path; the writer's own rate is measured separately)."""
+    from tracing.db import connect_pg
+
+    conn = connect_pg(url)
+    migrate_before_m007(conn)
+    t = time.perf_counter()
+    cur = conn.raw.cursor()
+    for qs, ss in batches(n, seed):
+        with conn.raw.transaction():
+            with cur.copy(f"COPY queries ({','.join(QCOLS)}) FROM STDIN") as cp:
+                for r in qs:
+                    cp.write_row(r)
+            with cur.copy(f"COPY stage_calls ({','.join(SCOLS)}) FROM STDIN") as cp:
+                for r in ss:
+                    cp.write_row(r)
+    conn.raw.execute("ANALYZE")  # what autovacuum would do after a bulk load; m007's back-fill plans with it
+    insert_s = time.perf_counter() - t
+    before = pg_bytes(conn)["database"]
+    t = time.perf_counter()
+    migrate(conn)  # m007: creates and back-fills the rollups
+    backfill_s = time.perf_counter() - t
+    t = time.perf_counter()
+    conn.raw.execute("VACUUM ANALYZE")  # autovacuum's job after the back-fill (stats + visibility map)
+    vacuum_s = time.perf_counter() - t
+    size = pg_bytes(conn)
+    conn.close()
+    return {"insert_s": insert_s, "backfill_s": backfill_s, "vacuum_s": vacuum_s, "bytes_before_m007": before,
+            "bytes": size["database"], "tables": size["tables"]}
+
+
+def pg_bytes(conn) -> dict:
+    """pg_database_size, and the sum of pg_total_relation_size (heap + indexes + TOAST) of the tables."""
+    db = conn.raw.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    tables = conn.raw.execute(
+        "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "JOIN pg_namespace s ON s.oid = c.relnamespace WHERE c.relkind IN ('r', 'm') "
+        "AND s.nspname = current_schema()").fetchone()[0]
+    return {"database": int(db), "tables": int(tables)}
+
+
+def ledger_bytes(target) -> tuple[int, str]:
+    if target.dialect == "postgresql":
+        from tracing.db import connect_pg
+        conn = connect_pg(target.url)
+        try:
+            b = pg_bytes(conn)
+        finally:
+            conn.close()
+        return b["database"], f"pg_database_size; tables incl. indexes {b['tables'] / 2**20:,.0f} MB"
+    return target.path.stat().st_size, "file size"
+
+
+def cli(args: list[str], data_dir: Path, url: str) -> tuple[float, int, int]:
+    """Wall seconds, peak RSS (MB) and output bytes of one `rag` process on the ledger at `url`."""
+    env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "PYTHONPATH": str(REPO), "RAG_LEDGER_URL": url,
            "RAG_EXPERIMENTS_FILE": str(data_dir / "exp.json")}
     t = time.perf_counter()
     with tempfile.TemporaryFile() as out:
@@ -129,17 +205,20 @@ def timed(fn) -> float:
     return best_of(fn, repeat=2)
 
 
-def endpoints(data_dir: Path) -> dict[str, float]:
+def write_experiments(data_dir: Path) -> None:
+    (data_dir / "exp.json").write_text(json.dumps({"variants": {"top3": {"top_n": 3}, "cheap": {"top_n": 2}},
+                                                   "experiments": {"topn": {"control": "default", "treatment": "top3",
+                                                                            "rollout_pct": 50, "seed": "b"}}}))
+
+
+def endpoints(data_dir: Path, url: str) -> dict[str, float]:
     """Every endpoint the dashboard calls, through the real app (no store needed for these)."""
     from fastapi.testclient import TestClient
 
     from rag_app.config import Settings
     from rag_app.service.app import create_app
 
-    exp = data_dir / "exp.json"
-    exp.write_text(json.dumps({"variants": {"top3": {"top_n": 3}, "cheap": {"top_n": 2}}, "experiments": {
-        "topn": {"control": "default", "treatment": "top3", "rollout_pct": 50, "seed": "b"}}}))
-    settings = Settings(_env_file=None, data_dir=data_dir, experiments_file=exp)
+    settings = Settings(_env_file=None, data_dir=data_dir, experiments_file=data_dir / "exp.json", ledger_url=url)
     out = {}
     with TestClient(create_app(settings), base_url="http://localhost") as c:  # the Host guard admits localhost
         qid = c.get("/v1/queries", params={"limit": 1}).json()["queries"][0]["query_id"]
@@ -153,7 +232,7 @@ def endpoints(data_dir: Path) -> dict[str, float]:
     return out
 
 
-def writer_rate(path: Path, n_queries: int, with_rollups: bool) -> float:
+def writer_rate(target, n_queries: int, with_rollups: bool) -> float:
     """Rows/s the LedgerWriter commits (a query row + 4 stage rows per query), put as fast as possible."""
     from tracing.ledger import LedgerWriter
 
@@ -161,7 +240,7 @@ def writer_rate(path: Path, n_queries: int, with_rollups: bool) -> float:
     if not with_rollups:
         rollups.after_write = lambda *a, **k: None
     try:
-        w = LedgerWriter(path, max_buffer=10 ** 7, batch=200)
+        w = LedgerWriter(target, max_buffer=10 ** 7, batch=200)
         tag = f"w{int(with_rollups)}{time.time_ns()}"
         t = time.perf_counter()
         for i in range(n_queries):
@@ -203,76 +282,163 @@ def new_paths(conn) -> dict[str, callable]:
     }
 
 
+class Ledgers:
+    """Where ledgers live: SQLite files in temp dirs, or databases on a PostgreSQL server (the one in
+    --url, or a throwaway cluster from tests/fakes/pg_cluster.py with --start-postgres)."""
+
+    def __init__(self, dialect: str, cluster=None):
+        self.dialect, self.cluster, self.dirs = dialect, cluster, []
+
+    def new(self, prefix: str):
+        """A new, empty ledger target (None when the server gives no way to make one)."""
+        from tracing.db import as_target
+        d = Path(tempfile.mkdtemp(prefix=prefix))
+        self.dirs.append(d)
+        if self.dialect == "sqlite":
+            return as_target(d / "ledger.sqlite")
+        return as_target(self.cluster.new_database()) if self.cluster else None
+
+    def cleanup(self) -> None:
+        import shutil
+        for d in self.dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        if self.cluster:
+            self.cluster.destroy()
+
+
+def count_queries(target) -> int:
+    from tracing.ledger import open_read
+    conn, _ = open_read(target)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM queries").fetchone()[0]
+    finally:
+        conn.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=int, default=300_000)
     ap.add_argument("--baseline-queries", type=int, default=50_000, help="0: skip the old-code ratios")
     ap.add_argument("--writer-queries", type=int, default=4_000)
-    ap.add_argument("--url", default=os.environ.get("RAG_LEDGER_URL"), help="sqlite:///DIR/ledger.sqlite")
-    ap.add_argument("--keep", action="store_true", help="keep the built ledger")
+    ap.add_argument("--url", default=os.environ.get("RAG_LEDGER_URL"),
+                    help="sqlite:///DIR/ledger.sqlite or postgresql://... (an empty database, or one built before "
+                         "with --reuse)")
+    ap.add_argument("--start-postgres", action="store_true",
+                    help="build on a throwaway PostgreSQL cluster (Debian's initdb/pg_ctl; fsync on), removed after")
+    ap.add_argument("--keep", action="store_true", help="keep the built ledger (and the --start-postgres cluster)")
     ap.add_argument("--reuse", action="store_true", help="--url names a ledger built before: time it, build nothing")
     ap.add_argument("--skip-json", action="store_true", help="skip the full JSON export (minutes at 1M queries)")
     a = ap.parse_args()
-    if a.url and not a.url.startswith("sqlite:///"):
-        sys.exit(f"--url {a.url}: only sqlite:/// ledgers can be built by this bench until the PostgreSQL layer lands")
-    data_dir = Path(a.url[len("sqlite:///"):]).parent if a.url else Path(tempfile.mkdtemp(prefix="ledger-volume-"))
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / "ledger.sqlite"
-    if path.exists() and not a.reuse:
-        sys.exit(f"{path} exists; point --url at a new file, or --reuse it")
-    if path.exists():
-        n = sqlite3.connect(path).execute("SELECT COUNT(*) FROM queries").fetchone()[0]
-        print(f"ledger {path}: reusing {n:,} queries ({path.stat().st_size / 2**20:,.0f} MB)")
-        a.queries = n
+    from tracing.db import as_target, parse_ledger_url
+
+    cluster = None
+    if a.start_postgres:
+        sys.path.insert(0, str(REPO / "tests"))
+        from fakes.pg_cluster import PgCluster, binaries_missing
+        if binaries_missing():
+            sys.exit(binaries_missing())
+        cluster = PgCluster(durable=True).start()
+        print(f"throwaway PostgreSQL cluster in {cluster.dir} (127.0.0.1:{cluster.port}, fsync on)")
+        target = as_target(cluster.new_database())
+    elif a.url:
+        target = parse_ledger_url(a.url, Path("unused"))
     else:
-        print(f"ledger {path}: building {a.queries:,} queries x 4 stage rows")
-        b = build(path, a.queries)
+        target = as_target(Path(tempfile.mkdtemp(prefix="ledger-volume-")) / "ledger.sqlite")
+    ledgers = Ledgers(target.dialect, cluster)
+    try:
+        run(a, target, ledgers)
+    finally:
+        if not a.keep:
+            ledgers.cleanup()
+            if not a.url and target.dialect == "sqlite":
+                import shutil
+                shutil.rmtree(target.path.parent, ignore_errors=True)
+        elif cluster:
+            print(f"kept: cluster {cluster.dir}, ledger {target.display} "
+                  f"(stop: runuser -u {cluster.user} -- pg_ctl -D {cluster.dir}/data stop)")
+
+
+def run(a, target, ledgers: Ledgers) -> None:
+    pg = target.dialect == "postgresql"
+    url = target.url if pg else f"sqlite:///{target.path}"
+    data_dir = Path(tempfile.mkdtemp(prefix="ledger-volume-data-")) if pg else target.path.parent
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if pg:
+        ledgers.dirs.append(data_dir)
+    write_experiments(data_dir)
+    exists = (target.path.exists() if not pg else _pg_has_ledger(target.url))
+    if exists and not a.reuse:
+        sys.exit(f"{target.display} already holds a ledger; point --url at a new one, or --reuse it")
+    if exists:
+        a.queries = count_queries(target)
+        size, how = ledger_bytes(target)
+        print(f"ledger {target.display}: reusing {a.queries:,} queries ({size / 2**20:,.0f} MB, {how})")
+    else:
+        print(f"ledger {target.display} ({target.dialect}): building {a.queries:,} queries x 4 stage rows")
+        b = build(target, a.queries)
         per_m = 1e6 / a.queries
-        print(f"built: bulk insert {b['insert_s']:.1f} s; m007 back-fill {b['backfill_s']:.1f} s; "
-              f"{b['bytes'] / 2**20:,.0f} MB = {b['bytes'] * per_m / 2**20:,.0f} MB per million queries "
-              f"({b['bytes_before_m007'] * per_m / 2**20:,.0f} MB without the rollups)")
+        how = "COPY" if pg else "executemany"
+        print(f"built: bulk insert ({how}) {b['insert_s']:.1f} s; m007 back-fill {b['backfill_s']:.1f} s"
+              + (f"; VACUUM ANALYZE {b['vacuum_s']:.1f} s" if pg else "")
+              + f"; {b['bytes'] / 2**20:,.0f} MB = {b['bytes'] * per_m / 2**20:,.0f} MB per million queries "
+              f"({b['bytes_before_m007'] * per_m / 2**20:,.0f} MB without the rollups)"
+              + (f"; tables incl. indexes {b['tables'] * per_m / 2**20:,.0f} MB per million (pg_total_relation_size)"
+                 if pg else ""))
     print("\n`rag report` as a process (wall s incl. ~python start; peak RSS MB; output bytes):")
-    empty = Path(tempfile.mkdtemp(prefix="ledger-empty-"))
-    sqlite3.connect(empty / "ledger.sqlite").close()
+    empty = ledgers.new("ledger-empty-")
+    if empty is not None and not pg:
+        sqlite3.connect(empty.path).close()
+    empty_url = None if empty is None else (empty.url if pg else f"sqlite:///{empty.path}")
     cases = [["report"], ["report", "--last", "100"], *(["report", "--by", d] for d in DIMS),
              ["report", "--format", "csv", "--last", "1000"], *([] if a.skip_json else [["report", "--format", "json"]])]
     for args in cases:
-        wall, rss, size = cli(args, data_dir)
-        base = cli(args, empty)[0] if args[-1] in ("report", "100") else None
+        wall, rss, size = cli(args, data_dir, url)
+        base = cli(args, data_dir, empty_url)[0] if empty_url and args[-1] in ("report", "100") else None
         print(f"  rag {' '.join(args):32s} {wall:6.2f} s  {rss:5d} MB  {size:>12,d} B"
               + (f"   (empty ledger: {base:.2f} s)" if base else ""))
     print("\ndashboard endpoints through the FastAPI app (best of 2, s):")
-    for p, s in endpoints(data_dir).items():
+    for p, s in endpoints(data_dir, url).items():
         print(f"  {p:40s} {s:6.3f}")
     from rag_app.comparison import compare_live
     from rag_app.experiments import Experiment
-    conn = sqlite3.connect(path)
-    conn.row_factory = sqlite3.Row
+    from tracing.ledger import read_connection
+    conn, _ = read_connection(target)
     cmp_s = timed(lambda: compare_live(conn, Experiment("topn", "default", "top3", 50, "b")))
     print(f"\nexperiment compare (in process, best of 2): {cmp_s:.3f} s")
     conn.close()
-    wall, _, _ = cli(["experiment", "compare", "topn"], data_dir)
+    wall, _, _ = cli(["experiment", "compare", "topn"], data_dir, url)
     print(f"rag experiment compare topn as a process: {wall:.2f} s")
-    print("\nLedgerWriter rows/s (query row + 4 stage rows per query, batches of 200):")
-    fresh = Path(tempfile.mkdtemp(prefix="ledger-writer-")) / "ledger.sqlite"
-    for label, target in (("fresh ledger", fresh), (f"{a.queries:,}-query ledger", path)):
-        on = writer_rate(target, a.writer_queries, True)
-        off = writer_rate(target, a.writer_queries, False)
+    print(f"\nLedgerWriter rows/s on {target.dialect} (query row + 4 stage rows per query, batches of 200):")
+    fresh = ledgers.new("ledger-writer-")
+    for label, t in (("fresh ledger", fresh), (f"{a.queries:,}-query ledger", target)):
+        if t is None:
+            print(f"  {label:24s} skipped (no server to create a database on; use --start-postgres)")
+            continue
+        on = writer_rate(t, a.writer_queries, True)
+        off = writer_rate(t, a.writer_queries, False)
         print(f"  {label:24s} with rollups {on:8,.0f} rows/s; without {off:8,.0f} rows/s ({on / off:.2f}x)")
     if a.baseline_queries:
+        base = ledgers.new("ledger-base-")
+        if base is None:
+            print("\nold code path vs new: skipped (no server to create a database on; use --start-postgres)")
+            return
         print(f"\nold code path vs new on {a.baseline_queries:,} queries (in process, best of 2):")
-        bpath = Path(tempfile.mkdtemp(prefix="ledger-base-")) / "ledger.sqlite"
-        build(bpath, a.baseline_queries, seed=1)
-        conn = sqlite3.connect(bpath)
-        conn.row_factory = sqlite3.Row
+        build(base, a.baseline_queries, seed=1)
+        conn, _ = read_connection(base)
         old, new = old_paths(conn), new_paths(conn)
         for k in old:
             to, tn = timed(old[k]), timed(new[k])
             print(f"  {k:20s} old {to:8.3f} s   new {tn:7.4f} s   {to / tn:8.0f}x")
         conn.close()
-    if not a.keep and not a.url:
-        import shutil
-        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _pg_has_ledger(url: str) -> bool:
+    from tracing.db import connect_pg, has_table
+    conn = connect_pg(url, timeout_s=10)
+    try:
+        return has_table(conn, "queries")
+    finally:
+        conn.close()
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: b
     # shadow experiment. Rows from before m005 have no origin and are not counted. `side` in the
     # rollups is that condition (tracing/rollups.py SIDE_SQL); sums come from the day rollups, the
     # percentiles from index walks over query_totals, so an arm of a million queries reads a few rows.
-    from tracing.reports import percentile_sql
+    from tracing.reports import percentile_nulls_as_zero, percentile_sql
     from tracing.rollups import ROLLUP_SUMS, number, sums
 
     side = "shadow" if shadow_runs else "live"
@@ -110,18 +110,7 @@ def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: b
         return None if v is None else v / scale
 
     def lat_pct(p: float):  # a query without a latency counts as 0 ms, as before
-        if not n:
-            return None
-        pos = (n - 1) * p / 100
-        lo = int(pos)
-        vals = []
-        for rank in (lo, min(lo + 1, n - 1)):
-            if rank < nulls:
-                vals.append(0.0)
-            else:
-                vals.append(conn.execute(f"SELECT t.latency_ms FROM {source} AND t.latency_ms IS NOT NULL "
-                                         "ORDER BY t.latency_ms LIMIT 1 OFFSET ?", [*args, rank - nulls]).fetchone()[0])
-        return vals[0] + (vals[1] - vals[0]) * (pos - lo)
+        return percentile_nulls_as_zero(conn, f"FROM {source}", args, "t.latency_ms", n, nulls, p)
 
     cost = Stats.from_sums(s["priced_queries"], s["cost_nano_usd"], s["cost_sq"], 1e9)
     shadow = Stats.from_sums(s["shadow_queries"], s["shadow_cost_nano_usd"], s["shadow_sq"], 1e9)
