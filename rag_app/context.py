@@ -2,9 +2,10 @@
 
 - Budget unit: cl100k tokens of the passage texts (what `rag eval --budgets` measures), not the
   labels and prompt around them.
-- Order: rank order; a chunk that would cross the budget stops the packing (the same rule as
-  recall within a budget in rag_app/evaluation/budget.py). Exception: when the first chunk alone
-  exceeds the budget it is cut to the budget, so a question never gets an empty context.
+- Order: rank order; the chunk that would cross the budget is cut to the tokens left (its first N
+  tokens) and stops the packing (the same rule as recall within a budget in
+  rag_app/evaluation/budget.py). Cutting rather than dropping it: +0.017 [+0.006, +0.032] recall
+  within 1,000 tokens on tune (README "Quality per prompt token").
 - Small-to-big: a chunk that overlaps or directly follows/precedes an already packed passage of the
   same document and section (same heading path) is merged into it, in document order, with the
   overlapping text kept once; it costs only the tokens it adds.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rag_app.tokens import count_tokens, truncate_to_tokens
+from rag_app.tokens import count_tokens, cut_to_tokens
 from rag_app.types import Chunk, ScoredChunk
 
 MAX_GAP_CHARS = 2  # a line break or two between chunks still counts as adjacent
@@ -77,12 +78,12 @@ def pack_context(ranked: list[ScoredChunk], budget: int, top_n: int | None = Non
             continue
         cost = sc.chunk.token_count
         if used + cost > budget:
-            if out:
-                break
-            text = truncate_to_tokens(sc.chunk.text, budget).rstrip("\ufffd")  # no half character
-            cut = replace(sc.chunk, text=text, char_end=sc.chunk.char_start + len(text), token_count=count_tokens(text))
-            out.append(replace(sc, chunk=cut))
-            used, packed, truncated = cut.token_count, 1, True
+            text = cut_to_tokens(sc.chunk.text, budget - used)
+            if text and count_tokens(text) <= budget - used:
+                cut = replace(sc.chunk, text=text, char_end=sc.chunk.char_start + len(text),
+                              token_count=count_tokens(text))
+                out.append(replace(sc, chunk=cut))
+                used, packed, truncated = used + cut.token_count, packed + 1, True
             break
         out.append(sc)
         used, packed = used + cost, packed + 1

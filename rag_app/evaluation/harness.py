@@ -120,7 +120,8 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 rr = rerank(q.question, hits, reranker, top_n=len(hits), table_weight=s.table_weight,
                             skip_reason=skip_reason)
                 ranked = [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
-                                 h.rerank_score if h.rerank_score is not None else h.score) for h in rr.contexts]
+                                 h.rerank_score if h.rerank_score is not None else h.score, h.chunk.text)
+                          for h in rr.contexts]
                 rankings.append(ranked)
                 packed = pack_context(rr.contexts, s.context_tokens, s.top_n)  # what generate would send
                 ctx_tokens.append(packed.tokens)
@@ -129,7 +130,7 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 if runs_file:
                     runs_file.write(json.dumps({"qid": q.id, "chunker": name, "retriever": retriever, "ranking": [
                         {"doc": r.doc, "char_start": r.char_start, "char_end": r.char_end, "tokens": r.tokens,
-                         "score": r.score} for r in ranked]}, ensure_ascii=False) + "\n")
+                         "score": r.score, "text": r.text} for r in ranked]}, ensure_ascii=False) + "\n")
                     runs_file.flush()
                 if progress:
                     progress(f"eval {name}/{retriever}", i, len(questions))
