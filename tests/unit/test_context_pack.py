@@ -83,3 +83,11 @@ def test_linked_articles_ride_along_outside_the_budget_only_for_packed_sources()
     p = pack_with_links([src, other, link_kept, link_dropped], budget=src.chunk.token_count)
     assert [c.chunk.chunk_id for c in p.contexts] == [src.chunk.chunk_id, link_kept.chunk.chunk_id]
     assert p.tokens == src.chunk.token_count
+
+
+def test_an_adjacent_chunk_that_crosses_the_budget_merges_only_its_first_tokens():
+    first, second = chunk(A1, A2), chunk(A2, A3)
+    p = pack_context([sc(first, 1), sc(second, 2)], budget=first.token_count + 5)
+    assert len(p.contexts) == 1 and p.merged == 1 and p.truncated
+    text = p.contexts[0].chunk.text
+    assert DOC[A1:A3].startswith(text) and len(text) > A2 - A1 and p.tokens == count_tokens(text) <= p.budget
