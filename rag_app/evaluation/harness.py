@@ -157,7 +157,8 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                    for label, vals in per_q[1:]]
     return {"questions": len(questions), "qa": str(spec.qa), "corpus": str(corpus), "results": results,
             "split": spec.split or "all", "split_rule": SPLIT_RULE, "budgets": spec.budgets,
-            "budget_rule": "chunks in rank order while the total stays within the budget; the crossing chunk does not count",
+            "budget_rule": ("chunks in rank order while the total stays within the budget; the crossing chunk is cut "
+                            "to the tokens left (as the context packer cuts it), nothing after it counts"),
             "paired_vs_first": comparisons, "by_task": per_task, "llm_model": s.llm_model, "price_version": prices.version,
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
 
