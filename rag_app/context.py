@@ -2,9 +2,10 @@
 
 - Budget unit: cl100k tokens of the passage texts (what `rag eval --budgets` measures), not the
   labels and prompt around them.
-- Order: rank order; a chunk that would cross the budget stops the packing (the same rule as
-  recall within a budget in rag_app/evaluation/budget.py). Exception: when the first chunk alone
-  exceeds the budget it is cut to the budget, so a question never gets an empty context.
+- Order: rank order; the chunk that would cross the budget is cut to the tokens left (its first N
+  tokens) and stops the packing (the same rule as recall within a budget in
+  rag_app/evaluation/budget.py). Cutting rather than dropping it: +0.017 [+0.006, +0.032] recall
+  within 1,000 tokens on tune (README "Quality per prompt token").
 - Small-to-big: a chunk that overlaps or directly follows/precedes an already packed passage of the
   same document and section (same heading path) is merged into it, in document order, with the
   overlapping text kept once; it costs only the tokens it adds.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rag_app.tokens import count_tokens, truncate_to_tokens
+from rag_app.tokens import count_tokens, cut_to_tokens
 from rag_app.types import Chunk, ScoredChunk
 
 MAX_GAP_CHARS = 2  # a line break or two between chunks still counts as adjacent
@@ -60,32 +61,51 @@ def merge_chunks(a: Chunk, b: Chunk) -> Chunk:
                    articles=articles, article_nums=nums, refs=refs, chunk_id=a.chunk_id)
 
 
+def _join_target(out: list[ScoredChunk], c: Chunk) -> int | None:
+    return next((i for i, p in enumerate(out) if _joinable(p.chunk, c)), None)
+
+
+def _cut(c: Chunk, tokens: int) -> Chunk | None:
+    """The chunk's first `tokens` tokens (texts are exact slices, so char_end follows); None if nothing fits."""
+    text = cut_to_tokens(c.text, tokens) if tokens > 0 else ""
+    n = count_tokens(text)
+    if not text or n > tokens:
+        return None
+    return replace(c, text=text, char_end=c.char_start + len(text), token_count=n)
+
+
 def pack_context(ranked: list[ScoredChunk], budget: int, top_n: int | None = None) -> PackedContext:
     considered = ranked[:top_n] if top_n else list(ranked)
     out: list[ScoredChunk] = []
     used = packed = merged = 0
     truncated = False
     for sc in considered:
-        target = next((i for i, p in enumerate(out) if _joinable(p.chunk, sc.chunk)), None)
+        target = _join_target(out, sc.chunk)
         if target is not None:
             combined = merge_chunks(out[target].chunk, sc.chunk)
             extra = combined.token_count - out[target].chunk.token_count
-            if used + extra > budget:
-                break
-            out[target] = replace(out[target], chunk=combined)
-            used, packed, merged = used + extra, packed + 1, merged + 1
+            if used + extra <= budget:
+                out[target] = replace(out[target], chunk=combined)
+                used, packed, merged = used + extra, packed + 1, merged + 1
+                continue
+        elif used + sc.chunk.token_count <= budget:
+            out.append(sc)
+            used, packed = used + sc.chunk.token_count, packed + 1
             continue
-        cost = sc.chunk.token_count
-        if used + cost > budget:
-            if out:
-                break
-            text = truncate_to_tokens(sc.chunk.text, budget).rstrip("\ufffd")  # no half character
-            cut = replace(sc.chunk, text=text, char_end=sc.chunk.char_start + len(text), token_count=count_tokens(text))
-            out.append(replace(sc, chunk=cut))
-            used, packed, truncated = cut.token_count, 1, True
-            break
-        out.append(sc)
-        used, packed = used + cost, packed + 1
+        # The chunk that crosses the budget: its first tokens that fit, then stop.
+        cut = _cut(sc.chunk, budget - used)
+        if cut is not None:
+            target = _join_target(out, cut)
+            if target is None:
+                out.append(replace(sc, chunk=cut))
+                used, packed, truncated = used + cut.token_count, packed + 1, True
+            else:
+                combined = merge_chunks(out[target].chunk, cut)
+                extra = combined.token_count - out[target].chunk.token_count
+                if used + extra <= budget:
+                    out[target] = replace(out[target], chunk=combined)
+                    used, packed, merged, truncated = used + extra, packed + 1, merged + 1, True
+        break
     return PackedContext(out, budget, used, len(considered), packed, merged, truncated)
 
 

@@ -22,3 +22,8 @@ def count_tokens(text: str) -> int:
 def truncate_to_tokens(text: str, max_tokens: int) -> str:
     ids = encoding().encode(text, disallowed_special=())
     return text if len(ids) <= max_tokens else encoding().decode(ids[:max_tokens])
+
+
+def cut_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest prefix within max_tokens, without a half character at the cut."""
+    return truncate_to_tokens(text, max_tokens).rstrip("\ufffd")

@@ -120,7 +120,8 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 rr = rerank(q.question, hits, reranker, top_n=len(hits), table_weight=s.table_weight,
                             skip_reason=skip_reason)
                 ranked = [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
-                                 h.rerank_score if h.rerank_score is not None else h.score) for h in rr.contexts]
+                                 h.rerank_score if h.rerank_score is not None else h.score, h.chunk.text)
+                          for h in rr.contexts]
                 rankings.append(ranked)
                 packed = pack_context(rr.contexts, s.context_tokens, s.top_n)  # what generate would send
                 ctx_tokens.append(packed.tokens)
@@ -129,7 +130,7 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 if runs_file:
                     runs_file.write(json.dumps({"qid": q.id, "chunker": name, "retriever": retriever, "ranking": [
                         {"doc": r.doc, "char_start": r.char_start, "char_end": r.char_end, "tokens": r.tokens,
-                         "score": r.score} for r in ranked]}, ensure_ascii=False) + "\n")
+                         "score": r.score, "text": r.text} for r in ranked]}, ensure_ascii=False) + "\n")
                     runs_file.flush()
                 if progress:
                     progress(f"eval {name}/{retriever}", i, len(questions))
@@ -156,7 +157,8 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                    for label, vals in per_q[1:]]
     return {"questions": len(questions), "qa": str(spec.qa), "corpus": str(corpus), "results": results,
             "split": spec.split or "all", "split_rule": SPLIT_RULE, "budgets": spec.budgets,
-            "budget_rule": "chunks in rank order while the total stays within the budget; the crossing chunk does not count",
+            "budget_rule": ("chunks in rank order while the total stays within the budget; the crossing chunk is cut "
+                            "to the tokens left (as the context packer cuts it), nothing after it counts"),
             "paired_vs_first": comparisons, "by_task": per_task, "llm_model": s.llm_model, "price_version": prices.version,
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
 

@@ -9,7 +9,7 @@ how often it happens.)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rag_app.evaluation.qa import Gold, Question
 
@@ -30,6 +30,9 @@ class Ranked:
     char_end: int
     tokens: int
     score: float
+    # The chunk's text (an exact slice of the document), so a budget can cut the chunk that would cross
+    # it where the context packer does; None (old runs files): that chunk is not counted.
+    text: str | None = field(default=None, compare=False, repr=False)
 
 
 def gold_id(q: Question, i: int) -> str:

@@ -21,7 +21,7 @@ def diff(d: dict | None) -> str:
 def budget_table(result: dict) -> Table:
     budgets = result["budgets"]
     t = Table(title=f"recall within context-token budgets, 95% bootstrap CI (split: {result['split']}, "
-                    f"{result['questions']} questions; crossing chunk not counted)")
+                    f"{result['questions']} questions; crossing chunk cut to the tokens left)")
     for c in ("config", "task", "n", "recall@5", *[f"within {b}" for b in budgets], *[f"tok {b}" for b in budgets]):
         t.add_column(c)
 

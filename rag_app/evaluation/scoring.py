@@ -73,7 +73,8 @@ def load_runs(path: Path) -> dict[str, dict[str, list[Ranked]]]:
         try:
             r = json.loads(line)
             runs[f"{r['chunker']}/{r['retriever']}"][r["qid"]] = [
-                Ranked(x["doc"], int(x["char_start"]), int(x["char_end"]), int(x["tokens"]), float(x["score"]))
+                Ranked(x["doc"], int(x["char_start"]), int(x["char_end"]), int(x["tokens"]), float(x["score"]),
+                       x.get("text"))
                 for x in r["ranking"]]
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"{path}:{n}: not a runs line ({e!r}); write one with `rag eval --runs FILE`") from e

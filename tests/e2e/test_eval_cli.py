@@ -59,6 +59,8 @@ def test_eval_slice_and_runs_file_agree(tmp_path):
     lines = [json.loads(l) for l in runs.read_text(encoding="utf-8").splitlines()]
     legal = [l for l in lines if l["chunker"] == "legal"]
     assert len(legal) == 60
+    # each ranked chunk carries its text (an exact slice), so the budget rule can cut it as the packer does
+    assert all(len(r["text"]) == r["char_end"] - r["char_start"] for l in legal for r in l["ranking"])
     from rag_app.evaluation.qa import Gold
     total = 0.0
     for l in legal:

@@ -24,12 +24,17 @@ def sc(c: Chunk, rank: int) -> ScoredChunk:
 A1, A2, A3 = DOC.index("第一条"), DOC.index("第二条"), DOC.index("第三条")
 
 
-def test_packs_in_rank_order_and_stops_at_the_chunk_that_crosses():
+def test_packs_in_rank_order_and_cuts_the_chunk_that_crosses_to_the_tokens_left():
     far = [sc(chunk(A1, A2, doc=f"d{i}"), i) for i in range(1, 6)]  # different docs: no merging
     each = far[0].chunk.token_count
-    p = pack_context(far, budget=each * 3 + 1)
-    assert [c.chunk.doc_id for c in p.contexts] == ["d1", "d2", "d3"]
-    assert p.tokens == each * 3 <= p.budget and p.packed == 3 and p.merged == 0
+    p = pack_context(far, budget=each * 3)
+    assert [c.chunk.doc_id for c in p.contexts] == ["d1", "d2", "d3"] and not p.truncated
+    assert p.tokens == each * 3 == p.budget and p.packed == 3 and p.merged == 0
+    p = pack_context(far, budget=each * 3 + 5)
+    assert [c.chunk.doc_id for c in p.contexts] == ["d1", "d2", "d3", "d4"] and p.truncated  # nothing after d4
+    cut = p.contexts[3].chunk
+    assert DOC[A1:A2].startswith(cut.text) and 0 < cut.token_count <= 5 and cut.char_end == A1 + len(cut.text)
+    assert p.tokens == each * 3 + cut.token_count <= p.budget
     assert pack_context(far, budget=10_000, top_n=2).considered == 2  # RAG_TOP_N stays an upper bound
 
 
@@ -78,3 +83,11 @@ def test_linked_articles_ride_along_outside_the_budget_only_for_packed_sources()
     p = pack_with_links([src, other, link_kept, link_dropped], budget=src.chunk.token_count)
     assert [c.chunk.chunk_id for c in p.contexts] == [src.chunk.chunk_id, link_kept.chunk.chunk_id]
     assert p.tokens == src.chunk.token_count
+
+
+def test_an_adjacent_chunk_that_crosses_the_budget_merges_only_its_first_tokens():
+    first, second = chunk(A1, A2), chunk(A2, A3)
+    p = pack_context([sc(first, 1), sc(second, 2)], budget=first.token_count + 5)
+    assert len(p.contexts) == 1 and p.merged == 1 and p.truncated
+    text = p.contexts[0].chunk.text
+    assert DOC[A1:A3].startswith(text) and len(text) > A2 - A1 and p.tokens == count_tokens(text) <= p.budget

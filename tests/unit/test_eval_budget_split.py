@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -57,7 +58,7 @@ def _q(qid="q", task="t", golds=((0, 100),)):
     return Question(qid, "?", task, tuple(Gold("a.md", s, e) for s, e in golds))
 
 
-def test_the_chunk_that_crosses_the_budget_does_not_count():
+def test_the_chunk_that_crosses_the_budget_does_not_count_without_its_text():
     q = _q(golds=((1000, 1100),))
     ranking = [Ranked("a.md", 0, 200, 400, 3.0), Ranked("a.md", 1000, 1100, 700, 2.0), Ranked("a.md", 300, 400, 10, 1.0)]
     assert [r.tokens for r in within_budget(ranking, 1000)] == [400]  # 400 + 700 crosses; nothing after it
@@ -65,6 +66,28 @@ def test_the_chunk_that_crosses_the_budget_does_not_count():
     assert recall_within(q, ranking, 1100) == 1.0  # exactly at the budget counts
     assert tokens_within(ranking, 1000) == 400
     assert recall_at(q, ranking, 2) == 1.0
+
+
+def test_the_chunk_that_crosses_the_budget_counts_for_the_tokens_left_as_the_packer_cuts_it():
+    from rag_app.context import pack_context
+    from rag_app.tokens import count_tokens
+    from rag_app.types import Chunk, ScoredChunk
+
+    body = "第一条 为了保护民事主体的合法权益，调整民事关系，制定本法。" * 4
+    first = Ranked("a.md", 0, 200, 400, 3.0)
+    crossing = Ranked("a.md", 1000, 1000 + len(body), count_tokens(body), 2.0, text=body)
+    head = len(body) // 4  # the gold span is the first sentence of the crossing chunk
+    q = _q(golds=((1000, 1000 + head),))
+    taken = within_budget([first, crossing], 400 + crossing.tokens // 2)
+    assert len(taken) == 2 and taken[1].tokens <= crossing.tokens // 2 and body.startswith(taken[1].text)
+    assert taken[1].char_end == 1000 + len(taken[1].text) and recall_within(q, [first, crossing], 400 + crossing.tokens // 2) == 1.0
+    assert recall_within(q, [first, crossing], 401) == 0.0  # one token of it covers too little
+    assert recall_within(q, [first, replace(crossing, text=None)], 400 + crossing.tokens // 2) == 0.0  # no text: not cut
+    # the same cut as the context packer makes for the prompt
+    c = Chunk(doc_id="a", source_path="/a.md", title="t", text=body, char_start=1000, char_end=1000 + len(body),
+              token_count=crossing.tokens, chunker="legal", chunker_version="2", heading_path=(), chunk_id="a:1000")
+    packed = pack_context([ScoredChunk(c, 1.0, 1)], budget=crossing.tokens // 2)
+    assert packed.contexts[0].chunk.text == within_budget([crossing], crossing.tokens // 2)[0].text
 
 
 def test_recall_is_the_share_of_gold_spans_covered_half_or_more():
