@@ -1,5 +1,5 @@
 """What cutting the crossing chunk (instead of dropping it) buys: one `rag eval --runs` file scored
-twice on the same rankings, with its chunk texts (the rule since 0.3.1: the chunk that would cross the
+twice on the same rankings, with its chunk texts (the rule since 0.3.0: the chunk that would cross the
 budget counts for its first tokens, as the context packer cuts it) and without them (the old rule:
 dropped), paired bootstrap 95% CIs as `rag eval-compare` prints them.
 
@@ -22,7 +22,7 @@ from rag_app.evaluation.split import select_split  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("runs", help="FILE or FILE:chunker/retriever from `rag eval --runs` (0.3.1 or later)")
+    ap.add_argument("runs", help="FILE or FILE:chunker/retriever from `rag eval --runs` (0.3.0 or later)")
     ap.add_argument("--qa", type=Path, required=True)
     ap.add_argument("--split", default=None, help="tune | validate")
     ap.add_argument("--budgets", default="500,1000,2500")
@@ -30,7 +30,7 @@ def main() -> None:
     path, _, name = a.runs.partition(":")
     _, run = pick_run(Path(path), name or None)
     if not any(r.text for rk in run.values() for r in rk):
-        sys.exit(f"{path}: no chunk texts in it (written before 0.3.1); re-run `rag eval --runs`")
+        sys.exit(f"{path}: no chunk texts in it (written before 0.3.0); re-run `rag eval --runs`")
     qs = [q for q in select_split(load_qa(a.qa), a.split) if q.id in run]
     budgets = [int(b) for b in a.budgets.split(",")]
     cut = [run[q.id] for q in qs]
