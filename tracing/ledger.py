@@ -173,6 +173,15 @@ def _insert_sql(table: str, cols: tuple[str, ...], has_attempt_id: bool) -> str:
     return f"{verb} INTO {table} ({names}) VALUES ({marks})"
 
 
+def _rollback_quietly(conn) -> None:
+    """Undo an open batch; a connection that is itself gone has had its transaction ended by the server."""
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except Exception:
+        pass
+
+
 def default_spill_dir() -> Path:
     return Path(tempfile.gettempdir()) / "rag-ledger-spill"
 
@@ -471,11 +480,7 @@ class LedgerWriter:
             rollups.after_write(conn, rows, is_transient)  # report totals of these queries, same transaction
             conn.execute("COMMIT")
         except BaseException:
-            try:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            except Exception:  # the connection itself is gone: the server ends the transaction
-                pass
+            _rollback_quietly(conn)
             raise
         return quarantined
 
@@ -496,11 +501,7 @@ class LedgerWriter:
             rollups.after_write(conn, rows, is_transient)  # report totals of these queries, same transaction
             conn.execute("COMMIT")
         except BaseException:
-            try:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            except Exception:
-                pass
+            _rollback_quietly(conn)
             raise
         return 0
 
