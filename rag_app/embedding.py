@@ -39,6 +39,12 @@ class EmbedStats:
     cache_hits: int = 0
     cache_misses: int = 0
 
+    def add(self, other: "EmbedStats") -> None:
+        self.texts += other.texts
+        self.tokens += other.tokens
+        self.cache_hits += other.cache_hits
+        self.cache_misses += other.cache_misses
+
 
 class FlagEncoder:
     def __init__(self, path: str, name: str, batch_size: int = 32):

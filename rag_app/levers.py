@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag_app import sparse
+from rag_app.embedding import EmbedStats
 from rag_app.retrieval import legs_for, ranked_chunks, retrieve, rrf_fuse
 from rag_app.types import Chunk, ScoredChunk
 
@@ -171,28 +172,38 @@ _embed_lock = threading.Lock()
 
 
 def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embeddings, query_vector,
-                wait_s: float | None = None) -> list[str]:
+                wait_s: float | None = None, stats: EmbedStats | None = None) -> list[str]:
+    """The candidates by dense similarity; what was embedded (tokens, cache hits and misses) is added
+    to `stats`, so the retrieve row can show the work rescore did."""
     texts = [Chunk.from_payload(payloads[c]).indexed_text() for c in ids]
     if not texts:
         return []
     if not _embed_lock.acquire(timeout=-1 if wait_s is None else wait_s):
         raise RescoreBusy(f"rescore skipped: its embedder was busy for {wait_s:g} s (RAG_RESCORE_WAIT_S)")
     try:
-        qv = np.asarray(query_vector if query_vector is not None else embeddings.embed_query(question),
-                        dtype=np.float32)
-        vectors = embeddings.embed_array(texts)
+        parts = []
+        if query_vector is None:
+            query_vector, q_stats = embeddings.embed_query_with_stats(question)
+            parts.append(q_stats)
+        qv = np.asarray(query_vector, dtype=np.float32)
+        vectors, p_stats = embeddings.embed_array_with_stats(texts)
+        parts.append(p_stats)
     finally:
         _embed_lock.release()
+    if stats is not None:
+        for part in parts:
+            stats.add(part)
     sims = vectors @ qv
     return [ids[i] for i in np.argsort(-sims, kind="stable")]
 
 
 def search(store, info, question: str, query_vector, *, mode: str, levers: tuple[str, ...], top_k: int,
            rrf_k: int = 60, dense_weight: float = 1.0, sparse_weight: float = 1.0, cite: bool = True,
-           embeddings=None, params: LeverParams = LeverParams(), rescore_wait_s: float | None = None
-           ) -> list[ScoredChunk]:
+           embeddings=None, params: LeverParams = LeverParams(), rescore_wait_s: float | None = None,
+           rescore_stats: EmbedStats | None = None) -> list[ScoredChunk]:
     """Raises RescoreBusy when rescore is asked for and its embedder stays busy past rescore_wait_s
-    (None: wait as long as it takes, as `rag eval` does)."""
+    (None: wait as long as it takes, as `rag eval` does). rescore's embedding counters are added to
+    `rescore_stats` when given."""
     if not levers:
         return retrieve(store, info, question, query_vector, mode=mode, top_k=top_k, rrf_k=rrf_k,
                         dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite)
@@ -219,7 +230,7 @@ def search(store, info, question: str, query_vector, *, mode: str, levers: tuple
     if "rescore" in levers and embeddings is not None:
         pool = list(dict.fromkeys(cid for r in rankings for cid in r[: params.rescore_depth]))
         qv = query_vector if use_dense else None  # the collection's own query vector may be another model's
-        rankings.append(dense_order(question, payloads, pool, embeddings, qv, rescore_wait_s))
+        rankings.append(dense_order(question, payloads, pool, embeddings, qv, rescore_wait_s, rescore_stats))
         weights.append(params.rescore_weight)
     if len(rankings) == 1:
         ordered = [(h.payload["chunk_id"], h.score) for h in legs[0]]

