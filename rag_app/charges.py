@@ -1,0 +1,109 @@
+"""Charge-aware retrieval: a case description that names its charges (罪名:故意伤害;开设赌场, the
+form of CAIL / LawBench case-fact questions) is asking for the 刑法 articles that define those
+crimes. BM25 drowns the charge in the facts' many words (court, hospital, amounts); the charge
+itself is a near-literal quote of the defining article's opening: 故意伤害 -> "故意伤害他人身体的",
+开设赌场 -> "开设赌场的", 受贿 -> "...是受贿罪".
+
+So, like a cited article number, a named charge is looked up directly: every paragraph (款) of the
+criminal law in the collection is scored by how much of the charge its opening clause holds
+(character bigrams), and the best chunk per charge goes to the front of the ranking.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+_CHARGES = re.compile(r"罪名\s*[:：]\s*([^\n。]+)")
+_SPLIT = re.compile(r"[;；,，]")
+_ARTICLE_HEAD = re.compile(r"^\s*第[一二三四五六七八九十百千零〇\d]+\s*条(?:之[一二三四五六七八九十]+)?\s*")
+OPENING_CHARS = 40  # a defining clause names the act within its first words
+MIN_SCORE = 0.6  # share of the charge's bigrams the opening must hold
+
+
+def named_charges(question: str) -> list[str]:
+    """['故意伤害', '开设赌场'] from '... 罪名:故意伤害;开设赌场。'; [] when the question names none."""
+    m = _CHARGES.search(question)
+    if not m:
+        return []
+    out = []
+    for part in _SPLIT.split(m.group(1)):
+        name = part.strip().removesuffix("罪").strip()
+        if len(name) >= 2 and name not in out:
+            out.append(name)
+    return out
+
+
+def _bigrams(text: str) -> set[str]:
+    text = re.sub(r"[\s、，,。；;：:（）()“”\"]", "", text)
+    return {text[i:i + 2] for i in range(len(text) - 1)}
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    chunk_id: str
+    opening: frozenset[str]  # bigrams of its first OPENING_CHARS characters
+    text: str
+
+
+def criminal_law_paragraphs(payloads: list[dict]) -> list[Paragraph]:
+    """Paragraphs of the chunks whose law is a criminal law (title ending in 刑法)."""
+    out = []
+    for p in payloads:
+        if not str(p.get("title", "")).endswith("刑法"):
+            continue
+        for line in p["text"].splitlines():
+            body = _ARTICLE_HEAD.sub("", line).strip()
+            if len(body) >= 4:
+                out.append(Paragraph(p["chunk_id"], frozenset(_bigrams(body[:OPENING_CHARS])), body))
+    return out
+
+
+def score(charge: str, para: Paragraph) -> float:
+    """How surely this paragraph defines the charge, in three tiers:
+    3 - it names the crime it defines (...是受贿罪 / 为受贿罪);
+    2-2.9 - its opening quotes the charge: earlier is better (故意伤害他人身体的 at 0 beats a list of
+        crimes that mentions it later), then the larger share of the opening clause it fills (盗窃公私财物
+        over 盗窃、抢夺枪支、弹药、爆炸物);
+    0-1 - the share of the charge's character bigrams its opening holds (伪造、倒卖伪造的有价票证 against
+        伪造或者倒卖伪造的车票...有价票证), for charge names that paraphrase the article."""
+    if f"是{charge}罪" in para.text or f"为{charge}罪" in para.text:
+        return 3.0
+    pos = para.text.find(charge, 0, OPENING_CHARS + len(charge))
+    if pos >= 0:
+        clause = len(re.split(r"[，,。；;：:]", para.text[pos:], maxsplit=1)[0]) + pos
+        return 2.0 + 0.5 / (1 + pos) + 0.4 * len(charge) / max(clause, len(charge))
+    grams = _bigrams(charge)
+    return len(grams & para.opening) / len(grams) if grams else 0.0
+
+
+def charge_chunk_ids(question: str, paragraphs: list[Paragraph]) -> list[str]:
+    """The best-scoring chunk for each named charge, in the order the charges are named."""
+    out: list[str] = []
+    for charge in named_charges(question):
+        best = max(paragraphs, key=lambda p: score(charge, p), default=None)
+        if best is not None and score(charge, best) >= MIN_SCORE and best.chunk_id not in out:
+            out.append(best.chunk_id)
+    return out
+
+
+@dataclass(frozen=True)
+class ChargeIndex:
+    paragraphs: list[Paragraph]
+    payloads: dict[str, dict]  # chunk id -> payload, for the chunks the paragraphs belong to
+
+
+_lock = threading.Lock()
+_index: dict[tuple[str, int], ChargeIndex] = {}
+
+
+def charge_index(store, collection: str) -> ChargeIndex:
+    """The collection's criminal-law paragraphs, built once per (collection, size)."""
+    key = (collection, store.count(collection))
+    with _lock:
+        if key not in _index:
+            payloads = store.all_payloads(collection)
+            paragraphs = criminal_law_paragraphs(payloads)
+            ids = {p.chunk_id for p in paragraphs}
+            _index[key] = ChargeIndex(paragraphs, {p["chunk_id"]: p for p in payloads if p["chunk_id"] in ids})
+        return _index[key]
