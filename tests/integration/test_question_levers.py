@@ -1,5 +1,6 @@
-"""The charge lever through the real store: a case description that names its charge gets the
-article defining that charge first, even when the facts' words point elsewhere."""
+"""Levers that read the question, through the real store: `charge` (a case description that names
+its charge gets the article defining that charge first, even when the facts' words point elsewhere)
+and `colloquial` (everyday words reach the statute's wording)."""
 from __future__ import annotations
 
 import pytest
@@ -24,6 +25,10 @@ CIVIL_LAW = """# 中华人民共和国民法典
 <!-- INFO END -->
 ## 第一章 侵权责任
 第一千一百六十五条 行为人因过错侵害他人民事权益造成损害的，应当承担侵权责任。
+## 第二章 租赁合同
+第七百一十二条 出租人应当履行租赁物的维修义务，但是当事人另有约定的除外。
+## 第三章 物业服务合同
+第九百四十二条 物业服务人应当按照约定和物业的使用性质，妥善维修、养护、清洁、绿化和经营管理物业服务区域内的业主共有部分。
 """
 FACTS = ("事实:公诉机关指控，被告人张某与被害人在医院门口发生争执，张某将被害人打伤，被害人住院治疗，"
          "经鉴定为轻伤，医院诊断、鉴定、住院治疗费用共计一万元。")
@@ -80,3 +85,11 @@ def test_auto_includes_the_lever_and_the_retrieve_row_names_it_only_when_it_acte
     models = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
         "SELECT model FROM stage_calls WHERE stage = 'retrieve' ORDER BY rowid DESC LIMIT 2")]
     assert models == ["qdrant:bm25", "qdrant:bm25+charge"]
+
+
+def test_everyday_words_reach_the_article_in_the_statutes_words(app):
+    q = "家里东西坏了，房东不给修怎么办？"
+    plain = search(app.store, app.collection, q, None, mode="bm25", levers=(), top_k=4)
+    assert "第七百一十二条" not in [h.chunk.text.split()[0] for h in plain]  # no word of it in the question
+    hits = search(app.store, app.collection, q, None, mode="bm25", levers=("colloquial",), top_k=4)
+    assert first_article(hits) == "第七百一十二条"  # 房东 -> 出租人
