@@ -46,7 +46,8 @@ def main() -> None:
         for rel in SMALL_LAWS:
             (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(LAWS / rel, corpus / rel)
-        base = dict(_env_file=None, llm_mode="extractive", retriever="bm25", rerank_model=None)
+        base = dict(_env_file=None, llm_mode="extractive", retriever="bm25", rerank_model=None,
+                    retrieval_levers="none")  # the export's overhead, not rescore's embedding time
         with RagApp(Settings(data_dir=Path(tmp) / "d", **base)) as app:
             app.ingest([corpus])
         arms = {"off": None, "on (receiver answers)": ok.url, "on (collector hangs)": hung.url}

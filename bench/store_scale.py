@@ -64,8 +64,9 @@ def build_points(parsed, avgdl: float) -> list[tuple[str, str, list[StoredPoint]
 
 
 def settings_for(data_dir: Path, backend: str) -> Settings:
+    # levers off: this times the store; rescore's embedding time is bench/query_latency.py's business
     return Settings(_env_file=None, data_dir=data_dir, llm_mode="extractive", rerank_model=None,
-                    store_backend=backend)
+                    store_backend=backend, retrieval_levers="none")
 
 
 def fill(settings: Settings, info: CollectionInfo, docs) -> float:
