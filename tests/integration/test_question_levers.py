@@ -93,3 +93,18 @@ def test_everyday_words_reach_the_article_in_the_statutes_words(app):
     assert "第七百一十二条" not in [h.chunk.text.split()[0] for h in plain]  # no word of it in the question
     hits = search(app.store, app.collection, q, None, mode="bm25", levers=("colloquial",), top_k=4)
     assert first_article(hits) == "第七百一十二条"  # 房东 -> 出租人
+
+
+def test_the_retrieve_row_names_colloquial_only_when_a_table_word_added_something(app):
+    import sqlite3
+
+    app.settings.retrieval_levers = "colloquial"
+    try:
+        app.ask("家里东西坏了，房东不给修怎么办？")  # 房东 -> 出租人
+        app.ask("出租人应当履行维修义务吗？")  # statutory already: nothing to add
+    finally:
+        app.settings.retrieval_levers = "none"
+    app.writer.flush()
+    models = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
+        "SELECT model FROM stage_calls WHERE stage = 'retrieve' ORDER BY rowid DESC LIMIT 2")]
+    assert models == ["qdrant:bm25", "qdrant:bm25+colloquial"]
