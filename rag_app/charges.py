@@ -19,6 +19,10 @@ _SPLIT = re.compile(r"[;；,，]")
 _ARTICLE_HEAD = re.compile(r"^\s*第[一二三四五六七八九十百千零〇\d]+\s*条(?:之[一二三四五六七八九十]+)?\s*")
 OPENING_CHARS = 40  # a defining clause names the act within its first words
 MIN_SCORE = 0.6  # share of the charge's bigrams the opening must hold
+# A question's charge field is user input: bound the lookups it can cause. Real charge names are under
+# 30 characters (the longest in dev: 非法买卖、运输、携带、持有毒品原植物种子、幼苗, 23) and cases name a handful.
+MAX_CHARGE_CHARS = 40
+MAX_CHARGES = 8
 
 
 def named_charges(question: str) -> list[str]:
@@ -26,11 +30,13 @@ def named_charges(question: str) -> list[str]:
     m = _CHARGES.search(question)
     if not m:
         return []
-    out = []
+    out: list[str] = []
     for part in _SPLIT.split(m.group(1)):
         name = part.strip().removesuffix("罪").strip()
-        if len(name) >= 2 and name not in out:
+        if 2 <= len(name) <= MAX_CHARGE_CHARS and name not in out:
             out.append(name)
+            if len(out) == MAX_CHARGES:
+                break
     return out
 
 

@@ -24,6 +24,13 @@ def test_named_charges_are_read_from_the_charge_field_only():
     assert named_charges("罪名：走私、贩卖、运输、制造毒品") == ["走私、贩卖、运输、制造毒品"]  # 、 stays inside a charge
 
 
+def test_a_hostile_charge_field_causes_bounded_work():
+    many = "罪名:" + ";".join(f"罪{i:05d}" for i in range(50_000))
+    assert len(named_charges(many)) == 8
+    assert named_charges("罪名:" + "盗" * 100_000) == []  # no charge name is that long
+    assert charge_chunk_ids(many, criminal_law_paragraphs(PAYLOADS)) == []
+
+
 def test_the_defining_paragraph_wins_over_one_that_mentions_the_charge():
     paras = {p.chunk_id: p for p in criminal_law_paragraphs(PAYLOADS + [OTHER_LAW])}
     assert "civil" not in paras  # only criminal law is searched
