@@ -14,6 +14,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rag_app.errors import ConfigError
 
 
+SECRET_FIELDS = ("qdrant_api_key", "rerank_api_key", "openai_api_key", "api_token")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore")
 
@@ -95,6 +98,18 @@ class Settings(BaseSettings):
     # Per-file parse budget: the parse runs in a worker process that is killed past either limit.
     parse_timeout_s: float = Field(120.0, gt=0)  # parse + chunk + BM25 tokenization of one file, in its worker
     parse_max_mb: float = Field(1024.0, ge=64)  # below this the parser libraries cannot even start
+
+    def __repr_args__(self):
+        """repr() and str() never show a key, a token or the ledger's password (tracebacks, logs and
+        debuggers print settings)."""
+        from tracing.db import redact
+
+        for name, value in super().__repr_args__():
+            if name in SECRET_FIELDS and value:
+                value = "***"
+            elif name == "ledger_url" and value:
+                value = redact(value)
+            yield name, value
 
     @model_validator(mode="after")
     def _check(self) -> "Settings":

@@ -49,3 +49,17 @@ def test_bad_combinations_name_the_settings():
         Settings(_env_file=None, chunk_target_max=600)
     with pytest.raises(ConfigError, match="RAG_TOP_N"):
         Settings(_env_file=None, top_n=30)
+
+
+def test_repr_never_shows_keys_tokens_or_the_ledger_password(tmp_path):
+    from rag_app.config import SECRET_FIELDS, Settings
+
+    s = Settings(_env_file=None, data_dir=tmp_path, openai_api_key="sk-live-123", api_token="tok-456",
+                 rerank_api_key="rk-789", qdrant_api_key="qk-000",
+                 ledger_url="postgresql://rag:hunter2@db.example/ledger?password=hunter2")
+    for text in (repr(s), str(s)):
+        for secret in ("sk-live-123", "tok-456", "rk-789", "qk-000", "hunter2"):
+            assert secret not in text
+        assert "postgresql://rag:***@db.example/ledger" in text and "data_dir" in text
+    assert s.openai_api_key == "sk-live-123"  # the value itself is untouched
+    assert set(SECRET_FIELDS) <= set(Settings.model_fields)
