@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,21 @@ def make_settings(tmp_path: Path, **overrides):
     base = dict(data_dir=tmp_path / "data", rerank_model=None)
     base.update(overrides)
     return Settings(_env_file=None, **base)
+
+
+@contextmanager
+def ingested_app(root: Path, laws: dict[str, str], **overrides):
+    """A RagApp on `root` with `laws` ({file name: Markdown text}) written to root/corpus and ingested
+    without errors."""
+    from rag_app.app import RagApp
+
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for name, text in laws.items():
+        (corpus / name).write_text(text, encoding="utf-8")
+    with RagApp(make_settings(root, **overrides)) as app:
+        assert not app.ingest([corpus]).errors
+        yield app
 
 
 @pytest.fixture(scope="session")

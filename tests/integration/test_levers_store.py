@@ -3,20 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from rag_app.app import RagApp
 from rag_app.levers import AUTO_LEVERS, LeverParams, levers_for, rescore_embeddings, search
-from tests.conftest import make_settings
+from tests.conftest import ingested_app
 from tests.integration.test_rerank_http import LAW
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    root = tmp_path_factory.mktemp("levers")
-    corpus = root / "corpus"
-    corpus.mkdir()
-    (corpus / "示例公司法.md").write_text(LAW, encoding="utf-8")
-    with RagApp(make_settings(root, retriever="bm25")) as a:
-        assert not a.ingest([corpus]).errors
+    with ingested_app(tmp_path_factory.mktemp("levers"), {"示例公司法.md": LAW}, retriever="bm25") as a:
         yield a
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rag_app.app import RagApp
 from rag_app.levers import search
-from tests.conftest import make_settings
+from tests.conftest import ingested_app
 
 # One article per chapter, so each is its own chunk (the legal chunker never merges across 章).
 CRIMINAL_LAW = """# 中华人民共和国刑法
@@ -36,13 +35,8 @@ FACTS = ("事实:公诉机关指控，被告人张某与被害人在医院门口
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    root = tmp_path_factory.mktemp("charge")
-    corpus = root / "corpus"
-    corpus.mkdir()
-    (corpus / "刑法.md").write_text(CRIMINAL_LAW, encoding="utf-8")
-    (corpus / "民法典.md").write_text(CIVIL_LAW, encoding="utf-8")
-    with RagApp(make_settings(root, retriever="bm25", retrieval_levers="none")) as a:
-        assert not a.ingest([corpus]).errors
+    with ingested_app(tmp_path_factory.mktemp("charge"), {"刑法.md": CRIMINAL_LAW, "民法典.md": CIVIL_LAW},
+                      retriever="bm25", retrieval_levers="none") as a:
         yield a
 
 

@@ -5,12 +5,11 @@ import sqlite3
 
 import pytest
 
-from rag_app.app import RagApp
 from rag_app.rerank import rerank
 from rag_app.rerank_http import HttpReranker, RerankHTTPError
 from rag_app.tokens import count_tokens
 from rag_app.types import Chunk, ScoredChunk
-from tests.conftest import make_settings
+from tests.conftest import ingested_app
 from tests.fakes.rerank_server import Fail, FakeRerank, Usage
 
 LAW = """# 中华人民共和国示例公司法
@@ -82,15 +81,11 @@ def _rerank_row(app, qid):
 
 
 def test_the_rerank_stage_writes_what_the_provider_bills_to_the_ledger(tmp_path):
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "示例公司法.md").write_text(LAW, encoding="utf-8")
     with FakeRerank() as fake:
         fake.script = [Usage("jina", total_tokens=777), Fail(503)]
-        settings = make_settings(tmp_path, retriever="bm25", rerank_url=fake.url, rerank_model="bge-reranker-v2-m3",
-                                 rerank_price_usd="0.002", rerank_price_unit="search")
-        with RagApp(settings) as app:
-            assert not app.ingest([corpus]).errors
+        with ingested_app(tmp_path, {"示例公司法.md": LAW}, retriever="bm25", rerank_url=fake.url,
+                          rerank_model="bge-reranker-v2-m3", rerank_price_usd="0.002",
+                          rerank_price_unit="search") as app:
             answer = app.ask("一人有限责任公司是什么？", query_id="q-http-1")
             ok = _rerank_row(app, "q-http-1")
             app.ask("一人有限责任公司是什么？", query_id="q-http-2")
