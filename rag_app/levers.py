@@ -28,7 +28,7 @@ import numpy as np
 
 from rag_app import charges, colloquial, sparse
 from rag_app.embedding import EmbedStats
-from rag_app.retrieval import legs_for, ranked_chunks, retrieve, rrf_fuse
+from rag_app.retrieval import legs_for, put_first, ranked_chunks, retrieve, rrf_fuse
 from rag_app.types import Chunk, ScoredChunk
 
 log = logging.getLogger(__name__)
@@ -285,9 +285,7 @@ def _charges_first(store, info, question, ordered, payloads):
     first = charges.charge_chunk_ids(question, index.paragraphs)
     if not first:
         return ordered, payloads
-    top = (ordered[0][1] if ordered else 0.0) + 1.0
-    rest = [(cid, sc) for cid, sc in ordered if cid not in first]
-    return [(cid, top) for cid in first] + rest, {**payloads, **{c: index.payloads[c] for c in first}}
+    return put_first(ordered, first), {**payloads, **{c: index.payloads[c] for c in first}}
 
 
 def acting_levers(levers: tuple[str, ...], question: str) -> tuple[str, ...]:

@@ -83,6 +83,13 @@ def retrieve(store: VectorStore, info: CollectionInfo, question: str, query_vect
     return ranked_chunks(store, info, question, ordered, payloads, top_k, cite)
 
 
+def put_first(ordered: list[tuple[str, float]], ids: list[str]) -> list[tuple[str, float]]:
+    """`ids` (in their order) ahead of the rest of `ordered`, scored one above its best; no duplicates."""
+    top = ordered[0][1] if ordered else 1.0
+    first = dict.fromkeys(ids)
+    return [(cid, top + 1.0) for cid in first] + [(cid, sc) for cid, sc in ordered if cid not in first]
+
+
 def ranked_chunks(store: VectorStore, info: CollectionInfo, question: str, ordered: list[tuple[str, float]],
                   payloads: dict[str, dict], top_k: int, cite: bool = True) -> list[ScoredChunk]:
     """(chunk id, score) in rank order -> the top-k ScoredChunks; with `cite`, the article the question
@@ -90,9 +97,6 @@ def ranked_chunks(store: VectorStore, info: CollectionInfo, question: str, order
     if cite:
         exact = citation_hits(store, info, question)
         payloads = {**payloads, **{h.payload["chunk_id"]: h.payload for h in exact}}
-        top = ordered[0][1] if ordered else 1.0
-        first = [(h.payload["chunk_id"], top + 1.0) for h in exact]
-        ids = {cid for cid, _ in first}
-        ordered = first + [(cid, sc) for cid, sc in ordered if cid not in ids]
+        ordered = put_first(ordered, [h.payload["chunk_id"] for h in exact])
     return [ScoredChunk(Chunk.from_payload(payloads[cid]), score, rank)
             for rank, (cid, score) in enumerate(ordered[:top_k], 1)]
