@@ -5,31 +5,35 @@ from __future__ import annotations
 import uuid
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from chains.rag import report, stage
+from chains.rag import report, stage, timed
 from rag_app.chunking.registry import build_chunker
 from rag_app.ingest.sandbox import prepare_limited
 from rag_app.indexing import IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk
 from rag_app.sparse import TOKENIZER_VERSION
+from rag_app.usage import StageUsage
 
 
-def run_ingestion(app, paths: list[Path], *, progress=None) -> IngestReport:
+def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None) -> IngestReport:
+    """`app`: the composition root (rag_app.app.RagApp): settings, store, embedder loader, pricer, tracer."""
     s = app.settings
     result = IngestReport()
 
-    def parse_chunk(inp: dict, config: RunnableConfig) -> dict:
+    def parse_chunk(inp: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         files, missing = expand_paths(inp["paths"])
         result.outcomes.extend(missing)
         chunker = build_chunker(s.chunker, s, app.embeddings() if s.semantic_backend == "embedding" else None)
         prepare = partial(prepare_limited, timeout_s=s.parse_timeout_s, max_mb=s.parse_max_mb)
-        parsed, failed = parse_and_chunk(files, chunker, progress, prepare=prepare)
+        (parsed, failed), usage = timed(lambda: (parse_and_chunk(files, chunker, progress, prepare=prepare),
+                                                 StageUsage("parse_chunk", model=f"{chunker.name}@{chunker.version}")))
         result.outcomes.extend(failed)
-        report({"model": f"{chunker.name}@{chunker.version}"}, config)
+        report(app.pricer, (usage,), config)
         return {"parsed": parsed, "chunker": chunker}
 
-    def embed_documents(inp: dict, config: RunnableConfig) -> dict:
+    def embed_documents(inp: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         parsed = inp["parsed"]
         info = app.store.info(s.collection)
         embeddings = None
@@ -45,16 +49,14 @@ def run_ingestion(app, paths: list[Path], *, progress=None) -> IngestReport:
                 app.store.check_model(info, embeddings.model_name, embeddings.dimension)
         result.collection = info
         if info is None:
-            report({"status": "skipped", "error": "no document produced chunks"}, config)
+            report(app.pricer, (StageUsage("embed_documents", status="skipped", error="no document produced chunks"),),
+                   config)
             return inp
-        outcomes, stats = index_documents(app.store, info, parsed, embeddings, progress)
+        (outcomes, stats), usage = timed(lambda: _indexed(app.store, info, parsed, embeddings, progress))
         result.outcomes.extend(outcomes)
         result.embed = stats
         result.embed_model = info.embed_model
-        report({"model": info.embed_model, "input_tokens": stats.tokens, "cache_hits": stats.cache_hits,
-                "cache_misses": stats.cache_misses, "rate": "embed",
-                "status": "ok" if info.dense_enabled else "skipped",
-                "error": None if info.dense_enabled else info.dense_disabled_reason}, config)
+        report(app.pricer, (usage,), config)
         return inp
 
     chain = (stage("parse_chunk", parse_chunk) | stage("embed_documents", embed_documents)).with_config(run_name="rag_ingest")
@@ -62,3 +64,12 @@ def run_ingestion(app, paths: list[Path], *, progress=None) -> IngestReport:
         "query_id": f"ingest-{uuid.uuid4()}", "kind": "ingest", "variant": s.variant,
         "experiment": s.experiment}})
     return result
+
+
+def _indexed(store: Any, info: Any, parsed: Any, embeddings: Any, progress: Any) -> tuple[Any, StageUsage]:
+    outcomes, stats = index_documents(store, info, parsed, embeddings, progress)
+    usage = StageUsage("embed_documents", model=info.embed_model, status="ok" if info.dense_enabled else "skipped",
+                       input_tokens=stats.tokens, cache_hits=stats.cache_hits, cache_misses=stats.cache_misses,
+                       billing="shadow", price_basis="embed",
+                       error=None if info.dense_enabled else info.dense_disabled_reason)
+    return (outcomes, stats), usage

@@ -1,62 +1,56 @@
-"""RagApp: the long-lived objects one process needs (store, models, tracer), loaded lazily.
+"""RagApp: the composition root. It opens what one process needs (store, ledger writer, price table,
+tracer, OTel exporter), loads models lazily, and wires them into the query path (`pipeline()`), which
+`rag ask`, `rag serve` and `rag eval` all run through chains/rag.py.
 
-`ask()` and `ingest()` are what the CLI and (later) the HTTP service call. Models load on first
-use so that `rag report` never pays for torch, and a BM25-only collection never loads an embedder.
+This module and the front doors (cli.py, service/, the report commands) are where the domain meets
+the observer: stages and chains never import `tracing`; they get a Pricer and ReplyStats from here.
+
+Models load on first use so that `rag report` never pays for torch, and a BM25-only collection never
+loads an embedder. A RagApp that fails while opening releases everything it had opened already (a
+locked store stays lockable by the next try in the same process).
 """
 from __future__ import annotations
 
 import logging
 import threading
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from rag_app.config import Settings
 from rag_app.embedding import LocalEmbeddings, load_embeddings
 from rag_app.embedding_cache import EmbeddingCache
 from rag_app.errors import ConfigError
 from rag_app.indexing import IngestReport
-from rag_app.rerank import Reranker, load_reranker
+from rag_app.ledger_location import LedgerURLError
+from rag_app.pipeline import Pipeline, QueryConfig
+from rag_app.ports import Reranker
+from rag_app.rerank import load_reranker
 from rag_app.sparse import TOKENIZER_VERSION
 from rag_app.store import CollectionInfo, VectorStore, open_store
 from rag_app.types import Answer
 from tracing.cost_tracer import CostTracer
-from tracing.db import LedgerURLError
+from tracing.costing import LedgerPricer
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable
+from tracing.reply_stats import LedgerReplyStats
 
 log = logging.getLogger(__name__)
 
 
 class RagApp:
-    def __init__(self, settings: Settings, *, chat_model=None, reranker: Reranker | None = None,
-                 embeddings: LocalEmbeddings | None = None, shared: "RagApp | None" = None):
+    def __init__(self, settings: Settings, *, chat_model: Any = None, reranker: Reranker | None = None,
+                 embeddings: LocalEmbeddings | None = None, shared: RagApp | None = None):
         """`shared`: another RagApp whose store, ledger writer and tracer this one reuses (variants
         of one service share them: an embedded store has one owner per process)."""
         self.settings = settings
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
         self._owner = shared is None
         if shared is None:
-            self.store: VectorStore = open_store(settings)
-            try:
-                self.writer = LedgerWriter(settings.ledger, max_buffer=settings.ledger_buffer_rows,
-                                           spill_dir=settings.ledger_spill_dir,
-                                           direct_timeout_s=settings.ledger_direct_timeout_s)
-            except LedgerURLError as e:  # wrong password / database: no retry fixes it
-                self.store.close()
-                raise ConfigError(str(e)) from None
-            self.prices = PriceTable.load(settings.price_overrides)
-            self.tracer = CostTracer(self.writer, self.prices, embed_rate_per_1k=settings.embed_price_per_1k,
-                                     rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider,
-                                     llm_max_tokens=settings.llm_max_tokens)
-            self.otel = None
-            if settings.otel_endpoint:  # spans built from the rows the tracer hands the ledger
-                from tracing.otel_export import OtelExporter
-
-                self.otel = OtelExporter.from_settings(settings)
-                self.tracer.row_observers.append(self.otel.on_row)
+            self._open(settings)
         else:
             self.store, self.writer, self.prices, self.tracer = shared.store, shared.writer, shared.prices, shared.tracer
-            self.otel = shared.otel
+            self.pricer, self.reply_stats, self.otel = shared.pricer, shared.reply_stats, shared.otel
             if embeddings is None and shared._embeddings is not None and shared.settings.embed_model == settings.embed_model:
                 embeddings = shared._embeddings
         self._chat = chat_model
@@ -66,7 +60,32 @@ class RagApp:
         self._skip_reason: str | None = None
         self._lock = threading.Lock()
         self._collection: CollectionInfo | None = None
-        self._rag = None
+        self._rag: Any = None
+
+    def _open(self, settings: Settings) -> None:
+        with ExitStack() as opened:  # a failure below closes whatever was opened before it
+            self.prices = PriceTable.load(settings.price_overrides)  # a bad override file fails before any lock
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            self.store: VectorStore = open_store(settings)
+            opened.callback(self.store.close)
+            try:
+                self.writer = LedgerWriter(settings.ledger, max_buffer=settings.ledger_buffer_rows,
+                                           spill_dir=settings.ledger_spill_dir,
+                                           direct_timeout_s=settings.ledger_direct_timeout_s)
+            except LedgerURLError as e:  # wrong password / database: no retry fixes it
+                raise ConfigError(str(e)) from None
+            opened.callback(self.writer.close)
+            self.pricer = LedgerPricer.from_settings(settings, self.prices)
+            self.reply_stats = LedgerReplyStats(settings.ledger)
+            self.tracer = CostTracer(self.writer, self.pricer, llm_max_tokens=settings.llm_max_tokens)
+            self.otel = None
+            if settings.otel_endpoint:  # spans built from the rows the tracer hands the ledger
+                from tracing.otel_export import OtelExporter
+
+                self.otel = OtelExporter.from_settings(settings)
+                opened.callback(self.otel.close)
+                self.tracer.row_observers.append(self.otel.on_row)
+            opened.pop_all()
 
     # -- lazily loaded parts --------------------------------------------------------------------
     def embeddings(self) -> LocalEmbeddings:
@@ -83,7 +102,14 @@ class RagApp:
                 self._reranker_loaded = True
             return self._reranker, self._skip_reason
 
-    def chat_model(self):
+    def rescorer(self, required: bool = False) -> LocalEmbeddings | None:
+        """The rescore lever's embedder (loaded once per process); None when it cannot load, unless
+        `required` (evaluation), where the error is raised."""
+        from rag_app.levers import rescore_embeddings
+
+        return rescore_embeddings(self.settings.rescore_model, self.settings.cache_path, required=required)
+
+    def chat_model(self) -> Any:
         with self._lock:
             if self._chat is None:
                 from rag_app.llm import build_chat_model
@@ -98,25 +124,36 @@ class RagApp:
     @property
     def collection(self) -> CollectionInfo:
         if self._collection is None:
-            info = self.store.info(self.settings.collection)
-            if info is None:
-                raise self.store.missing(self.settings.collection)
-            if self.store.count(self.settings.collection) == 0:  # a store that lost its data answers nothing
-                raise self.store.emptied(self.settings.collection)
-            self.store.check_tokenizer(info, TOKENIZER_VERSION)
-            if info.dense_enabled:
-                emb = self.embeddings()
-                self.store.check_model(info, emb.model_name, emb.dimension)
-            self._collection = info
+            self._collection = self.checked_collection(self.settings.collection)
         return self._collection
 
-    def count_prompt_tokens(self, messages) -> int:
-        """Prompt tokens in the unit the configured LLM bills (its own tokenizer, not cl100k)."""
-        from rag_app.model_tokens import tokenizer_for
+    def checked_collection(self, name: str) -> CollectionInfo:
+        """The collection's description, after checking it has chunks and matches this version's BM25
+        tokenizer and the embedding model (a mismatch fails here, before any stage runs)."""
+        info = self.store.info(name)
+        if info is None:
+            raise self.store.missing(name)
+        if self.store.count(name) == 0:  # a store that lost its data answers nothing
+            raise self.store.emptied(name)
+        self.store.check_tokenizer(info, TOKENIZER_VERSION)
+        if info.dense_enabled:
+            emb = self.embeddings()
+            self.store.check_model(info, emb.model_name, emb.dimension)
+        return info
 
-        return tokenizer_for(self.settings.llm_model).count_messages(messages)
+    # -- the query path ---------------------------------------------------------------------------
+    def query_config(self) -> QueryConfig:
+        return QueryConfig.from_settings(self.settings).with_(use_llm=self.uses_llm)
 
-    # -- the two jobs ---------------------------------------------------------------------------
+    def pipeline(self, config: QueryConfig | None = None, collection: CollectionInfo | None = None,
+                 rescore_required: bool = False) -> Pipeline:
+        """The query path over this app's components; `config` and `collection` default to the
+        settings' (rag eval passes its own collection and retriever)."""
+        return Pipeline(config or self.query_config(), self.store,
+                        (lambda: collection) if collection is not None else (lambda: self.collection),
+                        self.embeddings, lambda: self.rescorer(rescore_required), self.reranker, self.chat_model,
+                        self.pricer, self.reply_stats)
+
     def ask(self, question: str, *, query_id: str | None = None, variant: str | None = None,
             experiment: str | None = None, extra: dict | None = None) -> Answer:
         """`extra`: more query-row fields for the ledger (user_id, session_id, arm, sticky, shadow_of, and
@@ -127,14 +164,15 @@ class RagApp:
 
         _ = self.collection  # fail before the chain starts on a missing collection or model mismatch
         if self._rag is None:
-            self._rag = build_rag(self)
+            self._rag = build_rag(self.pipeline())
         query_id = query_id or str(uuid.uuid4())
         config = {"callbacks": [self.tracer], "metadata": {
             "query_id": query_id, "kind": "query", "variant": variant or self.settings.variant,
             "experiment": experiment or self.settings.experiment, "origin": "cli", **(extra or {})}}
-        return self._rag.invoke({"question": question.strip()}, config=config)
+        answer: Answer = self._rag.invoke({"question": question.strip()}, config=config)
+        return answer
 
-    def ingest(self, paths: list[Path], *, rebuild: bool = False, progress=None) -> IngestReport:
+    def ingest(self, paths: list[Path], *, rebuild: bool = False, progress: Any = None) -> IngestReport:
         from chains.ingestion import run_ingestion
 
         if rebuild:
@@ -151,8 +189,8 @@ class RagApp:
             if self.otel is not None:
                 self.otel.close()
 
-    def __enter__(self):
+    def __enter__(self) -> RagApp:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()

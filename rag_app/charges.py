@@ -11,7 +11,6 @@ criminal law in the collection is scored by how much of the charge its opening c
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 
 _CHARGES = re.compile(r"罪名\s*[:：]\s*([^\n。]+)")
@@ -99,17 +98,13 @@ class ChargeIndex:
     payloads: dict[str, dict]  # chunk id -> payload, for the chunks the paragraphs belong to
 
 
-_lock = threading.Lock()
-_index: dict[tuple[str, int], ChargeIndex] = {}
+def build_charge_index(payloads: list[dict]) -> ChargeIndex:
+    paragraphs = criminal_law_paragraphs(payloads)
+    ids = {p.chunk_id for p in paragraphs}
+    return ChargeIndex(paragraphs, {p["chunk_id"]: p for p in payloads if p["chunk_id"] in ids})
 
 
 def charge_index(store, collection: str) -> ChargeIndex:
-    """The collection's criminal-law paragraphs, built once per (collection, size)."""
-    key = (collection, store.count(collection))
-    with _lock:
-        if key not in _index:
-            payloads = store.all_payloads(collection)
-            paragraphs = criminal_law_paragraphs(payloads)
-            ids = {p.chunk_id for p in paragraphs}
-            _index[key] = ChargeIndex(paragraphs, {p["chunk_id"]: p for p in payloads if p["chunk_id"] in ids})
-        return _index[key]
+    """The collection's criminal-law paragraphs. The store owns the index and drops it when a document of
+    the collection is replaced or deleted, so an amended 刑法 answers from its new text at once."""
+    return store.derived(collection, "charges", lambda: build_charge_index(store.all_payloads(collection)))

@@ -46,7 +46,14 @@ def _fail(e: Exception) -> None:
 
 @app.callback()
 def main() -> None:
+    """Every command starts here: settings are validated once, before any work (one line, exit 2)."""
     _setup()
+    from rag_app.config import load_settings
+
+    try:
+        load_settings()
+    except RagError as e:
+        _fail_one_line(e)
 
 
 @app.command()
@@ -79,17 +86,12 @@ def _progress_bars(labels: dict[str, str] | None = None):
 
 
 def _asked(rag, answer) -> dict:
-    """The answer with the stage rows the ledger holds for it (flushed first, so they are all there)."""
-    from tracing.ledger import read_connection
-    from tracing.reports import stage_json, stage_rows
+    """The answer and what it cost, from the usages it carries (the same values its ledger rows hold)."""
+    from rag_app.presenter import answer_payload
 
-    if not rag.writer.flush():  # bounded: a failing ledger never hangs the CLI
+    if rag.writer.failing:  # the rows wait in memory / a spill file; the figures shown are still exact
         err.print(f"warning: ledger not writable ({rag.writer.failing}); rows kept in memory / spill file")
-    conn, _ = read_connection(rag.settings.ledger)
-    try:
-        return answer_json(answer, [stage_json(r) for r in stage_rows(conn, answer.query_id)])
-    finally:
-        conn.close()
+    return answer_payload(answer)
 
 
 def _ingest_with_progress(rag, paths, rebuild):
@@ -132,15 +134,6 @@ def ask(question: str = typer.Argument(..., help="the question"),
     _print_answer(payload)
 
 
-def answer_json(answer, stages: list[dict]) -> dict:
-    total = sum(s["cost_usd"] or 0 for s in stages)
-    shadow = sum(s["shadow_cost_usd"] or 0 for s in stages)
-    return {"query_id": answer.query_id, "question": answer.question, "answer": answer.text, "mode": answer.mode,
-            "citations": [c.as_dict() for c in answer.citations], "stages": stages,
-            "total_cost_usd": round(total, 9), "total_shadow_cost_usd": round(shadow, 9),
-            "unpriced": any(s["cost_usd"] is None for s in stages)}
-
-
 def _print_answer(p: dict) -> None:
     out.print(f"[bold]Q:[/bold] {p['question']}")
     out.print(p["answer"], markup=False)
@@ -148,7 +141,7 @@ def _print_answer(p: dict) -> None:
     for i, c in enumerate(p["citations"], 1):
         out.print(f"  [{i}] 《{c['law']}》{c['article'] or ''}  {_short(c['doc'])}", markup=False)
     out.print(stage_table(p["stages"], title=f"cost of query {p['query_id']}"))
-    unpriced = sum(s["cost_usd"] is None for s in p["stages"])
+    unpriced = p["unpriced_rows"]
     billed = f"{usd(p['total_cost_usd'])} + {unpriced} unpriced rows" if unpriced else usd(p["total_cost_usd"])
     out.print(f"total {billed} billed, {usd(p['total_shadow_cost_usd'])} shadow ({p['mode']} mode)")
 
@@ -257,7 +250,9 @@ def reprice_cmd(since: Optional[str] = typer.Option(None, help="only rows starte
 def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_start/char_end"),
              corpus: Path = typer.Option(..., help="corpus folder the gold docs are relative to"),
              chunker: list[str] = typer.Option(["legal"], help="chunker(s) to compare; repeat the flag"),
-             retriever: list[str] = typer.Option(["hybrid"], help="dense | bm25 | hybrid; repeat the flag"),
+             retriever: list[str] = typer.Option(
+                 ["default"], help="default (what `rag ask` runs: RAG_RETRIEVER + RAG_RETRIEVAL_LEVERS) | dense | bm25 "
+                                   "| hybrid, optionally +lever...; repeat the flag"),
              k: str = typer.Option("1,5,10", help="recall cut-offs"),
              limit: Optional[int] = typer.Option(None, help="only the first N questions"),
              force_dense: bool = typer.Option(False, help="keep the dense leg even if the model cannot read the corpus"),
@@ -278,10 +273,11 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
     retrievers = [r for arg in retriever for r in arg.split(",")]
     from rag_app.levers import LEVERS, parse_retriever
 
-    bad = [r for r in retrievers if not parse_retriever(r)] + [c for c in chunkers if c not in CHUNKERS]
+    bad = ([r for r in retrievers if r != "default" and not parse_retriever(r)]
+           + [c for c in chunkers if c not in CHUNKERS])
     if bad:
-        _fail(ValueError(f"unknown chunker/retriever {bad}; chunkers: {', '.join(CHUNKERS)}; retrievers: dense, bm25, "
-                         f"hybrid, optionally +lever ({', '.join(LEVERS)}), e.g. bm25+prf"))
+        _fail(ValueError(f"unknown chunker/retriever {bad}; chunkers: {', '.join(CHUNKERS)}; retrievers: default, dense, "
+                         f"bm25, hybrid, optionally +lever ({', '.join(LEVERS)}), e.g. bm25+prf"))
     if split not in (None, "tune", "validate"):
         _fail(ValueError(f"--split must be tune or validate, not {split!r}"))
     try:
@@ -352,7 +348,8 @@ def _print_eval(result: dict, ks: list[int]) -> None:
         if r.get("skipped"):
             t.add_row(r["chunker"], r["retriever"], f"skipped: {r['skipped']}", *[""] * (len(cols) - 3))
             continue
-        t.add_row(r["chunker"], f"{r['retriever']} ({r['legs']})", *[f"{r[f'recall@{k}']:.3f}" for k in ks],
+        t.add_row(r["chunker"], f"{r['retriever']} ({r['legs']}; levers {r['levers']})",
+                  *[f"{r[f'recall@{k}']:.3f}" for k in ks],
                   f"{r['mrr@10']:.3f}", f"{r['ndcg@10']:.3f}", f"{r['mean_context_tokens']:.0f}",
                   "unpriced" if r["usd_per_query"] is None else f"{r['usd_per_query']:.6f}", str(r["chunks"]),
                   f"{r['mean_tokens']:.0f}", f"{r['pct_in_target']:.1f}", f"{r['sentence_integrity_pct']:.1f}",

@@ -5,14 +5,20 @@ ones the wider ecosystem already uses, so a user's existing environment just wor
 """
 from __future__ import annotations
 
+import json
+import logging
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rag_app.errors import ConfigError
 
+log = logging.getLogger(__name__)
 
 SECRET_FIELDS = ("qdrant_api_key", "rerank_api_key", "openai_api_key", "api_token")
 
@@ -102,7 +108,7 @@ class Settings(BaseSettings):
     def __repr_args__(self):
         """repr() and str() never show a key, a token or the ledger's password (tracebacks, logs and
         debuggers print settings)."""
-        from tracing.db import redact
+        from rag_app.ledger_location import redact
 
         for name, value in super().__repr_args__():
             if name in SECRET_FIELDS and value:
@@ -122,15 +128,31 @@ class Settings(BaseSettings):
         if self.top_n > self.top_k:
             raise ConfigError(f"RAG_TOP_N ({self.top_n}) must not exceed RAG_TOP_K ({self.top_k})")
         if self.otel_endpoint:
-            from tracing.otel_export import normalise_endpoint
-
             try:
                 normalise_endpoint(self.otel_endpoint)
             except ValueError as e:
                 raise ConfigError(str(e)) from e
+        if self.retrieval_levers.strip() not in ("auto", "none", ""):
+            from rag_app.levers import parse_retriever
+
+            if parse_retriever("bm25+" + self.retrieval_levers) is None:
+                from rag_app.levers import LEVERS
+
+                raise ConfigError(f"RAG_RETRIEVAL_LEVERS={self.retrieval_levers!r}: use auto, none or a '+'-joined "
+                                  f"list of {', '.join(LEVERS)} (each once), e.g. rescore+charge")
+        if self.rerank_price_usd is not None:
+            from decimal import Decimal, InvalidOperation
+
+            try:
+                ok = Decimal(self.rerank_price_usd).is_finite() and Decimal(self.rerank_price_usd) >= 0
+            except (InvalidOperation, ValueError):
+                ok = False
+            if not ok:
+                raise ConfigError(f"RAG_RERANK_PRICE_USD must be a non-negative dollar amount such as 0.002, "
+                                  f"not {self.rerank_price_usd!r}")
         if self.llm_mode == "llm" and not (self.openai_api_key or self.openai_base_url):
             raise ConfigError("RAG_LLM_MODE=llm needs OPENAI_BASE_URL and/or OPENAI_API_KEY")
-        from tracing.db import LedgerURLError, parse_ledger_url
+        from rag_app.ledger_location import LedgerURLError, parse_ledger_url
         try:
             parse_ledger_url(self.ledger_url, self.data_dir / "ledger.sqlite")
         except LedgerURLError as e:
@@ -151,8 +173,8 @@ class Settings(BaseSettings):
 
     @property
     def ledger(self):
-        """Where the ledger lives (tracing.db.LedgerTarget): RAG_LEDGER_URL, else the SQLite file below."""
-        from tracing.db import parse_ledger_url
+        """Where the ledger lives (a LedgerTarget): RAG_LEDGER_URL, else the SQLite file below."""
+        from rag_app.ledger_location import parse_ledger_url
         return parse_ledger_url(self.ledger_url, self.data_dir / "ledger.sqlite")
 
     @property
@@ -173,5 +195,72 @@ class Settings(BaseSettings):
         return self.data_dir / "embed_cache.sqlite"
 
 
+def normalise_endpoint(url: str) -> str:
+    """The OTLP/HTTP traces URL (RAG_OTEL_ENDPOINT): used as given, `/v1/traces` appended when it has no path."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"RAG_OTEL_ENDPOINT must be an http(s) URL such as http://127.0.0.1:6006/v1/traces, got {url!r}")
+    return url.rstrip("/") + "/v1/traces" if parts.path in ("", "/") else url
+
+
+# Names outside the RAG_ prefix that Settings reads (they are the ecosystem's own).
+_PLAIN_NAMES = {"OPENAI_API_KEY", "OPENAI_BASE_URL", "QDRANT_URL", "QDRANT_API_KEY"}
+
+
+def setting_names() -> set[str]:
+    """Every environment variable Settings reads."""
+    return {f"RAG_{name.upper()}" for name in Settings.model_fields} | _PLAIN_NAMES
+
+
+def _env_file_names(env_file: Path) -> dict[str, str]:
+    try:
+        from dotenv import dotenv_values
+
+        return {k: v or "" for k, v in dotenv_values(env_file).items()} if env_file.exists() else {}
+    except Exception:  # an unreadable .env is pydantic-settings' to report
+        return {}
+
+
+def unknown_setting_warnings(environ: Mapping[str, str] | None = None, env_file: Path = Path(".env")) -> list[str]:
+    """One line per RAG_* name no setting reads (a typo silently ignored otherwise), with the closest real name."""
+    import difflib
+
+    known = setting_names()
+    given = {**_env_file_names(env_file), **(os.environ if environ is None else environ)}
+    out = []
+    for name in sorted(n for n in given if n.upper().startswith("RAG_") and n.upper() not in known):
+        close = difflib.get_close_matches(name.upper(), sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else "; see .env.example for the settings"
+        out.append(f"{name} is not a setting and is ignored{hint}")
+    return out
+
+
+def _one_line(e: ValidationError) -> str:
+    """The first problem of a ValidationError as `<where>: RAG_NAME: what is wrong (got value)`."""
+    err = e.errors()[0]
+    loc = str(err["loc"][0]) if err.get("loc") else ""
+    field = Settings.model_fields.get(loc)
+    alias = field.validation_alias if field is not None else None
+    names = [c for c in getattr(alias, "choices", []) if isinstance(c, str)]
+    name = names[0] if names else f"RAG_{loc.upper()}" if loc else "settings"
+    got = json.dumps(err.get("input"), ensure_ascii=False, default=str)[:60]
+    source = ".env" if name not in os.environ and Path(".env").exists() else "environment"
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{source}: {name}: {msg} (got {got}); see .env.example for the expected form"
+
+
+_warned = False
+
+
 def load_settings(**overrides) -> Settings:
-    return Settings(**overrides)
+    """The one settings loader every command uses: a bad value is a ConfigError of one line naming the
+    variable (exit 2 at the front doors); a RAG_* name no setting reads is a warning naming the closest one."""
+    global _warned
+    if not _warned:  # once per process, however many commands load settings
+        _warned = True
+        for line in unknown_setting_warnings():
+            log.warning(line)
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        raise ConfigError(_one_line(e)) from None

@@ -17,6 +17,7 @@ from langchain_core.embeddings import Embeddings
 from rag_app.embedding_cache import EmbeddingCache
 from rag_app.errors import ModelLoadError
 from rag_app.models import resolve_model_path
+from rag_app.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
 
@@ -27,23 +28,6 @@ _ZH_INSTRUCTION = "为这个句子生成表示以用于检索相关文章："
 class Encoder(Protocol):
     def encode_passages(self, texts: list[str]) -> np.ndarray: ...
     def encode_query(self, text: str) -> np.ndarray: ...
-
-
-@dataclass
-class EmbedStats:
-    """Counters for one embed call, returned by that call (never kept on the shared embedder: two
-    concurrent requests would read each other's counts)."""
-
-    texts: int = 0
-    tokens: int = 0
-    cache_hits: int = 0
-    cache_misses: int = 0
-
-    def add(self, other: "EmbedStats") -> None:
-        self.texts += other.texts
-        self.tokens += other.tokens
-        self.cache_hits += other.cache_hits
-        self.cache_misses += other.cache_misses
 
 
 class FlagEncoder:
@@ -148,12 +132,12 @@ class LocalEmbeddings(Embeddings):
     def embed_array(self, texts: list[str]) -> np.ndarray:
         return self.embed_array_with_stats(texts)[0]
 
-    def embed_array_with_stats(self, texts: list[str]) -> tuple[np.ndarray, EmbedStats]:
-        stats = EmbedStats(texts=len(texts), tokens=self.count_tokens(texts) if texts else 0)
+    def embed_array_with_stats(self, texts: list[str]) -> tuple[np.ndarray, EmbedUsage]:
         cached = self.cache.get_many(self.model_name, texts) if self.cache else {}
         missing = [t for t in dict.fromkeys(texts) if t not in cached]
-        stats.cache_hits = sum(1 for t in texts if t in cached)
-        stats.cache_misses = len(texts) - stats.cache_hits
+        hits = sum(1 for t in texts if t in cached)
+        stats = EmbedUsage(texts=len(texts), tokens=self.count_tokens(texts) if texts else 0,
+                           cache_hits=hits, cache_misses=len(texts) - hits)
         if missing:
             fresh = self.encoder.encode_passages(missing)
             new = dict(zip(missing, fresh))
@@ -167,17 +151,16 @@ class LocalEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         return self.embed_query_with_stats(text)[0]
 
-    def embed_query_with_stats(self, text: str) -> tuple[list[float], EmbedStats]:
+    def embed_query_with_stats(self, text: str) -> tuple[list[float], EmbedUsage]:
         key = "query:" + text  # queries carry an instruction: never share a cache entry with passages
-        stats = EmbedStats(texts=1, tokens=self.count_tokens([text]))
         hit = self.cache.get_many(self.model_name, [key]) if self.cache else {}
         if key in hit:
-            vec, stats.cache_hits = hit[key], 1
+            vec, hits = hit[key], 1
         else:
-            vec, stats.cache_misses = self.encoder.encode_query(text), 1
+            vec, hits = self.encoder.encode_query(text), 0
             if self.cache:
                 self.cache.put_many(self.model_name, {key: vec})
-        return vec.tolist(), stats
+        return vec.tolist(), EmbedUsage(texts=1, tokens=self.count_tokens([text]), cache_hits=hits, cache_misses=1 - hits)
 
 
 def _fallback_path() -> str:

@@ -15,6 +15,9 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class RagError(Exception):
     """Base of every error this package raises on purpose."""
@@ -66,6 +69,7 @@ class StageError(RagError):
 
 
 class LLMError(StageError):
-    def __init__(self, message: str, *, attempts: int):
+    def __init__(self, message: str, *, attempts: int, usages: Sequence[Any] = ()):
         self.attempts = attempts
+        self.usages = tuple(usages)  # each attempt's StageUsage (what the failed call may have cost)
         super().__init__("generate", f"{message} (after {attempts} attempt(s))")

@@ -12,11 +12,12 @@ from pathlib import Path
 
 from rag_app import sparse
 from rag_app.chunking.registry import Chunker
-from rag_app.embedding import EmbedStats, LocalEmbeddings
+from rag_app.embedding import LocalEmbeddings
 from rag_app.errors import IngestError
 from rag_app.ingest.loaders import load_document, no_chunks_error, supported
 from rag_app.store import CollectionInfo, SparseVector, StoredPoint, VectorStore
 from rag_app.types import Chunk, ParsedDocument
+from rag_app.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -33,7 +34,7 @@ class FileOutcome:
 @dataclass
 class IngestReport:
     outcomes: list[FileOutcome] = field(default_factory=list)
-    embed: EmbedStats = field(default_factory=EmbedStats)
+    embed: EmbedUsage = field(default_factory=EmbedUsage)
     collection: CollectionInfo | None = None
     embed_model: str | None = None
 
@@ -134,8 +135,8 @@ class _Points(Sequence):
 
 
 def index_documents(store: VectorStore, info: CollectionInfo, parsed, embeddings: LocalEmbeddings | None,
-                    progress: Progress | None = None) -> tuple[list[FileOutcome], EmbedStats]:
-    outcomes, total = [], EmbedStats()
+                    progress: Progress | None = None) -> tuple[list[FileOutcome], EmbedUsage]:
+    outcomes, total = [], EmbedUsage()
     for i, (doc, chunks) in enumerate(parsed, 1):
         if store.document_hash(info.name, doc.doc_id) == doc.content_hash:
             outcomes.append(FileOutcome(doc.source_path, "unchanged", len(chunks)))
@@ -143,11 +144,8 @@ def index_documents(store: VectorStore, info: CollectionInfo, parsed, embeddings
             texts = [c.indexed_text() for c in chunks]
             dense = None
             if info.dense_enabled and embeddings is not None:
-                dense, s = embeddings.embed_array_with_stats(texts)
-                total.texts += s.texts
-                total.tokens += s.tokens
-                total.cache_hits += s.cache_hits
-                total.cache_misses += s.cache_misses
+                dense, used = embeddings.embed_array_with_stats(texts)
+                total += used
             points = _Points(chunks, texts, doc.content_hash, info.avgdl, dense)
             store.replace_document(info.name, doc.doc_id, doc.content_hash, points)
             outcomes.append(FileOutcome(doc.source_path, "written", len(chunks)))

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag_app import charges, colloquial, sparse
-from rag_app.embedding import EmbedStats
 from rag_app.retrieval import legs_for, put_first, ranked_chunks, retrieve, rrf_fuse
 from rag_app.types import Chunk, ScoredChunk
+from rag_app.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
 LEVERS = ("prf", "law", "expand", "rescore", "charge", "colloquial")
@@ -119,7 +119,7 @@ def expansion_terms(question_terms: dict[str, float], definitions, min_overlap: 
     return add
 
 
-_defs_lock = threading.Lock()
+_rescorers_lock = threading.Lock()
 _rescorers: dict[tuple[str, str], object] = {}
 
 
@@ -132,7 +132,7 @@ def rescore_embeddings(model: str, cache_path, required: bool = False):
     from rag_app.errors import ModelLoadError
 
     key = (model, str(cache_path))
-    with _defs_lock:
+    with _rescorers_lock:
         if key not in _rescorers:
             try:
                 _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False)
@@ -144,16 +144,11 @@ def rescore_embeddings(model: str, cache_path, required: bool = False):
         return _rescorers[key]
 
 
-_defs_cache: dict[tuple[str, int], list] = {}
-
-
 def corpus_definitions(store, collection: str) -> list[tuple[str, frozenset[str]]]:
-    """Definitions mined from a collection's chunk texts; cached per (collection, size)."""
-    key = (collection, store.count(collection))
-    with _defs_lock:
-        if key not in _defs_cache:
-            _defs_cache[key] = mine_definitions([p["text"] for p in store.all_payloads(collection)])
-        return _defs_cache[key]
+    """Definitions mined from a collection's chunk texts; the store keeps them until it next writes
+    the collection (an amended definition is read again, whatever the chunk count)."""
+    return store.derived(collection, "definitions",
+                         lambda: mine_definitions([p["text"] for p in store.all_payloads(collection)]))
 
 
 # -- re-ranking helpers ----------------------------------------------------------------------------
@@ -183,29 +178,25 @@ _embed_lock = threading.Lock()
 
 
 def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embeddings, query_vector,
-                wait_s: float | None = None, stats: EmbedStats | None = None) -> list[tuple[str, float]]:
-    """(candidate, cosine similarity), most similar first; what was embedded (tokens, cache hits and misses) is added
-    to `stats`, so the retrieve row can show the work rescore did."""
+                wait_s: float | None = None) -> tuple[list[tuple[str, float]], EmbedUsage]:
+    """(candidate, cosine similarity), most similar first, and what was embedded for it (tokens, cache
+    hits and misses), so the retrieve row can show the work rescore did."""
     texts = [Chunk.from_payload(payloads[c]).indexed_text() for c in ids]
     if not texts:
-        return []
+        return [], EmbedUsage()
     if not _embed_lock.acquire(timeout=-1 if wait_s is None else wait_s):
         raise RescoreBusy(f"rescore skipped: its embedder was busy for {wait_s:g} s (RAG_RESCORE_WAIT_S)")
     try:
-        parts = []
+        used = EmbedUsage()
         if query_vector is None:
-            query_vector, q_stats = embeddings.embed_query_with_stats(question)
-            parts.append(q_stats)
+            query_vector, used = embeddings.embed_query_with_stats(question)
         qv = np.asarray(query_vector, dtype=np.float32)
-        vectors, p_stats = embeddings.embed_array_with_stats(texts)
-        parts.append(p_stats)
+        vectors, p_used = embeddings.embed_array_with_stats(texts)
+        used += p_used
     finally:
         _embed_lock.release()
-    if stats is not None:
-        for part in parts:
-            stats.add(part)
     sims = vectors @ qv
-    return [(ids[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")]
+    return [(ids[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")], used
 
 
 def _min_max(scores: dict[str, float]) -> dict[str, float]:
@@ -228,14 +219,23 @@ def linear_fuse(sparse_hits: list[tuple[str, float]], dense: list[tuple[str, flo
 
 def search(store, info, question: str, query_vector, *, mode: str, levers: tuple[str, ...], top_k: int,
            rrf_k: int = 60, dense_weight: float = 1.0, sparse_weight: float = 1.0, cite: bool = True,
-           embeddings=None, params: LeverParams = LeverParams(), rescore_wait_s: float | None = None,
-           rescore_stats: EmbedStats | None = None) -> list[ScoredChunk]:
-    """Raises RescoreBusy when rescore is asked for and its embedder stays busy past rescore_wait_s
-    (None: wait as long as it takes, as `rag eval` does). rescore's embedding counters are added to
-    `rescore_stats` when given."""
+           embeddings=None, params: LeverParams = LeverParams(),
+           rescore_wait_s: float | None = None) -> list[ScoredChunk]:
+    """The ranking alone (see search_with_usage)."""
+    return search_with_usage(store, info, question, query_vector, mode=mode, levers=levers, top_k=top_k, rrf_k=rrf_k,
+                             dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite, embeddings=embeddings,
+                             params=params, rescore_wait_s=rescore_wait_s)[0]
+
+
+def search_with_usage(store, info, question: str, query_vector, *, mode: str, levers: tuple[str, ...], top_k: int,
+                      rrf_k: int = 60, dense_weight: float = 1.0, sparse_weight: float = 1.0, cite: bool = True,
+                      embeddings=None, params: LeverParams = LeverParams(),
+                      rescore_wait_s: float | None = None) -> tuple[list[ScoredChunk], EmbedUsage]:
+    """The top-k chunks and what rescore embedded for them. Raises RescoreBusy when rescore is asked for
+    and its embedder stays busy past rescore_wait_s (None: wait as long as it takes, as `rag eval` does)."""
     if not levers:
         return retrieve(store, info, question, query_vector, mode=mode, top_k=top_k, rrf_k=rrf_k,
-                        dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite)
+                        dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite), EmbedUsage()
     use_dense, use_sparse = legs_for(mode, info)
     depth = max(top_k * 2, params.depth)
     legs, weights = [], []
@@ -258,10 +258,11 @@ def search(store, info, question: str, query_vector, *, mode: str, levers: tuple
         weights.append(sparse_weight)
     payloads = {h.payload["chunk_id"]: h.payload for leg in legs for h in leg}
     rankings = [[h.payload["chunk_id"] for h in leg] for leg in legs]
+    embedded = EmbedUsage()
     if "rescore" in levers and embeddings is not None:
         pool = list(dict.fromkeys(cid for r in rankings for cid in r[: params.rescore_depth]))
         qv = query_vector if use_dense else None  # the collection's own query vector may be another model's
-        dense = dense_order(question, payloads, pool, embeddings, qv, rescore_wait_s, rescore_stats)
+        dense, embedded = dense_order(question, payloads, pool, embeddings, qv, rescore_wait_s)
         rankings.append([cid for cid, _ in dense])
         weights.append(params.rescore_weight)
     if "rescore" in levers and embeddings is not None and params.rescore_fusion == "linear" and len(legs) == 1:
@@ -275,7 +276,7 @@ def search(store, info, question: str, query_vector, *, mode: str, levers: tuple
                             params.law_top_chunks)
     if "charge" in levers:
         ordered, payloads = _charges_first(store, info, question, ordered, payloads)
-    return ranked_chunks(store, info, question, ordered, payloads, top_k, cite)
+    return ranked_chunks(store, info, question, ordered, payloads, top_k, cite), embedded
 
 
 def _charges_first(store, info, question, ordered, payloads):

@@ -2,7 +2,8 @@
 
 The OpenAI SDK retries inside one LangChain call, so a callback would see one start and one end
 for three physical requests. We set the SDK's max_retries to 0 and loop here: every attempt is a
-separate chat-model run the CostTracer records, tagged with its logical call id and number.
+separate chat-model run, tagged with its logical call id and number, that both the CostTracer (the
+ledger's rows) and this loop's own `AttemptLog` (the answer's usage) record with the same code.
 429 answers are retried after the server's `retry-after-ms` / `retry-after`.
 """
 from __future__ import annotations
@@ -11,16 +12,21 @@ import time
 import uuid
 from collections.abc import Callable
 
+from collections.abc import Sequence
+from typing import Any
+
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 
+from rag_app.attempts import AttemptLog
 from rag_app.errors import LLMError
-from tracing.usage import RETRYABLE, classify_error
+from rag_app.llm_usage import RETRYABLE, classify_error
+from rag_app.usage import StageUsage
 
 MAX_RETRY_AFTER_S = 60.0
 
 
-def _chat_openai_class():
+def _chat_openai_class() -> type[Any]:
     from langchain_openai import ChatOpenAI
 
     class UsageKeepingChatOpenAI(ChatOpenAI):
@@ -28,7 +34,8 @@ def _chat_openai_class():
         into `usage_metadata` and drops the keys it does not know (DeepSeek's cache hits, DashScope's
         cache writes); the tracer prices from the raw object, so we copy it to response_metadata."""
 
-        def _convert_chunk_to_generation_chunk(self, chunk, default_chunk_class, base_generation_info):
+        def _convert_chunk_to_generation_chunk(self, chunk: Any, default_chunk_class: Any,
+                                               base_generation_info: Any) -> Any:
             gen = super()._convert_chunk_to_generation_chunk(chunk, default_chunk_class, base_generation_info)
             if gen is not None and isinstance(chunk, dict) and chunk.get("usage"):
                 gen.message.response_metadata["token_usage"] = dict(chunk["usage"])
@@ -37,7 +44,7 @@ def _chat_openai_class():
     return UsageKeepingChatOpenAI
 
 
-def build_chat_model(settings):
+def build_chat_model(settings: Any) -> Any:
     return _chat_openai_class()(
         model=settings.llm_model,
         api_key=settings.openai_api_key or "not-needed",  # local servers accept any key
@@ -64,20 +71,25 @@ def retry_after_s(exc: BaseException) -> float | None:
     return None
 
 
-def invoke_with_retries(chat, messages, config: RunnableConfig | None, *, max_retries: int,
-                        base_delay_s: float, sleep: Callable[[float], None] = time.sleep):
-    """Returns (AIMessage, call_id, attempts). Raises LLMError after the last failed attempt."""
+def invoke_with_retries(chat: Any, messages: Sequence[Any], config: RunnableConfig | None, *, max_retries: int,
+                        base_delay_s: float, sleep: Callable[[float], None] = time.sleep,
+                        metadata: dict[str, Any] | None = None,
+                        max_tokens: int | None = None) -> tuple[Any, str, Sequence[StageUsage]]:
+    """Returns (AIMessage, call_id, the usage of every attempt). Raises LLMError after the last failed
+    attempt; its `usages` are the attempts made. `metadata` rides on every attempt's run (the prompt
+    count, the context packing)."""
     call_id = str(uuid.uuid4())
     max_attempts = max_retries + 1
+    log = AttemptLog(default_max_tokens=max_tokens)
     for attempt in range(1, max_attempts + 1):
-        cfg = merge_configs(config or {}, {"metadata": {"call_id": call_id, "attempt": attempt,
+        cfg = merge_configs(config or {}, {"metadata": {**(metadata or {}), "call_id": call_id, "attempt": attempt,
                                                         "max_attempts": max_attempts},
-                                           "run_name": "generate_attempt"})
+                                           "run_name": "generate_attempt", "callbacks": [log.recorder]})
         try:
-            return chat.invoke(messages, cfg), call_id, attempt
+            return chat.invoke(messages, cfg), call_id, log.taken()
         except Exception as e:
             kind = classify_error(e)
             if kind not in RETRYABLE or attempt == max_attempts:
-                raise LLMError(f"{kind}: {type(e).__name__}: {e}", attempts=attempt) from e
+                raise LLMError(f"{kind}: {type(e).__name__}: {e}", attempts=attempt, usages=log.taken()) from e
             sleep(retry_after_s(e) or base_delay_s * 2 ** (attempt - 1))
     raise AssertionError("unreachable")

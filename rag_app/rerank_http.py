@@ -3,73 +3,39 @@ relevance_score}], usage|meta}` — the shape Jina, Cohere, SiliconFlow, DashSco
 mode, vLLM, Xinference and TEI's /rerank (via its OpenAI-ish routers) serve. For users without a
 GPU; the bge cross-encoder (rerank.FlagCrossEncoder) stays the local option.
 
-Cost is what the provider bills, per search or per token (RAG_RERANK_PRICE_UNIT), priced by
-RAG_RERANK_PRICE_USD and written on the rerank stage's ledger row; with no price set the row is
-"unpriced", never $0. Token counts come from the response's `usage` when the provider sends one;
-otherwise from our cl100k estimate, and the row says "estimated".
+Each call returns its scores with its usage (`RerankUsage`: tokens, search units, the provider's usage
+object): tokens from the response's `usage` when the provider sends one (usage_source `provider`),
+otherwise our cl100k estimate (`estimated:cl100k_base`). The price — RAG_RERANK_PRICE_USD per
+RAG_RERANK_PRICE_UNIT, "unpriced" when unset, never $0 — is applied by the Pricer like every other
+stage's (tracing/costing.py); this client keeps nothing of one call for the next.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from decimal import Decimal
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
 from rag_app.errors import RagError
 from rag_app.tokens import count_tokens
-from tracing.money import to_nano
-
-PRICE_UNITS = ("search", "1k_tokens", "1m_tokens")
+from rag_app.usage import RerankUsage
 
 
 class RerankHTTPError(RagError):
     pass
 
 
-@dataclass(frozen=True)
-class RerankBilling:
-    tokens: int
-    searches: int
-    tokens_estimated: bool
-    cost_nano: int | None  # None = unpriced
-    price_version: str
-
-    def usage(self) -> dict:
-        """Fields the rerank stage reports; cost_tracer writes billed_cost_nano as the row's cost."""
-        return {"input_tokens": self.tokens, "billed_cost_nano": self.cost_nano, "price_version": self.price_version,
-                "price_source": "rate" if self.cost_nano is not None else "unpriced",
-                "search_units": self.searches, "usage_note": "estimated" if self.tokens_estimated else None}
-
-
-def bill(tokens: int, searches: int, price_usd: str | None, unit: str, model: str) -> tuple[int | None, str]:
-    if price_usd is None:
-        return None, "unpriced"
-    price = Decimal(price_usd)
-    amount = {"search": Decimal(searches), "1k_tokens": Decimal(tokens) / 1000,
-              "1m_tokens": Decimal(tokens) / 1_000_000}[unit]
-    return to_nano(amount * price), f"rerank:{model}=${price_usd}/{unit} (RAG_RERANK_PRICE_USD)"
-
-
 class HttpReranker:
+    billing = "billed"  # the provider charges for each call
+
     def __init__(self, url: str, model: str, *, api_key: str | None = None, timeout_s: float = 30.0,
-                 price_usd: str | None = None, price_unit: str = "search", client: httpx.Client | None = None):
-        if price_unit not in PRICE_UNITS:
-            raise RerankHTTPError(f"RAG_RERANK_PRICE_UNIT must be one of {', '.join(PRICE_UNITS)}, not {price_unit!r}")
-        if price_usd is not None:
-            try:
-                if Decimal(price_usd) < 0:
-                    raise ValueError
-            except (ArithmeticError, ValueError):
-                raise RerankHTTPError(f"RAG_RERANK_PRICE_USD must be a non-negative dollar amount such as 0.002, "
-                                      f"not {price_usd!r}") from None
+                 client: httpx.Client | None = None):
         self.url, self.model_name = url, model
-        self.price_usd, self.price_unit = price_usd, price_unit
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = client or httpx.Client(timeout=timeout_s, headers=headers)
-        self.last: RerankBilling | None = None
 
-    def score(self, query: str, passages: list[str]) -> list[float]:
-        body = {"model": self.model_name, "query": query, "documents": passages, "top_n": len(passages),
+    def score(self, query: str, passages: Sequence[str]) -> tuple[list[float], RerankUsage]:
+        body = {"model": self.model_name, "query": query, "documents": list(passages), "top_n": len(passages),
                 "return_documents": False}
         try:
             resp = self.client.post(self.url, json=body)
@@ -84,22 +50,32 @@ class HttpReranker:
                 scores[int(r["index"])] = float(r.get("relevance_score", r.get("score")))
         except (ValueError, KeyError, TypeError, IndexError) as e:
             raise RerankHTTPError(f"rerank endpoint {self.url} sent no results[].index/relevance_score ({e!r})") from e
-        self.last = self._billing(data, query, passages)
-        return scores
+        return scores, usage_of(data, query, passages)
 
-    def _billing(self, data: dict, query: str, passages: list[str]) -> RerankBilling:
-        usage = data.get("usage") or {}
-        billed = (data.get("meta") or {}).get("billed_units") or {}  # Cohere
-        tokens = usage.get("total_tokens") or usage.get("prompt_tokens") or billed.get("input_tokens")
-        estimated = tokens is None
-        if estimated:
-            tokens = count_tokens(query) * len(passages) + sum(count_tokens(p) for p in passages)
-        searches = int(billed.get("search_units") or usage.get("search_units") or 1)
-        cost, version = bill(int(tokens), searches, self.price_usd, self.price_unit, self.model_name)
-        return RerankBilling(int(tokens), searches, estimated, cost, version)
 
-    def count_tokens(self, query: str, passages: list[str]) -> int:
-        return self.last.tokens if self.last else 0
+def usage_of(data: dict[str, Any], query: str, passages: Sequence[str]) -> RerankUsage:
+    """Tokens and search units as the provider reports them (Jina/SiliconFlow `usage`, Cohere
+    `meta.billed_units`); tokens we count ourselves are marked estimated."""
+    usage, meta = _obj(data.get("usage")), _obj(data.get("meta"))
+    billed = _obj(meta.get("billed_units"))
+    tokens = _count(usage.get("total_tokens") or usage.get("prompt_tokens") or billed.get("input_tokens"))
+    source = "provider"
+    if tokens is None:
+        tokens = count_tokens(query) * len(passages) + sum(count_tokens(p) for p in passages)
+        source = "estimated:cl100k_base"
+    searches = _count(billed.get("search_units") or usage.get("search_units")) or 1
+    raw = {k: v for k, v in (("usage", usage), ("meta", meta)) if v} or None
+    return RerankUsage(tokens, source, searches, raw)
 
-    def billing_usage(self) -> dict:
-        return self.last.usage() if self.last else {}
+
+def _obj(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: object) -> int | None:
+    """A non-negative count the provider sent, or None for anything else (junk is never billed as a count)."""
+    try:
+        n = int(value)  # type: ignore[call-overload]  # junk of any type is refused below
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return n if n >= 0 else None

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rag_app.usage import StageUsage
+
 
 @dataclass(frozen=True)
 class Block:
@@ -119,9 +121,16 @@ class Citation:
 
 @dataclass(frozen=True)
 class Answer:
+    """What a query returns: the answer, the passages sent to the model (`contexts`), the whole reranked
+    ranking (`ranked`, which `rag eval` scores), the levers that acted, and every stage's priced usage
+    (`usage`: the same values the ledger rows were written from)."""
+
     query_id: str
     question: str
     text: str
     citations: tuple[Citation, ...]
     mode: str  # "llm" | "extractive"
     contexts: tuple[ScoredChunk, ...] = field(default=(), repr=False)
+    usage: tuple[StageUsage, ...] = field(default=(), repr=False)
+    ranked: tuple[ScoredChunk, ...] = field(default=(), repr=False)
+    levers: tuple[str, ...] = ()

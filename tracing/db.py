@@ -21,101 +21,16 @@ Readers that need engine-specific SQL ask `dialect(conn)`; `has_table()` replace
 """
 from __future__ import annotations
 
-import hashlib
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
-ENV = "RAG_LEDGER_URL"
+from rag_app.ledger_location import (ENV, LedgerTarget, LedgerURLError, as_target,  # noqa: F401  (re-exported)
+                                     parse_ledger_url, redact)
+
 # The key each table's "replace" (upsert) conflicts on: INSERT OR REPLACE needs it on PostgreSQL.
 CONFLICT_KEYS = {"queries": "query_id", "shadow_pairs": "control_query_id", "_migrations": "name"}
-
-
-class LedgerURLError(ValueError):
-    """RAG_LEDGER_URL cannot be used; the message says how to fix it (and never holds a password)."""
-
-
-@dataclass(frozen=True)
-class LedgerTarget:
-    """A ledger location: a SQLite file, or a PostgreSQL database (conninfo URL)."""
-    dialect: str  # "sqlite" | "postgresql"
-    path: Path | None = None
-    url: str | None = None  # full URL with the password: pass it to the driver, never print it
-
-    @property
-    def display(self) -> str:
-        """What to show people and logs: the URL without its password."""
-        return str(self.path) if self.dialect == "sqlite" else redact(self.url or "")
-
-    def __str__(self) -> str:
-        return self.display
-
-    def __repr__(self) -> str:
-        return f"LedgerTarget({self.dialect}, {self.display})"
-
-    def exists(self) -> bool:
-        """A SQLite file that is there; a PostgreSQL ledger is created on first connect, so: True."""
-        return self.path.exists() if self.dialect == "sqlite" else True
-
-    @property
-    def key(self) -> str:
-        """A short stable name for files about this ledger (spill files)."""
-        ident = str(self.path.resolve()) if self.dialect == "sqlite" else self.display
-        return hashlib.sha1(ident.encode()).hexdigest()[:12]
-
-
-def redact(url: str) -> str:
-    """`postgresql://user:secret@host/db?password=x` -> `postgresql://user:***@host/db?password=***`."""
-    url = re.sub(r"(://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url)
-    return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", url)
-
-
-def parse_ledger_url(url: str | None, default_path: Path) -> LedgerTarget:
-    """RAG_LEDGER_URL -> LedgerTarget; unset or empty: the SQLite file `default_path`."""
-    if url is None or not url.strip():
-        return LedgerTarget("sqlite", path=Path(default_path))
-    url = url.strip()
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme == "sqlite":
-        # SQLAlchemy's form: sqlite:///relative/file.sqlite, sqlite:////absolute/file.sqlite
-        if not url.lower().startswith("sqlite:///") or len(url) == len("sqlite:///"):
-            raise LedgerURLError(f"{ENV}={redact(url)} is not a SQLite file URL; write sqlite:///relative/ledger.sqlite "
-                                 "or sqlite:////absolute/ledger.sqlite (an in-memory ledger would lose every row)")
-        path = unquote(url[len("sqlite:///"):].split("?", 1)[0])
-        return LedgerTarget("sqlite", path=Path(path))
-    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
-        pg = "postgresql" + url[len(scheme):]
-        try:
-            import psycopg.conninfo
-        except ImportError as e:
-            raise LedgerURLError(f"{ENV} names PostgreSQL but psycopg is not installed; "
-                                 "pip install 'psycopg[binary]' (a dependency of this package)") from e
-        try:
-            info = psycopg.conninfo.conninfo_to_dict(pg)
-        except psycopg.Error as e:
-            raise LedgerURLError(f"{ENV}={redact(url)} is not a valid PostgreSQL URL ({redact(str(e))}); "
-                                 "write postgresql://USER:PASSWORD@HOST:5432/DBNAME") from None
-        port = str(info.get("port") or "5432")
-        if not all(p.strip().isdigit() for p in port.split(",")):
-            raise LedgerURLError(f"{ENV}={redact(url)} is not a valid PostgreSQL URL (port {port!r} is not a number); "
-                                 "write postgresql://USER:PASSWORD@HOST:5432/DBNAME")
-        if not info.get("dbname"):
-            raise LedgerURLError(f"{ENV}={redact(url)} names no database; "
-                                 "write postgresql://USER:PASSWORD@HOST:5432/DBNAME")
-        return LedgerTarget("postgresql", url=pg)
-    raise LedgerURLError(f"{ENV}={redact(url)} has an unknown scheme {scheme or '(none)'!r}; use "
-                         "sqlite:////absolute/ledger.sqlite or postgresql://USER:PASSWORD@HOST:5432/DBNAME")
-
-
-def as_target(where) -> LedgerTarget:
-    """A LedgerTarget from what callers hold: a target, a URL string, or a SQLite file path."""
-    if isinstance(where, LedgerTarget):
-        return where
-    if isinstance(where, str) and re.match(r"(?i)(sqlite|postgres(ql)?(\+psycopg)?):", where):
-        return parse_ledger_url(where, Path("ledger.sqlite"))
-    return LedgerTarget("sqlite", path=Path(where))
 
 
 def dialect(conn) -> str:

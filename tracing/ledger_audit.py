@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 from tracing.db import has_table
-from tracing.money import usd_json
+from rag_app.money import usd_json
 from tracing.rollups import number
 
 

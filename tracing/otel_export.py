@@ -31,7 +31,6 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -40,6 +39,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, TraceFlags
 
+from rag_app.config import normalise_endpoint  # noqa: F401  (re-exported for callers of this module)
 from tracing.otel_attributes import attempt_attrs, generate_call_attrs, query_attrs, span_status, span_times, stage_attrs
 
 log = logging.getLogger(__name__)
@@ -107,14 +107,6 @@ class _CountingExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
-
-
-def normalise_endpoint(url: str) -> str:
-    """The OTLP/HTTP traces URL: used as given, `/v1/traces` appended when it has no path."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"RAG_OTEL_ENDPOINT must be an http(s) URL such as http://127.0.0.1:6006/v1/traces, got {url!r}")
-    return url.rstrip("/") + "/v1/traces" if parts.path in ("", "/") else url
 
 
 # -- the exporter -------------------------------------------------------------------------------

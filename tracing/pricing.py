@@ -30,7 +30,7 @@ from importlib import resources
 from importlib.metadata import version as pkg_version
 from pathlib import Path
 
-from tracing.money import to_nano
+from rag_app.money import to_nano
 
 log = logging.getLogger(__name__)
 MTOK = Decimal(1_000_000)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from tracing.money import usd_json
+from rag_app.money import usd_json
 
 STAGES = ("embed_query", "retrieve", "rerank", "generate")
 

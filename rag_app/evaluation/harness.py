@@ -1,19 +1,19 @@
 """`rag eval`: one index per chunker (its own Qdrant collection, reused while unchanged), every
-question through retrieval (and rerank when available), metrics from ranx, quality and cost side
-by side. The hit rule and the run construction live in hits.py."""
+question through the product's own query chain (chains/rag.py: the same stages, levers and packing
+`rag ask` runs, with the LLM left out), metrics from ranx, quality and cost side by side. The default
+retriever is what `rag ask` runs (`default`: RAG_RETRIEVER with RAG_RETRIEVAL_LEVERS). Nothing is
+written to the ledger. The hit rule and the run construction live in hits.py."""
 from __future__ import annotations
 
 import hashlib
 import json
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from prompts import load_prompt
-from rag_app.answer import format_context
-from rag_app.context import pack_context
+from chains.rag import build_rag
 from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
 from rag_app.evaluation.hits import Ranked, qrels_for, ranking_to_run
 from rag_app.evaluation.integrity import article_integrity, sentence_integrity, size_stats
@@ -22,12 +22,14 @@ from rag_app.evaluation.scoring import DEFAULT_BUDGETS, budget_report, paired
 from rag_app.evaluation.split import SPLIT_RULE, select_split, split_key
 from rag_app.indexing import decide_collection, expand_paths, index_documents
 from rag_app.ingest.loaders import load_document
-from rag_app.rerank import rerank
-from rag_app.levers import LeverParams, parse_retriever, rescore_embeddings, search
+from rag_app.levers import levers_for, parse_retriever
+from rag_app.money import usd_json
+from rag_app.pipeline import QueryConfig
 from rag_app.retrieval import legs_for
 from rag_app.sparse import TOKENIZER_VERSION
-from tracing.money import usd_json
-from tracing.pricing import PriceTable
+from rag_app.types import Answer
+
+DEFAULT_RETRIEVER = "default"  # what `rag ask` runs: RAG_RETRIEVER + RAG_RETRIEVAL_LEVERS
 
 Progress = Callable[[str, int, int], None]
 
@@ -37,7 +39,7 @@ class EvalSpec:
     qa: Path
     corpus: Path
     chunkers: list[str]
-    retrievers: list[str]
+    retrievers: list[str] = field(default_factory=lambda: [DEFAULT_RETRIEVER])
     ks: list[int] = field(default_factory=lambda: [1, 5, 10])
     limit: int | None = None
     runs_path: Path | None = None
@@ -57,6 +59,20 @@ def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> s
     return h.hexdigest()[:10]
 
 
+def query_config(app, spec: EvalSpec, retriever: str, top_k: int) -> QueryConfig:
+    """The query path `rag ask` runs, pointed at one retriever spec: `default` keeps the settings'
+    retriever and levers; `bm25+prf` names its legs and levers exactly (no `auto`)."""
+    base = app.query_config()
+    if retriever == DEFAULT_RETRIEVER:
+        mode, levers = base.retriever, base.levers
+    else:
+        mode, named = parse_retriever(retriever)
+        levers = "+".join(named) or "none"
+    params = replace(base.lever_params, **spec.lever_params)
+    return base.with_(retriever=mode, levers=levers, top_k=top_k, cite=spec.cite, lever_params=params,
+                      rescore_wait_s=None, use_llm=False)  # eval waits for rescore and never calls the LLM
+
+
 def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
     s = app.settings
     questions = select_split(load_qa(spec.qa), spec.split)
@@ -69,21 +85,18 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
         raise FileNotFoundError(missing[0].error)
     docs = [load_document(f) for f in files]
     rel = {d.source_path: str(Path(d.source_path).relative_to(corpus)) for d in docs}
-    prices = PriceTable.load(s.price_overrides)
     reranker, skip_reason = app.reranker()
-    prompt = load_prompt("answer", s.prompt_version)
     results, per_task = [], []
     # written as it goes (one line per question), so a long run that is stopped still leaves rankings
     runs_file = Path(spec.runs_path).open("w", encoding="utf-8") if spec.runs_path else None
     per_q: list[tuple[str, dict[str, list[float]]]] = []  # (config label, per-question values)
     cache_path = s.data_dir / "eval_ingest_times.json"
     ingest_times = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    top_k = max(s.top_k, max(spec.ks))
     for name in spec.chunkers:
-        parsed = {r: parse_retriever(r) for r in spec.retrievers}
-        need_emb = name in NEEDS_EMBEDDINGS or spec.force_dense or any(m in ("dense", "hybrid") for m, _ in parsed.values())
-        params = LeverParams(**spec.lever_params)
-        rescorer = (rescore_embeddings(params.rescore_model, s.cache_path, required=True)
-                    if any("rescore" in lv for _, lv in parsed.values()) else None)
+        configs = {r: query_config(app, spec, r, top_k) for r in spec.retrievers}
+        need_emb = (name in NEEDS_EMBEDDINGS or spec.force_dense
+                    or any(c.retriever in ("dense", "hybrid") for c in configs.values()))
         emb = app.embeddings() if need_emb else None
         chunker = build_chunker(name, s, emb)
         t0 = time.perf_counter()
@@ -100,35 +113,35 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
             index_documents(app.store, info, chunked, emb, progress)
             ingest_times[cname] = round(chunk_s + time.perf_counter() - t1, 2)
             cache_path.write_text(json.dumps(ingest_times, indent=1))
+        info = app.checked_collection(cname)
         quality = _chunk_quality(chunked, all_chunks, s)
-        for retriever in spec.retrievers:
-            mode, levers = parsed[retriever]
-            use_dense, use_sparse = legs_for(mode, info)
+        for retriever, config in configs.items():
+            use_dense, use_sparse = legs_for(config.retriever, info)
+            resolved = levers_for(config.levers, info)
             row = {"chunker": name, "retriever": retriever, "collection": cname, **quality,
                    "ingest_s": ingest_times.get(cname), "legs": "+".join(
-                       l for l, on in (("dense", use_dense), ("bm25", use_sparse)) if on)}
-            if mode == "dense" and not use_dense:
+                       l for l, on in (("dense", use_dense), ("bm25", use_sparse)) if on),
+                   "levers": "+".join(resolved) or "none"}
+            if config.retriever == "dense" and not use_dense:
                 results.append({**row, "skipped": info.dense_disabled_reason})
                 continue
-            rankings, ctx_tokens, usd = [], [], []
+            chain = build_rag(app.pipeline(config, info, rescore_required="rescore" in resolved))
+            rankings, ctx_tokens, usd, acted = [], [], [], Counter()
+            rerank_status = "skipped"
             for i, q in enumerate(questions, 1):
-                qvec = emb.embed_query(q.question) if use_dense else None
-                hits = search(app.store, info, q.question, qvec, mode=mode, levers=levers,
-                              top_k=max(s.top_k, max(spec.ks)), rrf_k=s.rrf_k, dense_weight=s.rrf_dense_weight,
-                              sparse_weight=s.rrf_sparse_weight, cite=spec.cite, embeddings=rescorer,
-                              params=params)
-                rr = rerank(q.question, hits, reranker, top_n=len(hits), table_weight=s.table_weight,
-                            skip_reason=skip_reason)
+                answer: Answer = chain.invoke({"question": q.question}, config={"metadata": {"query_id": f"eval-{q.id}"}})
                 ranked = [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
                                  h.rerank_score if h.rerank_score is not None else h.score, h.chunk.text)
-                          for h in rr.contexts]
+                          for h in answer.ranked]
                 rankings.append(ranked)
-                packed = pack_context(rr.contexts, s.context_tokens, s.top_n)  # what generate would send
-                ctx_tokens.append(packed.tokens)
-                usd.append(prices.quote(s.llm_model, app.count_prompt_tokens(
-                    prompt.format_messages(context=format_context(packed.contexts), question=q.question))).cost_nano)
+                acted.update(answer.levers)
+                by_stage = {u.stage: u for u in answer.usage}
+                rerank_status = by_stage["rerank"].status
+                ctx_tokens.append(by_stage["generate"].context_tokens or 0)
+                usd.append(_query_cost(answer))
                 if runs_file:
-                    runs_file.write(json.dumps({"qid": q.id, "chunker": name, "retriever": retriever, "ranking": [
+                    runs_file.write(json.dumps({"qid": q.id, "chunker": name, "retriever": retriever,
+                                                "levers": list(answer.levers), "ranking": [
                         {"doc": r.doc, "char_start": r.char_start, "char_end": r.char_end, "tokens": r.tokens,
                          "score": r.score, "text": r.text} for r in ranked]}, ensure_ascii=False) + "\n")
                     runs_file.flush()
@@ -136,9 +149,11 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                     progress(f"eval {name}/{retriever}", i, len(questions))
             metrics, multi = score(questions, rankings, spec.ks)
             row.update(metrics)
-            row.update({"rerank": rr.status, "multi_gold_chunks": multi,
-                        "mean_context_tokens": round(sum(ctx_tokens) / len(ctx_tokens), 1),
-                        "usd_per_query": None if None in usd else usd_json(round(sum(usd) / len(usd)))})
+            row.update({"rerank": rerank_status, "multi_gold_chunks": multi,
+                        "levers_acted": dict(sorted(acted.items())),
+                        "mean_context_tokens": round(sum(ctx_tokens) / len(ctx_tokens), 1) if ctx_tokens else 0.0,
+                        "usd_per_query": (None if not usd or None in usd
+                                          else usd_json(round(sum(usd) / len(usd))))})
             overall, tasks, values = budget_report(questions, rankings, spec.ks, spec.budgets)
             row["budgets"] = overall
             results.append(row)
@@ -159,8 +174,23 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
             "split": spec.split or "all", "split_rule": SPLIT_RULE, "budgets": spec.budgets,
             "budget_rule": ("chunks in rank order while the total stays within the budget; the crossing chunk is cut "
                             "to the tokens left (as the context packer cuts it), nothing after it counts"),
-            "paired_vs_first": comparisons, "by_task": per_task, "llm_model": s.llm_model, "price_version": prices.version,
+            "paired_vs_first": comparisons, "by_task": per_task, "llm_model": s.llm_model,
+            "price_version": app.prices.version,
+            "cost_rule": ("$/query: every stage at what it would bill on RAG_LLM_MODEL and the hosted-equivalent "
+                          "embed/rerank rates, the reply at its expected length (as `rag ask` prices an extractive "
+                          "answer's shadow)"),
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
+
+
+def _query_cost(answer: Answer) -> int | None:
+    """Nano-dollars the query would cost with its LLM call made: billed plus shadow, None when unpriced."""
+    total = 0
+    for u in answer.usage:
+        p = u.price
+        if p is None or p.cost_nano is None or (u.billing == "shadow" and p.shadow_nano is None):
+            return None
+        total += p.cost_nano + (p.shadow_nano or 0)
+    return total
 
 
 def score(questions: list[Question], rankings: list[list[Ranked]], ks: list[int]) -> tuple[dict, int]:

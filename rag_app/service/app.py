@@ -15,12 +15,13 @@ from pydantic import BaseModel, Field, field_validator
 
 from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
+from rag_app.presenter import answer_payload
 from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
                                     public_validation_errors, save_uploads)
 from rag_app.service.pool import VariantPool
 from tracing.ledger import is_transient, read_connection
-from tracing.money import usd_json
+from rag_app.money import usd_json
 from tracing import rollups
 from tracing.rollups import number
 from tracing.reports import BY_DIMS, build_report, by_report, stage_json, stage_rows
@@ -141,24 +142,14 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         # spend per API key: the ledger keeps a short hash of the bearer token, never the token
         key_id = api_key_id(creds.credentials) if creds and settings.api_token is not None else None
         answer, assignment = pool().ask(req.question, req.user_id, req.session_id, api_key_id=key_id)
-        try:
-            conn = ledger()
-        except HTTPException:  # the answer stands; its rows are shown from the writer's buffer below
-            stages = []
-        else:
-            stages = [stage_json(r) for r in stage_rows(conn, answer.query_id)]
-            conn.close()
-        waiting = pool().base.writer.pending_rows(answer.query_id)  # not on disk yet: shown, flagged
-        stages += [{**stage_json(_stage_defaults(r)), "ledger": "buffered"} for t, r in waiting if t == "stage_calls"]
-        return {"query_id": answer.query_id, "answer": answer.text, "mode": answer.mode,
-                "citations": [{**c.as_dict(), "doc": display_path(c.doc, settings.data_dir)}
-                              for c in answer.citations],
+        payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, settings.data_dir))
+        return {**payload,
                 "experiment": assignment.experiment if assignment else None,
                 "variant": assignment.variant if assignment else settings.variant,
                 "arm": assignment.arm if assignment else None,
                 "sticky": assignment.sticky if assignment else None,
-                "stages": stages, "total_cost_usd": round(sum(s["cost_usd"] or 0 for s in stages), 9),
-                "ledger": "ok" if not waiting else "buffered"}
+                # the figures above come from the answer itself; this says whether its rows are on disk yet
+                "ledger": "buffered" if pool().base.writer.failing else "ok"}
 
     @app.post("/v1/ingest", dependencies=[Depends(auth)])
     def ingest(files: list[UploadFile] = File(...)):
@@ -243,9 +234,3 @@ def _query_json(r: dict) -> dict:
             "priced_cost_usd": usd_json(r["priced_cost_nano_usd"]), "unpriced_rows": r["unpriced_rows"],
             "estimated_rows": r["estimated_rows"], "output_at_risk_tokens": r["output_at_risk_tokens"],
             "retries": r["retries"], "timeouts": r["timeouts"]}
-
-
-def _stage_defaults(row: dict) -> dict:
-    return {"attempt": 1, "call_id": None, "cached_tokens": 0, "shadow_cost_nano_usd": None, "price_version": None,
-            "possibly_billed": 0, "cache_hits": None, "cache_misses": None, "error": None, "model": None,
-            "input_tokens": 0, "output_tokens": 0, "cost_nano_usd": None, "latency_ms": None, **row}

@@ -31,7 +31,10 @@ def _utc_timestamp(v: str) -> str:
         raise ValueError("not an ISO-8601 timestamp; use e.g. 2026-11-30 or 2026-11-30T15:00:00Z") from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=timezone.utc)
-    return t.astimezone(timezone.utc).isoformat(timespec="milliseconds")  # the ledger's own format
+    try:
+        return t.astimezone(timezone.utc).isoformat(timespec="milliseconds")  # the ledger's own format
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise ValueError("outside the years 1-9999 once converted to UTC; use e.g. 2026-11-30T15:00:00Z") from None
 
 
 Timestamp = Annotated[str, AfterValidator(_utc_timestamp)]

@@ -13,7 +13,7 @@ from rag_app.config import Settings
 from rag_app.errors import ConfigError, RagError
 from rag_app.experiments import Assignment, ExperimentConfig, assign
 from rag_app.types import Answer
-from tracing.cost_tracer import utcnow
+from rag_app.attempts import utcnow
 
 log = logging.getLogger(__name__)
 

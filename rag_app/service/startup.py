@@ -2,11 +2,8 @@
 `error: <file>: <field>: <what is wrong> — <fix>`, in well under a second."""
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
-
-from pydantic import ValidationError
 
 from rag_app.errors import ConfigError
 
@@ -15,16 +12,9 @@ LOOPBACK_BINDS = {"127.0.0.1", "localhost", "::1"}
 
 def load_checked_settings():
     """Settings, or a ConfigError naming where the bad value came from and the variable to fix."""
-    from rag_app.config import Settings
+    from rag_app.config import load_settings
 
-    try:
-        return Settings()
-    except ValidationError as e:
-        err = e.errors()[0]
-        name = "RAG_" + str(err["loc"][0]).upper() if err["loc"] else "settings"
-        source = ".env" if Path(".env").exists() and name in Path(".env").read_text(errors="replace") else "environment"
-        got = json.dumps(err.get("input"), ensure_ascii=False)[:60]
-        raise ConfigError(f"{source}: {name}: {err['msg']} (got {got}); see .env.example for the expected form") from None
+    return load_settings()
 
 
 def check_bind(host: str, settings, allow_remote: bool) -> None:

@@ -1,9 +1,11 @@
 """The store interface every backend implements, and the values that cross it."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from rag_app.errors import ModelMismatch, StoreError
 from rag_app.types import Chunk
@@ -13,6 +15,43 @@ DENSE, SPARSE = "dense", "bm25"
 INDEXED_FIELDS = ("doc_id", "title", "article_nums", "content_hash")
 # A field filter: field -> one value (must equal) or a list (must equal any of them).
 Where = Mapping[str, "str | Sequence[str]"]
+T = TypeVar("T")
+
+
+class DerivedIndexes:
+    """Indexes built from a collection's chunks (its titles, the charge paragraphs of its criminal law,
+    the definitions its laws state), owned by the store that holds the collection and dropped by the
+    write that makes them stale: re-ingesting an amended law rebuilds them on the next question, in this
+    process, whatever the chunk count. A server that other processes also write is re-read after
+    `ttl_s` (None: only this store writes, as the embedded store's lock guarantees).
+
+    A build runs outside the lock (it reads the store, which has its own lock); a write that lands while
+    it runs bumps the collection's generation, and the stale result is returned once but not kept."""
+
+    def __init__(self, ttl_s: float | None = None):
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._generation: dict[str, int] = {}
+        self._built: dict[tuple[str, str], tuple[int, float, Any]] = {}
+
+    def get(self, name: str, key: str, build: Callable[[], T]) -> T:
+        with self._lock:
+            gen = self._generation.get(name, 0)
+            hit = self._built.get((name, key))
+            if hit is not None and hit[0] == gen and (self.ttl_s is None or time.monotonic() - hit[1] < self.ttl_s):
+                return hit[2]  # type: ignore[no-any-return]
+        value = build()
+        with self._lock:
+            if self._generation.get(name, 0) == gen:
+                self._built[(name, key)] = (gen, time.monotonic(), value)
+        return value
+
+    def drop(self, name: str) -> None:
+        """The collection changed (a document replaced or deleted, the collection created or dropped)."""
+        with self._lock:
+            self._generation[name] = self._generation.get(name, 0) + 1
+            for k in [k for k in self._built if k[0] == name]:
+                del self._built[k]
 
 
 @dataclass(frozen=True)
@@ -109,6 +148,7 @@ class VectorStore(Protocol):
     def replace_document(self, name: str, doc_id: str, content_hash: str, points: Sequence[StoredPoint]) -> None: ...
     def all_payloads(self, name: str) -> list[dict]: ...
     def titles(self, name: str) -> list[str]: ...
+    def derived(self, name: str, key: str, build: Callable[[], T]) -> T: ...
     def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
                       doc_id: str | None = None) -> list[Hit]: ...
 
@@ -151,9 +191,15 @@ def check_name(name: str) -> str:
 
 
 class StoreChecks:
-    """The metadata checks as methods, so callers can write `store.check_model(...)` on any backend."""
+    """The metadata checks as methods, so callers can write `store.check_model(...)` on any backend,
+    and the collection-owned indexes (`derived`) every backend keeps the same way."""
     check_tokenizer = staticmethod(check_tokenizer)
     check_model = staticmethod(check_model)
+    derived_indexes: DerivedIndexes
+
+    def derived(self, name: str, key: str, build: Callable[[], T]) -> T:
+        """`build()`'s result for this collection, kept until this store next writes it."""
+        return self.derived_indexes.get(name, key, build)
 
     def missing(self, name: str) -> StoreError:
         """The error for a collection that is not there (backends name where they looked)."""

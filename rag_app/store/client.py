@@ -4,14 +4,13 @@ the baseline in bench/). Collection metadata lives in Qdrant's collection metada
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from qdrant_client import QdrantClient, models
 
 from rag_app.errors import StoreError, StoreInUse
-from rag_app.store.base import (DENSE, INDEXED_FIELDS, SPARSE, CollectionInfo, Fusion, Hit, SparseVector,
+from rag_app.store.base import (DENSE, INDEXED_FIELDS, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit, SparseVector,
                                 StoreChecks, StoredPoint, Where, check_name)
 
 BATCH = 256
@@ -37,7 +36,8 @@ class ClientStore(StoreChecks):
                                  "QDRANT_URL to share a server") from e
         self.hnsw = models.HnswConfigDiff(m=hnsw_m, ef_construct=hnsw_ef_construct)
         self.search_ef = search_ef
-        self._titles: dict[str, tuple[float, list[str]]] = {}
+        # a server may be written by other processes too: what we derive from it is re-read after a while
+        self.derived_indexes = DerivedIndexes(None if self.local else TITLES_TTL_S)
 
     @classmethod
     def from_settings(cls, s) -> "ClientStore":
@@ -75,7 +75,7 @@ class ClientStore(StoreChecks):
                 check_name(info.name), vectors_config=vectors,
                 sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
                 metadata=info.as_metadata())
-            self._titles.pop(info.name, None)
+            self.derived_indexes.drop(info.name)
             if self.local:
                 return  # local mode scans payloads anyway and warns that indexes do nothing
             for field in INDEXED_FIELDS:
@@ -83,7 +83,7 @@ class ClientStore(StoreChecks):
 
     def drop(self, name: str) -> None:
         with self._lock:
-            self._titles.pop(name, None)
+            self.derived_indexes.drop(name)
             if self.client.collection_exists(name):
                 self.client.delete_collection(name)
 
@@ -108,7 +108,7 @@ class ClientStore(StoreChecks):
                 self.client.upsert(name, points=[_point(p) for p in points[i:i + BATCH]])
             stale = models.Filter(must=[_match("doc_id", doc_id)], must_not=[_match("content_hash", content_hash)])
             self.client.delete(name, points_selector=models.FilterSelector(filter=stale))
-            self._titles.pop(name, None)
+            self.derived_indexes.drop(name)
 
     def all_payloads(self, name: str) -> list[dict]:
         out, offset = [], None
@@ -122,24 +122,20 @@ class ClientStore(StoreChecks):
     def titles(self, name: str) -> list[str]:
         """Distinct law titles; cached until this store writes the collection (or, on a server that
         others may write, for TITLES_TTL_S)."""
-        with self._lock:
-            cached = self._titles.get(name)
-            if cached and (self.local or time.monotonic() - cached[0] < TITLES_TTL_S):
-                return cached[1]
-            if self.local:  # local mode has no facet index: scan titles once
-                seen: dict[str, None] = {}
-                offset = None
-                while True:
-                    points, offset = self.client.scroll(name, limit=2048, offset=offset, with_payload=["title"])
-                    seen.update((p.payload["title"], None) for p in points)
-                    if offset is None:
-                        break
-                titles = sorted(seen)
-            else:
+        def build() -> list[str]:
+            with self._lock:
+                if self.local:  # local mode has no facet index: scan titles once
+                    seen: dict[str, None] = {}
+                    offset = None
+                    while True:
+                        points, offset = self.client.scroll(name, limit=2048, offset=offset, with_payload=["title"])
+                        seen.update((p.payload["title"], None) for p in points)
+                        if offset is None:
+                            break
+                    return sorted(seen)
                 res = self.client.facet(name, key="title", limit=1_000_000, exact=True)
-                titles = sorted(str(h.value) for h in res.hits)
-            self._titles[name] = (time.monotonic(), titles)
-            return titles
+                return sorted(str(h.value) for h in res.hits if h.count > 0)
+        return self.derived(name, "titles", build)
 
     def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
                       doc_id: str | None = None) -> list[Hit]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import qdrant_edge as qe
 
 from rag_app.errors import OutdatedStore, StoreError
-from rag_app.store.base import (DENSE, INDEXED_FIELDS, REBUILD, SPARSE, CollectionInfo, Fusion, Hit,
+from rag_app.store.base import (DENSE, INDEXED_FIELDS, REBUILD, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit,
                                 SparseVector, StoreChecks, StoredPoint, Where, check_name)
 from rag_app.store.lock import ProcessLock
 
@@ -43,7 +43,7 @@ class EdgeStore(StoreChecks):
         self._process_lock = ProcessLock(self.root / ".lock").acquire()
         self._shards: dict[str, qe.EdgeShard] = {}
         self._infos: dict[str, CollectionInfo] = {}
-        self._titles: dict[str, list[str]] = {}
+        self.derived_indexes = DerivedIndexes()  # no other process writes: the store is locked
 
     @classmethod
     def from_settings(cls, s) -> "EdgeStore":
@@ -134,7 +134,7 @@ class EdgeStore(StoreChecks):
             tmp.write_text(json.dumps(info.as_metadata(), ensure_ascii=False, indent=1), encoding="utf-8")
             os.replace(tmp, folder / META)
             self._shards[info.name], self._infos[info.name] = shard, info
-            self._titles.pop(info.name, None)
+            self.derived_indexes.drop(info.name)
 
     def drop(self, name: str) -> None:
         with self._lock:
@@ -142,7 +142,7 @@ class EdgeStore(StoreChecks):
             if shard is not None:
                 shard.close()
             self._infos.pop(name, None)
-            self._titles.pop(name, None)
+            self.derived_indexes.drop(name)
             folder = self._dir(name)
             if (folder / META).exists():
                 (folder / META).unlink()  # first, so a crash mid-delete leaves no "whole" collection
@@ -177,7 +177,7 @@ class EdgeStore(StoreChecks):
                 shard.update(qe.UpdateOperation.upsert_points([_point(p) for p in points[i:i + BATCH]]))
             stale = qe.Filter(must=[_match("doc_id", doc_id)], must_not=[_match("content_hash", content_hash)])
             shard.update(qe.UpdateOperation.delete_points_by_filter(stale))
-            self._titles.pop(name, None)
+            self.derived_indexes.drop(name)
 
     def all_payloads(self, name: str) -> list[dict]:
         with self._lock:
@@ -191,11 +191,12 @@ class EdgeStore(StoreChecks):
     def titles(self, name: str) -> list[str]:
         """Distinct law titles (for citation-aware retrieval), from the keyword index; cached until
         this store next writes the collection (no other process can: the store is locked)."""
-        with self._lock:
-            if name not in self._titles:
+        def build() -> list[str]:
+            with self._lock:
                 res = self._shard(name).facet(qe.FacetRequest(key="title", limit=1_000_000, exact=True))
-                self._titles[name] = sorted(str(h.value) for h in res.hits)
-            return self._titles[name]
+            # an exact facet still lists the values of deleted points, with count 0 (a replaced law's old title)
+            return sorted(str(h.value) for h in res.hits if h.count > 0)
+        return self.derived(name, "titles", build)
 
     def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
                       doc_id: str | None = None) -> list[Hit]:

@@ -105,3 +105,12 @@ def test_ingest_ask_report(env, small_corpus, tmp_path):
 def test_ask_before_ingest_is_a_clear_error(env):
     p = rag(["ask", "什么是合同？"], env, check=False)
     assert p.returncode == 2 and "rag ingest" in p.stderr
+
+
+@pytest.mark.parametrize("args", [["ingest", "."], ["ask", "问题"], ["report"], ["prices"], ["chunks", "stats"],
+                                  ["eval", "--qa", "x", "--corpus", "."], ["serve"]])
+def test_a_bad_setting_is_one_line_from_every_command(env, args):
+    proc = rag(args, {**env, "RAG_CONTEXT_TOKENS": "abc"}, check=False)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: environment: RAG_CONTEXT_TOKENS:")

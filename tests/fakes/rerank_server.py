@@ -5,8 +5,10 @@ tests can predict the order). Each request takes the next step of the script:
     Usage(style="jina", total_tokens=123)     200 with `usage.total_tokens` (Jina / vLLM / SiliconFlow)
     Usage(style="cohere", search_units=2)      200 with `meta.billed_units.search_units` (Cohere)
     Usage(style="none")                        200 without any usage (the client must estimate)
+    Usage(style="echo")                        200 with `usage.total_tokens` = characters of the query and
+                                               documents: each request's own count (concurrency tests)
     Fail(500)                                  an error status
-When the script is exhausted it answers like Usage("jina"). Requests and headers are recorded.
+When the script is exhausted it answers like `default` (Usage("jina") unless set). Requests and headers are recorded.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ def char_overlap(query: str, doc: str) -> float:
 class FakeRerank:
     def __init__(self):
         self.script: list = []
+        self.default = Usage()
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         fake = self
@@ -50,7 +53,7 @@ class FakeRerank:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 fake.requests.append(body)
                 fake.headers.append(dict(self.headers))
-                step = fake.script.pop(0) if fake.script else Usage()
+                step = fake.script.pop(0) if fake.script else fake.default
                 if self.path != "/v1/rerank":
                     return self._send(404, {"error": "not found"})
                 if isinstance(step, Fail):
@@ -61,6 +64,8 @@ class FakeRerank:
                        "results": [{"index": i, "relevance_score": s} for i, s in scored[: body.get("top_n") or len(docs)]]}
                 if step.style == "jina":
                     out["usage"] = {"total_tokens": step.total_tokens}
+                elif step.style == "echo":
+                    out["usage"] = {"total_tokens": len(body["query"]) + sum(len(d) for d in docs)}
                 elif step.style == "cohere":
                     out["meta"] = {"billed_units": {"search_units": step.search_units}}
                 self._send(200, out)

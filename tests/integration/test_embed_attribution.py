@@ -6,7 +6,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from rag_app.app import RagApp
-from rag_app.embedding import EmbedStats
+from rag_app.usage import EmbedUsage
 from tests.conftest import LAWS, make_settings
 
 
@@ -35,4 +35,4 @@ def test_concurrent_asks_of_different_lengths_book_their_own_embedding_tokens(tm
     assert misses == (40, 0)
     # The old race (counters left on the shared embedder, read back by the stage) has a window of a few
     # bytecodes, too narrow to trigger on demand; so also check that no per-call state is kept on it.
-    assert not any(isinstance(v, EmbedStats) for v in vars(emb).values())
+    assert not any(isinstance(v, EmbedUsage) for v in vars(emb).values())

