@@ -1,7 +1,7 @@
 """The ramp decision: raise the treatment's share step by step, roll it back as soon as a guardrail crosses.
 
 An experiment may declare a ramp in the experiments file:
-    "ramp": {"steps": [1, 10, 50, 100], "min_queries_per_step": 500}
+    "ramp": {"steps": [1, 10, 50, 100], "min_queries_per_step": 1000}
 At each look the caller (later `rag serve`; not wired in yet) passes the current rollout, how many
 queries each arm answered since this step began, and the experiment's verdict (rag_app/verdict.py,
 whose guardrails and sample-ratio check run on all the experiment's data). The answer, first rule
@@ -38,14 +38,14 @@ ACTIONS = {ADVANCE: "advance", STAY: "stay", ROLLED_BACK: "roll back"}
 @dataclass(frozen=True)
 class Ramp:
     steps: tuple[float, ...]
-    min_queries_per_step: int = 500
+    min_queries_per_step: int = 1000
 
     @classmethod
     def of(cls, spec: dict | None) -> Ramp | None:
         """From the experiments file's `ramp` (already validated by experiments_schema.Ramp)."""
         if not spec:
             return None
-        return cls(tuple(spec["steps"]), spec.get("min_queries_per_step", 500))
+        return cls(tuple(spec["steps"]), spec.get("min_queries_per_step", 1000))
 
     def next_pct(self, current):
         """The first step above `current` (the last step when there is none)."""

@@ -131,7 +131,7 @@ def _first(flags: list) -> tuple[Any, Any]:
     """(any flag set, index of the first set flag) across a list of same-shaped boolean arrays."""
     if not flags:
         return np.bool_(False), np.int64(0)
-    stacked = np.stack([np.asarray(f, dtype=bool) for f in flags])
+    stacked = np.stack(np.broadcast_arrays(*[np.asarray(f, dtype=bool) for f in flags]))
     return stacked.any(axis=0), stacked.argmax(axis=0)
 
 
