@@ -179,12 +179,13 @@ def fmt(v: float | None, unit: str, signed: bool = True) -> str:
 
     if v is None or not np.isfinite(v):
         return "-"
+    signed = signed and v != 0  # "0 ms", not "+0 ms"
     if unit == "usd":
         s = usd(v)
         return f"+{s}" if signed and v > 0 else s
     if unit == "ms":
         return f"{v:+.0f} ms" if signed else f"{v:.0f} ms"
-    return f"{v * 100:+.2f} pts" if signed else f"{v:.2%}"
+    return f"{v * 100:+.2f} pts" if signed else f"{v * 100:.2f} pts"
 
 
 def _num(v) -> float | None:

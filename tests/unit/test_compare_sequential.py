@@ -13,13 +13,13 @@ from tests.unit.test_comparison import seed_ledger
 from tracing import rollups
 
 
-def moderate_drop(tmp_path, n=200):
+def moderate_drop(folder, n=200, file="l.sqlite"):
     """A 10% cost drop at 200 queries per arm: about 3.3 standard errors. A one-look Welch interval
     excludes 0; an interval that may be read at every look cannot say so yet."""
     rng = random.Random(5)
     control = [max(1, int(rng.gauss(1000, 300))) for _ in range(n)]
     treatment = [max(1, int(rng.gauss(900, 300))) for _ in range(n)]
-    return seed_ledger(tmp_path / "l.sqlite", control, treatment)
+    return seed_ledger(folder / file, control, treatment)
 
 
 def exp(analysis=None, **guard):
@@ -84,3 +84,30 @@ def test_latency_as_the_primary_metric(tmp_path):
     assert res["analysis"]["guardrail_metrics"] == ["cost_per_query", "error_rate", "timeout_rate", "retry_rate"]
     assert (res["verdict"], res["decided_by"]) == ("promote", "latency_ms")
     assert res["reason"].startswith("latency is lower in treatment, -19 ms")  # 83 ms vs 102 ms on average
+
+
+def test_cli_compare_shows_the_method_the_metrics_and_who_decided(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from rag_app.cli import app
+
+    data = tmp_path / "data"
+    data.mkdir()
+    conn = moderate_drop(data, file="ledger.sqlite")
+    conn.execute("UPDATE queries SET variant = 'default' WHERE variant = 'a'")
+    conn.execute("UPDATE queries SET variant = 'top3' WHERE variant = 'b'")
+    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
+    conn.commit()
+    conn.close()
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"top3": {"top_n": 3}}, "experiments": {"e": {
+        "control": "default", "treatment": "top3", "rollout_pct": 50, "seed": "s",
+        "guardrails": {"min_cost_drop_pct": 0}, "analysis": {"expected_queries": 2000}}}}))
+    monkeypatch.setenv("RAG_DATA_DIR", str(data))
+    monkeypatch.setenv("RAG_EXPERIMENTS_FILE", str(cfg))
+    res = CliRunner().invoke(app, ["experiment", "compare", "e"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.replace("│", " ").split())  # table cells, not their borders
+    assert "sequential (anytime-valid; now sequential), alpha 0.05, N_tune 2,000" in text
+    assert "cost_per_query primary 0.04" in text and "error_rate guardrail 0.0025" in text
+    assert "verdict: hold (decided by cost_per_query)" in text and "one-look 95% CI" in text
