@@ -25,7 +25,6 @@ form with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
