@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rag_app.cost_render import report_tables, stage_table, usd
+from rag_app.cost_render import experiment_metrics_table, report_tables, stage_table, usd
 from rag_app.errors import RagError
 
 app = typer.Typer(help="Legal-document RAG that records what every answer costs.", no_args_is_help=True,
@@ -410,7 +410,7 @@ app.add_typer(experiment_app, name="experiment")
 @experiment_app.command("compare")
 def experiment_compare(name: str = typer.Argument(..., help="experiment name in RAG_EXPERIMENTS_FILE"),
                        as_json: bool = typer.Option(False, "--json", help="print JSON")):
-    """Per-arm cost, latency and failure rates with 95% CIs, SRM check and a verdict."""
+    """Per-arm cost, latency and failure rates, anytime-valid intervals, SRM check and a verdict."""
     from rag_app.comparison import compare_live
     from rag_app.config import load_settings
     from rag_app.experiments import ExperimentConfig
@@ -447,10 +447,12 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
     Console(width=max(out.width, 160)).print(t)
     d = res["differences"]["cost_per_query"]
     if d:
-        out.print(f"cost difference (treatment - control): {usd(d['diff'])}, 95% CI [{usd(d['ci95_low'])}, {usd(d['ci95_high'])}]")
+        out.print(f"cost difference (treatment - control): {usd(d['diff'])}, one-look 95% CI [{usd(d['ci95_low'])}, "
+                  f"{usd(d['ci95_high'])}]")
+    out.print(experiment_metrics_table(res))
     if res["srm"]:
         out.print(f"sample ratio check: p = {res['srm']['pvalue']}, {'MISMATCH' if res['srm']['flagged'] else 'ok'}")
-    out.print(f"[bold]verdict: {res['verdict']}[/bold] — {res['reason']}")
+    out.print(f"[bold]verdict: {res['verdict']}[/bold] (decided by {res['decided_by']}) — {res['reason']}")
 
 
 @experiment_app.command("replay")

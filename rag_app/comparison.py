@@ -1,24 +1,33 @@
 """Comparing the arms of an experiment from the ledger: per-arm cost, tokens, latency and failure
-rates; Welch confidence intervals for differences; a sample-ratio-mismatch check; a verdict.
+rates; intervals for the differences; a sample-ratio-mismatch check; a verdict.
 
-Guardrails (experiment config `guardrails`, defaults below): promote when cost per query falls by
-at least `min_cost_drop_pct` at 95% confidence and the error rate is not worse by more than
-`max_error_rate_increase`; roll back when cost rises or errors worsen at 95% confidence; else hold.
-A split whose arm sizes disagree with the rollout (SRM, chi-square p < 0.001) is never promoted.
-An arm with unpriced queries (a model with no price) has an unknown cost: it never wins on cost,
-and the verdict names the reason instead of reading the missing dollars as $0.
+`compare_live` reads per-arm sums (n, sum, sum of squares) from the rollups and hands them to pure
+functions: rag_app/sequential.py (anytime-valid intervals, read as often as you like) and
+rag_app/verdict.py (one primary metric, the others as guardrails with their share of alpha, and a
+promote / hold / roll back verdict naming the metric that decided). `differences` keeps the
+fixed-horizon Welch 95% intervals it always had (valid when read once, at a planned sample size).
+
+Guardrails (experiment config `guardrails`, defaults in rag_app/verdict.py): promote when the
+primary metric (cost per query by default) is better at its confidence, by at least
+`min_cost_drop_pct` for cost, and no guardrail is worse (or trending worse than
+`max_error_rate_increase` for the error rate); roll back when a guardrail or the primary is worse;
+else hold. A split whose arm sizes disagree with the rollout (SRM, chi-square p < `srm_p`, 0.001;
+p < 0.01 is a warning) is never promoted. An arm with unpriced queries (a model with no price) has an
+unknown cost: it never wins on cost, and the verdict names the reason instead of reading the missing
+dollars as $0.
 """
 from __future__ import annotations
 
 import math
 import sqlite3
 from dataclasses import dataclass
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 from rag_app.experiments import Experiment
+from rag_app.sequential import Moments
+from rag_app.verdict import DEFAULT_GUARDRAILS
 from tracing.reports import percentile
-
-DEFAULT_GUARDRAILS = {"min_cost_drop_pct": 10.0, "max_error_rate_increase": 0.01, "srm_p": 0.001}
 
 
 @dataclass(frozen=True)
@@ -72,15 +81,11 @@ def welch_interval(a: list[float] | Stats, b: list[float] | Stats, confidence: f
 
 
 def srm_pvalue(n_control: int, n_treatment: int, treatment_share: float) -> float | None:
-    """Chi-square goodness of fit of the observed split against the configured one."""
-    from scipy.special import chdtrc  # chi-square survival function (what scipy.stats.chisquare returns)
+    """Chi-square goodness of fit of the observed split against the configured one (None: nothing to check)."""
+    from rag_app import sequential
 
-    n = n_control + n_treatment
-    if n == 0 or treatment_share in (0.0, 1.0):
-        return None
-    expected = [n * (1 - treatment_share), n * treatment_share]
-    statistic = sum((o - e) ** 2 / e for o, e in zip((n_control, n_treatment), expected))
-    return float(chdtrc(1, statistic))  # 2 cells: 1 degree of freedom
+    p = float(sequential.srm_pvalue(n_control, n_treatment, treatment_share))
+    return None if math.isnan(p) else p
 
 
 def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: bool) -> dict:
@@ -131,6 +136,15 @@ def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: b
         "retry_rate": _rate(s["retry_queries"], n),
         "retry_waste_usd": s["waste_nano_usd"] / 1e9,
         "tokens_per_stage": tokens, "_cost": cost, "_shadow": shadow, "_lat": lat, "_errors": errors,
+        # what the verdict reads: (n, sum, sum of squares) per metric, in dollars / ms / 0-1 outcomes
+        "_moments": {
+            "cost_per_query": Moments(s["priced_queries"], s["cost_nano_usd"] / 1e9, s["cost_sq"] / 1e18),
+            "shadow_cost_per_query": Moments(s["shadow_queries"], s["shadow_cost_nano_usd"] / 1e9, s["shadow_sq"] / 1e18),
+            "latency_ms": Moments(n, s["latency_ms"], s["latency_sq"]),
+            "error_rate": Moments.rate(s["error_queries"], n),
+            "timeout_rate": Moments.rate(s["timeout_queries"], n),
+            "retry_rate": Moments.rate(s["retry_queries"], n),
+        },
     }
 
 
@@ -138,8 +152,13 @@ def _rate(k: int, n: int) -> float | None:
     return k / n if n else None
 
 
-def compare_live(conn: sqlite3.Connection, exp: Experiment) -> dict:
+def compare_live(conn: sqlite3.Connection, exp: Experiment, today: date | None = None) -> dict:
+    """Both arms of a live experiment from the ledger, their differences and the verdict.
+    `today` (UTC) decides whether a hybrid analysis has reached its planned_end."""
+    from rag_app.verdict import Plan, srm_level, verdict
+
     guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
+    plan = Plan.of(exp.analysis, exp.guardrails)
     control = _arm(conn, exp, exp.control, shadow_runs=False)
     treatment = _arm(conn, exp, exp.treatment, shadow_runs=exp.mode == "shadow")
     use_shadow = control["_cost"].mean * control["_cost"].n + treatment["_cost"].mean * treatment["_cost"].n == 0
@@ -150,16 +169,33 @@ def compare_live(conn: sqlite3.Connection, exp: Experiment) -> dict:
     srm = None
     if exp.mode == "split":
         srm_p = srm_pvalue(control["sticky_queries"], treatment["sticky_queries"], exp.rollout_pct / 100)
-        srm = {"pvalue": srm_p, "flagged": srm_p is not None and srm_p < guard["srm_p"]}
-    verdict, reason = decide(control, treatment, cost_ci, err_ci, srm, guard, key)
+        srm = {"pvalue": srm_p, "flagged": srm_p is not None and srm_p < guard["srm_p"],
+               "level": srm_level(srm_p, plan)}
+    unpriced = "unpriced_shadow_queries" if use_shadow else "unpriced_queries"
+    cost_name = "shadow_cost_per_query" if use_shadow else "cost_per_query"
+    data = {m: (control["_moments"][cost_name if m == "cost_per_query" else m],
+                treatment["_moments"][cost_name if m == "cost_per_query" else m]) for m in plan.order}
+    ended = bool(plan.ended(control["queries"] + treatment["queries"], today or datetime.now(timezone.utc).date()))
+    judged = verdict(plan, data, srm_p=srm and srm["pvalue"], ended=ended,
+                     unpriced_reason=unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0)))
+    alphas = plan.alphas()
     strip = lambda arm: {k: v for k, v in arm.items() if not k.startswith("_")}  # noqa: E731
     return {"experiment": exp.name, "mode": exp.mode, "rollout_pct": exp.rollout_pct,
             "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
             "arms": {"control": strip(control), "treatment": strip(treatment)},
+            # fixed-horizon Welch 95%: right when read once at a planned size; `metrics` holds what decides
             "differences": {"cost_per_query": cost_ci.as_dict() if cost_ci else None,
                             "latency_ms": lat_ci.as_dict() if lat_ci else None,
                             "error_rate": err_ci.as_dict() if err_ci else None},
-            "srm": srm, "guardrails": guard, "verdict": verdict, "reason": reason}
+            "analysis": {"method": plan.method, "phase": judged["phase"], "alpha": plan.alpha,
+                         "expected_queries": plan.n_tune, "planned_queries": plan.planned_queries,
+                         "planned_end": plan.planned_end.isoformat() if plan.planned_end else None,
+                         "primary_metric": plan.primary, "guardrail_metrics": list(plan.guardrails),
+                         "alpha_split": {"rule": "preferential Bonferroni", "primary": alphas[plan.primary],
+                                         "per_guardrail": alphas[plan.guardrails[0]] if plan.guardrails else None}},
+            "metrics": judged["metrics"],
+            "srm": srm, "guardrails": guard, "verdict": judged["verdict"], "decided_by": judged["decided_by"],
+            "reason": judged["reason"]}
 
 
 def unpriced_reason(control_unpriced: int, treatment_unpriced: int) -> str | None:
@@ -170,26 +206,6 @@ def unpriced_reason(control_unpriced: int, treatment_unpriced: int) -> str | Non
         return None
     return ("; ".join(parts) + ": cost unknown (a model without a price), so no arm can win on cost. "
             "Price the model (RAG_PRICE_OVERRIDES, see `rag prices check`), run `rag reprice`, compare again")
-
-
-def decide(control, treatment, cost_ci, err_ci, srm, guard, key) -> tuple[str, str]:
-    if srm and srm["flagged"]:
-        return "hold", f"sample ratio mismatch (p={srm['pvalue']:.2g}): fix assignment before reading results"
-    if err_ci and err_ci.low > 0:
-        return "roll back", "error rate is higher in treatment at 95% confidence"
-    unpriced = "unpriced_shadow_queries" if key == "_shadow" else "unpriced_queries"
-    why = unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0))
-    if why:
-        return "hold", why
-    if cost_ci is None:
-        return "hold", "not enough queries in both arms"
-    base = control[key].mean
-    if cost_ci.low > 0:
-        return "roll back", "treatment costs more per query at 95% confidence"
-    if base > 0 and cost_ci.high <= -guard["min_cost_drop_pct"] / 100 * base and (
-            err_ci is None or err_ci.high <= guard["max_error_rate_increase"]):
-        return "promote", f"cost per query falls by >= {guard['min_cost_drop_pct']}% at 95% confidence, errors hold"
-    return "hold", "difference not established at 95% confidence"
 
 
 def paired_bootstrap(diffs: list[float], iterations: int = 2000, seed: int = 0) -> Interval | None:

@@ -107,3 +107,24 @@ def summary_lines(tot: dict) -> list[str]:
     lines.append(f"estimated token counts: {tot.get('estimated_rows', 0)} rows; embedding cache hit rate "
                  f"{'n/a' if hit is None else f'{hit:.1%}'}")
     return lines
+
+
+def experiment_metrics_table(res: dict) -> Table:
+    """`rag experiment compare`'s primary metric and guardrails: treatment - control (t - c), its interval,
+    the metric's share of alpha, status (80 columns)."""
+    from rag_app.verdict import fmt
+
+    a = res["analysis"]
+    kind = {"sequential": "anytime-valid", "hybrid": "hybrid", "fixed": "fixed-horizon"}[a["method"]]
+    t = Table(title=f"{a['method']} ({kind}; now {a['phase']}), alpha {a['alpha']:g}, "
+                    f"N_tune {a['expected_queries']:,}", pad_edge=False, collapse_padding=True)
+    for c, just in (("metric", "left"), ("role", "left"), ("alpha", "right"), ("t - c", "right"),
+                    ("interval", "right"), ("status", "left")):
+        t.add_column(c, justify=just)
+    short = {"no difference established": "unclear", "not enough data": "too few", "cost unknown (unpriced queries)": "unpriced"}
+    for name, m in res["metrics"].items():
+        u = m["unit"]
+        interval = "-" if m["low"] is None else f"[{fmt(m['low'], u)}, {fmt(m['high'], u)}]"
+        t.add_row(name, m["role"], f"{m['alpha']:g}", "-" if m["diff"] is None else fmt(m["diff"], u), interval,
+                  short.get(m["status"], m["status"]))
+    return t

@@ -10,7 +10,10 @@ percentage only ever moves users from control to treatment. Rollout stages are c
 Config file (JSON; RAG_EXPERIMENTS_FILE):
     {"variants": {"baseline": {}, "big-top-n": {"top_n": 8, "prompt_version": "v1"}},
      "experiments": {"topn": {"control": "baseline", "treatment": "big-top-n",
-                              "rollout_pct": 10, "seed": "topn-2026-11", "mode": "split"}}}
+                              "rollout_pct": 10, "seed": "topn-2026-11", "mode": "split",
+                              "analysis": {"primary_metric": "cost_per_query", "expected_queries": 5000},
+                              "ramp": {"steps": [1, 10, 50, 100], "min_queries_per_step": 1000}}}}
+`analysis` and `ramp` are optional (fields and defaults: rag_app/experiments_schema.py Analysis, Ramp).
 """
 from __future__ import annotations
 
@@ -47,6 +50,8 @@ class Experiment:
     seed: str
     mode: str = "split"  # split | shadow
     guardrails: dict = field(default_factory=dict)
+    analysis: dict | None = None  # how compare reads it (experiments_schema.Analysis); None: the defaults
+    ramp: dict | None = None  # {"steps": [1, 10, 50, 100], "min_queries_per_step": 1000} (rag_app/rollout.py)
 
     def __post_init__(self):
         if not 0 <= self.rollout_pct <= 100:

@@ -7,6 +7,7 @@ file, the field and the fix.
 from __future__ import annotations
 
 import json
+from datetime import date
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +17,8 @@ from rag_app.errors import ConfigError
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "answer"
 RETRIEVERS = ("hybrid", "dense", "bm25")
+# what `rag experiment compare` can judge an experiment by (rag_app/verdict.py METRICS): all lower is better
+METRICS = ("cost_per_query", "latency_ms", "error_rate", "timeout_rate", "retry_rate")
 
 
 def known_chunkers() -> tuple[str, ...]:
@@ -55,6 +58,56 @@ class Variant(BaseModel):
         return self
 
 
+class Analysis(BaseModel):
+    """How an experiment is read (issue 24; the maths in rag_app/sequential.py, the verdict in
+    rag_app/verdict.py). Every key is optional; the defaults are GrowthBook's."""
+    model_config = ConfigDict(extra="forbid")
+
+    # None: hybrid when a planned end is set, else sequential
+    method: Literal["sequential", "hybrid", "fixed"] | None = None
+    alpha: StrictFloat = Field(0.05, gt=0, le=0.2)  # the whole experiment's: primary + guardrails
+    expected_queries: StrictInt = Field(5000, ge=10, le=10 ** 9)  # N_tune: both arms, where the interval is tightest
+    planned_queries: StrictInt | None = Field(None, ge=2)  # hybrid: the fixed-horizon read, at this many queries (both arms)
+    planned_end: StrictStr | None = None  # hybrid: ... or from this UTC day on (YYYY-MM-DD)
+    primary_metric: Literal[METRICS] = "cost_per_query"  # type: ignore[valid-type]
+    guardrail_metrics: list[Literal[METRICS]] | None = None  # type: ignore[valid-type]  # None: every other metric
+    primary_alpha_share: StrictFloat = Field(0.8, gt=0, lt=1)  # preferential Bonferroni; guardrails share the rest
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Analysis":
+        if self.planned_end is not None:
+            try:
+                date.fromisoformat(self.planned_end)
+            except ValueError:
+                raise ValueError(f"planned_end {self.planned_end!r} is not a date; write it as YYYY-MM-DD") from None
+        if self.method == "hybrid" and self.planned_queries is None and self.planned_end is None:
+            raise ValueError("method hybrid switches to a fixed-horizon interval at the planned end; "
+                             "set planned_queries or planned_end (or use method sequential)")
+        if self.guardrail_metrics is not None:
+            if self.primary_metric in self.guardrail_metrics:
+                raise ValueError(f"{self.primary_metric} is the primary metric; remove it from guardrail_metrics")
+            if len(set(self.guardrail_metrics)) != len(self.guardrail_metrics):
+                raise ValueError("guardrail_metrics names a metric twice; list each once")
+        return self
+
+
+class Ramp(BaseModel):
+    """Rollout steps in percent (e.g. [1, 10, 50, 100]) and the queries each arm needs at a step
+    before the next (rag_app/rollout.py)."""
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[StrictInt | StrictFloat] = Field(min_length=1)
+    min_queries_per_step: StrictInt = Field(1000, ge=1)  # a doubled error rate (2% -> 4%) is caught ~97% of the time (bench)
+
+    @model_validator(mode="after")
+    def _increasing(self) -> "Ramp":
+        if any(not 0 < s <= 100 for s in self.steps):
+            raise ValueError(f"steps {self.steps} must be percentages above 0 and at most 100")
+        if any(b <= a for a, b in zip(self.steps, self.steps[1:])):
+            raise ValueError(f"steps {self.steps} must increase, e.g. [1, 10, 50, 100]")
+        return self
+
+
 class ExperimentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -64,6 +117,18 @@ class ExperimentSpec(BaseModel):
     seed: StrictStr = Field(min_length=1)
     mode: Literal["split", "shadow"] = "split"
     guardrails: dict = {}
+    analysis: Analysis | None = None
+    ramp: Ramp | None = None
+
+    @model_validator(mode="after")
+    def _ramp_fits(self) -> "ExperimentSpec":
+        if self.ramp is not None:
+            if self.mode != "split":
+                raise ValueError("ramp: a shadow experiment answers everyone from control; ramps need mode split")
+            if self.rollout_pct != 0 and self.rollout_pct not in self.ramp.steps:
+                raise ValueError(f"rollout_pct {self.rollout_pct} is not a step of the ramp {self.ramp.steps}; "
+                                 "set it to one of them (or 0 after a rollback)")
+        return self
 
 
 class ExperimentsFile(BaseModel):
@@ -119,7 +184,8 @@ def _one_line(path: str, e: ValidationError) -> str:
     if isinstance(err.get("input"), bool) and err["type"] in ("int_type", "float_type"):
         msg, hint, more = "a number 0..100 is needed, not true/false", "write e.g. 100 for everyone", ""
         return f"{path}: {field}: {msg} — {hint}"
-    if "input" in err and err["type"] not in ("extra_forbidden", "missing"):
+    # a whole object as input (a model-level check) would only repeat the file; its message names the keys
+    if "input" in err and err["type"] not in ("extra_forbidden", "missing") and not isinstance(err["input"], dict):
         msg = f"{msg} (got {json.dumps(err['input'], ensure_ascii=False)[:60]})"
     more = f" (+{e.error_count() - 1} more)" if e.error_count() > 1 else ""
     where = f"{path}: {field}: " if field else f"{path}: "
@@ -130,4 +196,6 @@ def _allowed_keys(loc: list[str]) -> str:
     if len(loc) == 1:
         return "variants, experiments"
     model = Variant if loc[0] == "variants" else ExperimentSpec
+    if model is ExperimentSpec and len(loc) > 3:  # a key inside experiments.NAME.analysis / .ramp
+        model = {"analysis": Analysis, "ramp": Ramp}.get(loc[2], ExperimentSpec)
     return ", ".join(model.model_fields)

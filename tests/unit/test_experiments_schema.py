@@ -46,3 +46,43 @@ def test_a_valid_file_keeps_only_the_keys_set(tmp_path):
                           "experiments": {"e": {**GOOD_EXP, "rollout_pct": 12.5, "mode": "shadow"}}})
     assert cfg.variants["b"] == {"top_n": 8, "retriever": "bm25", "table_weight": 1.5}
     assert cfg.experiments["e"].rollout_pct == 12.5 and cfg.experiments["e"].mode == "shadow"
+
+
+def exp_with(**extra):
+    return {"variants": {"b": {}}, "experiments": {"e": {**GOOD_EXP, **extra}}}
+
+
+@pytest.mark.parametrize("extra,field,words", [
+    ({"analysis": {"alpha": 0.5}}, "experiments.e.analysis.alpha", "0.2"),
+    ({"analysis": {"method": "bayes"}}, "experiments.e.analysis.method", "sequential"),
+    ({"analysis": {"method": "hybrid"}}, "experiments.e.analysis", "set planned_queries or planned_end"),
+    ({"analysis": {"planned_end": "next week"}}, "experiments.e.analysis", "YYYY-MM-DD"),
+    ({"analysis": {"expected_queries": "5000"}}, "experiments.e.analysis.expected_queries", "whole number"),
+    ({"analysis": {"expected_queries": 0}}, "experiments.e.analysis.expected_queries", "10"),
+    ({"analysis": {"primary_metric": "quality"}}, "experiments.e.analysis.primary_metric", "latency_ms"),
+    ({"analysis": {"guardrail_metrics": ["cost_per_query"]}}, "experiments.e.analysis", "remove it from guardrail"),
+    ({"analysis": {"guardrail_metrics": ["error_rate", "error_rate"]}}, "experiments.e.analysis", "twice"),
+    ({"analysis": {"primary_alpha_share": 1.0}}, "experiments.e.analysis.primary_alpha_share", "less than 1"),
+    ({"analysis": {"n_tune": 5000}}, "experiments.e.analysis.n_tune", "allowed here: method, alpha, expected_queries"),
+    ({"ramp": {"steps": [10, 1]}}, "experiments.e.ramp", "must increase"),
+    ({"ramp": {"steps": [1, 10, 200]}}, "experiments.e.ramp", "at most 100"),
+    ({"ramp": {"steps": []}}, "experiments.e.ramp.steps", "at least 1"),
+    ({"ramp": {"steps": [1, 10], "min_queries_per_step": 0}}, "experiments.e.ramp.min_queries_per_step", "1"),
+    ({"ramp": {"steps": [1, 10], "every": "1h"}}, "experiments.e.ramp.every", "allowed here: steps, min_queries_per_step"),
+    ({"ramp": {"steps": [5, 50]}}, "experiments.e", "rollout_pct 10 is not a step of the ramp"),
+    ({"ramp": {"steps": [1, 10]}, "mode": "shadow"}, "experiments.e", "ramps need mode split"),
+])
+def test_bad_analysis_and_ramp_fail_in_one_line_naming_the_field(tmp_path, extra, field, words):
+    with pytest.raises(ConfigError) as e:
+        load(tmp_path, exp_with(**extra))
+    msg = str(e.value)
+    assert "\n" not in msg and f": {field}: " in msg and words in msg, msg
+
+
+def test_analysis_and_ramp_reach_the_experiment(tmp_path):
+    cfg = load(tmp_path, exp_with(analysis={"planned_end": "2026-12-01", "primary_metric": "latency_ms"},
+                                  ramp={"steps": [1, 10, 50, 100]}))
+    e = cfg.experiments["e"]
+    assert e.analysis["planned_end"] == "2026-12-01" and e.analysis["primary_metric"] == "latency_ms"
+    assert e.ramp == {"steps": [1, 10, 50, 100], "min_queries_per_step": 1000}
+    assert load(tmp_path, exp_with()).experiments["e"].analysis is None  # none given: the defaults apply

@@ -1,0 +1,256 @@
+"""One primary metric, the others as guardrails, and a promote / hold / roll back verdict (issue 24).
+
+An experiment is judged by one primary metric (cost per query unless the experiments file's
+`analysis.primary_metric` says otherwise) and guardrails (by default every other metric the ledger
+holds: latency, and the error, timeout and retry rates). Each metric's interval for
+treatment - control comes from rag_app/sequential.py, at its share of the experiment's alpha:
+
+- Preferential Bonferroni (Eppo's name for it): the primary gets `primary_alpha_share` of alpha
+  (default 80%), the guardrails split the rest equally. With alpha 0.05 and four guardrails: 0.04 for
+  the primary, 0.0025 each. By the union bound the chance that any interval misses, at any look,
+  stays <= alpha, so no combination of metrics can promote or roll back an A/A test more often.
+
+The verdict, first rule that applies (all metrics here are lower-is-better):
+1. roll back: a guardrail is worse in treatment (its interval lies above 0); the first such decides.
+2. roll back: the primary is worse in treatment. A harm rolls back even under a sample-ratio
+   mismatch: going back to control is always safe.
+3. hold: sample ratio mismatch, chi-square p < `srm_p` (default 0.001; p < 0.01 is a warning in the
+   reason only, as Statsig does). A split that disagrees with the rollout is never promoted.
+4. hold: the primary is cost and an arm has unpriced queries (its cost is unknown, never $0).
+5. hold: fewer than two queries in an arm.
+6. promote: the primary is better in treatment (for cost: by at least `min_cost_drop_pct` of the
+   control's cost) ... unless a guardrail's point estimate is worse than its tolerance
+   (`max_error_rate_increase` for the error rate; a trend not yet established), then hold.
+7. hold: no difference established yet.
+
+`judge` works on numpy arrays (thousands of simulated experiments at once) as on one experiment;
+`verdict` is its one-experiment form with the reasons people read.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import numpy as np
+
+from rag_app.experiments_schema import METRICS as METRIC_NAMES
+from rag_app.experiments_schema import Analysis
+from rag_app.sequential import HYBRID_FIXED_SHARE, Diff, Moments, difference
+
+DEFAULT_GUARDRAILS = {"min_cost_drop_pct": 10.0, "max_error_rate_increase": 0.01, "srm_p": 0.001}
+SRM_WARNING_P = 0.01
+
+PROMOTE, HOLD, ROLL_BACK = 1, 0, -1
+VERDICTS = {PROMOTE: "promote", HOLD: "hold", ROLL_BACK: "roll back"}
+BETTER, UNCLEAR, WORSE, NO_DATA, UNKNOWN = 1, 0, -1, 2, 3
+STATUS = {BETTER: "better", UNCLEAR: "no difference established", WORSE: "worse",
+          NO_DATA: "not enough data", UNKNOWN: "cost unknown (unpriced queries)"}
+BY_SRM = -1  # decided_by: the sample-ratio check, not a metric
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str
+    kind: str  # mean | rate
+    unit: str  # usd | ms | share
+
+
+METRICS = {
+    "cost_per_query": Metric("cost per query", "mean", "usd"),
+    "latency_ms": Metric("latency", "mean", "ms"),
+    "error_rate": Metric("error rate", "rate", "share"),
+    "timeout_rate": Metric("timeout rate", "rate", "share"),
+    "retry_rate": Metric("retry rate", "rate", "share"),
+}
+assert tuple(METRICS) == METRIC_NAMES  # the schema's list and this catalogue name the same metrics
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one experiment is read: its `analysis` block and `guardrails`, defaults filled in."""
+    method: str = "sequential"
+    alpha: float = 0.05
+    n_tune: int = 5000
+    planned_queries: int | None = None
+    planned_end: date | None = None
+    primary: str = "cost_per_query"
+    guardrails: tuple[str, ...] = ("latency_ms", "error_rate", "timeout_rate", "retry_rate")
+    primary_alpha_share: float = 0.8
+    min_cost_drop_pct: float = DEFAULT_GUARDRAILS["min_cost_drop_pct"]
+    tolerances: dict[str, float] = field(default_factory=lambda: {
+        "error_rate": DEFAULT_GUARDRAILS["max_error_rate_increase"]})
+    srm_p: float = DEFAULT_GUARDRAILS["srm_p"]
+
+    @classmethod
+    def of(cls, analysis: dict | None, guardrails: dict | None = None) -> Plan:
+        a = Analysis.model_validate(analysis or {})
+        g = {**DEFAULT_GUARDRAILS, **(guardrails or {})}
+        planned = a.planned_queries is not None or a.planned_end is not None
+        guards = tuple(a.guardrail_metrics) if a.guardrail_metrics is not None else tuple(
+            m for m in METRICS if m != a.primary_metric)
+        return cls(method=a.method or ("hybrid" if planned else "sequential"), alpha=a.alpha,
+                   n_tune=a.expected_queries, planned_queries=a.planned_queries,
+                   planned_end=date.fromisoformat(a.planned_end) if a.planned_end else None,
+                   primary=a.primary_metric, guardrails=guards, primary_alpha_share=float(a.primary_alpha_share),
+                   min_cost_drop_pct=float(g["min_cost_drop_pct"]),
+                   tolerances={"error_rate": float(g["max_error_rate_increase"])} if "error_rate" in guards else {},
+                   srm_p=float(g["srm_p"]))
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return (self.primary, *self.guardrails)
+
+    def alphas(self) -> dict[str, float]:
+        """Preferential Bonferroni: the primary's share, the rest split evenly; they add up to alpha."""
+        if not self.guardrails:
+            return {self.primary: self.alpha}
+        each = round(self.alpha * (1 - self.primary_alpha_share) / len(self.guardrails), 12)  # 0.0025, not ...96
+        return {self.primary: round(self.alpha * self.primary_alpha_share, 12), **{g: each for g in self.guardrails}}
+
+    def ended(self, total_queries, today: date | None = None):
+        """Past the planned end (hybrid): both arms' queries reached planned_queries, or planned_end came."""
+        out = np.zeros(np.shape(total_queries), dtype=bool)
+        if self.planned_queries is not None:
+            out = out | (np.asarray(total_queries) >= self.planned_queries)
+        if self.planned_end is not None and today is not None and today >= self.planned_end:
+            out = out | True
+        return out[()]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    diffs: dict[str, Diff]
+    status: dict[str, Any]  # metric -> BETTER / UNCLEAR / WORSE / NO_DATA / UNKNOWN
+    verdict: Any  # PROMOTE / HOLD / ROLL_BACK
+    decided_by: Any  # index into plan.order, or BY_SRM
+    trending: dict[str, Any]  # guardrail -> point estimate worse than its tolerance
+
+
+def _first(flags: list) -> tuple[Any, Any]:
+    """(any flag set, index of the first set flag) across a list of same-shaped boolean arrays."""
+    if not flags:
+        return np.bool_(False), np.int64(0)
+    stacked = np.stack(np.broadcast_arrays(*[np.asarray(f, dtype=bool) for f in flags]))
+    return stacked.any(axis=0), stacked.argmax(axis=0)
+
+
+def judge(plan: Plan, data: dict[str, tuple[Moments, Moments]], *, srm_p=np.nan, ended=False,
+          unpriced=False) -> Judgement:
+    """Statuses and verdict codes for (control, treatment) moments per metric; arrays in, arrays out.
+
+    `unpriced`: an arm has queries whose cost is unknown, so cost per query cannot be judged."""
+    alphas = plan.alphas()
+    diffs, status = {}, {}
+    for m in plan.order:
+        c, t = data[m]
+        d = difference(c, t, kind=METRICS[m].kind, method=plan.method, alpha=alphas[m], n_tune=plan.n_tune,
+                       ended=ended)
+        unknown = np.asarray(unpriced, dtype=bool) & (m == "cost_per_query")
+        # an unknown cost outranks "no data": the priced queries alone are a biased sample anyway
+        with np.errstate(invalid="ignore"):  # NaN bounds (no data) compare False
+            status[m] = np.select([unknown, ~np.asarray(d.valid), d.low > 0, d.high < 0],
+                                  [UNKNOWN, NO_DATA, WORSE, BETTER], UNCLEAR)[()]
+        diffs[m] = d
+    p = plan.primary
+    primary_ok = status[p] == BETTER
+    if p == "cost_per_query":  # a drop must be worth it: min_cost_drop_pct of the control's cost
+        base = data[p][0].mean
+        with np.errstate(invalid="ignore"):
+            primary_ok = primary_ok & (base > 0) & (diffs[p].high <= -plan.min_cost_drop_pct / 100 * base)
+    crossed, first_crossed = _first([status[g] == WORSE for g in plan.guardrails])
+    trending = {g: np.asarray(diffs[g].valid) & (np.nan_to_num(diffs[g].diff) > plan.tolerances[g])
+                for g in plan.guardrails if g in plan.tolerances}
+    trend_flags = [trending.get(g, np.False_) for g in plan.guardrails]
+    any_trend, first_trend = _first(trend_flags)
+    with np.errstate(invalid="ignore"):
+        srm_alert = np.asarray(srm_p, dtype=float) < plan.srm_p  # NaN (nothing to check) is False
+    conds = [crossed, status[p] == WORSE, srm_alert, status[p] == UNKNOWN, status[p] == NO_DATA,
+             primary_ok & any_trend, primary_ok]
+    verdict = np.select(conds, [ROLL_BACK, ROLL_BACK, HOLD, HOLD, HOLD, HOLD, PROMOTE], HOLD)[()]
+    by = np.select(conds, [1 + first_crossed, 0, BY_SRM, 0, 0, 1 + first_trend, 0], 0)[()]
+    return Judgement(diffs, status, verdict, by, trending)
+
+
+# ---- one experiment, for people -----------------------------------------------------------------
+
+def fmt(v: float | None, unit: str, signed: bool = True) -> str:
+    from rag_app.cost_render import usd
+
+    if v is None or not np.isfinite(v):
+        return "-"
+    signed = signed and v != 0  # "0 ms", not "+0 ms"
+    if unit == "usd":
+        s = usd(v)
+        return f"+{s}" if signed and v > 0 else s
+    if unit == "ms":
+        return f"{v:+.0f} ms" if signed else f"{v:.0f} ms"
+    return f"{v * 100:+.2f} pts" if signed else f"{v * 100:.2f} pts"
+
+
+def _num(v) -> float | None:
+    v = float(v)
+    return v if np.isfinite(v) else None
+
+
+def srm_level(p: float | None, plan: Plan) -> str:
+    if p is None or not np.isfinite(p):
+        return "ok"
+    return "alert" if p < plan.srm_p else "warning" if p < SRM_WARNING_P else "ok"
+
+
+def verdict(plan: Plan, data: dict[str, tuple[Moments, Moments]], *, srm_p: float | None = None,
+            ended: bool = False, unpriced_reason: str | None = None) -> dict:
+    """The verdict of one experiment: per-metric intervals and statuses, which metric decided, why."""
+    j = judge(plan, data, srm_p=np.nan if srm_p is None else srm_p, ended=ended, unpriced=unpriced_reason is not None)
+    alphas = plan.alphas()
+    phase = "fixed" if plan.method == "fixed" or (plan.method == "hybrid" and ended) else "sequential"
+    metrics = {}
+    for m in plan.order:
+        d, a = j.diffs[m], alphas[m]
+        if plan.method == "hybrid":  # the half of the metric's alpha this phase spends
+            a = a * (HYBRID_FIXED_SHARE if phase == "fixed" else 1 - HYBRID_FIXED_SHARE)
+        metrics[m] = {"role": "primary" if m == plan.primary else "guardrail", "alpha": a,
+                      "method": phase, "unit": METRICS[m].unit, "diff": _num(d.diff) if bool(d.valid) else None,
+                      "low": _num(d.low), "high": _num(d.high), "pvalue": _num(d.pvalue),
+                      "status": STATUS[int(j.status[m])]}
+        if m in plan.tolerances:
+            metrics[m]["tolerance"] = plan.tolerances[m]
+    code, by = int(j.verdict), int(j.decided_by)
+    decided_by = "srm" if by == BY_SRM else plan.order[by]
+    reason = _reason(plan, metrics, code, decided_by, srm_p, unpriced_reason)
+    level = srm_level(srm_p, plan)
+    if level == "warning":
+        reason += f" (sample ratio warning: p={srm_p:.2g}; check assignment)"
+    return {"verdict": VERDICTS[code], "decided_by": decided_by, "reason": reason, "metrics": metrics,
+            "phase": phase}
+
+
+def _interval(r: dict) -> str:
+    return f"{fmt(r['diff'], r['unit'])} [{fmt(r['low'], r['unit'])}, {fmt(r['high'], r['unit'])}]"
+
+
+def _conf(r: dict) -> str:
+    kind = "anytime-valid" if r["method"] == "sequential" else "fixed-horizon"
+    return f"{(1 - r['alpha']) * 100:.4g}% {kind} confidence"
+
+
+def _reason(plan: Plan, metrics: dict, code: int, by: str, srm_p, unpriced_reason) -> str:
+    if by == "srm":
+        return f"sample ratio mismatch (p={srm_p:.2g}): fix assignment before reading results"
+    r, label = metrics[by], METRICS[by].label
+    if code == ROLL_BACK:
+        role = "guardrail " if r["role"] == "guardrail" else ""
+        return f"{role}{label} is higher in treatment, {_interval(r)} at {_conf(r)}"
+    if r["status"] == STATUS[UNKNOWN] and unpriced_reason:
+        return unpriced_reason
+    if r["status"] == STATUS[NO_DATA]:
+        return "not enough queries in both arms"
+    if code == PROMOTE:
+        drop = f"falls by >= {plan.min_cost_drop_pct}%" if by == "cost_per_query" else "is lower in treatment"
+        return f"{label} {drop}, {_interval(r)} at {_conf(r)}; guardrails hold"
+    if r["role"] == "guardrail":  # a promotable primary held back by a guardrail trending the wrong way
+        p = metrics[plan.primary]
+        return (f"{METRICS[plan.primary].label} is lower ({_interval(p)}), but {label} is up "
+                f"{fmt(r['diff'], r['unit'])}, beyond its tolerance {fmt(r['tolerance'], r['unit'])}: hold")
+    return f"{label}: difference not established at {_conf(r)}, {_interval(r)}"
