@@ -44,7 +44,7 @@ class RagApp:
             except LedgerURLError as e:  # wrong password / database: no retry fixes it
                 self.store.close()
                 raise ConfigError(str(e)) from None
-            self.prices = PriceTable.load(settings.price_overrides)
+            self.prices = PriceTable.load(settings.price_overrides, base_url=settings.openai_base_url)
             self.tracer = CostTracer(self.writer, self.prices, embed_rate_per_1k=settings.embed_price_per_1k,
                                      rerank_rate_per_1k=settings.rerank_price_per_1k, provider=settings.llm_provider,
                                      llm_max_tokens=settings.llm_max_tokens)

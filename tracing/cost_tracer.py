@@ -278,7 +278,7 @@ class CostTracer(BaseCallbackHandler):
         if u.get("shadow_llm") and model:
             tokens_out, note = self._shadow_output(model)
             usage_source = f"estimated:{self._tokenizer_name(model)}"
-            shadow = self.prices.quote(model, tokens_in, tokens_out, provider=self.provider)
+            shadow = self.prices.quote(model, tokens_in, tokens_out, provider=self.provider, at=run.started_at)
             cost = Quote(0, shadow.version, shadow.source)
         price = cost or shadow
         self._hand("stage_calls", {
@@ -316,7 +316,7 @@ class CostTracer(BaseCallbackHandler):
         The end or error handler replaces this row (same attempt_id) with the final one."""
         md = run.metadata
         model = run.model or "unknown"
-        quote = self._quote(model, run.est_input_tokens, 0, 0)
+        quote = self._quote(model, run.est_input_tokens, 0, 0, at=run.started_at)
         self._hand("stage_calls", now=True, row={
             "query_id": md.get("query_id") or "unknown", "variant": md.get("variant"),
             "experiment": md.get("experiment"), "started_at": run.started_at, "stage": "generate",
@@ -333,7 +333,8 @@ class CostTracer(BaseCallbackHandler):
         md = run.metadata
         model = run.model or "unknown"
         quote = self._quote(model, usage.input_tokens, usage.output_tokens, usage.cached_tokens,
-                            cache_write_tokens=usage.cache_write_tokens)
+                            cache_write_tokens=usage.cache_write_tokens, at=run.started_at,  # the price in force then
+                            explicit_cache=usage.explicit_cache)
         self._hand("stage_calls", {
             **self._common(run), "stage": "generate", "call_id": md.get("call_id"),
             "attempt": int(md.get("attempt", 1)), "status": status, "model": model,

@@ -258,6 +258,15 @@ def _iso(d: datetime) -> str:
 
 
 @dataclass(frozen=True)
+class RateCard:
+    source: str
+    price: ModelPrice | None  # per million tokens, in `currency`; None = unpriced
+    peak_multiplier: Decimal | None = None
+    currency: str = USD
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class Resolved:
     entry: PriceEntry
     layer: str  # override | bundled
@@ -479,6 +488,38 @@ class PriceTable:
             self._warned.add(model)
             fix = "" if "RAG_PRICE_OVERRIDES" in why else " Add it to a RAG_PRICE_OVERRIDES file."
             log.warning("model %r is unpriced in %s: %s; its cost is recorded as null.%s", model, self.version, why, fix)
+
+    def rate_card(self, model: str, provider: str | None = None, at: datetime | str | None = None) -> "RateCard":
+        """The per-million prices in force at `at` (first tier, off-peak with the peak multiplier
+        beside it), for comparing tables; `price` is None when unpriced, with `why`."""
+        when = self.when(at)
+        res = self.resolve(model, provider)
+        for _ in range(4):  # follow billed_as
+            if res is None:
+                break
+            e, period = res.entry, res.entry.period_at(when)
+            if e.retired_at is not None and when >= e.retired_at:
+                return RateCard(res.layer, None, why=f"retired {e.retired_label}")
+            if period is None:
+                break
+            if period.unpriced:
+                return RateCard(res.layer, None, why=period.unpriced)
+            if period.billed_as:
+                prefix = res.key.rpartition("/")[0]
+                res = self.resolve(f"{prefix}/{period.billed_as}" if prefix else period.billed_as)
+                continue
+            return RateCard(res.layer, period.tiers[0], Decimal(period.peak.multiplier) if period.peak else None,
+                            e.currency, f"{res.key} from {period.since()}")
+        calc = self._genai_calc(model, (1, 0, 0, 0, None), self.provider_of(model, provider), when)
+        if calc is None:
+            return RateCard("unpriced", None, why="no price")
+        mp = calc.model_price
+
+        def base(x):
+            return None if x is None else Decimal(str(getattr(x, "base", x)))
+        price = ModelPrice(base(mp.input_mtok) or Decimal(0), base(mp.output_mtok) or Decimal(0),
+                           base(mp.cache_read_mtok), base(getattr(mp, "cache_write_mtok", None)))
+        return RateCard("genai-prices", price, None, USD, f"genai-prices {calc.provider.id}/{calc.model.id}")
 
     # -- what `rag prices MODEL` shows ----------------------------------------------------------
     def describe(self, model: str, provider: str | None = None, at: datetime | str | None = None) -> dict:
