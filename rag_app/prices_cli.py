@@ -141,7 +141,7 @@ def check_against(settings, against: str, out: Console, as_json: bool = False, a
         raise RagError(f"--against {against!r}: the only second opinion is `litellm`")
     cost_map = litellm_cost_map()
     if cost_map is None:
-        out.print(INSTALL_HINT, markup=False)
+        out.print(INSTALL_HINT, markup=False, soft_wrap=True)
         return 2
     table = _table(settings)
     diffs, compared = compare(table, cost_map, at=_at(at))

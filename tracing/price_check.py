@@ -16,8 +16,7 @@ from decimal import Decimal
 
 from tracing.pricing import PriceTable
 
-INSTALL_HINT = ("litellm is not installed: pip install 'legal-rag[litellm]' (LiteLLM's price map, read offline; "
-                "never needed at runtime)")
+INSTALL_HINT = "litellm is not installed: pip install 'legal-rag[litellm]' (an optional extra)"
 TOLERANCE = Decimal("0.01")
 # LiteLLM's provider -> ours, for the providers whose prices we carry (USD endpoints only: LiteLLM has
 # no mainland CNY entries to compare bigmodel.cn or Model Studio Beijing with)
