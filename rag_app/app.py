@@ -64,7 +64,7 @@ class RagApp:
 
     def _open(self, settings: Settings) -> None:
         with ExitStack() as opened:  # a failure below closes whatever was opened before it
-            self.prices = PriceTable.load(settings.price_overrides)  # a bad override file fails before any lock
+            self.prices = PriceTable.load(settings.price_overrides, base_url=settings.openai_base_url)  # fails before any lock
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             self.store: VectorStore = open_store(settings)
             opened.callback(self.store.close)

@@ -175,6 +175,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
     if by is not None and prices != "original":
         _fail(ValueError("--by reports recorded prices only; drop --prices repriced"))
     settings = load_settings()
+    currency = _report_currency(settings)
     if not settings.ledger.exists():
         _fail(RagError(f"no ledger at {settings.ledger}; run `rag ask` first or set RAG_DATA_DIR"))
     conn, pending = read_connection(settings.ledger)  # read-only ledger: no migration, say so
@@ -204,7 +205,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
                 write_by(conn, by, fmt, stream, out, variant=variant)
             else:
                 write_report(conn, fmt, stream, out, last=last, variant=variant, prices=prices,
-                             table_rows=TABLE_ROWS, pending=pending)
+                             table_rows=TABLE_ROWS, pending=pending, currency=currency)
         finally:
             if output:
                 stream.close()
@@ -214,20 +215,42 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
         err.print(f"wrote {output}")
 
 
+def _report_currency(settings):
+    """RAG_REPORT_CURRENCY: USD (the ledger's) or CNY at the price table's latest dated rate."""
+    from tracing.fx import display_currency
+    from tracing.pricing import PriceTable
+
+    try:
+        return display_currency(settings.report_currency, PriceTable.load(settings.price_overrides).fx)
+    except (ValueError, RagError) as e:
+        _fail(e)
+
+
 def _print_report(rep) -> None:
     out.print(report_tables(rep))
 
 
 @app.command("prices")
 def prices_cmd(model: Optional[str] = typer.Argument(None, help="a model name (default RAG_LLM_MODEL), or `check`"),
-               as_json: bool = typer.Option(False, "--json", help="print one JSON object")):
-    """The price in force for a model (source, version); `rag prices check` lists unpriced ledger models."""
+               as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+               at: Optional[str] = typer.Option(None, "--at", help="the price in force at this UTC time (default now)"),
+               against: Optional[str] = typer.Option(None, "--against",
+                                                     help="`check --against litellm`: compare with LiteLLM's map")):
+    """The price in force for a model (source, version, dated history); `rag prices check` lists
+    unpriced ledger models; `rag prices check --against litellm` lists where LiteLLM's map differs by >1%."""
     from rag_app.config import load_settings
-    from rag_app.prices_cli import check_prices, show_prices
+    from rag_app.prices_cli import check_against, check_prices, show_prices
 
     try:
         settings = load_settings()
-        code = check_prices(settings, out) if model == "check" else show_prices(settings, model, out, as_json)
+        if against is not None:
+            if model != "check":
+                raise RagError("--against goes with `rag prices check --against litellm`")
+            code = check_against(settings, against, out, as_json, at)
+        elif model == "check":
+            code = check_prices(settings, out)
+        else:
+            code = show_prices(settings, model, out, as_json, at)
     except RagError as e:
         _fail(e)
     raise typer.Exit(code)

@@ -27,7 +27,6 @@ from pathlib import Path
 from rag_app.experiments import Experiment
 from rag_app.sequential import Moments
 from rag_app.verdict import DEFAULT_GUARDRAILS
-from tracing.reports import percentile
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,7 @@ class Settings(BaseSettings):
     prompt_version: str = "v1"
 
     price_overrides: Path | None = None
+    report_currency: str = "USD"  # RAG_REPORT_CURRENCY: USD | CNY (converted at the price table's dated rate)
     # sqlite:////abs/ledger.sqlite or postgresql://USER:PASSWORD@HOST:5432/DB; unset = DATA_DIR/ledger.sqlite
     ledger_url: str | None = None
     ledger_buffer_rows: int = 10_000

@@ -26,9 +26,17 @@ def usd(v: float | None, *, sig: int = 3) -> str:
     return f"{'-' if v < 0 else ''}${text}"
 
 
-def per_1k(v: float | None) -> str:
+def money(v: float | None, cur=None) -> str:
+    """USD as `usd()` shows it, or converted to the report currency (a tracing.fx.DisplayCurrency)."""
+    if cur is None or cur.rate is None:
+        return usd(v)
+    text = usd(cur.convert(v))
+    return text.replace("$", cur.symbol, 1) if text.lstrip("-").startswith("$") else text
+
+
+def per_1k(v: float | None, cur=None) -> str:
     """Cost per query shown as $ per 1,000 queries, the unit budgets are made in."""
-    return "unpriced" if v is None else f"{usd(v * 1000)}/1k q"
+    return "unpriced" if v is None else f"{money(v * 1000, cur)}/1k q"
 
 
 def _short_model(model: str | None) -> str:
@@ -59,8 +67,11 @@ def stage_table(stages: list[dict], title: str) -> Group:
     return Group(t, *(Text(n, overflow="fold") for n in notes))
 
 
-def report_tables(rep) -> Group:
-    """`rag report`: per-query rows, per-stage totals and a summary, each within 80 columns."""
+def report_tables(rep, cur=None) -> Group:
+    """`rag report`: per-query rows, per-stage totals and a summary, each within 80 columns; money in
+    USD, or in `cur` (RAG_REPORT_CURRENCY) at the dated rate the summary names."""
+    def usd(v):  # noqa: F811 - the report's currency, USD unless asked
+        return money(v, cur)
     total = rep.totals.get("queries", len(rep.queries))
     of = f" of {total:,}" if total > len(rep.queries) else ""  # `rag report` lists the latest; totals cover all
     q = Table(title=f"last {len(rep.queries)}{of} queries", pad_edge=False, collapse_padding=True)
@@ -82,16 +93,18 @@ def report_tables(rep) -> Group:
     for name, v in tot["stages"].items():
         s.add_row(name, str(v["rows"]), str(v["input_tokens"]), str(v["output_tokens"]), usd(v["cost_usd"]),
                   usd(v["shadow_cost_usd"]), str(v["unpriced_rows"]))
-    return Group(q, s, *(Text(line, overflow="fold") for line in summary_lines(tot)))
+    return Group(q, s, *(Text(line, overflow="fold") for line in summary_lines(tot, cur)))
 
 
-def summary_lines(tot: dict) -> list[str]:
+def summary_lines(tot: dict, cur=None) -> list[str]:
+    def usd(v):  # noqa: F811
+        return money(v, cur)
     hit = tot["embedding_cache_hit_rate"]
     known = usd(tot["cost_usd"])
     lines = [f"{tot['queries']} queries ({tot.get('prices', 'original')} prices): cost {known}"
              + (" + unpriced" if tot.get("cost_is_lower_bound") else "") + f", shadow {usd(tot['shadow_cost_usd'])}",
              f"per query: p50 {usd(tot['cost_per_query_p50_usd'])}, p95 {usd(tot['cost_per_query_p95_usd'])}, "
-             f"mean {per_1k(None if tot.get('cost_per_1k_queries_usd') is None else tot['cost_per_1k_queries_usd'] / 1000)}",
+             f"mean {per_1k(None if tot.get('cost_per_1k_queries_usd') is None else tot['cost_per_1k_queries_usd'] / 1000, cur)}",
              f"shadow per query: p50 {usd(tot['shadow_cost_per_query_p50_usd'])}, "
              f"p95 {usd(tot['shadow_cost_per_query_p95_usd'])}",
              f"retry/timeout waste {usd(tot['retry_timeout_waste_usd'])} ({tot['retry_timeout_waste_pct']}%; "
@@ -106,6 +119,8 @@ def summary_lines(tot: dict) -> list[str]:
                      f"(budget {budgets}, RAG_CONTEXT_TOKENS)")
     lines.append(f"estimated token counts: {tot.get('estimated_rows', 0)} rows; embedding cache hit rate "
                  f"{'n/a' if hit is None else f'{hit:.1%}'}")
+    if cur is not None and cur.note():
+        lines.append(cur.note())
     return lines
 
 

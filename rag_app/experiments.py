@@ -17,7 +17,6 @@ Config file (JSON; RAG_EXPERIMENTS_FILE):
 """
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path

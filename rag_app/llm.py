@@ -20,7 +20,7 @@ from langchain_core.runnables.config import merge_configs
 
 from rag_app.attempts import AttemptLog
 from rag_app.errors import LLMError
-from rag_app.llm_usage import RETRYABLE, classify_error
+from rag_app.llm_usage import RETRYABLE, chunk_usage, classify_error
 from rag_app.usage import StageUsage
 
 MAX_RETRY_AFTER_S = 60.0
@@ -37,8 +37,9 @@ def _chat_openai_class() -> type[Any]:
         def _convert_chunk_to_generation_chunk(self, chunk: Any, default_chunk_class: Any,
                                                base_generation_info: Any) -> Any:
             gen = super()._convert_chunk_to_generation_chunk(chunk, default_chunk_class, base_generation_info)
-            if gen is not None and isinstance(chunk, dict) and chunk.get("usage"):
-                gen.message.response_metadata["token_usage"] = dict(chunk["usage"])
+            usage = chunk_usage(chunk)  # top-level, or inside choices[0] (Kimi's last chunk)
+            if gen is not None and usage:
+                gen.message.response_metadata["token_usage"] = dict(usage)
             return gen
 
     return UsageKeepingChatOpenAI

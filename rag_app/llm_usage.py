@@ -7,9 +7,13 @@ as OpenAI, DeepSeek, DashScope and genai-prices count them:
     fact                  OpenAI / LiteLLM                        DeepSeek                  DashScope (OpenAI-compatible)                  Anthropic-compatible
     prompt tokens         prompt_tokens                           prompt_tokens (hit+miss)  prompt_tokens                                  input_tokens + cache_read + cache_creation
     cache reads           prompt_tokens_details.cached_tokens     prompt_cache_hit_tokens   prompt_tokens_details.cached_tokens            cache_read_input_tokens
+                          (Kimi / Moonshot: usage.cached_tokens, top level)
     cache writes          cache_creation_input_tokens (LiteLLM)   -                         prompt_tokens_details.cache_creation_input_tokens  cache_creation_input_tokens
     reasoning (in output) completion_tokens_details.reasoning_tokens (OpenAI, DeepSeek, DashScope)     -
     output                completion_tokens                                                                                          output_tokens
+
+Where the usage object sits: `usage` of the response or of the final stream chunk; Kimi's stream
+puts it inside the last chunk's `choices[0]` (`chunk_usage` finds either).
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ class TokenUsage:
     reasoning_tokens: int = 0      # part of output_tokens, billed as output
     source: str = PROVIDER         # provider | estimated:<tokenizer>
     raw: dict | None = field(default=None, compare=False)  # the provider's usage object, as sent
+    explicit_cache: bool | None = None  # DashScope said the request used an explicit cache (hits at 10%)
 
     def raw_json(self) -> str | None:
         return None if self.raw is None else json.dumps(self.raw, ensure_ascii=False, sort_keys=True, default=str)
@@ -40,7 +45,7 @@ class TokenUsage:
 # that carries both DeepSeek's and OpenAI's spelling (some gateways send both) is not double counted.
 USAGE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
     "cached_tokens": (("prompt_tokens_details", "cached_tokens"), ("prompt_cache_hit_tokens",),
-                      ("cache_read_input_tokens",)),
+                      ("cache_read_input_tokens",), ("cached_tokens",)),
     "cache_write_tokens": (("prompt_tokens_details", "cache_creation_input_tokens"), ("cache_creation_input_tokens",),
                            ("prompt_tokens_details", "cache_write_tokens")),
     "reasoning_tokens": (("completion_tokens_details", "reasoning_tokens"), ("output_tokens_details", "reasoning_tokens")),
@@ -80,7 +85,32 @@ def usage_from_raw(raw: dict) -> TokenUsage | None:
     else:
         return None
     return TokenUsage(prompt, output, min(cached, prompt), min(write, prompt), min(reasoning, output),
-                      PROVIDER, raw)
+                      PROVIDER, raw, explicit_cache_of(raw))
+
+
+def explicit_cache_of(raw: dict | None) -> bool | None:
+    """True when DashScope marks the request's cache as explicit (`cache_type: ephemeral`); None when
+    the usage does not say (pricing then reads a cache write as the mark of an explicit request)."""
+    details = raw.get("prompt_tokens_details") if isinstance(raw, dict) else None
+    if isinstance(details, dict) and details.get("cache_type") == "ephemeral":
+        return True
+    return None
+
+
+def chunk_usage(chunk) -> dict | None:
+    """The usage object of one streamed chunk: top-level `usage` (OpenAI, DeepSeek, DashScope), or
+    inside `choices[0]` (Kimi's final chunk); None when the chunk carries none."""
+    if not isinstance(chunk, dict):
+        return None
+    usage = chunk.get("usage")
+    if isinstance(usage, dict) and usage:
+        return usage
+    choices = chunk.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        inner = choices[0].get("usage")
+        if isinstance(inner, dict) and inner:
+            return inner
+    return None
 
 
 def raw_usage_of(result) -> dict | None:

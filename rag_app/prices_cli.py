@@ -1,4 +1,5 @@
-"""Bodies of `rag prices [MODEL]`, `rag prices check` and `rag reprice` (registered in cli.py)."""
+"""Bodies of `rag prices [MODEL]`, `rag prices check [--against litellm]` and `rag reprice`
+(registered in cli.py)."""
 from __future__ import annotations
 
 import json
@@ -18,40 +19,93 @@ def _ledger(settings):
     return connect(settings.ledger)
 
 
-def show_prices(settings, model: str | None, out: Console, as_json: bool = False) -> int:
-    """The price in force for MODEL (default RAG_LLM_MODE's model), with its layer, source and version."""
+def _table(settings):
     from tracing.pricing import PriceTable
 
-    table = PriceTable.load(settings.price_overrides)
-    info = table.describe(model or settings.llm_model, provider=settings.llm_provider)
+    return PriceTable.load(settings.price_overrides, base_url=settings.openai_base_url)
+
+
+def _at(at: str | None) -> str | None:
+    if at is None:
+        return None
+    from tracing.price_rules import as_utc
+
+    try:
+        as_utc(at)
+    except ValueError as e:
+        raise RagError(f"--at {at!r} is not a date/time ({e}); use e.g. 2026-08-23 or 2026-08-23T03:00:00Z") from e
+    return at
+
+
+def _tiers_table(tiers: list[dict], currency: str) -> Table:
+    t = Table(title=f"{currency} per million tokens", pad_edge=False)
+    for col in ("prompt up to", "input", "cache read", "explicit read", "cache write", "output"):
+        t.add_column(col, justify="right")
+    for tier in tiers:
+        t.add_row("any" if tier["max_input_tokens"] is None else f"{tier['max_input_tokens']:,}", tier["input_per_mtok"],
+                  tier["cache_read_per_mtok"] or "= input", tier.get("explicit_cache_read_per_mtok") or "-",
+                  tier["cache_write_per_mtok"] or "= input", tier["output_per_mtok"])
+    return t
+
+
+def _short(tiers: list[dict]) -> str:
+    if not tiers:
+        return ""
+    t = tiers[0]
+    more = f" (+{len(tiers) - 1} longer-prompt tiers)" if len(tiers) > 1 else ""
+    return f"{t['input_per_mtok']} in / {t['cache_read_per_mtok'] or '= input'} cached / {t['output_per_mtok']} out{more}"
+
+
+def show_prices(settings, model: str | None, out: Console, as_json: bool = False, at: str | None = None) -> int:
+    """The price in force for MODEL (default RAG_LLM_MODE's model) at `at` (default now), with its
+    layer, source, version, time rule and dated history."""
+    table = _table(settings)
+    info = table.describe(model or settings.llm_model, provider=settings.llm_provider, at=_at(at))
+    code = 0 if info["source"] != "unpriced" else 1
     if as_json:
         print(json.dumps(info, ensure_ascii=False, indent=2))
-        return 0 if info["source"] != "unpriced" else 1
-    out.print(f"[bold]{info['model']}[/bold]: {info['source']} (table {info['version']})")
-    if info["source"] == "unpriced":
+        return code
+    out.print(f"[bold]{info['model']}[/bold]: {info['source']} (table {info['version']})", highlight=False)
+    if info.get("key"):
+        out.print(f"entry {info['key']}" + (f" ({info['via']})" if info.get("via") else ""), markup=False)
+    if info.get("retired"):
+        out.print(f"retired {info['retired']}: calls made after that are unpriced", markup=False)
+    if info["source"] == "unpriced" and not info.get("history"):
         out.print("no price: its rows are recorded as unpriced. Add it to a RAG_PRICE_OVERRIDES file "
-                  '({"version": "...", "models": {"NAME": {"input_per_mtok": "0.1", "output_per_mtok": "0.4"}}})')
+                  '({"version": "...", "models": {"NAME": {"input_per_mtok": "0.1", "output_per_mtok": "0.4"}}})',
+                  markup=False)
+        if info.get("note"):
+            out.print(f"note: {info['note']}", markup=False)
         return 1
-    t = Table(title="USD per million tokens", pad_edge=False)
-    for col in ("prompt up to", "input", "cache read", "cache write", "output"):
-        t.add_column(col, justify="right")
-    for tier in info["tiers"]:
-        t.add_row("any" if tier["max_input_tokens"] is None else f"{tier['max_input_tokens']:,}", tier["input_per_mtok"],
-                  tier["cache_read_per_mtok"] or "= input", tier["cache_write_per_mtok"] or "= input",
-                  tier["output_per_mtok"])
-    out.print(t)
+    if info.get("unpriced_reason"):
+        out.print(f"no confirmed price: {info['unpriced_reason']}", markup=False)
+    if info.get("billed_as"):
+        out.print(f"at {info['at']} billed as {info['billed_as']}: see `rag prices {info['billed_as']}`", markup=False)
+    if info["tiers"]:
+        since = f" (in force from {info['effective_from']})" if info.get("effective_from") else ""
+        out.print(f"at {info['at']}{since}:", markup=False)
+        out.print(_tiers_table(info["tiers"], info.get("currency", "USD")))
+        if info.get("rule"):
+            out.print(f"time rule: {info['rule']}; the figures above are the off-peak ones", markup=False)
+    history = info.get("history") or []
+    if len(history) > 1 or (history and not info["tiers"]):
+        out.print("dated prices:")
+        for p in history:
+            what = (f"billed as {p['billed_as']}" if p["billed_as"] else
+                    f"unpriced ({p['unpriced'][:60]}...)" if p["unpriced"] else _short(p["tiers"]))
+            rule = f"; {p['rule']}" if p["rule"] else ""
+            out.print(f"  from {p['effective_from']}: {what}{rule}", markup=False, overflow="fold")
     for key in ("url", "checked", "note"):
         if info.get(key):
             out.print(f"{key}: {info[key]}", markup=False)
-    return 0
+    return code
 
 
 def check_prices(settings, out: Console) -> int:
     """`rag prices check`: ledger models today's table cannot price (exit 1 if any)."""
-    from tracing.pricing import PriceTable
     from tracing.reprice import unpriced_models
 
-    table = PriceTable.load(settings.price_overrides)
+    table = _table(settings)
     conn = _ledger(settings)
     try:
         missing = unpriced_models(conn, table)
@@ -68,6 +122,9 @@ def check_prices(settings, out: Console) -> int:
             t.add_row(m["model"], m["provider"] or "-", str(m["rows"]), str(m["unpriced_rows"]), str(m["tokens"]),
                       (m["last_seen"] or "")[:19])
         out.print(t)
+        for m in missing:
+            if m.get("why"):
+                out.print(f"{m['model']}: {m['why']}", markup=False, overflow="fold")
         out.print("add these to a RAG_PRICE_OVERRIDES file, then `rag reprice` to price their history")
     priceable = stale - sum(m["unpriced_rows"] for m in missing)
     if priceable > 0:
@@ -75,17 +132,54 @@ def check_prices(settings, out: Console) -> int:
     return 1 if missing else 0
 
 
+def check_against(settings, against: str, out: Console, as_json: bool = False, at: str | None = None) -> int:
+    """`rag prices check --against litellm`: every model where LiteLLM's bundled map and our table
+    differ by more than 1% (exit 1 if any; exit 2 when LiteLLM is not installed)."""
+    from tracing.price_check import INSTALL_HINT, compare, litellm_cost_map
+
+    if against != "litellm":
+        raise RagError(f"--against {against!r}: the only second opinion is `litellm`")
+    cost_map = litellm_cost_map()
+    if cost_map is None:
+        out.print(INSTALL_HINT, markup=False, soft_wrap=True)
+        return 2
+    table = _table(settings)
+    diffs, compared = compare(table, cost_map, at=_at(at))
+    if as_json:
+        print(json.dumps({"version": table.version, "compared": compared,
+                          "differences": [d.__dict__ for d in diffs]}, ensure_ascii=False, indent=2))
+        return 1 if diffs else 0
+    if not diffs:
+        out.print(f"{compared} LiteLLM chat models compared: all within 1% of {table.version}")
+        return 0
+    t = Table(title=f"{len({d.model for d in diffs})} of {compared} models differ by more than 1% ($/M tokens)",
+              pad_edge=False, collapse_padding=True)
+    t.add_column("model (LiteLLM key)", overflow="fold", max_width=30)
+    t.add_column("field", no_wrap=True)
+    t.add_column("ours", justify="right", no_wrap=True)
+    t.add_column("LiteLLM", justify="right", no_wrap=True)
+    t.add_column("note", overflow="fold", max_width=22)
+    for d in diffs:
+        t.add_row(d.model, d.field, d.ours, d.theirs, d.note)
+    out.print(t)
+    out.print(f"ours: {table.version}; a stale entry of ours goes in a RAG_PRICE_OVERRIDES file until the bundled "
+              "table is updated", markup=False)
+    return 1
+
+
 def run_reprice(settings, since: str | None, model: str | None, out: Console) -> None:
-    from tracing.pricing import PriceTable
     from tracing.reprice import reprice
 
-    table = PriceTable.load(settings.price_overrides)
+    table = _table(settings)
     conn = _ledger(settings)
     try:
         r = reprice(conn, table, since=since, model=model)
     finally:
         conn.close()
-    out.print(f"re-priced {r.rows} rows under {r.version}: {r.changed} changed; "
+    out.print(f"re-priced {r.rows} rows under {r.version}, each by the price in force when it was made: "
+              f"{r.changed} changed, {r.unchanged} unchanged; "
               f"{usd(r.old_nano / 1e9)} -> {usd(r.new_nano / 1e9)} (priced part); "
-              f"unpriced rows {r.unpriced_before} -> {r.unpriced_after}")
+              f"unpriced rows {r.unpriced_before} -> {r.unpriced_after}", markup=False)
+    for reason, n in sorted(r.reasons.items()):
+        out.print(f"  {n} {reason}", markup=False)
     out.print("original figures are kept; `rag report --prices repriced` shows the new ones")

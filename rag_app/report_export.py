@@ -17,13 +17,25 @@ from tracing.reports import build_report, build_report_full, by_report, iter_que
 BY_TABLE_ROWS = 50  # a person reads the top spenders; CSV/JSON carry every one
 
 
+def with_currency(row: dict, cur) -> dict:
+    """A report row with a `<name>_<cur>` twin beside every `<name>_usd` figure (RAG_REPORT_CURRENCY)."""
+    if cur is None or cur.rate is None:
+        return row
+    out = {}
+    for k, v in row.items():
+        out[k] = v
+        if k.endswith("_usd") and (v is None or isinstance(v, (int, float))):
+            out[f"{k[:-4]}_{cur.code.lower()}"] = cur.convert(v)
+    return out
+
+
 def write_report(conn, fmt: str, stream: TextIO, console: Console, *, last: int | None, variant: str | None,
-                 prices: str, table_rows: int, pending: list[str]) -> None:
+                 prices: str, table_rows: int, pending: list[str], currency=None) -> None:
     ledger_audit = {**audit(conn), "migrations_pending": pending}
     if fmt == "table":
         rep = build_report(conn, last=last, variant=variant, prices=prices, rows=table_rows if last is None else None)
         target = console if stream is None or stream is console.file else Console(file=stream, width=80)
-        target.print(report_tables(rep))
+        target.print(report_tables(rep, currency))
         target.print(audit_line(ledger_audit))
         return
     if prices == "original":
@@ -32,6 +44,9 @@ def write_report(conn, fmt: str, stream: TextIO, console: Console, *, last: int 
     else:  # re-priced figures have no rollups: the full computation (memory grows with the ledger)
         rep = build_report_full(conn, last=last, variant=variant, prices=prices)
         totals, rows = rep.totals, iter(rep.queries)
+    if currency is not None and currency.rate is not None:
+        rows = (with_currency(r, currency) for r in rows)
+        totals = {**with_currency(totals, currency), "currency": currency.json()}
     if fmt == "csv":
         writer = None
         for row in rows:

@@ -71,6 +71,7 @@ class StageUsage:
     billing: Billing = "none"
     price_basis: PriceBasis | None = None
     search_units: int | None = None  # what a per-search reranker bills
+    explicit_cache: bool | None = None  # the provider said the prompt cache was explicit (DashScope: hits at 10%)
     error: str | None = None
     note: str | None = None  # how an estimate was made, or why a lever stepped aside
     context_budget_tokens: int | None = None

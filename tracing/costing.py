@@ -82,5 +82,7 @@ class LedgerPricer:
         return Price(quote.cost_nano, None, quote.version, quote.source, self.provider)
 
     def _llm_quote(self, u: StageUsage) -> Quote:
+        # the price in force when the call was made (its start), not when it is priced
         return self.prices.quote(u.model or "unknown", u.input_tokens, u.output_tokens, u.cached_tokens,
-                                 provider=self.provider, cache_write_tokens=u.cache_write_tokens)
+                                 provider=self.provider, cache_write_tokens=u.cache_write_tokens, at=u.started_at,
+                                 explicit_cache=u.explicit_cache)

@@ -256,6 +256,13 @@ def m007_report_rollups(db: sqlite3.Connection) -> None:
     rollups.rebuild(db)
 
 
+@migration
+def m008_reprice_reason(db: sqlite3.Connection) -> None:
+    # Why a re-priced row changed (#19): "new price version ..." or "new rule ...", with the dated
+    # price and time rule in force at the call's start. Rows whose figure did not change get no
+    # repricing at all, so every row here is a change.
+    db.execute("ALTER TABLE repricings ADD COLUMN reason TEXT")
+
 def applied(db: sqlite3.Connection) -> set[str]:
     """Names already applied (read only: works on a read-only ledger)."""
     return {r[0] for r in db.execute("SELECT name FROM _migrations")} if has_table(db, "_migrations") else set()

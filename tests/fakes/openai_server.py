@@ -52,6 +52,8 @@ USAGE_SHAPES = {
     "litellm": {"prompt_tokens": 2500, "completion_tokens": 50, "total_tokens": 2550,
                 "prompt_tokens_details": {"cached_tokens": 2000}, "cache_read_input_tokens": 2000,
                 "cache_creation_input_tokens": 400},
+    # Kimi (Moonshot) reports its cache hits at the top level of usage
+    "kimi": {"prompt_tokens": 3000, "completion_tokens": 100, "total_tokens": 3100, "cached_tokens": 2048},
 }
 
 

