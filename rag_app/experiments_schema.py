@@ -108,6 +108,17 @@ class Ramp(BaseModel):
         return self
 
 
+class Guardrails(BaseModel):
+    """Thresholds of the verdict (defaults in rag_app/verdict.py). Typed here so that a mistyped value
+    stops `rag serve` at start-up, never a 500 at the first comparison."""
+    model_config = ConfigDict(extra="forbid")
+
+    min_cost_drop_pct: StrictInt | StrictFloat = Field(10.0, ge=0, le=100)  # promote only on a drop this large
+    max_error_rate_increase: StrictInt | StrictFloat = Field(0.01, ge=0, le=1)  # as a share: 0.01 = 1 point
+    srm_p: StrictFloat = Field(0.001, gt=0, lt=1)  # a split whose sizes disagree below this p is never promoted
+    max_recall_drop: StrictInt | StrictFloat = Field(0.01, ge=0, le=1)  # `rag experiment replay`
+
+
 class ExperimentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -116,7 +127,7 @@ class ExperimentSpec(BaseModel):
     rollout_pct: StrictInt | StrictFloat = Field(ge=0, le=100)  # strict: `true` is not 100
     seed: StrictStr = Field(min_length=1)
     mode: Literal["split", "shadow"] = "split"
-    guardrails: dict = {}
+    guardrails: Guardrails | None = None
     analysis: Analysis | None = None
     ramp: Ramp | None = None
 
@@ -197,5 +208,5 @@ def _allowed_keys(loc: list[str]) -> str:
         return "variants, experiments"
     model = Variant if loc[0] == "variants" else ExperimentSpec
     if model is ExperimentSpec and len(loc) > 3:  # a key inside experiments.NAME.analysis / .ramp
-        model = {"analysis": Analysis, "ramp": Ramp}.get(loc[2], ExperimentSpec)
+        model = {"analysis": Analysis, "ramp": Ramp, "guardrails": Guardrails}.get(loc[2], ExperimentSpec)
     return ", ".join(model.model_fields)
