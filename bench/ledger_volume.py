@@ -3,17 +3,17 @@
     nice -n 10 python bench/ledger_volume.py [--queries 1000000] [--baseline-queries 100000]
                                              [--url URL | --start-postgres]
 
-How the ledger is built: migrations m001..m006 on an empty ledger (the project's own, through
-tracing.migrations on either backend), then rows bulk-inserted (SQLite: executemany in 50k-query
-transactions; PostgreSQL: COPY on tracing.db's underlying psycopg connection, then ANALYZE; the
-writer's per-row path would take hours), then migration m007_report_rollups, whose back-fill computes
-the rollups (timed; on PostgreSQL followed by VACUUM ANALYZE, autovacuum's job). Prints:
+How the ledger is built: every migration on an empty ledger (the project's own, on either backend),
+then rows bulk-loaded through tracing/ledger/bulk.py (SQLite: executemany in 50k-query transactions;
+PostgreSQL: COPY; the writer's per-row path would take hours), then the totals folded from the rows a
+batch per transaction (`Ledger.rebuild_totals`, timed: what a migration's back-fill now costs, without
+holding the ledger), then ANALYZE (PostgreSQL: VACUUM ANALYZE, autovacuum's job). Prints:
 `rag report` (table, --last 100, --by each dim, --format json with its peak RSS) as real CLI
 processes with RAG_LEDGER_URL, every endpoint the dashboard calls through the real FastAPI app
-(TestClient), experiment compare, the rows/s the LedgerWriter sustains with and without the rollup
-refresh, and ledger bytes per million queries (SQLite: file size; PostgreSQL: pg_database_size and
-the sum of pg_total_relation_size). On a smaller ledger (--baseline-queries) the same readers run the
-code before the rollups (the `query_costs` view, `build_report_full`) in this process for ratios.
+(TestClient), experiment compare, the rows/s the LedgerWriter sustains with its totals folded, against
+raw executemany of the same rows in the same 1000-row transactions, and ledger bytes per million queries
+(SQLite: pages in use; PostgreSQL: pg_database_size and the tables' pg_total_relation_size). On a smaller
+ledger (--baseline-queries) the readers run the full computation (every row through Python) for ratios.
 
 `--url` (or RAG_LEDGER_URL): sqlite:///PATH or postgresql://... (an empty database; `--reuse` times
 one built before). `--start-postgres`: a throwaway cluster (tests/fakes/pg_cluster.py, fsync on) in a
@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import random
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -36,8 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import best_of  # noqa: E402
-from tracing import migrations, rollups  # noqa: E402
-from tracing.migrations import migrate  # noqa: E402
+from bench.ledger_writer import query_rows, raw_seconds, writer_seconds  # noqa: E402
+from rag_app.ledger_location import as_target, parse_ledger_url  # noqa: E402
+from tracing.ledger import Ledger, bulk, url_for_path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DIMS = ("user", "key", "variant", "model", "day", "stage")
@@ -69,21 +69,22 @@ def batches(n: int, seed: int = 0, size: int = 50_000):
         if rng.random() < 0.01:
             model = MODELS[3]
         status = "error" if rng.random() < 0.005 else "ok"
-        qs.append((qid, "query", f"问题 {i}", variant, exp, "llm", status, ts, ts, rng.uniform(200, 3000), user,
-                   None, "control" if variant == "default" else "treatment", 1, "live"))
+        qs.append(dict(zip(QCOLS, (qid, "query", f"问题 {i}", variant, exp, "llm", status, ts, ts, rng.uniform(200, 3000),
+                                   user, None, "control" if variant == "default" else "treatment", 1, "live"))))
         tin = rng.randint(800, 2500)
         unpriced = model == MODELS[3]
         gen_status = "timeout" if rng.random() < 0.01 else "retry" if rng.random() < 0.02 else "ok"
         gen_cost = None if unpriced else tin * 150 + rng.randint(20, 400) * 600
-        ss += [(qid, "embed_query", None, 1, "ok", "text-embedding-3-small", 20, 0, 0, 400, 400, "v", "genai-prices",
-                5.0, rng.randint(0, 1), 1, variant, exp, ts, "local", None, None),
-               (qid, "retrieve", None, 1, "ok", None, 0, 0, 0, 0, None, None, None, 3.0, None, None, variant, exp, ts,
-                None, None, None),
-               (qid, "rerank", None, 1, "skipped", None, 0, 0, 0, 0, None, None, None, 0.0, None, None, variant, exp,
-                ts, None, None, None),
-               (qid, "generate", qid, 1, gen_status, model, tin, rng.randint(20, 400), 0, gen_cost,
-                None if unpriced else gen_cost, "v", "unpriced" if unpriced else "genai-prices", 900.0, None, None,
-                variant, exp, ts, "provider", 1000, rng.randint(600, 1000))]
+        for r in ((qid, "embed_query", None, 1, "ok", "text-embedding-3-small", 20, 0, 0, 400, 400, "v", "genai-prices",
+                   5.0, rng.randint(0, 1), 1, variant, exp, ts, "local", None, None),
+                  (qid, "retrieve", None, 1, "ok", None, 0, 0, 0, 0, None, None, None, 3.0, None, None, variant, exp, ts,
+                   None, None, None),
+                  (qid, "rerank", None, 1, "skipped", None, 0, 0, 0, 0, None, None, None, 0.0, None, None, variant, exp,
+                   ts, None, None, None),
+                  (qid, "generate", qid, 1, gen_status, model, tin, rng.randint(20, 400), 0, gen_cost,
+                   None if unpriced else gen_cost, "v", "unpriced" if unpriced else "genai-prices", 900.0, None, None,
+                   variant, exp, ts, "provider", 1000, rng.randint(600, 1000))):
+            ss.append(dict(zip(SCOLS, r)))
         if len(qs) >= size:
             yield qs, ss
             qs, ss = [], []
@@ -91,114 +92,54 @@ def batches(n: int, seed: int = 0, size: int = 50_000):
         yield qs, ss
 
 
-def migrate_before_m007(conn) -> None:
-    saved = migrations.MIGRATIONS[:]
-    m007 = next(i for i, f in enumerate(saved) if f.__name__ == "m007_report_rollups")
-    migrations.MIGRATIONS[:] = saved[:m007]
-    try:
-        migrate(conn)
-    finally:
-        migrations.MIGRATIONS[:] = saved
-
-
 def build(target, n: int, seed: int = 0) -> dict:
-    """A ledger of n queries through the project's migrations (m001..m006, bulk rows, then m007's
-    back-fill, timed); `target` a LedgerTarget, a URL or a SQLite path. Returns timings and sizes."""
-    from tracing.db import as_target
-    target = as_target(target)
-    if target.dialect == "postgresql":
-        return build_pg(target.url, n, seed)
-    path = target.path
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA journal_mode=WAL")
-    migrate_before_m007(conn)
-    t = time.perf_counter()
-    qsql = f"INSERT INTO queries ({','.join(QCOLS)}) VALUES ({','.join('?' * len(QCOLS))})"
-    ssql = f"INSERT INTO stage_calls ({','.join(SCOLS)}) VALUES ({','.join('?' * len(SCOLS))})"
-    for qs, ss in batches(n, seed):
-        conn.executemany(qsql, qs)
-        conn.executemany(ssql, ss)
-        conn.commit()
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    insert_s = time.perf_counter() - t
-    before = path.stat().st_size
-    t = time.perf_counter()
-    migrate(conn)  # m007: creates and back-fills the rollups
-    backfill_s = time.perf_counter() - t
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-    return {"insert_s": insert_s, "backfill_s": backfill_s, "bytes_before_m007": before, "bytes": path.stat().st_size}
-
-
-def build_pg(url: str, n: int, seed: int) -> dict:
-    """PostgreSQL: the same migrations through tracing.db's connection; the rows go in with COPY on
-    its underlying psycopg connection (the bulk path; the writer's own rate is measured separately)."""
-    from tracing.db import connect_pg
-
-    conn = connect_pg(url)
-    migrate_before_m007(conn)
-    t = time.perf_counter()
-    cur = conn.raw.cursor()
-    for qs, ss in batches(n, seed):
-        with conn.raw.transaction():
-            with cur.copy(f"COPY queries ({','.join(QCOLS)}) FROM STDIN") as cp:
-                for r in qs:
-                    cp.write_row(r)
-            with cur.copy(f"COPY stage_calls ({','.join(SCOLS)}) FROM STDIN") as cp:
-                for r in ss:
-                    cp.write_row(r)
-    conn.raw.execute("ANALYZE")  # what autovacuum would do after a bulk load; m007's back-fill plans with it
-    insert_s = time.perf_counter() - t
-    before = pg_bytes(conn)["database"]
-    t = time.perf_counter()
-    migrate(conn)  # m007: creates and back-fills the rollups
-    backfill_s = time.perf_counter() - t
-    t = time.perf_counter()
-    conn.raw.execute("VACUUM ANALYZE")  # autovacuum's job after the back-fill (stats + visibility map)
-    vacuum_s = time.perf_counter() - t
-    size = pg_bytes(conn)
-    conn.close()
-    return {"insert_s": insert_s, "backfill_s": backfill_s, "vacuum_s": vacuum_s, "bytes_before_m007": before,
-            "bytes": size["database"], "tables": size["tables"]}
-
-
-def pg_bytes(conn) -> dict:
-    """pg_database_size, and the sum of pg_total_relation_size (heap + indexes + TOAST) of the tables."""
-    db = conn.raw.execute("SELECT pg_database_size(current_database())").fetchone()[0]
-    tables = conn.raw.execute(
-        "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-        "JOIN pg_namespace s ON s.oid = c.relnamespace WHERE c.relkind IN ('r', 'm') "
-        "AND s.nspname = current_schema()").fetchone()[0]
-    return {"database": int(db), "tables": int(tables)}
+    """A ledger of n queries: migrations, bulk rows, then the totals folded a batch per transaction
+    (timed); `target` a LedgerTarget, a URL or a SQLite path. Returns timings and sizes."""
+    with Ledger.open(target) as ledger:
+        t = time.perf_counter()
+        for qs, ss in batches(n, seed):
+            bulk.load(ledger.engine, "queries", qs)
+            bulk.load(ledger.engine, "stage_calls", ss)
+        insert_s = time.perf_counter() - t
+        bulk.analyze(ledger.engine)
+        before = bulk.size_bytes(ledger.engine)
+        t = time.perf_counter()
+        ledger.rebuild_totals()
+        backfill_s = time.perf_counter() - t
+        t = time.perf_counter()
+        bulk.analyze(ledger.engine)
+        analyze_s = time.perf_counter() - t
+        size = bulk.size_bytes(ledger.engine)
+    return {"insert_s": insert_s, "backfill_s": backfill_s, "analyze_s": analyze_s,
+            "bytes_before_totals": before["database"], "bytes": size["database"], "tables": size["tables"]}
 
 
 def ledger_bytes(target) -> tuple[int, str]:
-    if target.dialect == "postgresql":
-        from tracing.db import connect_pg
-        conn = connect_pg(target.url)
-        try:
-            b = pg_bytes(conn)
-        finally:
-            conn.close()
+    with Ledger.open_read(target) as ledger:
+        b = bulk.size_bytes(ledger.engine)
+    if as_target(target).dialect == "postgresql":
         return b["database"], f"pg_database_size; tables incl. indexes {b['tables'] / 2**20:,.0f} MB"
-    return target.path.stat().st_size, "file size"
+    return b["database"], "pages in use"
 
 
 def cli(args: list[str], data_dir: Path, url: str) -> tuple[float, int, int]:
     """Wall seconds, peak RSS (MB) and output bytes of one `rag` process on the ledger at `url`."""
     env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "PYTHONPATH": str(REPO), "RAG_LEDGER_URL": url,
            "RAG_EXPERIMENTS_FILE": str(data_dir / "exp.json")}
+    # peak RSS by /usr/bin/time: a child's own ru_maxrss starts from this (large) process's size at fork
+    timer = ["/usr/bin/time", "-f", "%M"] if Path("/usr/bin/time").exists() else []
     t = time.perf_counter()
-    with tempfile.TemporaryFile() as out:
-        p = subprocess.Popen([sys.executable, "-m", "rag_app.cli", *args], stdout=out, stderr=subprocess.PIPE,
-                             env=env, cwd=REPO)
-        _, status, usage = os.wait4(p.pid, 0)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.run([*timer, sys.executable, "-m", "rag_app.cli", *args], stdout=out, stderr=err,
+                           env=env, cwd=REPO)
         wall = time.perf_counter() - t
-        p.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        errors = err.read().decode(errors="replace")
         if p.returncode:
-            raise RuntimeError(f"rag {' '.join(args)} failed: {p.stderr.read().decode()[-2000:]}")
+            raise RuntimeError(f"rag {' '.join(args)} failed: {errors[-2000:]}")
         size = out.tell()
-    return wall, usage.ru_maxrss // 1024, size
+    peak_kb = int(errors.strip().splitlines()[-1]) if timer else 0
+    return wall, peak_kb // 1024, size
 
 
 def timed(fn) -> float:
@@ -232,53 +173,18 @@ def endpoints(data_dir: Path, url: str) -> dict[str, float]:
     return out
 
 
-def writer_rate(target, n_queries: int, with_rollups: bool) -> float:
-    """Rows/s the LedgerWriter commits (a query row + 4 stage rows per query), put as fast as possible."""
-    from tracing.ledger import LedgerWriter
-
-    saved = rollups.after_write
-    if not with_rollups:
-        rollups.after_write = lambda *a, **k: None
-    try:
-        w = LedgerWriter(target, max_buffer=10 ** 7, batch=200)
-        tag = f"w{int(with_rollups)}{time.time_ns()}"
-        t = time.perf_counter()
-        for i in range(n_queries):
-            qid = f"{tag}-{i}"
-            ts = "2026-12-01T00:00:00.000+00:00"
-            for st in ("embed_query", "retrieve", "rerank", "generate"):
-                w.put("stage_calls", {"query_id": qid, "stage": st, "status": "ok", "model": "gpt-4o-mini",
-                                      "input_tokens": 900, "output_tokens": 100, "cost_nano_usd": 12345,
-                                      "price_source": "genai-prices", "started_at": ts, "variant": "default"})
-            w.put("queries", {"query_id": qid, "kind": "query", "question": "q", "variant": "default", "status": "ok",
-                              "started_at": ts, "latency_ms": 10.0, "user_id": f"u{i % 50}", "origin": "live"})
-        assert w.flush(timeout_s=600)
-        rate = n_queries * 5 / (time.perf_counter() - t)
-        w.close()
-        return rate
-    finally:
-        rollups.after_write = saved
-
-
-def old_paths(conn) -> dict[str, callable]:
-    """The readers before the rollups, as they were (query_costs view; every row through Python)."""
-    from tracing.reports import build_report_full
+def old_paths(ledger) -> dict[str, callable]:
+    """Every row through Python: what the reports cost without the rollups."""
     return {
-        "summary": lambda: build_report_full(conn).totals,
-        "queries?limit=50": lambda: conn.execute("SELECT * FROM query_costs WHERE kind = 'query' ORDER BY started_at "
-                                                 "DESC LIMIT 50").fetchall(),
-        "report --last 100": lambda: build_report_full(conn, last=100),
+        "summary": lambda: ledger.report_full().totals,
+        "report --last 100": lambda: ledger.report_full(last=100),
     }
 
 
-def new_paths(conn) -> dict[str, callable]:
-    from tracing.reports import build_report
+def new_paths(ledger) -> dict[str, callable]:
     return {
-        "summary": lambda: build_report(conn, rows=0).totals,
-        "queries?limit=50": lambda: conn.execute(
-            "SELECT t.*, q.question FROM query_totals t LEFT JOIN queries q ON q.query_id = t.query_id "
-            "WHERE t.kind = 'query' ORDER BY t.started_at DESC, t.query_id DESC LIMIT 50").fetchall(),
-        "report --last 100": lambda: build_report(conn, last=100),
+        "summary": lambda: ledger.report(rows=0).totals,
+        "report --last 100": lambda: ledger.report(last=100),
     }
 
 
@@ -291,7 +197,6 @@ class Ledgers:
 
     def new(self, prefix: str):
         """A new, empty ledger target (None when the server gives no way to make one)."""
-        from tracing.db import as_target
         d = Path(tempfile.mkdtemp(prefix=prefix))
         self.dirs.append(d)
         if self.dialect == "sqlite":
@@ -307,12 +212,8 @@ class Ledgers:
 
 
 def count_queries(target) -> int:
-    from tracing.ledger import open_read
-    conn, _ = open_read(target)
-    try:
-        return conn.execute("SELECT COUNT(*) FROM queries").fetchone()[0]
-    finally:
-        conn.close()
+    with Ledger.open_read(target) as ledger:
+        return ledger.report_totals()["queries"]
 
 
 def main() -> None:
@@ -329,7 +230,6 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="--url names a ledger built before: time it, build nothing")
     ap.add_argument("--skip-json", action="store_true", help="skip the full JSON export (minutes at 1M queries)")
     a = ap.parse_args()
-    from tracing.db import as_target, parse_ledger_url
 
     cluster = None
     if a.start_postgres:
@@ -366,7 +266,7 @@ def run(a, target, ledgers: Ledgers) -> None:
     if pg:
         ledgers.dirs.append(data_dir)
     write_experiments(data_dir)
-    exists = (target.path.exists() if not pg else _pg_has_ledger(target.url))
+    exists = (target.path.exists() if not pg else _pg_has_ledger(target))
     if exists and not a.reuse:
         sys.exit(f"{target.display} already holds a ledger; point --url at a new one, or --reuse it")
     if exists:
@@ -378,16 +278,16 @@ def run(a, target, ledgers: Ledgers) -> None:
         b = build(target, a.queries)
         per_m = 1e6 / a.queries
         how = "COPY" if pg else "executemany"
-        print(f"built: bulk insert ({how}) {b['insert_s']:.1f} s; m007 back-fill {b['backfill_s']:.1f} s"
-              + (f"; VACUUM ANALYZE {b['vacuum_s']:.1f} s" if pg else "")
+        print(f"built: bulk insert ({how}) {b['insert_s']:.1f} s; totals folded in batches {b['backfill_s']:.1f} s; "
+              f"{'VACUUM ' if pg else ''}ANALYZE {b['analyze_s']:.1f} s"
               + f"; {b['bytes'] / 2**20:,.0f} MB = {b['bytes'] * per_m / 2**20:,.0f} MB per million queries "
-              f"({b['bytes_before_m007'] * per_m / 2**20:,.0f} MB without the rollups)"
+              f"({b['bytes_before_totals'] * per_m / 2**20:,.0f} MB without the totals)"
               + (f"; tables incl. indexes {b['tables'] * per_m / 2**20:,.0f} MB per million (pg_total_relation_size)"
                  if pg else ""))
     print("\n`rag report` as a process (wall s incl. ~python start; peak RSS MB; output bytes):")
     empty = ledgers.new("ledger-empty-")
-    if empty is not None and not pg:
-        sqlite3.connect(empty.path).close()
+    if empty is not None:
+        Ledger.open(empty).close()
     empty_url = None if empty is None else (empty.url if pg else f"sqlite:///{empty.path}")
     cases = [["report"], ["report", "--last", "100"], *(["report", "--by", d] for d in DIMS),
              ["report", "--format", "csv", "--last", "1000"], *([] if a.skip_json else [["report", "--format", "json"]])]
@@ -401,44 +301,41 @@ def run(a, target, ledgers: Ledgers) -> None:
         print(f"  {p:40s} {s:6.3f}")
     from rag_app.comparison import compare_live
     from rag_app.experiments import Experiment
-    from tracing.ledger import read_connection
-    conn, _ = read_connection(target)
-    cmp_s = timed(lambda: compare_live(conn, Experiment("topn", "default", "top3", 50, "b")))
+    with Ledger.open_read(target) as ledger:
+        cmp_s = timed(lambda: compare_live(ledger, Experiment("topn", "default", "top3", 50, "b")))
     print(f"\nexperiment compare (in process, best of 2): {cmp_s:.3f} s")
-    conn.close()
     wall, _, _ = cli(["experiment", "compare", "topn"], data_dir, url)
     print(f"rag experiment compare topn as a process: {wall:.2f} s")
-    print(f"\nLedgerWriter rows/s on {target.dialect} (query row + 4 stage rows per query, batches of 200):")
+    print(f"\nLedgerWriter rows/s on {target.dialect} (a query row + 4 stage rows per query, bench/ledger_writer.py):")
     fresh = ledgers.new("ledger-writer-")
     for label, t in (("fresh ledger", fresh), (f"{a.queries:,}-query ledger", target)):
         if t is None:
             print(f"  {label:24s} skipped (no server to create a database on; use --start-postgres)")
             continue
-        on = writer_rate(t, a.writer_queries, True)
-        off = writer_rate(t, a.writer_queries, False)
-        print(f"  {label:24s} with rollups {on:8,.0f} rows/s; without {off:8,.0f} rows/s ({on / off:.2f}x)")
+        where = t.url if t.dialect == "postgresql" else url_for_path(t.path)
+        rows = query_rows(f"w{time.time_ns()}", a.writer_queries)
+        on = len(rows) / writer_seconds(where, rows, 1000)
+        rows = query_rows(f"r{time.time_ns()}", a.writer_queries)  # after: its rows leave totals to fold
+        raw = len(rows) / raw_seconds(where, rows, 1000)
+        print(f"  {label:24s} writer with totals {on:8,.0f} rows/s; raw executemany {raw:8,.0f} rows/s "
+              f"({on / raw:.2f}x)")
     if a.baseline_queries:
         base = ledgers.new("ledger-base-")
         if base is None:
             print("\nold code path vs new: skipped (no server to create a database on; use --start-postgres)")
             return
-        print(f"\nold code path vs new on {a.baseline_queries:,} queries (in process, best of 2):")
+        print(f"\nevery row through Python vs the totals on {a.baseline_queries:,} queries (in process, best of 2):")
         build(base, a.baseline_queries, seed=1)
-        conn, _ = read_connection(base)
-        old, new = old_paths(conn), new_paths(conn)
-        for k in old:
-            to, tn = timed(old[k]), timed(new[k])
-            print(f"  {k:20s} old {to:8.3f} s   new {tn:7.4f} s   {to / tn:8.0f}x")
-        conn.close()
+        with Ledger.open_read(base) as ledger:
+            old, new = old_paths(ledger), new_paths(ledger)
+            for k in old:
+                to, tn = timed(old[k]), timed(new[k])
+                print(f"  {k:20s} rows {to:8.3f} s   totals {tn:7.4f} s   {to / tn:8.0f}x")
 
 
-def _pg_has_ledger(url: str) -> bool:
-    from tracing.db import connect_pg, has_table
-    conn = connect_pg(url, timeout_s=10)
-    try:
-        return has_table(conn, "queries")
-    finally:
-        conn.close()
+def _pg_has_ledger(target) -> bool:
+    with Ledger.open_read(target) as ledger:
+        return "m001_initial" not in ledger.pending
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from rag_app.app import RagApp  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
 from tests.conftest import LAWS, SMALL_LAWS  # noqa: E402
 from tests.fakes.otlp_receiver import OtlpReceiver  # noqa: E402
-from tracing.reports import percentile  # noqa: E402
+from tracing.ledger import percentile  # noqa: E402
 
 QUESTIONS = ["一人有限责任公司是什么？", "劳动合同可以约定试用期吗？", "仲裁收费标准是怎样的？", "公司股东有哪些权利？"]
 

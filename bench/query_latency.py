@@ -1,5 +1,6 @@
-"""Query latency p50/p95 per stage (LLM excluded: extractive mode) at corpus scale, read from the
-ledger the CostTracer wrote, relative to the retrieve stage's p50 in the same run.
+"""Query latency p50/p95 per stage (LLM excluded: extractive mode) at corpus scale, from each answer's own
+stage usage (the figures the ledger rows are written from), relative to the retrieve stage's p50 in the
+same run; the whole query is timed around `ask`.
 
     .venv/bin/python bench/query_latency.py [--n 200] [--backend edge|local] [--levers auto|none|...]
 
@@ -10,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -20,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import CORPUS_ZH, QA_ZH  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
-from tracing.reports import percentile  # noqa: E402
+from tracing.ledger import percentile  # noqa: E402
 
 
 def main() -> None:
@@ -37,13 +38,8 @@ def main() -> None:
             app.ingest([CORPUS_ZH])
             app.ask("公司法第五十七条")  # warm-up: jieba dictionary, model loads (not one of the questions)
             app.writer.flush()
-            passes = []
-            for _ in ("cold", "warm"):
-                mark = _max_rowid(settings.ledger_path)
-                for q in questions:
-                    app.ask(q)
-                app.writer.flush()
-                passes.append(_latencies(settings.ledger_path, mark))
+            passes = [[_timed_ask(app, q) for q in questions] for _ in ("cold", "warm")]
+            passes = [_latencies(answers) for answers in passes]
     print(f"{len(questions)} questions over {CORPUS_ZH} (store: {args.backend}, levers: {args.levers}, "
           "extractive: no LLM)")
     base = percentile(passes[0][0]["retrieve"], 50)
@@ -57,23 +53,20 @@ def main() -> None:
               f"{percentile(totals, 50) / base:>25.2f}")
 
 
-def _max_rowid(ledger: Path) -> int:
-    with sqlite3.connect(ledger) as conn:
-        return conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM queries").fetchone()[0]
+def _timed_ask(app, question: str):
+    t0 = time.perf_counter()
+    answer = app.ask(question)
+    return answer, (time.perf_counter() - t0) * 1000
 
 
-def _latencies(ledger: Path, after_rowid: int) -> tuple[dict[str, list[float]], list[float]]:
-    """Per-stage and whole-query latencies of the queries written after `after_rowid`."""
-    with sqlite3.connect(ledger) as conn:
-        ids = "SELECT query_id FROM queries WHERE kind = 'query' AND rowid > ?"
-        rows = conn.execute(f"SELECT stage, latency_ms FROM stage_calls WHERE query_id IN ({ids})",
-                            (after_rowid,)).fetchall()
-        totals = [r[0] for r in conn.execute("SELECT latency_ms FROM queries WHERE kind = 'query' AND rowid > ?",
-                                             (after_rowid,))]
+def _latencies(answers) -> tuple[dict[str, list[float]], list[float]]:
+    """Per-stage latencies (from each answer's usage) and whole-query latencies."""
     by_stage: dict[str, list[float]] = {}
-    for stage, ms in rows:
-        by_stage.setdefault(stage, []).append(ms)
-    return by_stage, totals
+    for answer, _ in answers:
+        for usage in answer.usage:
+            if usage.latency_ms is not None:
+                by_stage.setdefault(usage.stage, []).append(usage.latency_ms)
+    return by_stage, [ms for _, ms in answers]
 
 
 if __name__ == "__main__":

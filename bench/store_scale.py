@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from rag_app.config import Settings  # noqa: E402
 from rag_app.indexing import expand_paths  # noqa: E402
 from rag_app.ingest.loaders import load_document  # noqa: E402
 from rag_app.store import CollectionInfo, SparseVector, StoredPoint, open_store  # noqa: E402
-from tracing.reports import percentile  # noqa: E402
+from tracing.ledger import percentile  # noqa: E402
 
 
 def replicate(parsed, copies: int):
@@ -93,15 +92,13 @@ def measure(settings: Settings, questions: list[str]) -> tuple[float, float, flo
     payload pages are read cold) and on a second pass (warm, as in a long-running service)."""
     with RagApp(settings) as app:
         app.ask(questions[0])  # warm-up: jieba dictionary, titles cache
+        rows = []
         for _ in range(2):
             for q in questions:
-                app.ask(q)
-        app.writer.flush()
-    conn = sqlite3.connect(settings.ledger_path)
-    rows = conn.execute("SELECT q.latency_ms, s.latency_ms FROM queries q JOIN stage_calls s "
-                        "ON s.query_id = q.query_id WHERE q.kind = 'query' AND s.stage = 'retrieve' "
-                        "ORDER BY q.rowid").fetchall()[1:]  # minus the warm-up
-    conn.close()
+                t0 = time.perf_counter()
+                answer = app.ask(q)
+                whole = (time.perf_counter() - t0) * 1000
+                rows.append((whole, next(u.latency_ms for u in answer.usage if u.stage == "retrieve")))
     cold, warm = rows[:len(questions)], rows[len(questions):]
     return (percentile([r[1] for r in cold], 50), percentile([r[0] for r in cold], 50),
             percentile([r[1] for r in warm], 50), percentile([r[0] for r in warm], 50))

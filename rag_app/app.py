@@ -70,7 +70,7 @@ class RagApp:
             opened.callback(self.store.close)
             try:
                 self.writer = LedgerWriter(settings.ledger, max_buffer=settings.ledger_buffer_rows,
-                                           spill_dir=settings.ledger_spill_dir,
+                                           spill_dir=settings.ledger_spill_dir or settings.data_dir / "spill",
                                            direct_timeout_s=settings.ledger_direct_timeout_s)
             except LedgerURLError as e:  # wrong password / database: no retry fixes it
                 raise ConfigError(str(e)) from None
@@ -185,6 +185,7 @@ class RagApp:
     def close(self) -> None:
         if self._owner:
             self.writer.close()
+            self.reply_stats.close()
             self.store.close()
             if self.otel is not None:
                 self.otel.close()

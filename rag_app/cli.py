@@ -161,7 +161,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
     """Per-query cost rows and totals: tokens and $ per stage, p50/p95, retry waste, cache hit rate."""
     from rag_app.config import load_settings
     from rag_app.report_export import write_by, write_report
-    from tracing.ledger import read_connection
+    from tracing.ledger import BY_DIMS, Ledger
 
     if fmt not in ("table", "csv", "json"):
         _fail(ValueError(f"--format must be table, csv or json, not {fmt!r}"))
@@ -169,48 +169,44 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
         _fail(ValueError(f"--prices must be original or repriced, not {prices!r}"))
     if last is not None and last < 1:
         _fail(ValueError(f"--last must be at least 1, not {last}"))
-    from tracing.reports import BY_DIMS
     if by is not None and by not in BY_DIMS:
         _fail(ValueError(f"--by must be one of {', '.join(BY_DIMS)}, not {by!r}"))
     if by is not None and prices != "original":
         _fail(ValueError("--by reports recorded prices only; drop --prices repriced"))
     settings = load_settings()
     currency = _report_currency(settings)
-    if not settings.ledger.exists():
-        _fail(RagError(f"no ledger at {settings.ledger}; run `rag ask` first or set RAG_DATA_DIR"))
-    conn, pending = read_connection(settings.ledger)  # read-only ledger: no migration, say so
-    if pending:
-        err.print(f"note: ledger is read-only and has migrations pending ({', '.join(pending)}); "
-                  "reporting what it holds")
-    import sqlite3
-
-    from tracing import rollups
-    from tracing.ledger_audit import _has
-    if rebuild_totals:
-        try:
-            if pending:
-                raise sqlite3.OperationalError("migrations pending on a read-only ledger")
-            rollups.rebuild(conn)
-            conn.commit()
-        except sqlite3.Error as e:
-            _fail(RagError(f"ledger {settings.ledger_path}: cannot rebuild the report totals ({e}); "
-                           "make the ledger writable and run `rag report --rebuild-totals` again"))
-    elif _has(conn, "rollup_state") and rollups.stale(conn):
-        err.print(f"note: report totals may be behind the ledger rows ({rollups.stale(conn)}); "
-                  "run `rag report --rebuild-totals`")
     try:
-        stream = output.open("w", encoding="utf-8", newline="") if output else sys.stdout
+        ledger = Ledger.readable(settings.ledger)
+    except RagError as e:
+        _fail(e)
+    with ledger:
+        if ledger.pending:  # read-only ledger: no migration, say so
+            err.print(f"note: ledger is read-only and has migrations pending ({', '.join(ledger.pending)}); "
+                      "reporting what it holds")
         try:
-            if by:
-                write_by(conn, by, fmt, stream, out, variant=variant)
-            else:
-                write_report(conn, fmt, stream, out, last=last, variant=variant, prices=prices,
-                             table_rows=TABLE_ROWS, pending=pending, currency=currency)
-        finally:
-            if output:
-                stream.close()
-    finally:
-        conn.close()
+            if rebuild_totals:
+                if ledger.pending:
+                    raise RagError("migrations pending on a read-only ledger")
+                n = ledger.rebuild_totals()
+                err.print(f"report totals rebuilt from the rows ({n:,} queries)")
+            stream = output.open("w", encoding="utf-8", newline="") if output else sys.stdout
+            try:
+                if by:
+                    write_by(ledger, by, fmt, stream, out, variant=variant)
+                else:
+                    write_report(ledger, fmt, stream, out, last=last, variant=variant, prices=prices,
+                                 table_rows=TABLE_ROWS, currency=currency)
+            finally:
+                if output:
+                    stream.close()
+        except RagError as e:
+            _fail(e)
+        except Exception as e:  # the ledger went away mid-report: one line, never a traceback
+            from tracing.ledger import is_transient
+
+            if not is_transient(e):
+                raise
+            _fail(RagError(f"ledger {settings.ledger} unreachable ({type(e).__name__}); try again shortly"))
     if output:
         err.print(f"wrote {output}")
 
@@ -437,21 +433,20 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
     from rag_app.comparison import compare_live
     from rag_app.config import load_settings
     from rag_app.experiments import ExperimentConfig
-    from tracing.ledger import read_connection
+    from tracing.ledger import Ledger
 
     try:
         settings = load_settings()
         exp = ExperimentConfig.load(settings.experiments_file).experiments.get(name)
         if exp is None:
             raise RagError(f"no experiment {name!r} in {settings.experiments_file or 'RAG_EXPERIMENTS_FILE (unset)'}")
+        with Ledger.readable(settings.ledger) as ledger:
+            if "m005_ledger_durability" in ledger.pending:  # no origin column yet: live rows cannot be told apart
+                raise RagError(f"ledger {settings.ledger} is read-only and needs migrations {', '.join(ledger.pending)}"
+                               " before live traffic can be compared; make it writable and run any rag command")
+            res = compare_live(ledger, exp)
     except RagError as e:
         _fail(e)
-    conn, pending = read_connection(settings.ledger)
-    if "m005_ledger_durability" in pending:  # no origin column yet: live rows cannot be told apart
-        _fail(RagError(f"ledger {settings.ledger} is read-only and needs migrations {', '.join(pending)} "
-                       "before live traffic can be compared; make it writable and run any rag command"))
-    res = compare_live(conn, exp)
-    conn.close()
     if as_json:
         print(json.dumps(res, ensure_ascii=False, indent=2, default=str))
         return

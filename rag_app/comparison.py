@@ -19,7 +19,6 @@ dollars as $0.
 from __future__ import annotations
 
 import math
-import sqlite3
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -87,34 +86,20 @@ def srm_pvalue(n_control: int, n_treatment: int, treatment_share: float) -> floa
     return None if math.isnan(p) else p
 
 
-def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: bool) -> dict:
+def _arm(ledger, exp: Experiment, variant: str, shadow_runs: bool) -> dict:
     # Live traffic only: replayed questions, CLI asks and evals carry their own origin and would
     # otherwise inflate the arms, the SRM check and the verdict. Shadow runs are the treatment of a
-    # shadow experiment. Rows from before m005 have no origin and are not counted. `side` in the
-    # rollups is that condition (tracing/rollups.py SIDE_SQL); sums come from the day rollups, the
-    # percentiles from index walks over query_totals, so an arm of a million queries reads a few rows.
-    from tracing.reports import percentile_nulls_as_zero, percentile_sql
-    from tracing.rollups import ROLLUP_SUMS, number, sums
-
-    side = "shadow" if shadow_runs else "live"
-    key = "dim = ? AND experiment = ? AND variant = ? AND side = ?"
-    r = conn.execute(f"SELECT {', '.join(f'SUM({c})' for c in ROLLUP_SUMS)} FROM report_rollup WHERE {key}",
-                     ("all", exp.name, variant, side)).fetchone()
-    s = sums(r)
-    tokens = {t[0]: {"input_tokens": number(t[1]), "output_tokens": number(t[2])} for t in conn.execute(
-        f"SELECT value, SUM(input_tokens), SUM(output_tokens) FROM report_rollup WHERE {key} GROUP BY value",
-        ("stage", exp.name, variant, side))}
-    n = s["queries"]
-    source = ("query_totals t WHERE t.kind = 'query' AND t.experiment = ? AND t.variant = ? AND t.side = ?")
-    args = [exp.name, variant, side]
-    nulls = conn.execute(f"SELECT COUNT(*) FROM {source} AND t.latency_ms IS NULL", args).fetchone()[0]
+    # shadow experiment. Rows from before m005 have no origin and are not counted. Sums come from the
+    # day rollups, percentiles from index walks, so an arm of a million queries reads a few rows.
+    a = ledger.arm(exp.name, variant, "shadow" if shadow_runs else "live")
+    s, n = a.sums, a.sums["queries"]
 
     def pct(col: str, k: int, p: float, scale: float = 1e9):
-        v = percentile_sql(conn, f"(SELECT * FROM {source.replace('t.', '').replace(' t ', ' ')}) t", args, col, k, p)
+        v = a.percentile(col, k, p)
         return None if v is None else v / scale
 
     def lat_pct(p: float):  # a query without a latency counts as 0 ms, as before
-        return percentile_nulls_as_zero(conn, f"FROM {source}", args, "t.latency_ms", n, nulls, p)
+        return a.percentile("latency_ms", n, p, nulls_as_zero=a.latency_nulls)
 
     cost = Stats.from_sums(s["priced_queries"], s["cost_nano_usd"], s["cost_sq"], 1e9)
     shadow = Stats.from_sums(s["shadow_queries"], s["shadow_cost_nano_usd"], s["shadow_sq"], 1e9)
@@ -134,7 +119,7 @@ def _arm(conn: sqlite3.Connection, exp: Experiment, variant: str, shadow_runs: b
         "timeout_rate": _rate(s["timeout_queries"], n),
         "retry_rate": _rate(s["retry_queries"], n),
         "retry_waste_usd": s["waste_nano_usd"] / 1e9,
-        "tokens_per_stage": tokens, "_cost": cost, "_shadow": shadow, "_lat": lat, "_errors": errors,
+        "tokens_per_stage": a.tokens, "_cost": cost, "_shadow": shadow, "_lat": lat, "_errors": errors,
         # what the verdict reads: (n, sum, sum of squares) per metric, in dollars / ms / 0-1 outcomes
         "_moments": {
             "cost_per_query": Moments(s["priced_queries"], s["cost_nano_usd"] / 1e9, s["cost_sq"] / 1e18),
@@ -151,15 +136,15 @@ def _rate(k: int, n: int) -> float | None:
     return k / n if n else None
 
 
-def compare_live(conn: sqlite3.Connection, exp: Experiment, today: date | None = None) -> dict:
+def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     """Both arms of a live experiment from the ledger, their differences and the verdict.
     `today` (UTC) decides whether a hybrid analysis has reached its planned_end."""
     from rag_app.verdict import Plan, srm_level, verdict
 
     guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
     plan = Plan.of(exp.analysis, exp.guardrails)
-    control = _arm(conn, exp, exp.control, shadow_runs=False)
-    treatment = _arm(conn, exp, exp.treatment, shadow_runs=exp.mode == "shadow")
+    control = _arm(ledger, exp, exp.control, shadow_runs=False)
+    treatment = _arm(ledger, exp, exp.treatment, shadow_runs=exp.mode == "shadow")
     use_shadow = control["_cost"].mean * control["_cost"].n + treatment["_cost"].mean * treatment["_cost"].n == 0
     key = "_shadow" if use_shadow else "_cost"
     cost_ci = welch_interval(control[key], treatment[key])
@@ -238,11 +223,10 @@ def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=
                             for c in answer.contexts[:k]) for g in q.gold)
             recalls.append(found / len(q.gold))
             rrs.append(next((1 / r for r, hit in enumerate(hit_at, 1) if hit), 0.0))  # MRR over the passages sent
-            costs.append(answer.query_id)
+            costs.append(answer_cost(answer))  # from the answer itself: the ledger need not be reachable
             if progress:
                 progress(f"replay {arm}", i, len(questions))
-        pool.base.writer.flush()
-        per_arm[arm] = {"recall": recalls, "rr": rrs, "cost": _costs(pool, costs)}
+        per_arm[arm] = {"recall": recalls, "rr": rrs, "cost": costs}
     c, t = per_arm["control"], per_arm["treatment"]
     use_shadow = sum(x[0] or 0 for x in c["cost"] + t["cost"]) == 0
     idx = 1 if use_shadow else 0
@@ -283,12 +267,11 @@ def _rel(source_path: str, corpus: Path) -> str:
         return source_path
 
 
-def _costs(pool, query_ids: list[str]) -> list[tuple[float, float]]:
-    from tracing.ledger import connect
-
-    conn = connect(pool.settings.ledger)
-    rows = {r[0]: (None if r[1] is None else r[1] / 1e9, None if r[2] is None else r[2] / 1e9) for r in conn.execute(
-        f"SELECT query_id, cost_nano_usd, shadow_cost_nano_usd FROM query_costs WHERE query_id IN "
-        f"({','.join('?' * len(query_ids))})", query_ids)}
-    conn.close()
-    return [rows[q] for q in query_ids]
+def answer_cost(answer) -> tuple[float | None, float | None]:
+    """(billed, shadow) dollars of one answer from its own priced usages, as the ledger totals them: a
+    row whose cost is unknown makes the query's cost unknown, an unpriced row its shadow."""
+    prices = [u.price for u in answer.usage]
+    cost = None if any(p is None or p.cost_nano is None for p in prices) else sum(p.cost_nano for p in prices) / 1e9
+    shadow = (None if any(p is None or p.unpriced for p in prices)
+              else sum(p.shadow_nano or 0 for p in prices) / 1e9)
+    return cost, shadow

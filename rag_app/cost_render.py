@@ -143,3 +143,16 @@ def experiment_metrics_table(res: dict) -> Table:
         t.add_row(name, m["role"], f"{m['alpha']:g}", "-" if m["diff"] is None else fmt(m["diff"], u), interval,
                   short.get(m["status"], m["status"]))
     return t
+
+
+def audit_line(a: dict) -> str:
+    """The ledger's own state in one line under a report: orphans, unknown attempts, losses."""
+    line = (f"ledger: {a['orphan_stage_rows']} stage rows without a query row ({a['orphan_queries']} queries, "
+            f"{usd(a['orphan_cost_usd'])}); {a['unknown_attempts']} LLM attempts unknown (possibly billed, "
+            f"{usd(a['unknown_attempts_cost_usd'])} at input estimate); {a['quarantined_rows']} rows quarantined, "
+            f"{a['spilled_rows']} spilled ({a['replayed_rows']} replayed), {a['lost_rows']} lost")
+    if a.get("totals_backlog_queries"):
+        line += f"; totals catching up ({a['totals_backlog_queries']:,} queries to fold in)"
+    if a.get("totals_stale"):
+        line += f"; totals may be behind ({a['totals_stale']}): run `rag report --rebuild-totals`"
+    return line

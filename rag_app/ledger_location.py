@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+from rag_app.errors import ConfigError
+
 ENV = "RAG_LEDGER_URL"
 
 
-class LedgerURLError(ValueError):
+class LedgerURLError(ConfigError, ValueError):
     """RAG_LEDGER_URL cannot be used; the message says how to fix it (and never holds a password)."""
 
 
@@ -30,6 +32,11 @@ class LedgerTarget:
         """What to show people and logs: the URL without its password."""
         return str(self.path) if self.dialect == "sqlite" else redact(self.url or "")
 
+    def scrub(self, text: str) -> str:
+        """`text` (an error message, say) with this ledger's password masked wherever it appears: a
+        driver may echo part of a URL it could not parse, which no pattern over URLs would catch."""
+        return scrub(text, self.url or "")
+
     def __str__(self) -> str:
         return self.display
 
@@ -40,6 +47,15 @@ class LedgerTarget:
         """A SQLite file that is there; a PostgreSQL ledger is created on first connect, so: True."""
         return self.path.exists() if self.dialect == "sqlite" else True
 
+    def user_and_database(self) -> tuple[str | None, str | None]:
+        """The PostgreSQL user and database this URL names (for messages: neither is a secret)."""
+        if self.dialect != "postgresql" or not self.url:
+            return None, None
+        import psycopg.conninfo
+
+        info = psycopg.conninfo.conninfo_to_dict(self.url)
+        return info.get("user"), info.get("dbname")
+
     @property
     def key(self) -> str:
         """A short stable name for files about this ledger (spill files)."""
@@ -47,10 +63,43 @@ class LedgerTarget:
         return hashlib.sha1(ident.encode()).hexdigest()[:12]
 
 
+_SCHEME = re.compile(r"^([A-Za-z][\w+.-]*://)(.*)$", re.DOTALL)
+_PASSWORD_PARAM = re.compile(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)")
+
+
 def redact(url: str) -> str:
-    """`postgresql://user:secret@host/db?password=x` -> `postgresql://user:***@host/db?password=***`."""
-    url = re.sub(r"(://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url)
-    return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", url)
+    """`postgresql://user:secret@host/db?password=x` -> `postgresql://user:***@host/db?password=***`.
+
+    The user information is everything up to the *last* `@` after the scheme, so a password with an
+    unencoded `@`, `#`, `?` or `/` is masked whole (over-masking an `@` in a query string is the safe side)."""
+    m = _SCHEME.match(url)
+    if m:
+        rest = m.group(2)
+        at = rest.rfind("@")
+        if at >= 0 and ":" in rest[:at]:
+            url = m.group(1) + rest[:at].split(":", 1)[0] + ":***" + rest[at:]
+    return _PASSWORD_PARAM.sub(lambda mm: mm.group(1) + "***", url)
+
+
+def secrets_in(url: str) -> list[str]:
+    """The password(s) a ledger URL or conninfo string carries, raw and URL-decoded."""
+    found = []
+    m = _SCHEME.match(url)
+    if m:
+        rest = m.group(2)
+        at = rest.rfind("@")
+        if at >= 0 and ":" in rest[:at]:
+            found.append(rest[:at].split(":", 1)[1])
+    found += [p.group(2).strip("'") for p in _PASSWORD_PARAM.finditer(url)]
+    out = {s for f in found if f for s in (f, unquote(f))}
+    return sorted(out, key=len, reverse=True)
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` with every password of `url` replaced by ***, and any URL in it redacted."""
+    for secret in secrets_in(url):
+        text = text.replace(secret, "***")
+    return redact(text)
 
 
 def parse_ledger_url(url: str | None, default_path: Path) -> LedgerTarget:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from rag_app.money import usd_json
 from rag_app.types import Answer
 from rag_app.usage import totals
-from tracing.reports import stage_json
+from tracing.ledger import stage_json
 from tracing.rows import stage_row
 
 

@@ -12,11 +12,11 @@ from rag_app.errors import RagError
 
 
 def _ledger(settings):
-    from tracing.ledger import connect
+    from tracing.ledger import Ledger
 
     if not settings.ledger.exists():
         raise RagError(f"no ledger at {settings.ledger}; run `rag ask` first or set RAG_DATA_DIR")
-    return connect(settings.ledger)
+    return Ledger.open(settings.ledger)
 
 
 def _table(settings):
@@ -103,15 +103,10 @@ def show_prices(settings, model: str | None, out: Console, as_json: bool = False
 
 def check_prices(settings, out: Console) -> int:
     """`rag prices check`: ledger models today's table cannot price (exit 1 if any)."""
-    from tracing.reprice import unpriced_models
-
     table = _table(settings)
-    conn = _ledger(settings)
-    try:
-        missing = unpriced_models(conn, table)
-        stale = conn.execute("SELECT COUNT(*) FROM stage_calls_repriced WHERE price_source = 'unpriced'").fetchone()[0]
-    finally:
-        conn.close()
+    with _ledger(settings) as ledger:
+        missing = ledger.unpriced_models(table)
+        stale = ledger.unpriced_rows_now()
     if not missing:
         out.print(f"every model in the ledger has a price in {table.version}")
     else:
@@ -171,11 +166,8 @@ def run_reprice(settings, since: str | None, model: str | None, out: Console) ->
     from tracing.reprice import reprice
 
     table = _table(settings)
-    conn = _ledger(settings)
-    try:
-        r = reprice(conn, table, since=since, model=model)
-    finally:
-        conn.close()
+    with _ledger(settings) as ledger:
+        r = reprice(ledger, table, since=since, model=model)
     out.print(f"re-priced {r.rows} rows under {r.version}, each by the price in force when it was made: "
               f"{r.changed} changed, {r.unchanged} unchanged; "
               f"{usd(r.old_nano / 1e9)} -> {usd(r.new_nano / 1e9)} (priced part); "

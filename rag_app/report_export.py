@@ -11,8 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rag_app.cost_render import per_1k, report_tables, usd
-from tracing.ledger_audit import audit, audit_line
-from tracing.reports import build_report, build_report_full, by_report, iter_query_rows, report_totals
+from rag_app.cost_render import audit_line
 
 BY_TABLE_ROWS = 50  # a person reads the top spenders; CSV/JSON carry every one
 
@@ -29,20 +28,21 @@ def with_currency(row: dict, cur) -> dict:
     return out
 
 
-def write_report(conn, fmt: str, stream: TextIO, console: Console, *, last: int | None, variant: str | None,
-                 prices: str, table_rows: int, pending: list[str], currency=None) -> None:
-    ledger_audit = {**audit(conn), "migrations_pending": pending}
+def write_report(ledger, fmt: str, stream: TextIO, console: Console, *, last: int | None, variant: str | None,
+                 prices: str, table_rows: int, currency=None) -> None:
+    """`ledger`: a tracing.ledger.Ledger."""
+    ledger_audit = {**ledger.audit(), "migrations_pending": ledger.pending}
     if fmt == "table":
-        rep = build_report(conn, last=last, variant=variant, prices=prices, rows=table_rows if last is None else None)
+        rep = ledger.report(last=last, variant=variant, prices=prices, rows=table_rows if last is None else None)
         target = console if stream is None or stream is console.file else Console(file=stream, width=80)
         target.print(report_tables(rep, currency))
         target.print(audit_line(ledger_audit))
         return
     if prices == "original":
-        totals = report_totals(conn, last=last, variant=variant)
-        rows = iter_query_rows(conn, variant=variant, last=last)
+        totals = ledger.report_totals(last=last, variant=variant)
+        rows = ledger.iter_query_rows(variant=variant, last=last)
     else:  # re-priced figures have no rollups: the full computation (memory grows with the ledger)
-        rep = build_report_full(conn, last=last, variant=variant, prices=prices)
+        rep = ledger.report_full(last=last, variant=variant, prices=prices)
         totals, rows = rep.totals, iter(rep.queries)
     if currency is not None and currency.rate is not None:
         rows = (with_currency(r, currency) for r in rows)
@@ -62,8 +62,8 @@ def write_report(conn, fmt: str, stream: TextIO, console: Console, *, last: int 
                  f'"ledger": {json.dumps(ledger_audit, ensure_ascii=False)}}}\n')
 
 
-def write_by(conn, dim: str, fmt: str, stream: TextIO, console: Console, *, variant: str | None) -> None:
-    rows = by_report(conn, dim, variant=variant)
+def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, variant: str | None) -> None:
+    rows = ledger.by(dim, variant=variant)
     if fmt == "json":
         stream.write(json.dumps({"by": dim, "variant": variant, "rows": rows}, ensure_ascii=False, indent=2) + "\n")
         return

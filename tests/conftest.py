@@ -117,6 +117,6 @@ def postgres():
 def ledger_url(request, tmp_path) -> str:
     """A fresh, empty ledger on each backend, as its RAG_LEDGER_URL (the contract suite's parameter)."""
     if request.param == "sqlite":
-        from tracing.db import url_for_path
+        from tracing.ledger import url_for_path
         return url_for_path(tmp_path / "ledger.sqlite")
     return request.getfixturevalue("postgres").new_database()

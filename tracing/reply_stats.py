@@ -1,14 +1,11 @@
 """What the ledger knows about a model's replies: the mean output tokens of its successful,
 provider-reported calls, which the generate stage uses as the expected reply of an extractive answer
-(rag_app.ports.ReplyStats). Read on its own connection, cached for a minute; never fails a query."""
+(rag_app.ports.ReplyStats). Cached for a minute; never fails a query."""
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
-
-from tracing.db import connect_pg
 
 log = logging.getLogger(__name__)
 TTL_S = 60.0
@@ -20,6 +17,7 @@ class LedgerReplyStats:
         self.ttl_s = ttl_s
         self._cache: dict[str, tuple[float, float | None]] = {}
         self._lock = threading.Lock()
+        self._ledger = None
 
     def mean_output_tokens(self, model: str) -> float | None:
         now = time.monotonic()
@@ -33,19 +31,16 @@ class LedgerReplyStats:
         return mean
 
     def _read(self, model: str) -> float | None:
+        from tracing.ledger import Bounds, Ledger
+
         try:
-            if self.target.dialect == "postgresql":
-                conn = connect_pg(self.target.url, timeout_s=5, statement_timeout_s=5)
-            else:
-                conn = sqlite3.connect(f"file:{self.target.path}?mode=ro", uri=True, timeout=5)
-            try:
-                row = conn.execute("SELECT AVG(output_tokens) FROM stage_calls WHERE model = ? AND stage = 'generate' "
-                                   "AND status = 'ok' AND usage_source = 'provider' AND output_tokens > 0",
-                                   (model,)).fetchone()
-                return None if row is None or row[0] is None else float(row[0])
-            finally:
-                conn.close()
+            if self._ledger is None:
+                self._ledger = Ledger.open_read(self.target, bounds=Bounds(connect_s=5, statement_s=5, pool_size=1))
+            return self._ledger.mean_output_tokens(model)
         except Exception as e:  # an estimate's input, never a reason to fail a query
-            if not isinstance(e, sqlite3.Error):
-                log.warning("cannot read mean output tokens from the ledger (%s)", e)
+            log.info("cannot read mean output tokens from the ledger (%s)", type(e).__name__)
             return None
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()

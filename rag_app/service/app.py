@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,11 +19,8 @@ from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
                                     public_validation_errors, save_uploads)
 from rag_app.service.pool import VariantPool
-from tracing.ledger import is_transient, read_connection
 from rag_app.money import usd_json
-from tracing import rollups
-from tracing.rollups import number
-from tracing.reports import BY_DIMS, build_report, by_report, stage_json, stage_rows
+from tracing.ledger import BY_DIMS, SERVICE_BOUNDS, Ledger, LedgerUnavailable, is_transient, stage_json
 
 
 DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
@@ -56,6 +52,8 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         yield
         state["pool"].close()
+        for r in readers:
+            r.close()
 
     app = FastAPI(title="legal-rag", version="0.1.0", lifespan=lifespan,
                   description="Legal-document RAG that records what every answer costs.")
@@ -74,11 +72,22 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     def pool() -> VariantPool:
         return state["pool"]
 
-    def ledger() -> sqlite3.Connection:
-        pool().base.writer.flush()  # bounded; returns at once while the ledger is failing
+    # One pooled reader for every request (connect, statement and lock bounded by SERVICE_BOUNDS: a
+    # frozen server is a 503 in seconds, never a hung request), opened on first use.
+    readers: list[Ledger] = []
+    readers_lock = threading.Lock()
+
+    def read(fn):
+        """fn(ledger) for a request; the ledger down or frozen is a 503 naming it (never a 500)."""
+        pool().base.writer.flush(2.0)  # just-written rows show; bounded, at once while the ledger fails
         try:
-            return read_connection(settings.ledger)[0]
-        except Exception as e:  # a PostgreSQL ledger whose server is down: say so, not 500
+            with readers_lock:
+                if not readers:
+                    readers.append(Ledger.attach(settings.ledger, bounds=SERVICE_BOUNDS))
+            return fn(readers[0])
+        except LedgerUnavailable as e:
+            raise HTTPException(503, str(e)) from None
+        except Exception as e:
             if not is_transient(e):
                 raise
             raise HTTPException(503, f"ledger {settings.ledger} unreachable ({type(e).__name__}); "
@@ -107,10 +116,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     @app.get("/v1/reports/queries", dependencies=[Depends(auth)])
     def report_queries(last: int | None = Query(200, ge=1, le=MAX_INT), variant: str | None = None):
         """Per-query rows exactly as `rag report --format json` prints them (the `last` most recent)."""
-        conn = ledger()
-        rep = build_report(conn, last=last, variant=variant)
-        conn.close()
-        return {"queries": rep.queries}
+        return {"queries": read(lambda L: L.report(last=last, variant=variant)).queries}
 
     @app.get("/v1/reports/by", dependencies=[Depends(auth)])
     def report_by(dim: str = Query(..., description="user | key | variant | model | day | stage"),
@@ -119,20 +125,23 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         most expensive first; rows as `rag report --by DIM --format json` prints them."""
         if dim not in BY_DIMS:
             raise HTTPException(422, f"dim must be one of {', '.join(BY_DIMS)}")
-        conn = ledger()
-        rows = by_report(conn, dim, variant=variant)
-        conn.close()
-        return {"by": dim, "variant": variant, "rows": rows}
+        return {"by": dim, "variant": variant, "rows": read(lambda L: L.by(dim, variant=variant))}
 
     @app.get("/v1/experiments", dependencies=[Depends(auth)])
     def experiments():
         return {"experiments": sorted(pool().config.experiments), "live": settings.experiment}
 
     @app.get("/healthz")
-    def healthz():
-        """`degraded` while ledger rows wait in memory (disk full, read-only) or rows were spilled or lost."""
+    def healthz(creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
+        """`up` or `degraded` (rows waiting in memory, a spill file being replayed, rows spilled or lost).
+        The details (ledger counters, the OTel exporter's drops) need the token when one is set: paths,
+        hosts and endpoints are nobody else's business."""
         ledger_health = pool().base.writer.health()
-        body = {"status": ledger_health["status"], "ledger": ledger_health}
+        body = {"status": "degraded" if ledger_health["status"] == "degraded" else "up"}
+        if settings.api_token is not None and (creds is None or not token_matches(creds.credentials, settings.api_token)):
+            return body
+        body["ledger"] = ledger_health
+        body["shadow_skipped"] = pool().shadow_skipped
         if pool().base.otel is not None:  # export is best effort: its drops show here, status stays the ledger's
             body["otel"] = pool().base.otel.health()
         return body
@@ -161,40 +170,22 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     def queries(variant: str | None = None, status: str | None = None, since: Timestamp | None = None,
                 until: Timestamp | None = None, experiment: str | None = None,
                 limit: int = Query(50, ge=-MAX_INT, le=MAX_INT), offset: int = Query(0, ge=-MAX_INT, le=MAX_INT)):
-        where, args = ["kind = 'query'"], []
-        for col, val, op in (("variant", variant, "="), ("status", status, "="), ("started_at", since, ">="),
-                             ("started_at", until, "<"), ("experiment", experiment, "=")):
-            if val is not None:
-                where.append(f"{col} {op} ?")
-                args.append(val)
-        conn = ledger()
-        total = _count_queries(conn, where, args, variant, status, since, until, experiment)
-        rows = conn.execute(f"SELECT t.*, q.question FROM query_totals t LEFT JOIN queries q ON q.query_id = t.query_id "
-                            f"WHERE {' AND '.join('t.' + w for w in where)} ORDER BY t.started_at DESC, t.query_id DESC "
-                            "LIMIT ? OFFSET ?", [*args, min(max(limit, 1), 500), max(offset, 0)]).fetchall()
-        conn.close()
-        return {"total": total, "limit": limit, "offset": offset, "queries": [_query_json(dict(r)) for r in rows]}
+        total, rows = read(lambda L: L.list_queries(variant=variant, status=status, since=since, until=until,
+                                                    experiment=experiment, limit=min(max(limit, 1), 500),
+                                                    offset=max(offset, 0)))
+        return {"total": total, "limit": limit, "offset": offset, "queries": [_query_json(r) for r in rows]}
 
     @app.get("/v1/queries/{query_id}", dependencies=[Depends(auth)])
     def query(query_id: str):
-        conn = ledger()
-        row = conn.execute("SELECT t.*, q.question FROM query_totals t LEFT JOIN queries q ON q.query_id = t.query_id "
-                           "WHERE t.query_id = ? AND t.kind IS NOT NULL", (query_id,)).fetchone()
-        stages = [stage_json(r) for r in stage_rows(conn, query_id)]
-        conn.close()
+        row, stages = read(lambda L: (L.query(query_id), L.stage_rows(query_id)))
         if row is None:
             raise HTTPException(404, f"no query {query_id!r} in the ledger")
-        return {**_query_json(dict(row)), "stages": stages}
+        return {**_query_json(row), "stages": [stage_json(r) for r in stages]}
 
     @app.get("/v1/reports/summary", dependencies=[Depends(auth)])
     def summary(last: int | None = Query(None, ge=1, le=MAX_INT), variant: str | None = None):
-        from tracing.ledger_audit import audit
-
-        conn = ledger()
-        rep = build_report(conn, last=last, variant=variant, rows=0)
-        ledger_audit = audit(conn)  # orphans, unknown LLM attempts, quarantined/spilled/lost rows
-        ledger_audit["totals_stale"] = rollups.stale(conn)  # a failed rollup refresh: `rag report --rebuild-totals`
-        conn.close()
+        # orphans, unknown LLM attempts, quarantined/spilled/lost rows, totals stale or catching up
+        rep, ledger_audit = read(lambda L: (L.report(last=last, variant=variant, rows=0), L.audit()))
         return {**rep.totals, "ledger": ledger_audit}
 
     @app.get("/v1/experiments/{name}", dependencies=[Depends(auth)])
@@ -204,10 +195,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         exp = pool().config.experiments.get(name)
         if exp is None:
             raise HTTPException(404, f"no experiment {name!r} in RAG_EXPERIMENTS_FILE")
-        conn = ledger()
-        result = compare_live(conn, exp)
-        conn.close()
-        return result
+        return read(lambda L: compare_live(L, exp))
 
     return app
 
@@ -215,15 +203,6 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 def api_key_id(token: str) -> str:
     """What the ledger records for a bearer token: 12 hex digits of its SHA-256 (tells keys apart, reveals none)."""
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-
-
-def _count_queries(conn, where: list[str], args: list, variant, status, since, until, experiment) -> int:
-    # the unfiltered (or per-variant) count is in the day rollups; other filters count index ranges
-    if status is None and since is None and until is None and experiment is None:
-        r = conn.execute("SELECT SUM(queries) FROM report_rollup WHERE dim = 'all'" + (" AND variant = ?" if variant else ""),
-                         [variant] if variant else []).fetchone()
-        return number(r[0])
-    return conn.execute(f"SELECT COUNT(*) FROM query_totals WHERE {' AND '.join(where)}", args).fetchone()[0]
 
 
 def _query_json(r: dict) -> dict:

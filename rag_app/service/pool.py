@@ -16,6 +16,7 @@ from rag_app.types import Answer
 from rag_app.attempts import utcnow
 
 log = logging.getLogger(__name__)
+SHADOW_QUEUE_MAX = 64  # shadow runs waiting or running at once, per process
 
 
 class VariantPool:
@@ -36,6 +37,10 @@ class VariantPool:
         self._apps: dict[str, RagApp] = {}
         self._lock = threading.Lock()
         self._shadow = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shadow")
+        # Shadow runs double a request's work off the request path; past this many waiting, a new one is
+        # skipped (and counted) rather than queued: a burst must not grow memory and LLM spend unbounded.
+        self._shadow_slots = threading.BoundedSemaphore(SHADOW_QUEUE_MAX)
+        self.shadow_skipped = 0
 
     def _open_index(self) -> None:
         """Open the collection at startup, not on the first request: the embedded engine writes its
@@ -75,7 +80,11 @@ class VariantPool:
                  "api_key_id": api_key_id}
         answer = self.app_for(a.variant).ask(question, query_id=query_id, variant=a.variant, experiment=exp.name, extra=extra)
         if a.shadow:
-            self._shadow.submit(self._run_shadow, question, answer, a, extra)
+            if self._shadow_slots.acquire(blocking=False):
+                self._shadow.submit(self._run_shadow, question, answer, a, extra)
+            else:
+                self.shadow_skipped += 1
+                log.warning("shadow run of %s skipped: %d already waiting", a.shadow, SHADOW_QUEUE_MAX)
         return answer, a
 
     def _run_shadow(self, question: str, control: Answer, a: Assignment, extra: dict) -> None:
@@ -86,6 +95,8 @@ class VariantPool:
         except Exception:  # a failing shadow never affects the user's answer; its rows say what failed
             log.exception("shadow run of %s failed", a.shadow)
             return
+        finally:
+            self._shadow_slots.release()
         self.base.writer.put("shadow_pairs", {
             "control_query_id": control.query_id, "treatment_query_id": shadow.query_id,
             "experiment": a.experiment, **overlap(control, shadow), "created_at": utcnow()})

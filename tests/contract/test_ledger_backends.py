@@ -11,19 +11,18 @@ import threading
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from rag_app.comparison import compare_live
 from rag_app.experiments import Experiment
 from tests.conftest import make_settings
 from tests.unit.test_ledger_schema import (EXPECTED_QUERIES, EXPECTED_REPRICINGS, EXPECTED_SHADOW_PAIRS,
                                            EXPECTED_STAGE_CALLS)
-from tracing.db import as_target, dialect, has_table, url_for_path
-from tracing.ledger import LedgerWriter, connect
-from tracing.ledger_audit import audit
-from tracing.migrations import MIGRATIONS
+from rag_app.ledger_location import as_target
+from tracing.ledger import BY_DIMS, MIGRATIONS, Ledger, LedgerWriter, url_for_path
+from tracing.ledger.schema import metadata
 from tracing.pricing import PriceTable
-from tracing.reports import BY_DIMS, build_report, by_report, stage_rows
-from tracing.reprice import reprice, unpriced_models
+from tracing.reprice import reprice
 
 BIG = 3_000_000_000_000  # $3,000 in nano-dollars: past int4, as a busy month's total is
 EXP = Experiment("e", "a", "b", 50, "s")
@@ -93,32 +92,56 @@ def write_scenario(url: str, spill_dir) -> LedgerWriter:
     return w
 
 
+def sql(ledger: Ledger, text: str, **params) -> list[dict]:
+    """The test's own look at the tables (the product reads only through the repository)."""
+    with ledger.engine.connect() as db:
+        return [dict(r) for r in db.execute(sa.text(text), params).mappings()]
+
+
+def _no_ids(rows):
+    # ids come from a sequence on PostgreSQL: a quarantined insert still used one up
+    return [{k: v for k, v in r.items() if k not in ("id", "stage_call_id")} for r in rows]
+
+
 def snapshot(url: str) -> dict:
-    """What every reader says about the ledger, minus wall-clock stamps and engine error texts."""
-    conn = connect(url)
-    try:
-        rep = build_report(conn)
-        rep_b = build_report(conn, last=3, variant="b")
+    """What every repository method says about the ledger, minus wall-clock stamps."""
+    with Ledger.open(url) as L:
+        arm = L.arm("e", "b", "live")
         out = {
-            "report": {"queries": rep.queries, "totals": rep.totals},
-            "report_last3_b": {"queries": rep_b.queries, "totals": rep_b.totals},
-            "audit": audit(conn),
-            "stage_rows_q03": [{k: v for k, v in r.items() if k != "id"} for r in stage_rows(conn, "q03")],
-            "compare": compare_live(conn, EXP),
-            "unpriced_models": unpriced_models(conn, PriceTable.load(None)),
-            "shadow_pairs": [dict(r) for r in conn.execute("SELECT * FROM shadow_pairs ORDER BY control_query_id")],
-            "quarantine": [(r[0], json.loads(r[1])["query_id"]) for r in conn.execute(
-                "SELECT target_table, row_json FROM ledger_quarantine ORDER BY id")],
+            "report": vars(L.report()),
+            "report_last3_b": vars(L.report(last=3, variant="b")),
+            "report_full": vars(L.report_full()),
+            "report_totals_last5": L.report_totals(last=5),
+            "audit": L.audit(),
+            "stage_rows_q03": _no_ids(L.stage_rows("q03")),
+            "query_q07": L.query("q07"), "query_none": L.query("nope"),
+            "lists": [L.list_queries(), L.list_queries(variant="b", limit=2, offset=1),
+                      L.list_queries(status="error"), L.list_queries(since=_t(5), until=_t(9)),
+                      L.list_queries(experiment="e", limit=3)],
+            "iter": list(L.iter_query_rows()), "iter_raw_b": list(L.iter_query_rows(variant="b", last=4, raw=True)),
+            "arm": (arm.sums, arm.tokens, arm.latency_nulls, arm.percentile("latency_ms", 6, 0.5),
+                    arm.percentile("cost_nano_usd", 6, 0.95, nulls_as_zero=1)),
+            "query_costs": L.query_costs(["q00", "q07", "q11", "nope"]),
+            "mean_output_tokens": L.mean_output_tokens("gpt-4o-mini"),
+            "compare": compare_live(L, EXP),
+            "unpriced_models": L.unpriced_models(PriceTable.load(None)),
+            "unpriced_rows_now": L.unpriced_rows_now(),
+            "candidates": sorted(_no_ids(L.reprice_candidates(since=_t(3), model="gpt-4o-mini")),
+                                 key=lambda r: json.dumps(r, sort_keys=True)),  # ids follow commit order
+            "shadow_pairs": sql(L, "SELECT * FROM shadow_pairs ORDER BY control_query_id"),
+            "quarantine": [(r["target_table"], json.loads(r["row_json"])["query_id"]) for r in sql(
+                L, "SELECT target_table, row_json FROM ledger_quarantine ORDER BY id")],
         }
-        out["by"] = {dim: by_report(conn, dim) for dim in BY_DIMS}  # the rollups, read on each engine
+        out["by"] = {dim: L.by(dim) for dim in BY_DIMS}  # the rollups, read on each engine
+        out["by_b"] = {dim: L.by(dim, variant="b") for dim in BY_DIMS}
         assert all(out["by"].values()), out["by"]
-        res = reprice(conn, PriceTable.load(None))
+        res = reprice(L, PriceTable.load(None))
         out["reprice"] = (res.rows, res.changed, res.old_nano, res.new_nano, res.unpriced_before, res.unpriced_after)
-        rep_r = build_report(conn, prices="repriced")
-        out["report_repriced"] = {"queries": rep_r.queries, "totals": rep_r.totals}
+        out["repriced_rows"] = (L.repriced_rows(), L.repriced_rows(["q00", "q01"]))
+        out["report_repriced"] = vars(L.report(prices="repriced"))
+        out["rebuilt"] = L.rebuild_totals()
+        out["report_after_rebuild"] = vars(L.report())
         return out
-    finally:
-        conn.close()
 
 
 @pytest.fixture
@@ -129,35 +152,27 @@ def sqlite_reference(tmp_path_factory) -> dict:
     return snapshot(url)
 
 
-def columns(conn, table: str) -> list[str]:
-    if dialect(conn) == "postgresql":
-        return [r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                                           "AND table_schema = current_schema() ORDER BY ordinal_position", (table,))]
-    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+def columns(ledger: Ledger, table: str) -> list[str]:
+    return [c["name"] for c in sa.inspect(ledger.engine).get_columns(table)]
 
 
 def test_migrations_build_the_same_schema(ledger_url):
-    conn = connect(ledger_url)
-    try:
-        assert columns(conn, "stage_calls") == list(EXPECTED_STAGE_CALLS)
-        assert columns(conn, "queries") == list(EXPECTED_QUERIES)
-        assert columns(conn, "shadow_pairs") == list(EXPECTED_SHADOW_PAIRS)
-        assert columns(conn, "repricings") == list(EXPECTED_REPRICINGS)
-        for name in ("query_costs", "query_costs_repriced", "stage_calls_repriced", "ledger_quarantine", "ledger_losses"):
-            assert has_table(conn, name), name
-        assert not has_table(conn, "no_such_table")
-        names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
+    with Ledger.open(ledger_url) as L:
+        assert columns(L, "stage_calls") == list(EXPECTED_STAGE_CALLS)
+        assert columns(L, "queries") == list(EXPECTED_QUERIES)
+        assert columns(L, "shadow_pairs") == list(EXPECTED_SHADOW_PAIRS)
+        assert columns(L, "repricings") == list(EXPECTED_REPRICINGS)
+        insp = sa.inspect(L.engine)
+        assert {"query_costs", "query_costs_repriced", "stage_calls_repriced"} <= set(insp.get_view_names())
+        assert {t.name for t in metadata.sorted_tables} <= set(insp.get_table_names())
+        names = [r["name"] for r in sql(L, "SELECT name FROM _migrations ORDER BY name")]
         assert names == sorted(m.__name__ for m in MIGRATIONS)
-        if dialect(conn) == "postgresql":  # money columns hold more than $2.14 (int4's nano-dollar limit)
-            types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns "
-                                      "WHERE table_name = 'stage_calls' AND table_schema = current_schema()").fetchall())
-            assert types["cost_nano_usd"] == "bigint" and types["latency_ms"] == "double precision"
-            assert types["id"] == "bigint"
-    finally:
-        conn.close()
-    again = connect(ledger_url)  # idempotent: a second start applies nothing
-    assert [r[0] for r in again.execute("SELECT COUNT(*) FROM _migrations")] == [len(MIGRATIONS)]
-    again.close()
+        if L.target.dialect == "postgresql":  # money columns hold more than $2.14 (int4's nano-dollar limit)
+            types = {c["name"]: str(c["type"]) for c in insp.get_columns("stage_calls")}
+            assert types["cost_nano_usd"] == "BIGINT" and types["latency_ms"] == "DOUBLE PRECISION"
+            assert types["id"] == "BIGINT"
+    with Ledger.open(ledger_url) as again:  # idempotent: a second start applies nothing
+        assert sql(again, "SELECT COUNT(*) AS n FROM _migrations") == [{"n": len(MIGRATIONS)}]
 
 
 def test_processes_starting_together_migrate_once(ledger_url):
@@ -168,7 +183,7 @@ def test_processes_starting_together_migrate_once(ledger_url):
     def start():
         try:
             barrier.wait(10)
-            connect(ledger_url).close()
+            Ledger.open(ledger_url).close()
         except Exception as e:  # noqa: BLE001 - collected and asserted below
             errors.append(e)
 
@@ -178,9 +193,8 @@ def test_processes_starting_together_migrate_once(ledger_url):
     for t in threads:
         t.join(60)
     assert errors == []
-    conn = connect(ledger_url)
-    names = [r[0] for r in conn.execute("SELECT name FROM _migrations")]
-    conn.close()
+    with Ledger.open(ledger_url) as L:
+        names = [r["name"] for r in sql(L, "SELECT name FROM _migrations")]
     assert sorted(names) == sorted(m.__name__ for m in MIGRATIONS)
 
 
@@ -191,39 +205,50 @@ def test_writer_keeps_every_row_and_quarantines_bad_ones(ledger_url, tmp_path):
     # writes: 13 queries; 36 stage rows + retry + timeout + `started` (then replaced) + unknown + orphan;
     # 2 shadow pairs (the second replaces the first)
     assert (h["written_rows"], h["quarantined_rows"], h["lost_rows"], h["status"]) == (13 + 41 + 2, 3, 0, "ok")
-    conn = connect(ledger_url)
-    try:
-        counts = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+    with Ledger.open(ledger_url) as L:
+        counts = {t: sql(L, f"SELECT COUNT(*) AS n FROM {t}")[0]["n"]
                   for t in ("queries", "stage_calls", "shadow_pairs", "ledger_quarantine")}
         assert counts == {"queries": 13, "stage_calls": 40, "shadow_pairs": 1, "ledger_quarantine": 3}
         # the `started` row was replaced in place by the attempt's final row
-        att = [dict(r) for r in conn.execute("SELECT status, output_tokens, possibly_billed FROM stage_calls "
-                                             "WHERE attempt_id = ?", ("att-4",))]
+        att = sql(L, "SELECT status, output_tokens, possibly_billed FROM stage_calls WHERE attempt_id = :a", a="att-4")
         assert att == [{"status": "ok", "output_tokens": 54, "possibly_billed": 0}]
-        assert conn.execute("SELECT cost_nano_usd FROM stage_calls WHERE query_id = 'q00' AND stage = 'generate'"
-                            ).fetchone()[0] == BIG
-        assert conn.execute("SELECT cost_nano_usd, priced_cost_nano_usd FROM query_costs WHERE query_id = 'q07'"
-                            ).fetchone()[:] == (None, 400)
-        row = conn.execute("SELECT * FROM query_costs WHERE query_id = 'q00'").fetchone()
-        assert (row[0], row["query_id"], dict(row)["cost_nano_usd"]) == ("q00", "q00", BIG + 400)
-        assert type(row["latency_ms"]) is float and type(row["input_tokens"]) is int
-        # sqlite3's transaction rule on both: a data change waits for commit(); rollback() undoes it
-        conn.execute("INSERT INTO ledger_losses (kind, rows, recorded_at) VALUES (?, ?, ?)", ("lost", 1, T0))
-        assert conn.in_transaction
-        conn.rollback()
-        with conn:  # commits, and leaves the connection open
-            conn.execute("INSERT INTO ledger_losses (kind, rows, recorded_at) VALUES (?, ?, ?)", ("spilled", 2, T0))
-        assert not conn.in_transaction
-        assert [tuple(r) for r in conn.execute("SELECT kind, rows FROM ledger_losses")] == [("spilled", 2)]
-        # results typed as SQLite types them: a comparison is 0/1, an average of integers a float
-        one = conn.execute("SELECT 7 % 3, 2 > 1, AVG(input_tokens) FROM stage_calls WHERE stage = ?",
-                           ("embed_query",)).fetchone()
-        assert tuple(one) == (1, 1, 20.0) and type(one[1]) is int and type(one[2]) is float
-        # a literal % in a parameter and in the SQL text
-        assert conn.execute("SELECT COUNT(*) FROM queries WHERE question LIKE '%100\\%%' ESCAPE '\\' AND kind = ?",
-                            ("query",)).fetchone()[0] == 12
-    finally:
-        conn.close()
+        assert sql(L, "SELECT cost_nano_usd FROM stage_calls WHERE query_id = 'q00' AND stage = 'generate'"
+                   ) == [{"cost_nano_usd": BIG}]
+        assert sql(L, "SELECT cost_nano_usd, priced_cost_nano_usd FROM query_costs WHERE query_id = 'q07'"
+                   ) == [{"cost_nano_usd": None, "priced_cost_nano_usd": 400}]
+        # the repository's totals agree with the view over the raw rows, typed alike on both engines
+        q00 = L.query("q00")
+        assert q00["cost_nano_usd"] == BIG + 400 and q00["question"] == "问题 0 100% ?"
+        assert type(q00["latency_ms"]) is float and type(q00["input_tokens"]) is int
+        assert L.query_costs(["q00", "q07"]) == {"q00": (BIG + 400, q00["shadow_cost_nano_usd"]),
+                                                 "q07": (None, L.query("q07")["shadow_cost_nano_usd"])}
+
+
+def test_a_repeated_upsert_keeps_the_same_row_on_both_engines(ledger_url, tmp_path):
+    """0.4.0's SQLite replaced the whole query row (error and origin became NULL) where PostgreSQL merged
+    the named columns. A query row is written whole at the query's end, so a second write of it now
+    replaces it on both engines; an LLM attempt's final row updates the `started` row's named columns."""
+    w = LedgerWriter(ledger_url, spill_dir=tmp_path / "spill")
+    w.put("queries", {"query_id": "q1", "kind": "query", "status": "error", "error": "boom", "origin": "live",
+                      "started_at": T0, "latency_ms": 5.0})
+    assert w.flush(30)
+    w.put("queries", {"query_id": "q1", "kind": "query", "status": "ok", "started_at": T0, "latency_ms": 7.5})
+    w.put("stage_calls", {"query_id": "q1", "stage": "generate", "status": "started", "attempt_id": "a1",
+                          "started_at": T0, "possibly_billed": True, "input_tokens": 10})
+    assert w.flush(30)
+    w.put("stage_calls", {"query_id": "q1", "stage": "generate", "status": "ok", "attempt_id": "a1",
+                          "started_at": T0, "possibly_billed": False, "output_tokens": 3, "cost_nano_usd": 9})
+    assert w.flush(30)
+    w.close()
+    with Ledger.open(ledger_url) as L:
+        assert sql(L, "SELECT status, error, origin, latency_ms FROM queries") == [
+            {"status": "ok", "error": None, "origin": None, "latency_ms": 7.5}]
+        assert sql(L, "SELECT status, input_tokens, output_tokens, cost_nano_usd, possibly_billed FROM stage_calls"
+                   ) == [{"status": "ok", "input_tokens": 10, "output_tokens": 3, "cost_nano_usd": 9,
+                          "possibly_billed": 0}]
+        q = L.query("q1")
+        assert (q["status"], q["cost_nano_usd"], q["latency_ms"], q["stage_rows"]) == ("ok", 9, 7.5, 1)
+        assert L.report().totals["queries"] == 1 and L.list_queries(status="error") == (0, [])
 
 
 def test_every_reader_gives_identical_results(ledger_url, sqlite_reference, tmp_path):
@@ -348,9 +373,9 @@ def test_experiment_replay_gives_identical_results(ledger_url, tmp_path, law_ind
                          for arm in ("control", "treatment")}
         results[name]["cost_diff"] = res["differences"]["cost_per_query"]
         results[name]["verdict"] = res["verdict"]
-        conn = connect(url)
-        results[name]["origins"] = dict(conn.execute("SELECT origin, COUNT(*) FROM queries GROUP BY origin").fetchall())
-        conn.close()
+        with Ledger.open(url) as L:
+            results[name]["origins"] = {r["origin"]: r["n"] for r in sql(
+                L, "SELECT origin, COUNT(*) AS n FROM queries GROUP BY origin")}
     got = results["under_test"]
     assert got["origins"] == {"replay": 6} and got["control"]["recall@5"] == 1.0
     assert got["treatment"]["cost_per_query"] < got["control"]["cost_per_query"]
@@ -367,38 +392,33 @@ def test_rows_past_the_buffer_spill_and_the_next_writer_replays_them(ledger_url,
     w2 = LedgerWriter(ledger_url, spill_dir=tmp_path / "spill")  # the next start (or another replica)
     assert w2.flush(30)
     w2.close()
-    conn = connect(ledger_url)
-    try:
-        assert conn.execute("SELECT COUNT(*) FROM stage_calls").fetchone()[0] == 300
-        kinds = dict(conn.execute("SELECT kind, SUM(rows) FROM ledger_losses GROUP BY kind").fetchall())
-    finally:
-        conn.close()
+    with Ledger.open(ledger_url) as L:
+        assert sql(L, "SELECT COUNT(*) AS n FROM stage_calls") == [{"n": 300}]
+        kinds = {r["kind"]: int(r["n"]) for r in sql(L, "SELECT kind, SUM(rows) AS n FROM ledger_losses GROUP BY kind")}
     assert kinds == {"spilled": w.spilled, "replayed": w.spilled} and w2.replayed == w.spilled
     assert not any((tmp_path / "spill").glob("*.jsonl"))
 
 
 def test_a_migration_failing_halfway_leaves_no_trace_and_a_rerun_succeeds(ledger_url, monkeypatch):
-    from tracing import migrations
+    from tracing.ledger import migrations
 
-    conn = connect(ledger_url)
     calls = []
 
     def m999_two_columns(db):
-        db.execute("ALTER TABLE queries ADD COLUMN first_col TEXT")
-        db.execute("CREATE TABLE half_done (x INTEGER)")
+        db.exec_driver_sql("ALTER TABLE queries ADD COLUMN first_col TEXT")
+        db.exec_driver_sql("CREATE TABLE half_done (x INTEGER)")
         if not calls:
             calls.append(1)
             raise RuntimeError("boom after the first column")
-        db.execute("ALTER TABLE queries ADD COLUMN second_col TEXT")
+        db.exec_driver_sql("ALTER TABLE queries ADD COLUMN second_col TEXT")
 
-    monkeypatch.setattr(migrations, "MIGRATIONS", [*MIGRATIONS, m999_two_columns])
-    try:
+    with Ledger.open(ledger_url) as L:
+        monkeypatch.setattr(migrations, "MIGRATIONS", [*MIGRATIONS, m999_two_columns])
         with pytest.raises(RuntimeError, match="boom"):
-            migrations.migrate(conn)
-        assert "first_col" not in columns(conn, "queries")  # the ALTER TABLE was rolled back
-        assert not has_table(conn, "half_done") and not conn.in_transaction
-        assert migrations.pending(conn) == ["m999_two_columns"]
-        assert migrations.migrate(conn) == ["m999_two_columns"]  # no "column already exists"
-        assert columns(conn, "queries")[-2:] == ["first_col", "second_col"]
-    finally:
-        conn.close()
+            migrations.migrate(L.engine)
+        assert "first_col" not in columns(L, "queries")  # the ALTER TABLE was rolled back
+        assert not sa.inspect(L.engine).has_table("half_done")
+        with L.engine.connect() as db:
+            assert migrations.pending(db) == ["m999_two_columns"]
+        assert migrations.migrate(L.engine) == ["m999_two_columns"]  # no "column already exists"
+        assert columns(L, "queries")[-2:] == ["first_col", "second_col"]

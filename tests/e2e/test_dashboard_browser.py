@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 
 import httpx
@@ -16,11 +15,10 @@ from rag_app.comparison import compare_live
 from rag_app.cost_render import usd
 from rag_app.experiments import ExperimentConfig
 from tests.conftest import LAWS, make_settings
-from tests.fakes.openai_server import FakeOpenAI, Reply, Status
+from tests.fakes.openai_server import FakeOpenAI, Status
 from tests.integration.test_service import Server
-from tracing.ledger import connect
+from tracing.ledger import Ledger
 from rag_app.service.app import api_key_id
-from tracing.reports import build_report, by_report
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -53,12 +51,11 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                                json={"question": ["股东会的职权有哪些？", "一人有限责任公司是什么？", "董事会由几人组成？"][i % 3],
                                      "user_id": f"user-{i}"})
                 assert r.status_code == 200, r.text
-            conn = connect(settings.ledger_path)
-            totals = build_report(conn).totals
-            rows = build_report(conn).queries
-            exp = compare_live(conn, ExperimentConfig.load(cfg).experiments["topn"])
-            by_user = by_report(conn, "user")
-            conn.close()
+            with Ledger.open(settings.ledger_path) as ledger:
+                totals = ledger.report().totals
+                rows = ledger.report().queries
+                exp = compare_live(ledger, ExperimentConfig.load(cfg).experiments["topn"])
+                by_user = ledger.by("user")
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=[
                     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

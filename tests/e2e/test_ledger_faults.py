@@ -144,7 +144,7 @@ def test_full_disk_during_asks_then_space_freed(tmp_path, index, how):
             else:
                 srv.proc.send_signal(signal.SIGUSR1)
             deadline = time.time() + 30
-            while (h := httpx.get(f"{srv.url}/healthz").json())["status"] != "ok":
+            while (h := httpx.get(f"{srv.url}/healthz").json())["status"] != "up":
                 assert time.time() < deadline, h
                 time.sleep(0.1)
             assert h["ledger"]["buffered_rows"] == 0

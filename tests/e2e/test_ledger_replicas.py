@@ -22,7 +22,7 @@ from rag_app.app import RagApp
 from tests.conftest import LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Reply, Status
 from tests.fakes.serve_proc import Serve, serve_env
-from tracing.ledger import connect
+from tests.fakes.sql_ledger import select_rows
 
 pytestmark = pytest.mark.postgres
 REPLICAS, CLIENTS, ASKS = 3, 9, 45
@@ -70,17 +70,12 @@ def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, index, po
             srv.stop()  # SIGTERM: each writer flushes what it holds
         received = len(llm.requests)
     assert not failed, failed[:3]
-    conn = connect(url)
-    try:
-        gen = dict(conn.execute("SELECT status, COUNT(*) FROM stage_calls WHERE stage = 'generate' "
-                                "GROUP BY status").fetchall())
-        queries = conn.execute("SELECT COUNT(*) FROM queries WHERE kind = 'query' AND status = 'ok' "
-                               "AND origin = 'live'").fetchone()[0]
-        per_query = dict(conn.execute("SELECT query_id, COUNT(*) FROM stage_calls GROUP BY query_id").fetchall())
-        losses = conn.execute("SELECT COUNT(*) FROM ledger_losses").fetchone()[0]
-        quarantined = conn.execute("SELECT COUNT(*) FROM ledger_quarantine").fetchone()[0]
-    finally:
-        conn.close()
+    gen = dict(select_rows(url, "SELECT status, COUNT(*) FROM stage_calls WHERE stage = 'generate' GROUP BY status"))
+    [(queries,)] = select_rows(url, "SELECT COUNT(*) FROM queries WHERE kind = 'query' AND status = 'ok' "
+                                    "AND origin = 'live'")
+    per_query = dict(select_rows(url, "SELECT query_id, COUNT(*) FROM stage_calls GROUP BY query_id"))
+    [(losses,)] = select_rows(url, "SELECT COUNT(*) FROM ledger_losses")
+    [(quarantined,)] = select_rows(url, "SELECT COUNT(*) FROM ledger_quarantine")
     attempts = sum(gen.values())
     assert attempts == received and set(gen) == {"ok", "retry"}, (gen, received)
     assert gen["ok"] == ASKS and gen["retry"] == received - ASKS
@@ -148,12 +143,7 @@ def test_a_replica_killed_mid_load_leaves_a_row_for_every_request_it_sent(tmp_pa
         pool.shutdown(wait=True)
         servers[1].stop()
         received = len(llm.requests)
-    conn = connect(url)
-    try:
-        gen = dict(conn.execute("SELECT status, COUNT(*) FROM stage_calls WHERE stage = 'generate' "
-                                "GROUP BY status").fetchall())
-    finally:
-        conn.close()
+    gen = dict(select_rows(url, "SELECT status, COUNT(*) FROM stage_calls WHERE stage = 'generate' GROUP BY status"))
     assert sum(gen.values()) >= received and set(gen) <= {"ok", "started"}, (gen, received)
     assert gen.get("started", 0) >= 1 and gen["ok"] >= len(answered)
     print(f"\n[replica kill -9] answered={len(answered)}, llm_requests_received={received}, "

@@ -9,6 +9,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -79,6 +80,22 @@ class PgCluster:
         if self.external or self.dir is None:
             return
         self._as_owner([find_bin("pg_ctl"), "-D", str(self.dir / "data"), "-m", mode, "-w", "stop"])
+
+    def _pids(self) -> list[int]:
+        """The postmaster and every process it started (backends, checkpointer, WAL writer...)."""
+        postmaster = int((self.dir / "data" / "postmaster.pid").read_text().split()[0])
+        children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()
+        return [postmaster, *map(int, children)]
+
+    def freeze(self) -> None:
+        """SIGSTOP the whole server: its kernel still accepts connections and acknowledges packets, but
+        nothing answers (a hung host, a VM paused for migration). `thaw()` resumes it."""
+        for pid in self._pids():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self._pids():
+            os.kill(pid, signal.SIGCONT)
 
     def destroy(self) -> None:
         if self.external:  # someone else's server: leave it as we found it

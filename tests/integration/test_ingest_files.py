@@ -1,7 +1,6 @@
 """`rag ingest` on real law text in every supported format, bad files included, real Qdrant local mode."""
 from __future__ import annotations
 
-import json
 import zipfile
 from pathlib import Path
 

@@ -8,12 +8,13 @@ import time
 
 import psycopg
 import pytest
+import sqlalchemy as sa
 
 from rag_app.errors import ConfigError
 from tests.conftest import make_settings
 from tests.fakes.pg_cluster import PgCluster
-from tracing.db import LedgerURLError
-from tracing.ledger import LedgerWriter, connect
+from rag_app.ledger_location import LedgerURLError
+from tracing.ledger import Ledger, LedgerWriter
 
 pytestmark = pytest.mark.postgres
 
@@ -23,11 +24,8 @@ def row(i, **kw):
 
 
 def count(url) -> int:
-    conn = connect(url)
-    try:
-        return conn.execute("SELECT COUNT(*) FROM stage_calls").fetchone()[0]
-    finally:
-        conn.close()
+    with Ledger.open(url) as L, L.engine.connect() as db:
+        return db.execute(sa.text("SELECT COUNT(*) FROM stage_calls")).scalar()
 
 
 def landed(w, timeout=30.0) -> bool:
@@ -45,6 +43,18 @@ def wait_for(cond, timeout=30.0):
     while not cond():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)
+
+
+def indexed_settings(url: str, tmp_path):
+    """Settings of a service on one indexed law (BM25, extractive) whose ledger is `url`."""
+    from rag_app.app import RagApp
+    from tests.conftest import LAWS
+
+    settings = make_settings(tmp_path, ledger_url=url, llm_mode="extractive", retriever="bm25",
+                             ledger_spill_dir=tmp_path / "spill")
+    with RagApp(settings) as app:
+        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    return settings
 
 
 @pytest.fixture
@@ -73,7 +83,7 @@ def test_server_stopped_then_restarted_rows_buffer_then_land(own_cluster, tmp_pa
     own_cluster.stop()
     t0 = time.monotonic()
     assert w.write_now("stage_calls", row(100, attempt_id="a100", status="started")) is False  # falls back to the buffer
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 10  # 1 s asked; a margin that holds at load 20
     for i in range(10, 60):
         w.put("stage_calls", row(i))
     wait_for(lambda: w.health()["status"] == "degraded")
@@ -155,15 +165,9 @@ def test_service_answers_while_the_postgres_ledger_is_down(own_cluster, tmp_path
     when the server is back the rows land and the endpoints read them."""
     import httpx
 
-    from rag_app.app import RagApp
-    from tests.conftest import LAWS
     from tests.integration.test_service import Server
 
-    url = own_cluster.new_database()
-    settings = make_settings(tmp_path, ledger_url=url, llm_mode="extractive", retriever="bm25",
-                             ledger_spill_dir=tmp_path / "spill")
-    with RagApp(settings) as app:
-        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    settings = indexed_settings(own_cluster.new_database(), tmp_path)
     with Server(settings) as base:
         first = httpx.post(f"{base}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=60).json()
         assert first["ledger"] == "ok" and {s["stage"] for s in first["stages"]} >= {"retrieve", "generate"}
@@ -176,7 +180,7 @@ def test_service_answers_while_the_postgres_ledger_is_down(own_cluster, tmp_path
         listed = httpx.get(f"{base}/v1/queries", timeout=30)
         assert listed.status_code == 503 and "RAG_LEDGER_URL" not in listed.text and "unreachable" in listed.text
         own_cluster.start()
-        wait_for(lambda: httpx.get(f"{base}/healthz", timeout=10).json()["status"] == "ok")
+        wait_for(lambda: httpx.get(f"{base}/healthz", timeout=10).json()["status"] == "up")
         one = httpx.get(f"{base}/v1/queries/{down['query_id']}", timeout=30)
         assert one.status_code == 200 and len(one.json()["stages"]) == len(down["stages"])
         assert httpx.get(f"{base}/v1/queries", timeout=30).json()["total"] == 2
@@ -222,10 +226,82 @@ def test_the_direct_path_is_bounded_by_its_timeout_and_a_timeout_is_transient(po
     blocker.execute("LOCK TABLE stage_calls IN EXCLUSIVE MODE")  # held until rollback
     t0 = time.monotonic()
     assert w.write_now("stage_calls", row(1, attempt_id="a1", status="started")) is False
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 4.0  # 0.3 s asked (+ the 2 s client grace at most)
     blocker.rollback()
     blocker.close()
     assert landed(w), w.health()
     assert w.health()["quarantined_rows"] == 0
     w.close()
     assert count(url) == 1
+
+
+def test_a_frozen_server_is_a_503_within_the_bound_and_loses_no_rows(own_cluster, tmp_path):
+    """SIGSTOP the whole server (its kernel still acknowledges every packet, and its own statement
+    timeout never runs): asks still answer, reads answer 503 within the client-side bound instead of
+    hanging, /healthz answers; after SIGCONT every row lands once."""
+    import httpx
+
+    from tests.integration.test_service import Server
+
+    settings = indexed_settings(own_cluster.new_database(), tmp_path)
+    with Server(settings) as base:
+        assert httpx.get(f"{base}/v1/queries", timeout=30).status_code == 200  # the pool holds connections
+        first = httpx.post(f"{base}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=60).json()
+        own_cluster.freeze()
+        try:
+            t0 = time.monotonic()
+            listed = httpx.get(f"{base}/v1/queries", timeout=60)
+            took = time.monotonic() - t0
+            assert listed.status_code == 503, listed.text
+            assert took < 30, took  # 0.4.0 hung for as long as the server stayed frozen (91-106 s at 90 s)
+            asked = httpx.post(f"{base}/v1/ask", json={"question": "股东会的职权有哪些？"}, timeout=60)
+            assert asked.status_code == 200 and asked.json()["stages"]
+            assert httpx.get(f"{base}/healthz", timeout=30).status_code == 200
+        finally:
+            own_cluster.thaw()
+        wait_for(lambda: httpx.get(f"{base}/healthz", timeout=10).json()["status"] == "up", timeout=60)
+        got = httpx.get(f"{base}/v1/queries", timeout=30).json()
+        assert got["total"] == 2
+        for qid in (first["query_id"], asked.json()["query_id"]):
+            one = httpx.get(f"{base}/v1/queries/{qid}", timeout=30).json()
+            assert len(one["stages"]) == len({s["stage"] for s in one["stages"]}), one["stages"]  # each row once
+
+
+def test_a_0_4_0_postgres_ledger_upgrades_in_place_with_its_rows(postgres, tmp_path):
+    """The 0.4.0 release's PostgreSQL ledger (pg_dump of m001-m007 with rows, tests/fixtures/) loaded by psql:
+    a 0.5.0 writer migrates it in place, every row survives, and the totals folded again in batches equal
+    a rebuild from the rows and the full computation."""
+    import subprocess
+    from pathlib import Path
+
+    from tests.fakes.pg_cluster import find_bin
+
+    url = postgres.new_database()
+    dump = Path(__file__).parents[1] / "fixtures" / "ledger_0.4.0.pg.sql"
+    subprocess.run([find_bin("psql") or "psql", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f", str(dump)],
+                   check=True, capture_output=True, timeout=120)
+    tables = ("queries", "stage_calls", "shadow_pairs", "repricings", "ledger_quarantine", "ledger_losses")
+    with psycopg.connect(url) as c:
+        before = {t: c.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables}
+        assert c.execute("SELECT COUNT(*) FROM _migrations").fetchone()[0] == 7
+    assert sum(map(len, before.values())) > 20
+
+    LedgerWriter(url, spill_dir=tmp_path / "spill").close()
+    with Ledger.open(url) as L:
+        L.fold_backlog()
+        assert L.audit()["totals_backlog_queries"] == 0
+        with psycopg.connect(url) as c:
+            for t, old in before.items():
+                now = c.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+                if t == "stage_calls":  # on purpose: the attempt 0.4.0 left `started` is now `unknown`
+                    assert [r[5] for r in now].count("unknown") == [r[5] for r in old].count("started") == 1
+                    now = [r[:5] + ("started",) + r[6:18] + (None,) + r[19:] if r[5] == "unknown" else r for r in now]
+                assert [r[:len(old[0])] for r in now] == old, t
+            rolled = c.execute("SELECT * FROM report_rollup ORDER BY 1, 2, 3, 4, 5, 6").fetchall()
+        report, full = L.report(), L.report_full()
+        assert report.totals["queries"] == full.totals["queries"] == 6
+        assert report.totals["cost_usd"] == pytest.approx(full.totals["cost_usd"])
+        assert report.totals["unknown_attempts"] == 1
+        L.rebuild_totals()
+        with psycopg.connect(url) as c:
+            assert c.execute("SELECT * FROM report_rollup ORDER BY 1, 2, 3, 4, 5, 6").fetchall() == rolled

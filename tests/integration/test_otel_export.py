@@ -165,7 +165,7 @@ def test_healthz_shows_the_export_counters(indexed, monkeypatch):
             while (health := httpx.get(f"{url}/healthz").json())["otel"]["traces"] < 1:
                 assert time.monotonic() < deadline, health  # spans are built beside the query, not in it
                 time.sleep(0.05)
-        assert health["status"] == "ok"
+        assert health["status"] == "up"
         otel = health["otel"]
         assert otel["endpoint"] == rx.url and otel["traces"] == 1
         assert {"exported_spans", "failed_spans", "dropped_spans", "queued_spans"} <= set(otel)

@@ -16,7 +16,8 @@ from rag_app.app import RagApp
 from rag_app.service.app import api_key_id, create_app
 from tests.conftest import LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI
-
+from tests.fakes.sql_ledger import select_rows
+from tracing.ledger import Ledger
 
 
 def free_port() -> int:
@@ -57,8 +58,10 @@ def test_ask_auth_and_ledger(indexed, monkeypatch):
     with FakeOpenAI() as llm:
         settings = make_settings(indexed, openai_base_url=llm.base_url, api_token="s3cret")
         with Server(settings) as url:
-            health = httpx.get(f"{url}/healthz").json()  # no token needed
-            assert health["status"] == "ok" and health["ledger"]["buffered_rows"] == 0
+            health = httpx.get(f"{url}/healthz").json()  # no token needed, and no details without it
+            assert health == {"status": "up"}
+            detail = httpx.get(f"{url}/healthz", headers={"Authorization": "Bearer s3cret"}).json()
+            assert detail["status"] == "up" and detail["ledger"]["buffered_rows"] == 0
             assert httpx.post(f"{url}/v1/ask", json={"question": "x"}).status_code == 401
             bad = httpx.post(f"{url}/v1/ask", json={"question": "x"}, headers={"Authorization": "Bearer nope"})
             assert bad.status_code == 401
@@ -160,9 +163,9 @@ def test_split_and_shadow_experiments(indexed, tmp_path):
 
 def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
     import shutil
+
     from rag_app.comparison import replay
     from rag_app.evaluation.qa import Gold, Question
-    from rag_app.experiments import Experiment
     from rag_app.service.pool import VariantPool
 
     cfg = tmp_path / "exp.json"
@@ -214,6 +217,7 @@ def test_live_comparison_ignores_replayed_questions(indexed, tmp_path):
     """10 live asks per arm through the service's pool, then one replay of 4 labelled questions through
     both arms: the live comparison still sees 10 per arm; the replay rows carry origin=replay."""
     import shutil
+
     from rag_app.comparison import compare_live, replay
     from rag_app.evaluation.qa import Gold, Question
     from rag_app.service.pool import VariantPool
@@ -241,12 +245,11 @@ def test_live_comparison_ignores_replayed_questions(indexed, tmp_path):
                      (Gold("民法商法/公司法(2018-10-26).md", start, text.index("\n第", start + 3)),))
         replay(pool, pool.experiment, [q] * 4, LAWS, k=5)
         pool.drain()
-        conn = sqlite3.connect(tmp_path / "d" / "ledger.sqlite")
-        conn.row_factory = sqlite3.Row
-        origins = dict(conn.execute("SELECT origin, COUNT(*) FROM queries GROUP BY origin").fetchall())
+        ledger = tmp_path / "d" / "ledger.sqlite"
+        origins = dict(select_rows(ledger, "SELECT origin, COUNT(*) FROM queries GROUP BY origin"))
         assert origins == {"live": 20, "replay": 8}
-        res = compare_live(conn, pool.experiment)
-        conn.close()
+        with Ledger.open(ledger) as L:
+            res = compare_live(L, pool.experiment)
     finally:
         pool.close()
     assert res["arms"]["control"]["queries"] == 10 and res["arms"]["treatment"]["queries"] == 10

@@ -10,7 +10,6 @@ import pytest
 from rag_app.comparison import compare_live
 from rag_app.experiments import Experiment
 from tests.unit.test_comparison import seed_ledger
-from tracing import rollups
 
 
 def moderate_drop(folder, n=200, file="l.sqlite"):
@@ -66,7 +65,6 @@ def test_hybrid_switches_to_the_fixed_interval_at_the_planned_end(tmp_path):
 def test_failing_treatment_queries_roll_back_on_the_error_guardrail(tmp_path):
     conn = seed_ledger(tmp_path / "l.sqlite", [1000] * 500, [600] * 500)
     conn.execute("UPDATE queries SET status = 'error' WHERE variant = 'b' AND CAST(substr(query_id, 7) AS INTEGER) < 60")
-    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     res = compare_live(conn, exp())
     assert res["arms"]["treatment"]["error_rate"] == pytest.approx(0.12)
@@ -78,7 +76,6 @@ def test_latency_as_the_primary_metric(tmp_path):
     conn = seed_ledger(tmp_path / "l.sqlite", [1000] * 300, [1000] * 300)
     conn.execute("UPDATE queries SET latency_ms = 80 + (CAST(substr(query_id, 7) AS INTEGER) % 7) WHERE variant = 'b'")
     conn.execute("UPDATE queries SET latency_ms = 100 + (CAST(substr(query_id, 7) AS INTEGER) % 5) WHERE variant = 'a'")
-    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     res = compare_live(conn, exp({"primary_metric": "latency_ms"}))
     assert res["analysis"]["guardrail_metrics"] == ["cost_per_query", "error_rate", "timeout_rate", "retry_rate"]
@@ -96,7 +93,6 @@ def test_cli_compare_shows_the_method_the_metrics_and_who_decided(tmp_path, monk
     conn = moderate_drop(data, file="ledger.sqlite")
     conn.execute("UPDATE queries SET variant = 'default' WHERE variant = 'a'")
     conn.execute("UPDATE queries SET variant = 'top3' WHERE variant = 'b'")
-    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     conn.close()
     cfg = tmp_path / "exp.json"

@@ -7,8 +7,7 @@ import pytest
 
 from rag_app.comparison import compare_live, srm_pvalue, welch_interval
 from rag_app.experiments import Experiment
-from tracing import rollups
-from tracing.ledger import connect
+from tests.fakes.sql_ledger import SqlLedger
 
 
 def test_welch_interval_by_hand():
@@ -38,7 +37,7 @@ def test_srm_flags_a_skewed_split_and_not_a_fair_one():
 
 
 def seed_ledger(path, control_costs, treatment_costs, exp="e", origin="live"):
-    conn = connect(path)
+    conn = SqlLedger(path)
     for arm, variant, costs in (("control", "a", control_costs), ("treatment", "b", treatment_costs)):
         for i, c in enumerate(costs):
             qid = f"{origin}-{variant}{i}"
@@ -47,7 +46,6 @@ def seed_ledger(path, control_costs, treatment_costs, exp="e", origin="live"):
                          (qid, variant, exp, arm, origin))
             conn.execute("INSERT INTO stage_calls (query_id, stage, status, cost_nano_usd, input_tokens, started_at) "
                          "VALUES (?, 'generate', 'ok', ?, 100, 't')", (qid, c))
-    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     return conn
 
@@ -91,7 +89,6 @@ def test_an_unpriced_treatment_never_wins_on_cost(tmp_path):
     control = [int(rng.gauss(1000, 50)) for _ in range(450)]
     conn = seed_ledger(tmp_path / "l.sqlite", control, [None] * 50)
     conn.execute("UPDATE stage_calls SET price_source = 'unpriced' WHERE cost_nano_usd IS NULL")
-    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     res = compare_live(conn, Experiment("e", "a", "b", 10, "s"))
     assert res["verdict"] == "hold"
@@ -118,10 +115,9 @@ def test_compare_live_counts_live_rows_only(tmp_path):
     seed_ledger(path, [1000] * 10, [600] * 10).close()
     seed_ledger(path, [5] * 50, [5] * 50, origin="replay").close()
     seed_ledger(path, [7], [7], origin="cli").close()
-    conn = connect(path)
+    conn = SqlLedger(path)
     conn.execute("INSERT INTO queries (query_id, kind, variant, experiment, status, started_at, arm, sticky) "
                  "VALUES ('old', 'query', 'a', 'e', 'ok', 't', 'control', 1)")
-    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
     assert res["arms"]["control"]["queries"] == 10 and res["arms"]["treatment"]["queries"] == 10
@@ -144,7 +140,6 @@ def test_cli_compare_prints_unpriced_and_the_reason(tmp_path, monkeypatch):
     conn.execute("UPDATE queries SET variant = 'default' WHERE variant = 'a'")
     conn.execute("UPDATE queries SET variant = 'top3' WHERE variant = 'b'")
     conn.execute("UPDATE stage_calls SET price_source = 'unpriced' WHERE cost_nano_usd IS NULL")
-    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     conn.close()
     cfg = tmp_path / "exp.json"

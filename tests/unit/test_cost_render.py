@@ -5,9 +5,7 @@ import pytest
 from rich.console import Console
 
 from rag_app.cost_render import per_1k, report_tables, stage_table, usd
-from tracing import rollups
-from tracing.ledger import connect
-from tracing.reports import build_report
+from tests.fakes.sql_ledger import SqlLedger
 
 
 @pytest.mark.parametrize("value, shown", [
@@ -52,7 +50,7 @@ def test_ask_cost_table_fits_80_columns_without_truncation():
 
 
 def test_report_tables_fit_80_columns_and_show_unpriced(tmp_path):
-    conn = connect(tmp_path / "l.sqlite")
+    conn = SqlLedger(tmp_path / "l.sqlite")
     for i, (cost, source) in enumerate([(128850, "genai-prices"), (131000, "genai-prices"), (None, "unpriced")]):
         qid = f"query-{i:032d}"
         conn.execute("INSERT INTO queries (query_id, kind, question, variant, mode, status, started_at, latency_ms) "
@@ -61,9 +59,8 @@ def test_report_tables_fit_80_columns_and_show_unpriced(tmp_path):
         conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, input_tokens, output_tokens, "
                      "cost_nano_usd, price_source, usage_source, started_at) "
                      "VALUES (?, 'generate', 'ok', 'gpt-4o-mini', 1510, 143, ?, ?, 'provider', 't')", (qid, cost, source))
-    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
-    lines = render(report_tables(build_report(conn)))
+    lines = render(report_tables(conn.report()))
     text = "\n".join(lines)
     assert max(len(line) for line in lines) <= 80
     assert "…" not in text
@@ -82,22 +79,21 @@ def test_report_in_cny_at_the_dated_rate_shown(tmp_path):
     from tracing.pricing import load_bundled_table
 
     cny = display_currency("CNY", load_bundled_table().fx)
-    conn = connect(tmp_path / "l.sqlite")
+    conn = SqlLedger(tmp_path / "l.sqlite")
     conn.execute("INSERT INTO queries (query_id, kind, question, variant, mode, status, started_at, latency_ms) "
                  "VALUES ('q', 'query', 'q?', 'default', 'llm', 'ok', '2026-11-30T10:00:00+00:00', 10)")
     conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, input_tokens, output_tokens, cost_nano_usd, "
                  "price_source, usage_source, started_at) VALUES ('q', 'generate', 'ok', 'gpt-4o-mini', 1510, 143, "
                  "128850, 'genai-prices', 'provider', '2026-11-30T10:00:00+00:00')")
-    rollups.rebuild(conn)
     conn.commit()
-    lines = render(report_tables(build_report(conn), cny))
+    lines = render(report_tables(conn.report(), cny))
     text = "\n".join(lines)
     assert max(len(line) for line in lines) <= 80
     assert "¥0.000904" in text and "$0.000129" not in text  # 128,850 nano-USD x 7.0197 = 904,488 nano-CNY
     assert "ledger USD x 7.0197 (2026-01-08 rate" in text
     sink = io.StringIO()
     write_report(conn, "json", sink, Console(file=io.StringIO()), last=None, variant=None, prices="original",
-                 table_rows=20, pending=[], currency=cny)
+                 table_rows=20, currency=cny)
     data = json.loads(sink.getvalue())
     assert data["totals"]["currency"] == {"code": "CNY", "per_usd": "7.0197", "rate_date": "2026-01-08",
                                           "source": cny.rate.source}

@@ -5,6 +5,7 @@ the domain's values and ports (what a usage is, how a price table is keyed), nev
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,28 @@ def test_the_domain_does_not_import_tracing(path):
 def test_tracing_reads_only_the_domains_values_and_ports(path):
     bad = sorted(m for m in imports(path) if m.startswith("rag_app") and m not in DOMAIN_FOR_TRACING)
     assert not bad, f"{path.relative_to(REPO)} reaches into {bad}"
+
+
+# SQL belongs to the ledger package: a statement anywhere else is SQL the two engines may read differently
+# (0.4.0 translated it by regex) and that the schema's Table objects do not describe.
+SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
+                 r"CREATE\s+(TABLE|INDEX|VIEW|TRIGGER)|ALTER\s+TABLE|DROP\s+(TABLE|VIEW))\b", re.I | re.S)
+OWN_SQLITE_FILES = {  # not the ledger: files of their own, on SQLite only
+    "rag_app/embedding_cache.py",  # the embedding cache
+    "bench/ledger_writer.py",  # the driver's own executemany: the baseline the writer is measured against
+}
+
+
+def strings(path: Path) -> list[str]:
+    return [n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+@pytest.mark.parametrize("path", modules("rag_app", "chains", "tracing", "prompts", "bench"),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_no_sql_outside_the_ledger_package(path):
+    rel = str(path.relative_to(REPO))
+    if rel.startswith("tracing/ledger/") or rel in OWN_SQLITE_FILES:
+        return
+    found = [s[:80] for s in strings(path) if SQL.search(s)]
+    assert not found, f"{rel} holds SQL {found}: add a method to tracing/ledger/repository.py instead"

@@ -5,8 +5,8 @@ import sqlite3
 
 import sqlite_utils
 
-from tracing.ledger import LedgerWriter, connect
-from tracing.migrations import MIGRATIONS, migrate
+from tracing.ledger import MIGRATIONS, Ledger
+from tracing.ledger.schema import metadata
 
 EXPECTED_STAGE_CALLS = {
     "id": int, "query_id": str, "stage": str, "call_id": str, "attempt": int, "status": str, "model": str,
@@ -21,6 +21,8 @@ EXPECTED_STAGE_CALLS = {
     "attempt_id": str,
     # m006_context_budget
     "context_budget_tokens": int, "context_tokens": int,
+    # m009_one_repository
+    "writer_id": str,
 }
 EXPECTED_REPRICINGS = {
     "id": int, "stage_call_id": int, "cost_nano_usd": int, "shadow_cost_nano_usd": int, "price_version": str,
@@ -39,7 +41,8 @@ EXPECTED_SHADOW_PAIRS = {
 
 
 def test_migrate_empty_db_gives_exact_schema(tmp_path):
-    conn = connect(tmp_path / "ledger.sqlite")
+    Ledger.open(tmp_path / "ledger.sqlite").close()
+    conn = sqlite3.connect(tmp_path / "ledger.sqlite")
     db = sqlite_utils.Database(conn)
     assert db["stage_calls"].columns_dict == EXPECTED_STAGE_CALLS
     assert db["queries"].columns_dict == EXPECTED_QUERIES
@@ -50,7 +53,27 @@ def test_migrate_empty_db_gives_exact_schema(tmp_path):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_the_migrations_build_exactly_the_schema_the_code_describes(tmp_path):
+    """The Table objects are the one description: every table and column the migrations make is in
+    them, with the same type affinity, and the other way round."""
+    Ledger.open(tmp_path / "ledger.sqlite").close()
+    db = sqlite_utils.Database(sqlite3.connect(tmp_path / "ledger.sqlite"))
+    for table in metadata.sorted_tables:
+        built = db[table.name].columns_dict
+        described = {c.name: c.type.python_type if hasattr(c.type, "python_type") else None for c in table.columns}
+        assert set(built) == set(described), table.name
+        for name, typ in built.items():
+            want = described[name]
+            assert typ is want or (typ is float and want is float) or (typ is int and want is int), (table.name, name)
+    made = set(db.table_names()) - {"sqlite_sequence"}
+    assert made == {t.name for t in metadata.sorted_tables}
+
+
 def test_migrate_is_idempotent(tmp_path):
-    conn = sqlite3.connect(tmp_path / "l.sqlite")
-    assert migrate(conn) == [m.__name__ for m in MIGRATIONS]
-    assert migrate(conn) == []
+    from tracing.ledger import migrate
+    from tracing.ledger.engine import make_engine
+
+    engine = make_engine(tmp_path / "l.sqlite")
+    assert migrate(engine) == [m.__name__ for m in MIGRATIONS]
+    assert migrate(engine) == []
+    engine.dispose()

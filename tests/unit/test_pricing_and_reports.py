@@ -1,17 +1,15 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from decimal import Decimal
 
 import pytest
 
 from rag_app.errors import ConfigError
-from tracing import rollups
-from tracing.ledger import connect
+from tests.fakes.sql_ledger import SqlLedger
 from rag_app.money import from_nano, to_nano
 from tracing.pricing import PriceTable, rate_quote
-from tracing.reports import build_report, percentile
+from tracing.ledger import percentile
 
 
 def test_known_model_priced_from_genai_prices():
@@ -56,7 +54,7 @@ def test_percentile_matches_numpy_linear():
 
 
 def test_report_on_a_constructed_ledger(tmp_path):
-    conn = connect(tmp_path / "l.sqlite")
+    conn = SqlLedger(tmp_path / "l.sqlite")
     def q(qid, t):
         conn.execute("INSERT INTO queries (query_id, kind, question, variant, status, started_at, latency_ms) "
                      "VALUES (?, 'query', 'q', 'default', 'ok', ?, 10)", (qid, t))
@@ -72,9 +70,8 @@ def test_report_on_a_constructed_ledger(tmp_path):
     s("b", "generate", "timeout", 500, tin=300)
     s("b", "generate", "ok", 1000, tin=300, tout=40)
     s("c", "generate", "ok", None, source="unpriced")
-    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
-    rep = build_report(conn)
+    rep = conn.report()
     t = rep.totals
     assert t["queries"] == 3
     assert t["cost_usd"] == pytest.approx(2500e-9) and t["cost_is_lower_bound"] is True
@@ -94,7 +91,7 @@ def test_report_on_a_constructed_ledger(tmp_path):
     assert t["embedding_cache_hit_rate"] == 0.5
     assert t["stages"]["generate"]["input_tokens"] == 900 and t["stages"]["generate"]["rows"] == 5
     assert [r["query_id"] for r in rep.queries] == ["c", "b", "a"]
-    assert build_report(conn, last=1).totals["queries"] == 1
+    assert conn.report(last=1).totals["queries"] == 1
 
 
 def test_tiers_cache_writes_and_layers(tmp_path):

@@ -12,9 +12,8 @@ import pytest
 
 from rag_app.comparison import Stats, compare_live, welch_interval
 from rag_app.experiments import Experiment
-from tracing import rollups
-from tracing.ledger import LedgerWriter, connect
-from tracing.reports import build_report, build_report_full, by_report, percentile
+from tracing.ledger import Ledger, LedgerWriter, percentile
+from tracing.ledger import rollups
 
 MODELS = ("gpt-4o-mini", "deepseek-chat", "mystery-model")  # the last one has no price
 
@@ -88,22 +87,31 @@ def same_report(a, b) -> None:
     assert a.queries == b.queries
 
 
+def raw(path) -> sqlite3.Connection:
+    """The SQLite file itself, for a test to look at its rows."""
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
 @pytest.fixture
 def ledger(tmp_path):
     path = tmp_path / "ledger.sqlite"
     write_varied_ledger(path)
-    conn = connect(path)
-    yield conn
-    conn.close()
+    with Ledger.open(path) as L:
+        conn = raw(path)
+        yield L, conn
+        conn.close()
 
 
 def test_rollup_reports_equal_the_full_computation(ledger):
-    conn = ledger
+    L, conn = ledger
     assert conn.execute("SELECT COUNT(*) FROM stage_calls WHERE status = 'started'").fetchone()[0] > 0
-    full = build_report_full(conn)
+    full = L.report_full()
     assert full.totals["unpriced_queries"] > 0 and full.totals["retries"] > 0 and full.totals["timeouts"] > 0
+    assert full.totals["unknown_attempts"] > 0  # attempts whose process "died" are at risk in the totals
     for kw in ({}, {"last": 17}, {"variant": "a"}, {"variant": "b", "last": 5}, {"last": 10_000}):
-        same_report(build_report(conn, **kw), build_report_full(conn, **kw))
+        same_report(L.report(**kw), L.report_full(**kw))
     # per-query rows of the listing view agree with the query_costs view, unpriced stays NULL
     view = {r["query_id"]: dict(r) for r in conn.execute("SELECT * FROM query_costs WHERE kind = 'query'")}
     for r in conn.execute("SELECT * FROM query_totals WHERE kind = 'query'"):
@@ -115,45 +123,51 @@ def test_rollup_reports_equal_the_full_computation(ledger):
 
 
 def test_incremental_rollups_equal_a_rebuild(ledger):
-    conn = ledger
+    L, conn = ledger
+
     def snapshot():
         totals = [tuple(r) for r in conn.execute("SELECT * FROM query_totals ORDER BY query_id")]
         sums = {tuple(r[:6]): tuple(round(x, 3) for x in r[6:]) for r in conn.execute("SELECT * FROM report_rollup")
                 if any(r[6:])}
         return totals, sums
     incremental = snapshot()
-    rollups.rebuild(conn)
+    assert L.rebuild_totals() > 0
     assert snapshot() == incremental
-    assert rollups.stale(conn) is None
+    assert L.audit()["totals_stale"] is None
 
 
 def test_by_dimension_sums_match_the_rows(ledger):
-    conn = ledger
-    full = build_report_full(conn).totals
+    L, conn = ledger
+    full = L.report_full().totals
     for dim in ("user", "key", "variant", "day"):
-        rows = by_report(conn, dim)
+        rows = L.by(dim)
         assert sum(r["queries"] for r in rows) == full["queries"]
         assert sum(r["cost_usd"] for r in rows) == pytest.approx(full["cost_usd"], rel=1e-12)
         assert sum(r["unpriced_queries"] for r in rows) == full["unpriced_queries"]
-    users = {r["user"]: r for r in by_report(conn, "user")}
+    row_shadow = sum(v["shadow_cost_usd"] for v in full["stages"].values())  # every row's, unpriced queries' too
+    for dim in ("model", "stage"):  # every row's cost is booked to its own model and stage: the sums agree
+        rows = L.by(dim)
+        assert sum(r["cost_usd"] for r in rows) == pytest.approx(full["cost_usd"], rel=1e-12)
+        assert sum(r["shadow_cost_usd"] for r in rows) == pytest.approx(row_shadow, rel=1e-12)
+    users = {r["user"]: r for r in L.by("user")}
     expect = conn.execute("SELECT COUNT(*), SUM(c.priced_cost_nano_usd) FROM query_costs c JOIN queries q USING (query_id) "
                           "WHERE q.kind = 'query' AND q.user_id = 'u3'").fetchone()
     assert users["u3"]["queries"] == expect[0] and users["u3"]["cost_usd"] == pytest.approx(expect[1] / 1e9)
     assert users[None]["queries"] > 0  # queries without a user are one row, not dropped
-    models = {r["model"]: r for r in by_report(conn, "model")}
+    models = {r["model"]: r for r in L.by("model")}
     mystery = conn.execute("SELECT COUNT(DISTINCT s.query_id), COUNT(*) FROM stage_calls s JOIN queries q USING (query_id) "
                            "WHERE q.kind = 'query' AND s.model = 'mystery-model'").fetchone()
     assert models["mystery-model"]["queries"] == mystery[0] and models["mystery-model"]["unpriced_rows"] == mystery[1]
     assert models["mystery-model"]["cost_per_1k_queries_usd"] is None  # unpriced, never $0
     assert models["mystery-model"]["cost_is_lower_bound"]
     with pytest.raises(ValueError, match="unknown dimension"):
-        by_report(conn, "planet")
+        L.by("planet")
 
 
 def test_compare_live_from_rollups_equals_the_row_by_row_statistics(ledger):
-    conn = ledger
+    L, conn = ledger
     exp = Experiment("e", "a", "b", 50, "s")
-    res = compare_live(conn, exp)
+    res = compare_live(L, exp)
     for arm, variant, side in (("control", "a", "live"), ("treatment", "b", "live")):
         qs = [dict(r) for r in conn.execute(
             "SELECT q.status, q.latency_ms, q.sticky, c.cost_nano_usd, c.retries, c.timeouts FROM queries q "
@@ -184,21 +198,44 @@ def test_welch_from_sums_equals_welch_from_lists():
     assert Stats.from_sums(3, 3000, 3e6).var == 0.0  # identical values: no negative variance from rounding
 
 
-def test_a_failing_rollup_refresh_keeps_the_rows(tmp_path, monkeypatch, caplog):
+def test_a_failing_fold_keeps_the_rows_and_a_rebuild_mends_the_totals(tmp_path, monkeypatch, caplog):
     def broken(db, ids):
         raise ValueError("bug in the rollups")
-    monkeypatch.setattr(rollups, "refresh", broken)
+    monkeypatch.setattr(rollups, "fold", broken)
     w = LedgerWriter(tmp_path / "l.sqlite")
     w.put("queries", {"query_id": "x", "kind": "query", "status": "ok", "started_at": "2026-11-01T00:00:00"})
     w.put("stage_calls", {"query_id": "x", "stage": "generate", "status": "ok", "started_at": "t"})
     assert w.flush(10)
     w.close()
     monkeypatch.undo()
-    conn = connect(tmp_path / "l.sqlite")
+    conn = raw(tmp_path / "l.sqlite")
     assert conn.execute("SELECT COUNT(*) FROM stage_calls").fetchone()[0] == 1  # rows kept
-    assert "bug in the rollups" in rollups.stale(conn)
-    rollups.rebuild(conn)
-    assert rollups.stale(conn) is None and build_report(conn).totals["queries"] == 1
+    with Ledger.open(tmp_path / "l.sqlite") as L:
+        assert "bug in the rollups" in L.audit()["totals_stale"]
+        L.rebuild_totals()
+        assert L.audit()["totals_stale"] is None and L.report().totals["queries"] == 1
+
+
+def test_rows_written_around_the_writer_are_folded_in(tmp_path):
+    """Triggers mark a query dirty whoever writes its rows: a row inserted with plain SQL reaches the
+    totals at the writer's next step, without `--rebuild-totals` (0.4.0 left such rows out)."""
+    path = tmp_path / "l.sqlite"
+    w = LedgerWriter(path)
+    w.put("queries", {"query_id": "q1", "kind": "query", "status": "ok", "started_at": "2026-11-01T00:00:00"})
+    assert w.flush(10)
+    conn = raw(path)
+    conn.execute("INSERT INTO stage_calls (query_id, stage, status, started_at, cost_nano_usd, price_source) "
+                 "VALUES ('q1', 'generate', 'ok', '2026-11-01T00:00:00', 5000, 'bundled')")
+    conn.execute("INSERT INTO queries (query_id, kind, status, started_at) VALUES ('q2', 'query', 'ok', "
+                 "'2026-11-01T00:00:01')")
+    conn.commit()
+    w.put("queries", {"query_id": "q3", "kind": "query", "status": "ok", "started_at": "2026-11-01T00:00:02"})
+    assert w.flush(10)
+    w.close()
+    with Ledger.open(path) as L:
+        L.fold_backlog()  # what a writer's idle step does
+        totals = L.report().totals
+    assert totals["queries"] == 3 and totals["cost_usd"] == pytest.approx(5000e-9)
 
 
 def test_json_export_streams_in_flat_memory(tmp_path):
@@ -211,16 +248,15 @@ def test_json_export_streams_in_flat_memory(tmp_path):
     for n in (2_000, 8_000):
         path = tmp_path / f"l{n}.sqlite"
         build(path, n)
-        conn = sqlite3.connect(path)
-        conn.row_factory = sqlite3.Row
-        sink = io.StringIO() if n < 0 else open(tmp_path / f"out{n}.json", "w", encoding="utf-8")
+        ledger = Ledger.open_read(path)
+        sink = open(tmp_path / f"out{n}.json", "w", encoding="utf-8")
         tracemalloc.start()
-        write_report(conn, "json", sink, Console(file=io.StringIO()), last=None, variant=None, prices="original",
-                     table_rows=20, pending=[])
+        write_report(ledger, "json", sink, Console(file=io.StringIO()), last=None, variant=None, prices="original",
+                     table_rows=20)
         peaks[n] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         sink.close()
-        conn.close()
+        ledger.close()
         data = json.loads((tmp_path / f"out{n}.json").read_text(encoding="utf-8"))
         assert len(data["queries"]) == data["totals"]["queries"] == n
         assert data["queries"][0]["started_at"] >= data["queries"][-1]["started_at"]  # newest first
@@ -230,30 +266,30 @@ def test_json_export_streams_in_flat_memory(tmp_path):
 def test_a_started_attempt_alone_is_in_the_totals_at_once(tmp_path):
     """write_now's `started` row commits with its totals: after a crash it is the only row of its query
     (an orphan the audit must count, with its input-estimate cost), and nothing else will refresh it."""
-    from tracing.ledger_audit import audit
-
     w = LedgerWriter(tmp_path / "l.sqlite")
     assert w.write_now("stage_calls", {"query_id": "lonely", "stage": "generate", "status": "started", "attempt_id": "a1",
                                        "cost_nano_usd": 900, "price_source": "bundled", "started_at": "t"})
-    conn = connect(tmp_path / "l.sqlite")  # no flush: what a reader sees while the attempt is in flight
-    a = audit(conn)
+    with Ledger.open_read(tmp_path / "l.sqlite") as L:  # no flush: what a reader sees while the attempt is in flight
+        a = L.audit()
     assert (a["orphan_stage_rows"], a["orphan_queries"], a["orphan_cost_usd"]) == (1, 1, 900e-9)
     assert a["unknown_attempts"] == 1
     w.close()
 
 
-def test_refresh_reads_only_the_given_queries():
-    """The per-batch refresh must look queries up by primary key: an index on kind would make each batch
-    read every query of the ledger (22k -> 3.9k rows/s on a 5,000-query ledger, see bench/ledger_volume.py)."""
-    conn = sqlite3.connect(":memory:")
-    from tracing.migrations import migrate
-    migrate(conn)
-    for sql, times in rollups._contributions(+1):
-        ids = [f"q{i}" for i in range(40)]  # a batch's worth: with few ids any plan uses the key
-        plan = " ".join(r[3] for r in conn.execute(
-            "EXPLAIN QUERY PLAN " + sql.replace("{ids}", f" AND t.query_id IN ({','.join('?' * len(ids))})"), ids * times))
-        assert "SCAN t" not in plan and "query_totals_started" not in plan, plan
-        assert "sqlite_autoindex_query_totals_1" in plan, plan
+def test_folding_reads_only_the_given_queries(tmp_path):
+    """A fold looks queries up by primary key: a plan that scanned query_totals or stage_calls would make
+    each batch read the whole ledger (22k -> 3.9k rows/s on a 5,000-query ledger in 0.4.0)."""
+    from sqlalchemy import select
+
+    from tracing.ledger.schema import query_totals
+
+    with Ledger.open(tmp_path / "l.sqlite") as L, L.engine.connect() as db:
+        ids = [f"q{i}" for i in range(40)]
+        for stmt in (rollups.totals_select(ids), select(query_totals).where(query_totals.c.query_id.in_(ids))):
+            compiled = stmt.compile(dialect=db.dialect, compile_kwargs={"literal_binds": True})
+            plan = " ".join(str(r[3]) for r in db.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}"))
+            assert "SCAN s " not in plan + " " and "SCAN stage_calls" not in plan, plan
+            assert "SCAN query_totals" not in plan, plan
 
 
 def test_cli_says_when_totals_are_stale_and_rebuilds_them(tmp_path, monkeypatch):
@@ -263,65 +299,66 @@ def test_cli_says_when_totals_are_stale_and_rebuilds_them(tmp_path, monkeypatch)
 
     path = tmp_path / "ledger.sqlite"
     write_varied_ledger(path, n=30)
-    conn = connect(path)
+    conn = raw(path)
     conn.execute("UPDATE query_totals SET priced_cost_nano_usd = priced_cost_nano_usd + 1")  # drift
     conn.execute("INSERT INTO rollup_state (name, value) VALUES ('stale', 'ValueError: boom')")
     conn.commit()
     monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path))
-    res = CliRunner().invoke(app, ["report", "--format", "json"])
+    res = CliRunner().invoke(app, ["report", "--format", "table"])
     assert res.exit_code == 0 and "run `rag report --rebuild-totals`" in " ".join(res.output.split())
     res = CliRunner().invoke(app, ["report", "--format", "json", "--rebuild-totals"])
-    assert res.exit_code == 0 and "rebuild-totals" not in res.output
-    assert rollups.stale(conn) is None
-    same_report(build_report(conn), build_report_full(conn))
+    assert res.exit_code == 0 and "rebuild-totals" not in json.dumps(json.loads(res.stdout)["ledger"])
+    with Ledger.open(path) as L:
+        assert L.audit()["totals_stale"] is None
+        same_report(L.report(), L.report_full())
 
 
 def test_index_walk_percentiles_equal_the_list_computation(ledger_url):
-    """percentile_sql walks the index from its nearer end and compare's latency percentile counts NULLs
-    as 0: every rank (first, middle, last, ties, NULLs before and around the rank) equals `percentile()`
-    over the same values, on both backends."""
-    from tracing.reports import percentile_nulls_as_zero, percentile_sql
+    """The percentile walk starts from the nearer end of the index and compare's latency percentile counts
+    NULLs as 0: every rank (first, middle, last, ties, NULLs before and around the rank) equals
+    `percentile()` over the same values, on both backends."""
+    from sqlalchemy import Column, Float, Integer, MetaData, Table, insert, select
 
-    conn = connect(ledger_url)
-    conn.execute("CREATE TABLE pv (k INTEGER, v REAL)")
+    from tracing.ledger.reports import percentile_nulls_as_zero, percentile_of
+
+    pv = Table("pv", MetaData(), Column("k", Integer), Column("v", Float))
     rng = random.Random(7)
-    cases = []
+    cases, rows = [], []
     for k in range(40):
         n, nulls = rng.randint(1, 12), rng.randint(0, 4)
         vals = [float(rng.choice((rng.randint(0, 5), rng.uniform(0, 100)))) for _ in range(n)]
         nulls = min(nulls, n)
         vals[:nulls] = [None] * nulls
         rng.shuffle(vals)
-        for v in vals:
-            conn.execute("INSERT INTO pv (k, v) VALUES (?, ?)", (k, v))
+        rows += [{"k": k, "v": v} for v in vals]
         cases.append((k, vals, nulls))
-    conn.commit()
-    for k, vals, nulls in cases:
-        present = [v for v in vals if v is not None]
-        for p in (0, 5, 25, 50, 62.5, 90, 95, 99, 100):
-            got = percentile_sql(conn, "(SELECT * FROM pv WHERE k = ?) t", [k], "v", len(present), p)
-            want = percentile(present, p)
-            assert got == pytest.approx(want), (vals, p)
-            got = percentile_nulls_as_zero(conn, "FROM pv t WHERE t.k = ?", [k], "t.v", len(vals), nulls, p)
-            assert got == pytest.approx(percentile([0.0 if v is None else v for v in vals], p)), (vals, nulls, p)
-    conn.close()
+    with Ledger.open(ledger_url) as L, L.engine.begin() as db:
+        pv.create(db)
+        db.execute(insert(pv), rows)
+        for k, vals, nulls in cases:
+            present = [v for v in vals if v is not None]
+            source = select(pv).where(pv.c.k == k).subquery("t")
+            for p in (0, 5, 25, 50, 62.5, 90, 95, 99, 100):
+                assert percentile_of(db, source, "v", len(present), p) == pytest.approx(percentile(present, p)), (vals, p)
+                got = percentile_nulls_as_zero(db, source, "v", len(vals), nulls, p)
+                assert got == pytest.approx(percentile([0.0 if v is None else v for v in vals], p)), (vals, nulls, p)
 
 
 def test_percentile_walk_skips_at_most_half_the_index(tmp_path):
     """An OFFSET reads every entry it skips: p95 of a million queries must start from the top end
     (on PostgreSQL the walk from the bottom made `rag experiment compare` take 1.7 s at 1M queries)."""
-    from tracing.reports import percentile_sql
+    from sqlalchemy import Column, Integer, MetaData, Table, event, insert, select
 
-    conn = sqlite3.connect(tmp_path / "p.sqlite")
-    conn.execute("CREATE TABLE pv (v INTEGER)")
-    conn.executemany("INSERT INTO pv VALUES (?)", [(i,) for i in range(1000)])
+    from tracing.ledger.reports import percentile_of
+
+    pv = Table("pv", MetaData(), Column("v", Integer))
     offsets = []
-
-    class Recording:
-        def execute(self, sql, args):
-            offsets.append(args[-1])
-            return conn.execute(sql, args)
-
-    for p in (1, 50, 95, 99.9):
-        assert percentile_sql(Recording(), "pv t", [], "v", 1000, p) == pytest.approx(999 * p / 100)
+    with Ledger.open(tmp_path / "p.sqlite") as L:
+        event.listen(L.engine, "before_cursor_execute",
+                     lambda conn, cur, stmt, params, ctx, many: offsets.append(params[-1]) if "OFFSET" in stmt else None)
+        with L.engine.begin() as db:
+            pv.create(db)
+            db.execute(insert(pv), [{"v": i} for i in range(1000)])
+            for p in (1, 50, 95, 99.9):
+                assert percentile_of(db, select(pv).subquery("t"), "v", 1000, p) == pytest.approx(999 * p / 100)
     assert max(offsets) <= 500 and offsets[2] <= 50, offsets

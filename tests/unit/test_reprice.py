@@ -10,11 +10,9 @@ from datetime import datetime, timezone
 from typer.testing import CliRunner
 
 from rag_app.cli import app
-from tracing import rollups
-from tracing.ledger import connect
+from tests.fakes.sql_ledger import SqlLedger
 from tracing.pricing import PriceTable
-from tracing.reports import build_report
-from tracing.reprice import reprice, repriced_rows, unpriced_models
+from tracing.reprice import reprice
 
 OLD = "genai-prices@0.2.3"  # the table the rows were first priced with
 
@@ -29,7 +27,7 @@ def add_row(conn, qid, model, tin, tout, cached, cost, source, version=OLD, star
 
 
 def seed(path):
-    conn = connect(path)
+    conn = SqlLedger(path)
     # deepseek-chat made 2026-03-02, while the V3.2 list was in force, recorded with the pre-Sept-2025 list
     add_row(conn, "q1", "deepseek-chat", 1500, 200, 1000, 1000 * 70 + 500 * 270 + 200 * 1100, "genai-prices")
     add_row(conn, "q2", "house-llm-7b", 1000, 100, 0, None, "unpriced")
@@ -37,7 +35,6 @@ def seed(path):
     conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, input_tokens, cost_nano_usd, shadow_cost_nano_usd, "
                  "price_version, price_source, started_at) VALUES ('q3', 'embed_query', 'ok', 'bge', 20, 0, 400, 'rate:embed', "
                  "'rate', '2026-03-02T08:00:00')")
-    rollups.rebuild(conn)  # rows written around the ledger writer: recompute the report totals
     conn.commit()
     return conn
 
@@ -69,16 +66,16 @@ def test_reprice_keeps_history_and_reports_show_either(tmp_path):
     assert why["q1"].startswith(f"new price version ({OLD} -> {table.version}): bundled deepseek/deepseek-chat from 2025-09-29")
     assert why["q2"] == "priced now: override house-llm-7b from any date"
     assert {r[0] for r in conn.execute("SELECT price_version FROM repricings")} == {table.version}
-    original, repriced = build_report(conn).totals, build_report(conn, prices="repriced").totals
+    original, repriced = conn.report().totals, conn.report(prices="repriced").totals
     assert original["unpriced_rows"] == 1 and repriced["unpriced_rows"] == 0
     assert round(original["cost_usd"] * 1e9) == 1000 * 70 + 500 * 270 + 200 * 1100 + 2000 * 150 + 300 * 600
     assert round(repriced["cost_usd"] * 1e9) == sum(new.values()) + 2000 * 150 + 300 * 600
-    assert repriced_rows(conn) == 2 and repriced_rows(conn, ["q3"]) == 0
+    assert conn.repriced_rows() == 2 and conn.repriced_rows(["q3"]) == 0
     # a second run without the override: only house-llm changes (back to unpriced), appended; q1 stays
     res = reprice(conn, PriceTable())
     assert (res.changed, dict(res.reasons)) == (1, {"unpriced now": 1})
     assert conn.execute("SELECT COUNT(*) FROM repricings").fetchone()[0] == 3
-    assert build_report(conn, prices="repriced").totals["unpriced_rows"] == 1
+    assert conn.report(prices="repriced").totals["unpriced_rows"] == 1
 
 
 MONDAY_PEAK = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)  # 10:00 Beijing, a working Monday: peak
@@ -91,7 +88,7 @@ def test_reprice_never_changes_a_row_whose_price_did_not_change(tmp_path):
     # (changed=1 with the same price_version). Priced by the call's own start it is unchanged,
     # whatever hour the re-pricing runs at.
     table = PriceTable(clock=lambda: MONDAY_PEAK)
-    conn = connect(tmp_path / "l.sqlite")
+    conn = SqlLedger(tmp_path / "l.sqlite")
     add_row(conn, "q1", "deepseek-flash", 1500, 200, 1000, FLASH_OFF_PEAK, "bundled", table.version, SATURDAY)
     conn.commit()
     for _ in range(2):
@@ -103,7 +100,7 @@ def test_reprice_never_changes_a_row_whose_price_did_not_change(tmp_path):
 def test_a_row_priced_at_the_wrong_hour_is_fixed_as_a_new_rule(tmp_path):
     # what 0.4.0's reprice wrote for that Saturday row when run on a weekday at 10:00 Beijing
     table = PriceTable(clock=lambda: MONDAY_PEAK)
-    conn = connect(tmp_path / "l.sqlite")
+    conn = SqlLedger(tmp_path / "l.sqlite")
     add_row(conn, "q1", "deepseek-flash", 1500, 200, 1000, 2 * FLASH_OFF_PEAK, "bundled", table.version, SATURDAY)
     conn.commit()
     res = reprice(conn, table)
@@ -117,7 +114,7 @@ def test_rows_either_side_of_an_effective_date(tmp_path):
     f.write_text(json.dumps({"version": "house-2", "models": {"house-llm": {"prices": [
         {"from": "2026-01-01", "input_per_mtok": "0.10", "output_per_mtok": "0.40"},
         {"from": "2026-06-01T00:00:00Z", "input_per_mtok": "0.20", "output_per_mtok": "0.80"}]}}}))
-    conn = connect(tmp_path / "l.sqlite")
+    conn = SqlLedger(tmp_path / "l.sqlite")
     old_price = 1000 * 100 + 100 * 400  # both recorded at the January price by an older table
     add_row(conn, "before", "house-llm", 1000, 100, 0, old_price, "override", "house-1", "2026-05-31T23:59:59.999+00:00")
     add_row(conn, "after", "house-llm", 1000, 100, 0, old_price, "override", "house-1", "2026-06-01T00:00:00.000+00:00")
@@ -138,8 +135,8 @@ def test_rows_either_side_of_an_effective_date(tmp_path):
 
 def test_unpriced_models_lists_what_todays_table_cannot_price(tmp_path):
     conn = seed(tmp_path / "l.sqlite")
-    assert [m["model"] for m in unpriced_models(conn, PriceTable())] == ["house-llm-7b"]
-    assert unpriced_models(conn, PriceTable.load(overrides(tmp_path))) == []
+    assert [m["model"] for m in conn.unpriced_models(PriceTable())] == ["house-llm-7b"]
+    assert conn.unpriced_models(PriceTable.load(overrides(tmp_path))) == []
 
 
 def test_cli_prices_check_and_reprice(tmp_path, monkeypatch):

@@ -1,0 +1,37 @@
+"""The ledger: one schema (SQLAlchemy Core Tables), one repository, one writer, on SQLite or PostgreSQL.
+
+    schema.py      the tables, once, for both engines
+    engine.py      bounded engines per use; what an error means (retry, or fix a setting)
+    migrations.py  m001..m009, each locked and transactional; back-fills run in batches afterwards
+    views.py       query_costs and the re-priced views, one definition compiled per engine
+    rollups.py     per-query totals and report rollups, folded in as rows change (triggers mark dirty)
+    writer.py      LedgerWriter: bounded buffer, one writer thread, quarantine, spill and replay
+    spill.py       spill files under RAG_DATA_DIR: private, versioned, typed, resumable
+    reports.py     reports from the rollups; percentiles by index walks; streamed exports
+    repository.py  Ledger: every read (and re-pricing, rebuilding) the front doors need
+
+Nothing outside this package writes SQL.
+"""
+from tracing.ledger.engine import Bounds, is_transient, url_for_path
+from tracing.ledger.migrations import MIGRATIONS, migrate, pending
+from tracing.ledger.reports import BY_DIMS, Report, percentile, query_row, stage_json
+from tracing.ledger.repository import SERVICE_BOUNDS, Ledger, LedgerUnavailable
+from tracing.ledger.writer import LedgerWriter
+
+__all__ = [
+           "BY_DIMS",
+           "MIGRATIONS",
+           "SERVICE_BOUNDS",
+           "Bounds",
+           "Ledger",
+           "LedgerUnavailable",
+           "LedgerWriter",
+           "Report",
+           "is_transient",
+           "migrate",
+           "pending",
+           "percentile",
+           "query_row",
+           "stage_json",
+           "url_for_path",
+]

@@ -1,0 +1,393 @@
+"""Reports over the ledger: per-query rows and totals, as plain data for tables, CSV and JSON.
+
+Everything is in integer nano-dollars until the edge, so the CLI, the JSON export and the dashboard
+show the same numbers. Totals come from the rollups the writer keeps (rollups.py) and percentiles
+from index walks, so a report costs the same on 1,000 or 1,000,000 queries; per-query rows are read a
+page at a time (`iter_query_rows`), so exports stream in constant memory. Re-priced figures have no
+rollups: `prices="repriced"` reads the rows (slower).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, case, cast, func, select, tuple_
+from sqlalchemy.sql import ColumnElement, Select
+
+from rag_app.money import usd_json
+from tracing.ledger import views
+from tracing.ledger.rollups import number
+from tracing.ledger.schema import (
+    INT,
+    ROLLUP_FLOAT_SUMS,
+    ROLLUP_SUMS,
+    STAGES,
+    queries,
+    query_totals,
+    report_rollup,
+    stage_calls,
+)
+
+BY_DIMS = {"user": ("user_total", "value"), "key": ("key", "value"), "model": ("model", "value"),
+           "stage": ("stage", "value"), "variant": ("all", "variant"), "day": ("all", "day")}
+
+
+def percentile(values: list, p: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default), p in [0, 100]."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * p / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _usd(nano: float | None) -> float | None:
+    return None if nano is None else usd_json(round(nano))
+
+
+@dataclass
+class Report:
+    queries: list[dict]
+    totals: dict
+
+
+# -- one query's rows --------------------------------------------------------------------------------------
+def stage_rows(db: Connection, query_id: str) -> list[dict]:
+    """A query's rows in the order its stages ran. Not by id: ids follow commit order, and a crash-safe
+    `started` row commits before the batch holding the stages that ran before it."""
+    s = stage_calls
+    rank = case({name: i for i, name in enumerate(STAGES)}, value=s.c.stage, else_=len(STAGES))
+    return [dict(r) for r in db.execute(select(s).where(s.c.query_id == query_id)
+                                        .order_by(s.c.started_at, rank, s.c.attempt, s.c.id)).mappings()]
+
+
+def stage_json(row: dict) -> dict:
+    # a `started` attempt never got its end written (in flight, or the process died): outcome unknown
+    status = "unknown" if row["status"] == "started" else row["status"]
+    return {"stage": row["stage"], "model": row["model"], "status": status, "attempt": row["attempt"],
+            "call_id": row["call_id"], "input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"],
+            "cached_tokens": row["cached_tokens"], "cache_write_tokens": row.get("cache_write_tokens", 0),
+            "reasoning_tokens": row.get("reasoning_tokens", 0), "usage_source": row.get("usage_source"),
+            "estimate_note": row.get("estimate_note"), "output_at_risk_tokens": row.get("output_at_risk_tokens"),
+            "cost_usd": usd_json(row["cost_nano_usd"]),
+            "shadow_cost_usd": usd_json(row["shadow_cost_nano_usd"]), "price_version": row["price_version"],
+            "price_source": row["price_source"],
+            "possibly_billed": bool(row["possibly_billed"]), "latency_ms": row["latency_ms"],
+            "cache_hits": row["cache_hits"], "cache_misses": row["cache_misses"], "error": row["error"],
+            "context_budget_tokens": row.get("context_budget_tokens"), "context_tokens": row.get("context_tokens")}
+
+
+# -- per-query rows from the totals ---------------------------------------------------------------------------
+def query_row(t: Any) -> dict:
+    """One per-query row (from a query_totals row joined with its question), as reports print it."""
+    row = {"query_id": t["query_id"], "started_at": t["started_at"], "question": t["question"],
+           "variant": t["variant"], "mode": t["mode"], "status": t["status"], "latency_ms": t["latency_ms"],
+           "cost_usd": usd_json(t["cost_nano_usd"]), "priced_cost_usd": usd_json(t["priced_cost_nano_usd"]),
+           "shadow_cost_usd": usd_json(t["shadow_cost_nano_usd"]), "unpriced_rows": t["unpriced_rows"],
+           "estimated_rows": t["estimated_rows"], "output_at_risk_tokens": t["output_at_risk_tokens"],
+           "retries": t["retries"], "timeouts": t["timeouts"],
+           "context_tokens": t["context_tokens"], "context_budget_tokens": t["context_budget_tokens"],
+           "unknown_attempts": t["unknown_attempts"]}
+    for st in STAGES:
+        row[f"{st}_tokens"] = t[f"{st}_input_tokens"] + t[f"{st}_output_tokens"]
+        row[f"{st}_cost_usd"] = None if t[f"{st}_unpriced_rows"] else usd_json(t[f"{st}_cost_nano_usd"])
+        row[f"{st}_shadow_cost_usd"] = usd_json(t[f"{st}_shadow_nano_usd"])
+    return row
+
+
+def listing(where: list[ColumnElement]) -> Select:
+    """query_totals rows with their question, newest first (the query list of the API and dashboard)."""
+    t, q = query_totals, queries
+    return (select(t, q.c.question).select_from(t.outerjoin(q, q.c.query_id == t.c.query_id))
+            .where(t.c.kind == "query", *where).order_by(t.c.started_at.desc(), t.c.query_id.desc()))
+
+
+def iter_query_rows(db: Connection, variant: str | None = None, last: int | None = None, page: int = 1000,
+                    raw: bool = False) -> Iterator[dict]:
+    """Per-query rows, newest first, `page` at a time by keyset (started_at, query_id): memory stays flat
+    however many there are (and a PostgreSQL cursor never holds more than a page)."""
+    where = [] if variant is None else [query_totals.c.variant == variant]
+    left, after = last, None
+    while left is None or left > 0:
+        size = page if left is None else min(page, left)
+        cond = list(where)
+        if after is not None:
+            cond.append(tuple_(query_totals.c.started_at, query_totals.c.query_id) < tuple_(*after))
+        batch = [dict(r) for r in db.execute(listing(cond).limit(size)).mappings()]
+        for t in batch:
+            yield t if raw else query_row(t)
+        if len(batch) < size:
+            return
+        after = (batch[-1]["started_at"], batch[-1]["query_id"])
+        if left is not None:
+            left -= len(batch)
+
+
+# -- totals -------------------------------------------------------------------------------------------------
+def _rollup_sums(where: list[ColumnElement]) -> Select:
+    return select(*(cast(func.coalesce(func.sum(report_rollup.c[c]), 0), INT).label(c) if c not in ROLLUP_FLOAT_SUMS
+                    else func.coalesce(func.sum(report_rollup.c[c]), 0.0).label(c) for c in ROLLUP_SUMS)).where(*where)
+
+
+def _selection(variant: str | None, last: int | None):
+    """The selected queries (alias t): a variant's, or the `last` most recent."""
+    t = query_totals
+    sel = select(t).where(t.c.kind == "query")
+    if variant:
+        sel = sel.where(t.c.variant == variant)
+    if last is not None:
+        sel = sel.order_by(t.c.started_at.desc(), t.c.query_id.desc()).limit(int(last))
+    return sel.subquery("t")
+
+
+def values_at(db: Connection, source, column: str, n: int, lo: int) -> tuple | None:
+    """The non-NULL values at sorted ranks lo and lo+1 (lo again when lo is the last) of the n in `source`,
+    read by an index walk from the nearer end (an OFFSET walks every entry it skips: p95 of a million
+    rows skips 50k entries instead of 950k)."""
+    col = source.c[column]
+    base = select(col).where(col.is_not(None))
+    hi = min(lo + 1, n - 1)
+    if lo < n - 1 - hi:
+        xs = [number(r[0]) for r in db.execute(base.order_by(col).limit(2).offset(lo))]
+        return None if not xs else (xs[0], xs[1] if hi > lo and len(xs) > 1 else xs[0])
+    xs = [number(r[0]) for r in db.execute(base.order_by(col.desc()).limit(hi - lo + 1).offset(n - 1 - hi))]
+    return None if not xs else (xs[-1], xs[0])
+
+
+def percentile_of(db: Connection, source, column: str, n: int, p: float) -> float | None:
+    """`percentile()` of a column's non-NULL values (n of them) in `source`."""
+    if n <= 0:
+        return None
+    pos = (n - 1) * p / 100
+    lo = int(pos)
+    pair = values_at(db, source, column, n, lo)
+    return None if pair is None else pair[0] + (pair[1] - pair[0]) * (pos - lo)
+
+
+def percentile_nulls_as_zero(db: Connection, source, column: str, n: int, nulls: int, p: float) -> float | None:
+    """`percentile()` of n values of which `nulls` are NULL and count as 0 (they sort first)."""
+    if not n:
+        return None
+    pos = (n - 1) * p / 100
+    lo = int(pos)
+    hi = min(lo + 1, n - 1)
+    vals: list = [0.0 if lo < nulls else None, 0.0 if hi < nulls else None]
+    if vals[1] is None:  # at least one rank among the non-NULL values
+        first = max(lo - nulls, 0)
+        pair = values_at(db, source, column, n - nulls, first)
+        if pair is None:
+            return None
+        vals = [pair[0] if vals[0] is None else vals[0], pair[1] if hi - nulls > first else pair[0]]
+    return vals[0] + (vals[1] - vals[0]) * (pos - lo)
+
+
+def report_totals(db: Connection, last: int | None = None, variant: str | None = None) -> dict:
+    source = _selection(variant, last)
+    r = report_rollup
+    if last is None:  # everything (or one variant): add up the day rollups
+        where = [r.c.dim == "all"] + ([r.c.variant == variant] if variant else [])
+        sums = dict(db.execute(_rollup_sums(where)).mappings().one())
+        scope = [r.c.variant == variant] if variant else []
+        stages = {row[0]: tuple(number(x) for x in row[1:]) for row in db.execute(
+            select(r.c.value, *(func.sum(r.c[c]) for c in ("stage_rows", "input_tokens", "output_tokens",
+                                                           "priced_cost_nano_usd", "shadow_cost_nano_usd",
+                                                           "unpriced_rows")))
+            .where(r.c.dim == "stage", *scope).group_by(r.c.value))}
+        budgets = sorted(int(b) for (b,) in db.execute(
+            select(r.c.value).where(r.c.dim == "budget", r.c.queries > 0, *scope).distinct()))
+    else:  # the N most recent: add up their per-query totals
+        from tracing.ledger.rollups import contributions
+
+        sums = {c: 0 for c in ROLLUP_SUMS}
+        stages_acc: dict[str, list] = {}
+        budgets_set = set()
+        for t in db.execute(select(source)).mappings():
+            for key, part in contributions(t).items():
+                if key[0] == "all":
+                    for c, v in zip(ROLLUP_SUMS, part):
+                        sums[c] += v
+                    break
+            for i, st in enumerate(STAGES):
+                if t[f"{st}_rows"]:
+                    acc = stages_acc.setdefault(st, [0] * 6)
+                    for j, c in enumerate(("rows", "input_tokens", "output_tokens", "cost_nano_usd",
+                                           "shadow_nano_usd", "unpriced_rows")):
+                        acc[j] += t[f"{st}_{c}"]
+            if t["context_budget_tokens"] is not None:
+                budgets_set.add(int(t["context_budget_tokens"]))
+        stages = {k: tuple(v) for k, v in stages_acc.items()}
+        budgets = sorted(budgets_set)
+    pct = lambda col, n, p: _usd(percentile_of(db, source, col, n, p))
+    total, waste = sums["priced_cost_nano_usd"], sums["waste_nano_usd"]
+    hits, misses = sums["cache_hits"], sums["cache_misses"]
+    priced = sums["priced_queries"]
+    return {
+        "prices": "original",
+        "queries": sums["queries"],
+        "priced_queries": priced,
+        "unpriced_queries": sums["queries"] - priced,
+        "cost_usd": usd_json(total),
+        "cost_is_lower_bound": sums["unpriced_rows"] > 0,
+        "shadow_cost_usd": usd_json(sums["shadow_cost_nano_usd"]),
+        "cost_per_query_p50_usd": pct("cost_nano_usd", priced, 50),
+        "cost_per_query_p95_usd": pct("cost_nano_usd", priced, 95),
+        "cost_per_1k_queries_usd": _usd(1000 * sums["cost_nano_usd"] / priced) if priced else None,
+        "shadow_cost_per_query_p50_usd": pct("shadow_cost_nano_usd", sums["shadow_queries"], 50),
+        "shadow_cost_per_query_p95_usd": pct("shadow_cost_nano_usd", sums["shadow_queries"], 95),
+        "retry_timeout_waste_usd": usd_json(waste),
+        "retry_timeout_waste_pct": round(100 * waste / total, 2) if total else 0.0,
+        "retries": sums["retries"], "timeouts": sums["timeouts"], "unpriced_rows": sums["unpriced_rows"],
+        "estimated_rows": sums["estimated_rows"], "output_at_risk_tokens": sums["output_at_risk_tokens"],
+        # LLM attempts whose outcome is unknown (a process died mid-call): possibly billed, at input estimate
+        "unknown_attempts": sums["unknown_attempts"], "at_risk_usd": usd_json(sums["unknown_cost_nano_usd"]),
+        "embedding_cache_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
+        "context_tokens_mean": (round(sums["context_tokens"] / sums["context_queries"], 1)
+                                if sums["context_queries"] else None),
+        "context_budget_tokens": budgets,
+        "stages": {st: _stage_json(stages.get(st)) for st in [*STAGES, *sorted(set(stages) - set(STAGES))]},
+    }
+
+
+def _stage_json(v) -> dict:
+    rows, tin, tout, cost, shadow, unpriced = (int(number(x)) for x in v) if v else (0,) * 6
+    return {"input_tokens": tin, "output_tokens": tout, "cost_usd": usd_json(cost), "shadow_cost_usd": usd_json(shadow),
+            "unpriced_rows": unpriced, "rows": rows}
+
+
+def build_report(db: Connection, last: int | None = None, variant: str | None = None, prices: str = "original",
+                 rows: int | None = None) -> Report:
+    """Totals and per-query rows. `last`: only the N most recent queries (totals too). `rows`: how many
+    per-query rows to return at most (None: every selected one; exports use `iter_query_rows`).
+    `prices`: "original" (as recorded) or "repriced" (the latest `rag reprice`; read from the rows)."""
+    if prices != "original":
+        rep = build_report_full(db, last=last, variant=variant, prices=prices)
+        return rep if rows is None else Report(rep.queries[:rows], rep.totals)
+    totals = report_totals(db, last=last, variant=variant)
+    n = last if rows is None else rows if last is None else min(last, rows)
+    return Report([] if n == 0 else list(iter_query_rows(db, variant=variant, last=n)), totals)
+
+
+def build_report_full(db: Connection, last: int | None = None, variant: str | None = None,
+                      prices: str = "original") -> Report:
+    """Every selected query and stage row through Python (the re-priced figures, and the reference the
+    rollup-based report is tested against)."""
+    stage_source = (views.stage_calls_repriced() if prices == "repriced" else select(stage_calls)).subquery("s")
+    qc = views.query_costs(stage_source).subquery("qc")
+    sel = select(qc).where(qc.c.kind == "query").order_by(qc.c.started_at.desc())
+    if variant:
+        sel = sel.where(qc.c.variant == variant)
+    if last:
+        sel = sel.limit(int(last))
+    qs = [dict(r) for r in db.execute(sel).mappings()]
+    ids = [q["query_id"] for q in qs]
+    per_stage: dict[str, dict[str, dict]] = {qid: {} for qid in ids}
+    unknown_by_query: dict[str, int] = {}
+    stage_tot: dict[str, dict] = {st: _new_sums() for st in STAGES}
+    waste = retries = timeouts = unpriced = estimated = at_risk = hits = misses = 0
+    unknown = unknown_cost = 0
+    context: dict[str, tuple] = {}
+    for i in range(0, len(ids), 500):
+        batch = ids[i:i + 500]
+        for r in db.execute(select(stage_source).where(stage_source.c.query_id.in_(batch))).mappings():
+            r = dict(r)
+            _add(per_stage[r["query_id"]].setdefault(r["stage"], _new_sums()), r)
+            _add(stage_tot.setdefault(r["stage"], _new_sums()), r)
+            if r["status"] in ("retry", "timeout", "error"):
+                waste += r["cost_nano_usd"] or 0
+            if r["status"] in ("started", "unknown"):
+                unknown += 1
+                unknown_cost += r["cost_nano_usd"] or 0
+                unknown_by_query[r["query_id"]] = unknown_by_query.get(r["query_id"], 0) + 1
+            retries += r["status"] == "retry"
+            timeouts += r["status"] == "timeout"
+            unpriced += r["price_source"] == "unpriced"
+            estimated += (r["usage_source"] or "").startswith("estimated:")
+            at_risk += r["output_at_risk_tokens"] or 0
+            if r["stage"] in ("embed_query", "retrieve"):
+                hits += r["cache_hits"] or 0
+                misses += r["cache_misses"] or 0
+            if r["stage"] == "generate" and r.get("context_tokens") is not None:
+                context[r["query_id"]] = (r["context_tokens"], r.get("context_budget_tokens"))
+    rows = []
+    for q in qs:  # shaped as a query_totals row, then printed by the one query_row()
+        qid = q["query_id"]
+        ctx_used, ctx_budget = context.get(qid, (None, None))
+        t = {**q, "context_tokens": ctx_used, "context_budget_tokens": ctx_budget,
+             "unknown_attempts": unknown_by_query.get(qid, 0)}
+        for st in STAGES:
+            d = per_stage[qid].get(st, {})
+            t.update({f"{st}_input_tokens": d.get("input_tokens", 0), f"{st}_output_tokens": d.get("output_tokens", 0),
+                      f"{st}_unpriced_rows": d.get("unpriced", 0), f"{st}_cost_nano_usd": d.get("cost_nano", 0),
+                      f"{st}_shadow_nano_usd": d.get("shadow_nano", 0)})
+        rows.append(query_row(t))
+    costs = [q["cost_nano_usd"] for q in qs if q["cost_nano_usd"] is not None]
+    shadows = [q["shadow_cost_nano_usd"] for q in qs if q["shadow_cost_nano_usd"] is not None]
+    total = sum(q["priced_cost_nano_usd"] for q in qs)
+    totals = {
+        "prices": prices, "queries": len(qs), "priced_queries": len(costs), "unpriced_queries": len(qs) - len(costs),
+        "cost_usd": usd_json(total), "cost_is_lower_bound": unpriced > 0, "shadow_cost_usd": usd_json(sum(shadows)),
+        "cost_per_query_p50_usd": _usd(percentile(costs, 50)), "cost_per_query_p95_usd": _usd(percentile(costs, 95)),
+        "cost_per_1k_queries_usd": _usd(1000 * sum(costs) / len(costs)) if costs else None,
+        "shadow_cost_per_query_p50_usd": _usd(percentile(shadows, 50)),
+        "shadow_cost_per_query_p95_usd": _usd(percentile(shadows, 95)),
+        "retry_timeout_waste_usd": usd_json(waste),
+        "retry_timeout_waste_pct": round(100 * waste / total, 2) if total else 0.0,
+        "retries": retries, "timeouts": timeouts, "unpriced_rows": unpriced, "estimated_rows": estimated,
+        "output_at_risk_tokens": at_risk, "unknown_attempts": unknown, "at_risk_usd": usd_json(unknown_cost),
+        "embedding_cache_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
+        "context_tokens_mean": round(sum(t for t, _ in context.values()) / len(context), 1) if context else None,
+        "context_budget_tokens": sorted({b for _, b in context.values() if b is not None}),
+        "stages": {st: {"input_tokens": v["input_tokens"], "output_tokens": v["output_tokens"],
+                        "cost_usd": usd_json(v["cost_nano"]), "shadow_cost_usd": usd_json(v["shadow_nano"]),
+                        "unpriced_rows": v["unpriced"], "rows": v["rows"]} for st, v in stage_tot.items()},
+    }
+    return Report(rows, totals)
+
+
+def _new_sums() -> dict:
+    return {"input_tokens": 0, "output_tokens": 0, "cost_nano": 0, "shadow_nano": 0, "unpriced": 0, "rows": 0}
+
+
+def _add(sums: dict, row: dict) -> None:
+    sums["input_tokens"] += row["input_tokens"]
+    sums["output_tokens"] += row["output_tokens"]
+    sums["cost_nano"] += row["cost_nano_usd"] or 0
+    sums["shadow_nano"] += row["shadow_cost_nano_usd"] or 0
+    sums["unpriced"] += row["price_source"] == "unpriced"
+    sums["rows"] += 1
+
+
+def by_report(db: Connection, dim: str, variant: str | None = None) -> list[dict]:
+    """Spend per user, API key, model, stage, variant or day, most expensive first. For `model` and
+    `stage`, `queries` counts the queries that used it and the cost is that model's / stage's rows (the
+    per-model and per-stage totals add up to the overall total)."""
+    if dim not in BY_DIMS:
+        raise ValueError(f"unknown dimension {dim!r}; use one of {', '.join(BY_DIMS)}")
+    rdim, col = BY_DIMS[dim]
+    r = report_rollup
+    where = [r.c.dim == rdim] + ([r.c.variant == variant] if variant else [])
+    sel = select(r.c[col].label("key"), *_rollup_sums([]).selected_columns).where(*where).group_by(r.c[col])
+    out = []
+    for s in db.execute(sel).mappings():
+        if not s["queries"]:
+            continue
+        query_level = rdim not in ("model", "stage")
+        priced = s["priced_queries"] if query_level else (0 if s["unpriced_rows"] else s["queries"])
+        mean_base = s["cost_nano_usd"] if query_level else s["priced_cost_nano_usd"]
+        out.append({dim: s["key"] or None, "queries": s["queries"],
+                    "unpriced_queries": s["queries"] - priced if query_level else None,
+                    "cost_usd": usd_json(s["priced_cost_nano_usd"]), "cost_is_lower_bound": s["unpriced_rows"] > 0,
+                    "cost_per_1k_queries_usd": _usd(1000 * mean_base / priced) if priced else None,
+                    "shadow_cost_usd": usd_json(s["shadow_cost_nano_usd"]),
+                    "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"],
+                    "unpriced_rows": s["unpriced_rows"], "retries": s["retries"] if query_level else None,
+                    "timeouts": s["timeouts"] if query_level else None,
+                    "waste_usd": usd_json(s["waste_nano_usd"]) if query_level else None})
+    out.sort(key=lambda x: (-(x["cost_usd"] or 0), -x["queries"], str(x[dim])))
+    if dim == "day":
+        out.sort(key=lambda x: str(x["day"]), reverse=True)
+    return out
+

@@ -1,0 +1,356 @@
+"""`Ledger`: the one way into the ledger for every front door (CLI, service, dashboard), the experiment
+comparisons, the price commands and the benches. Every read and the few writes outside the writer
+(re-pricing, rebuilding the totals) are methods here, built from the schema's Table objects; nothing
+outside tracing/ledger/ writes SQL.
+
+    Ledger.open(where)        read-write: migrates a ledger that needs it; a pooled, bounded engine
+    Ledger.open_read(where)   never migrates: a read-only SQLite file (with pending migrations it reads
+                              a migrated copy in memory), or a PostgreSQL server as it is
+    Ledger.readable(where)    read-write when the ledger takes writes, else read-only (`rag report`)
+"""
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, distinct, func, insert, select
+from sqlalchemy.sql import ColumnElement
+
+from rag_app.errors import RagError
+from rag_app.ledger_location import LedgerTarget, LedgerURLError, as_target
+from tracing.ledger import reports, rollups, views
+from tracing.ledger.engine import (
+    Bounds,
+    config_error,
+    is_transient,
+    make_engine,
+    memory_engine,
+    redacted_error,
+)
+from tracing.ledger.migrations import migrate, pending
+from tracing.ledger.rollups import number
+from tracing.ledger.schema import (
+    UNKNOWN_ROWS,
+    ledger_losses,
+    ledger_quarantine,
+    query_totals,
+    report_rollup,
+    repricings,
+    stage_calls,
+)
+
+log = logging.getLogger(__name__)
+SERVICE_BOUNDS = Bounds(connect_s=5.0, statement_s=5.0, pool_size=5, max_overflow=5)  # a frozen server: 503 in ~5 s
+CLI_BOUNDS = Bounds(connect_s=10.0, statement_s=60.0, pool_size=1, max_overflow=1)
+TABLE_PRICED = ("genai-prices", "bundled", "override", "unpriced")
+
+
+class LedgerUnavailable(RagError):
+    """The ledger cannot be reached or read now; the message is one line, with no credential in it."""
+
+
+@dataclass
+class ArmSums:
+    """One experiment arm as the rollups hold it: sums, per-stage tokens, and how to read percentiles."""
+    sums: dict[str, Any]
+    tokens: dict[str, dict[str, int]]
+    latency_nulls: int
+    percentile: Any = field(repr=False)  # (column, n, p) -> value
+
+
+class Ledger:
+    def __init__(self, engine: Engine, target: LedgerTarget, pending_migrations: Sequence[str] = ()):
+        self.engine = engine
+        self.target = target
+        self.pending = list(pending_migrations)
+
+    # -- opening ------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, where: Any, *, bounds: Bounds = CLI_BOUNDS) -> Ledger:
+        target = as_target(where)
+        engine = make_engine(target, bounds=bounds)
+        try:
+            migrate(engine)
+        except Exception as e:
+            engine.dispose()
+            raise _translated(target, e) from None
+        return cls(engine, target)
+
+    @classmethod
+    def attach(cls, where: Any, *, bounds: Bounds = SERVICE_BOUNDS) -> Ledger:
+        """A reader on a ledger a writer of this process has migrated already (the service): no check
+        at all until the first call, which fails fast (LedgerUnavailable / transient) when it cannot."""
+        target = as_target(where)
+        return cls(make_engine(target, bounds=bounds), target)
+
+    @classmethod
+    def open_read(cls, where: Any, *, bounds: Bounds = CLI_BOUNDS, migrated_copy: bool = False) -> Ledger:
+        """Never migrates the ledger. A SQLite file whose folder is read-only is opened immutable (nobody
+        can be writing it); with `migrated_copy`, one with migrations pending is read through a migrated
+        copy in memory (readers expect today's schema; `.pending` says what the file lacks)."""
+        target = as_target(where)
+        if target.dialect == "postgresql":
+            engine = make_engine(target, bounds=bounds)
+            try:
+                with engine.connect() as db:
+                    todo = pending(db)
+            except Exception as e:
+                engine.dispose()
+                raise _translated(target, e) from None
+            return cls(engine, target, todo)
+        last: Exception | None = None
+        for immutable in (False, True):
+            engine = make_engine(target, bounds=bounds, read_only=True, immutable=immutable)
+            try:
+                with engine.connect() as db:
+                    todo = pending(db)
+                break
+            except Exception as e:
+                last = e
+                engine.dispose()
+        else:
+            raise _translated(target, last) from None  # type: ignore[arg-type]
+        if todo and migrated_copy:  # migrate a copy in memory and leave the file untouched
+            source = sqlite3.connect(f"{target.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+            copy = sqlite3.connect(":memory:", check_same_thread=False)
+            source.backup(copy)
+            source.close()
+            engine.dispose()
+            engine = memory_engine(copy)
+            migrate(engine)
+            with engine.begin() as db:
+                while rollups.refold_step(db, 5000):  # the copy's totals, folded at once (it is ours alone)
+                    pass
+        return cls(engine, target, todo)
+
+    @classmethod
+    def readable(cls, where: Any, *, bounds: Bounds = CLI_BOUNDS) -> Ledger:
+        target = as_target(where)
+        if target.dialect == "sqlite" and not target.path.exists():
+            raise LedgerUnavailable(f"no ledger at {target.display}; run `rag ask` first or set RAG_DATA_DIR")
+        try:
+            return cls.open(target, bounds=bounds)
+        except LedgerUnavailable:
+            if target.dialect == "postgresql":
+                raise
+            log.warning("ledger %s not writable; reading it read-only", target.display)
+        return cls.open_read(target, bounds=bounds, migrated_copy=True)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _read(self):
+        return self.engine.connect()
+
+    # -- one query ----------------------------------------------------------------------------------
+    def stage_rows(self, query_id: str) -> list[dict]:
+        with self._read() as db:
+            return reports.stage_rows(db, query_id)
+
+    def query(self, query_id: str) -> dict | None:
+        with self._read() as db:
+            row = db.execute(reports.listing([query_totals.c.query_id == query_id])).mappings().first()
+        return None if row is None else dict(row)
+
+    def list_queries(self, *, variant: str | None = None, status: str | None = None, since: str | None = None,
+                     until: str | None = None, experiment: str | None = None, limit: int = 50,
+                     offset: int = 0) -> tuple[int, list[dict]]:
+        """(how many match, one page of them), newest first."""
+        t = query_totals
+        where: list[ColumnElement] = []
+        for col, val, op in ((t.c.variant, variant, "eq"), (t.c.status, status, "eq"), (t.c.started_at, since, "ge"),
+                             (t.c.started_at, until, "lt"), (t.c.experiment, experiment, "eq")):
+            if val is not None:
+                where.append(col == val if op == "eq" else col >= val if op == "ge" else col < val)
+        with self._read() as db:
+            if status is None and since is None and until is None and experiment is None:
+                # the unfiltered (or per-variant) count is in the day rollups
+                r = report_rollup
+                total = db.execute(select(func.coalesce(func.sum(r.c.queries), 0))
+                                   .where(r.c.dim == "all", *([r.c.variant == variant] if variant else []))).scalar()
+            else:
+                total = db.execute(select(func.count()).select_from(t).where(t.c.kind == "query", *where)).scalar()
+            rows = [dict(r) for r in db.execute(reports.listing(where).limit(limit).offset(offset)).mappings()]
+        return int(number(total)), rows
+
+    # -- reports ------------------------------------------------------------------------------------
+    def report(self, last: int | None = None, variant: str | None = None, prices: str = "original",
+               rows: int | None = None) -> reports.Report:
+        with self._read() as db:
+            return reports.build_report(db, last=last, variant=variant, prices=prices, rows=rows)
+
+    def report_full(self, last: int | None = None, variant: str | None = None,
+                    prices: str = "original") -> reports.Report:
+        with self._read() as db:
+            return reports.build_report_full(db, last=last, variant=variant, prices=prices)
+
+    def report_totals(self, last: int | None = None, variant: str | None = None) -> dict:
+        with self._read() as db:
+            return reports.report_totals(db, last=last, variant=variant)
+
+    def iter_query_rows(self, variant: str | None = None, last: int | None = None, raw: bool = False) -> Iterator[dict]:
+        with self._read() as db:
+            yield from reports.iter_query_rows(db, variant=variant, last=last, raw=raw)
+
+    def by(self, dim: str, variant: str | None = None) -> list[dict]:
+        with self._read() as db:
+            return reports.by_report(db, dim, variant=variant)
+
+    # -- the ledger itself --------------------------------------------------------------------------------
+    def audit(self) -> dict:
+        """Rows that lost their query, LLM attempts whose outcome is unknown, and rows the writer
+        quarantined, spilled or lost."""
+        with self._read() as db:
+            t = query_totals
+            o = db.execute(select(func.coalesce(func.sum(t.c.stage_rows), 0), func.count(),
+                                  func.sum(t.c.priced_cost_nano_usd)).where(t.c.kind.is_(None))).one()
+            s = stage_calls
+            u = db.execute(select(func.count(), func.sum(s.c.cost_nano_usd), func.sum(s.c.input_tokens))
+                           .where(UNKNOWN_ROWS)).one()
+            quarantined = db.execute(select(func.count()).select_from(ledger_quarantine)).scalar()
+            losses = dict(db.execute(select(ledger_losses.c.kind, func.sum(ledger_losses.c.rows))
+                                     .group_by(ledger_losses.c.kind)).all())
+            stale, backlog = rollups.stale(db), rollups.dirty_count(db) + int(rollups.refold_pending(db))
+        from rag_app.money import usd_json
+
+        return {"orphan_stage_rows": int(number(o[0])), "orphan_queries": o[1],
+                "orphan_cost_usd": usd_json(number(o[2]) or 0), "unknown_attempts": u[0],
+                "unknown_attempts_input_tokens": int(number(u[2])), "unknown_attempts_cost_usd": usd_json(number(u[1])),
+                "quarantined_rows": quarantined, "spilled_rows": int(number(losses.get("spilled"))),
+                "replayed_rows": int(number(losses.get("replayed"))), "lost_rows": int(number(losses.get("lost"))),
+                "totals_stale": stale, "totals_backlog_queries": backlog}
+
+    def rebuild_totals(self) -> int:
+        return rollups.rebuild(self.engine)
+
+    def fold_backlog(self, limit: int = 100_000) -> int:
+        """Fold pending queries into the totals now (a batch per transaction), up to `limit` queries."""
+        done = 0
+        while done < limit:
+            with self.engine.begin() as db:
+                n = rollups.fold_dirty(db, (), 2000) or rollups.refold_step(db, 2000)
+            if not n:
+                break
+            done += n
+        return done
+
+    # -- experiments ----------------------------------------------------------------------------------------
+    def arm(self, experiment: str, variant: str, side: str) -> ArmSums:
+        """An arm's live (or shadow) queries: sums from the rollups, percentiles by index walks."""
+        r, t = report_rollup, query_totals
+        key = [r.c.experiment == experiment, r.c.variant == variant, r.c.side == side]
+        with self._read() as db:
+            sums = dict(db.execute(reports._rollup_sums([r.c.dim == "all", *key])).mappings().one())
+            tokens = {row[0]: {"input_tokens": int(number(row[1])), "output_tokens": int(number(row[2]))}
+                      for row in db.execute(select(r.c.value, func.sum(r.c.input_tokens), func.sum(r.c.output_tokens))
+                                            .where(r.c.dim == "stage", *key).group_by(r.c.value))}
+            arm = [t.c.kind == "query", t.c.experiment == experiment, t.c.variant == variant, t.c.side == side]
+            nulls = db.execute(select(func.count()).select_from(t).where(*arm, t.c.latency_ms.is_(None))).scalar()
+        source = select(t).where(*arm).subquery("t")
+
+        def percentile(column: str, n: int, p: float, nulls_as_zero: int = 0) -> float | None:
+            with self._read() as db:
+                if not nulls_as_zero:
+                    return reports.percentile_of(db, source, column, n, p)
+                return reports.percentile_nulls_as_zero(db, source, column, n, nulls_as_zero, p)
+        return ArmSums(sums, tokens, int(nulls or 0), percentile)
+
+    def query_costs(self, query_ids: Sequence[str]) -> dict[str, tuple[int | None, int | None]]:
+        """(cost, shadow) in nano-dollars of each of these queries that the ledger has."""
+        t = query_totals
+        out = {}
+        with self._read() as db:
+            for i in range(0, len(query_ids), 400):
+                for row in db.execute(select(t.c.query_id, t.c.cost_nano_usd, t.c.shadow_cost_nano_usd)
+                                      .where(t.c.query_id.in_(list(query_ids[i:i + 400])))):
+                    out[row[0]] = (row[1], row[2])
+        return out
+
+    # -- prices -----------------------------------------------------------------------------------------
+    def mean_output_tokens(self, model: str) -> float | None:
+        s = stage_calls
+        with self._read() as db:
+            v = db.execute(select(func.avg(s.c.output_tokens)).where(
+                s.c.model == model, s.c.stage == "generate", s.c.status == "ok", s.c.usage_source == "provider",
+                s.c.output_tokens > 0)).scalar()
+        return None if v is None else float(v)
+
+    def unpriced_models(self, prices) -> list[dict]:
+        """Models in the ledger that today's table cannot price (at each model's latest call)."""
+        from tracing.reprice import readable_time
+
+        s = stage_calls
+        out = []
+        with self._read() as db:
+            for model, provider, rows, tokens, last in db.execute(
+                    select(s.c.model, s.c.provider, func.count(), func.sum(s.c.input_tokens + s.c.output_tokens),
+                           func.max(s.c.started_at))
+                    .where(s.c.model.is_not(None), s.c.price_source.in_(TABLE_PRICED))
+                    .group_by(s.c.model, s.c.provider).order_by(s.c.model)):
+                q = prices.quote(model, 1000, 100, provider=provider, at=readable_time(last))
+                if q.source == "unpriced":
+                    recorded = db.execute(select(func.count()).select_from(s).where(
+                        s.c.model == model, s.c.price_source == "unpriced")).scalar()
+                    out.append({"model": model, "provider": provider, "rows": rows, "unpriced_rows": recorded,
+                                "tokens": int(number(tokens)), "last_seen": last, "why": q.warning})
+        return out
+
+    def unpriced_rows_now(self) -> int:
+        """Stage rows whose latest figure (re-priced or original) is unpriced."""
+        v = views.stage_calls_repriced().subquery("c")
+        with self._read() as db:
+            return int(db.execute(select(func.count()).select_from(v).where(v.c.price_source == "unpriced")).scalar())
+
+    def repriced_rows(self, query_ids: Sequence[str] | None = None) -> int:
+        """How many stage rows (of these queries, or of the whole ledger) have a re-priced figure."""
+        r = repricings
+        sel = select(func.count(distinct(r.c.stage_call_id)))
+        if query_ids:
+            sel = sel.select_from(r.join(stage_calls, stage_calls.c.id == r.c.stage_call_id)).where(
+                stage_calls.c.query_id.in_(list(query_ids)))
+        with self._read() as db:
+            return int(db.execute(sel).scalar() or 0)
+
+    def reprice_candidates(self, since: str | None = None, model: str | None = None) -> list[dict]:
+        s, c = stage_calls, views.stage_calls_repriced().subquery("c")
+        sel = (select(s.c.id, s.c.model, s.c.input_tokens, s.c.output_tokens, s.c.cached_tokens, s.c.cache_write_tokens,
+                      s.c.provider, s.c.status, s.c.started_at, s.c.usage_raw, c.c.cost_nano_usd,
+                      c.c.shadow_cost_nano_usd, c.c.price_source, c.c.price_version)
+               .select_from(s.join(c, c.c.id == s.c.id))
+               .where(c.c.price_source.in_(TABLE_PRICED), s.c.model.is_not(None)).order_by(s.c.id))
+        if since:
+            sel = sel.where(s.c.started_at >= since)
+        if model:
+            sel = sel.where(s.c.model == model)
+        with self._read() as db:
+            return [dict(r) for r in db.execute(sel).mappings()]
+
+    def add_repricings(self, rows: list[dict]) -> None:
+        """Append re-priced figures (the originals on stage_calls are never changed)."""
+        if rows:
+            with self.engine.begin() as db:
+                db.execute(insert(repricings), rows)
+
+
+def _translated(target: LedgerTarget, e: BaseException) -> Exception:
+    """One line, no credential: a setting to fix (LedgerURLError) or a ledger not reachable now."""
+    msg = target.scrub(redacted_error(e))
+    fix = config_error(target, e)
+    if fix is not None:
+        return fix
+    if isinstance(e, LedgerURLError):
+        return e
+    if is_transient(e) or isinstance(e, (sqlite3.Error, OSError)):
+        return LedgerUnavailable(f"ledger {target.display} unreachable or not writable now ({msg})")
+    return e if isinstance(e, Exception) else RuntimeError(msg)
+
+

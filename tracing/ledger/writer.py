@@ -1,0 +1,555 @@
+"""The ledger writer: the tracer hands it rows, one background thread writes them in batches.
+
+The tracer must never slow or break a query, so `put()` only appends to a bounded in-memory buffer
+(a lock held for microseconds, never for I/O). One writer thread writes batches, one transaction each,
+and never dies:
+
+- a row the ledger rejects (a key that is not a column, a bad type, a constraint) is moved to
+  `ledger_quarantine` with its error and the rest of the batch is written; statements are built from
+  the schema's Table objects, so a row's keys can never become SQL;
+- while the ledger cannot be written (disk full, read-only, locked, server down or frozen past the
+  statement timeout) the batch stays buffered and is retried with back-off; `health()` says so;
+- past the buffer's bound, and at shutdown while still failing, rows go to a spill file (spill.py),
+  which the next writer on this ledger replays in the background, a chunk per transaction, resuming
+  where a killed replay stopped; spilled, lost and replayed counts are rows of `ledger_losses`;
+- each batch folds its queries into the report totals in the same transaction (rollups.py), plus a
+  slice of any backlog (rows written around the writer, a migration's back-fill).
+
+`write_now()` is the one synchronous path: a small committed insert through a small pool of direct
+connections, bounded by `direct_timeout_s` (connect, pool wait, statement and lock), used for the
+`started` row of an LLM attempt so it is on disk before the request leaves. If it cannot commit in time
+the row falls back to the buffer: a query never waits longer than that bound.
+
+Each writer registers itself (ledger_writers) and keeps a heartbeat; at start it marks the `started`
+rows of writers that stopped beating (a process killed mid-call) `unknown`: possibly billed, at risk in
+the reports' totals.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from itertools import islice
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    and_,
+    delete,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+
+from rag_app.ledger_location import LedgerTarget, as_target
+from tracing.ledger import rollups, spill
+from tracing.ledger.engine import (
+    Bounds,
+    config_error,
+    is_transient,
+    make_engine,
+    redacted_error,
+)
+from tracing.ledger.migrations import MIGRATIONS, migrate
+from tracing.ledger.schema import (
+    TABLES,
+    UNKNOWN_ROWS,
+    WRITABLE,
+    ledger_losses,
+    ledger_quarantine,
+    ledger_writers,
+    stage_calls,
+)
+
+log = logging.getLogger(__name__)
+SCHEMA_VERSION = len(MIGRATIONS)  # what this writer's rows (and spill lines) are written for
+HEARTBEAT_S = 10.0
+DEAD_AFTER_S = 60.0  # a writer silent this long is gone; its `started` rows become `unknown`
+ORPHAN_STARTED_AFTER_S = 600.0  # `started` rows of writers that never said who they were (0.4.0)
+BACKLOG_PER_BATCH = 200  # dirty queries folded beside each batch's own
+REPLAY_CHUNK = 1000  # spill lines per transaction
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _ago(seconds: float) -> str:
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).isoformat(timespec="milliseconds")
+
+
+def default_spill_dir(target: LedgerTarget) -> Path:
+    """Beside a SQLite ledger; for PostgreSQL a private folder in the user's home (the app passes
+    `<RAG_DATA_DIR>/spill`). Never the shared system temp dir."""
+    if target.path is not None:
+        return Path(target.path).resolve().parent / "spill"
+    return Path.home() / ".cache" / "legal-rag" / "spill"
+
+
+WHOLE_ROWS = ("queries", "shadow_pairs")  # written whole: a second write replaces the row
+
+
+def _full_row(table: str, row: dict) -> dict:
+    """A queries / shadow_pairs row with every column, so writing it again replaces the whole row on both
+    engines (the columns it leaves out go back to their defaults, as SQLite's INSERT OR REPLACE did)."""
+    out = {}
+    for c in TABLES[table].columns:
+        if c.name in row:
+            out[c.name] = row[c.name]
+        elif not c.primary_key:
+            default = c.server_default.arg.text if c.server_default is not None else None  # type: ignore[union-attr]
+            out[c.name] = None if default is None else int(default) if default.lstrip("-").isdigit() else default.strip("'")
+    return out
+
+
+@lru_cache(maxsize=256)
+def _built_sql(dialect: str, table: str, cols: tuple[str, ...], upsert: bool) -> tuple[str, Any]:
+    """The statement compiled once by SQLAlchemy for the engine's driver, and how to turn a row into its
+    parameters: SQLAlchemy still writes each dialect, but a batch goes to the driver's executemany
+    without a parameter set built per row (that cost more than the insert). SQLite binds positional
+    tuples (a third faster than names); psycopg takes the row dicts as they are."""
+    stmt = _built_statement(dialect, table, cols, upsert)
+    if dialect == "postgresql":
+        return str(stmt.compile(dialect=postgresql.psycopg.dialect(), column_keys=list(cols))), None  # type: ignore[attr-defined]
+    compiled = stmt.compile(dialect=sqlite.pysqlite.dialect(), column_keys=list(cols))  # type: ignore[attr-defined]
+    order = [name for name in compiled.positiontup or ()]
+    params = itemgetter(*order) if len(order) > 1 else (lambda row: (row[order[0]],))
+    return str(compiled), params
+
+
+@lru_cache(maxsize=256)
+def _built_statement(dialect: str, table: str, cols: tuple[str, ...], upsert: bool):
+    """One insert (or upsert) per engine, table and row shape, built once (a fresh on_conflict per batch
+    cost more than the rows themselves)."""
+    t = TABLES[table]
+    ins = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(t).inline()  # no RETURNING id
+    if table == "stage_calls" and upsert:
+        # an LLM attempt: its final row replaces the `started` row written before the request left
+        return ins.on_conflict_do_update(index_elements=["attempt_id"],
+                                         set_={c: ins.excluded[c] for c in cols if c != "attempt_id"})
+    if table in WHOLE_ROWS:
+        key = [c.name for c in t.primary_key.columns]
+        return ins.on_conflict_do_update(index_elements=key, set_={c: ins.excluded[c] for c in cols if c not in key})
+    return ins
+
+
+def _execute_run(db: Connection, table: str, cols: tuple[str, ...], upsert: bool, run: list[dict]) -> None:
+    sql, params = _built_sql(db.dialect.name, table, cols, upsert)
+    db.exec_driver_sql(sql, run if params is None else list(map(params, run)))
+
+
+def _check(table: str, row: Any) -> str | None:
+    """Why a row cannot be written (it is then quarantined), or None."""
+    if table not in WRITABLE:
+        return f"unknown ledger table {str(table)[:60]!r}"
+    if not isinstance(row, dict) or not row:
+        return f"a ledger row must be a non-empty dict, got {type(row).__name__}"
+    unknown = [k for k in row if k not in WRITABLE[table]]
+    if unknown:
+        return f"keys that are not columns of {table}: {', '.join(repr(k)[:80] for k in unknown[:5])}"
+    return None
+
+
+def _quarantine(db: Connection, table: str, row: Any, error: str) -> None:
+    db.execute(insert(ledger_quarantine).values(
+        target_table=str(table)[:200], row_json=json.dumps(row, ensure_ascii=False, default=repr)[:100_000],
+        error=error[:1000], quarantined_at=utcnow()))
+    log.error("ledger row for %s quarantined: %s", str(table)[:60], error[:300])
+
+
+def insert_rows(db: Connection, rows: list[tuple[str, Any]]) -> int:
+    """Every row, or its quarantine record, in the caller's transaction; returns how many were
+    quarantined. Rows of one table and shape go as one executemany: `started` attempt rows first (a
+    final row in the same batch must land after its `started` row), then every other shape in the
+    order it first appears, each keeping its rows' order. A transient error propagates (the caller
+    retries the batch)."""
+    groups: dict[tuple, list[dict]] = {}
+    quarantined = 0
+    for table, row in rows:  # one pass: the writer thread's time is the ledger's throughput
+        columns = WRITABLE.get(table) if isinstance(table, str) else None
+        if columns is None or not isinstance(row, dict) or not row or not row.keys() <= columns:
+            _quarantine(db, table, row, _check(table, row) or "not a ledger row")
+            quarantined += 1
+            continue
+        if table in WHOLE_ROWS:
+            row = _full_row(table, row)
+        first = upsert = False
+        if table == "stage_calls" and row.get("attempt_id") is not None:  # an LLM attempt's row
+            first, upsert = row.get("status") == "started", True
+        groups.setdefault((not first, table, tuple(row), upsert), []).append(row)
+    runs = sorted(groups.items(), key=lambda kv: kv[0][0])  # stable: `started` shapes first
+    sp = db.begin_nested()
+    try:
+        for (_, table, cols, upsert), run in runs:
+            _execute_run(db, table, cols, upsert, run)
+        sp.commit()
+        return quarantined
+    except Exception as e:
+        if is_transient(e):
+            raise
+        sp.rollback()
+    for (_, table, cols, upsert), run in runs:  # some row is bad: again one by one, quarantining just that one
+        for row in run:
+            one = db.begin_nested()
+            try:
+                _execute_run(db, table, cols, upsert, [row])
+                one.commit()
+            except Exception as e:
+                if is_transient(e):
+                    raise
+                one.rollback()
+                _quarantine(db, table, row, redacted_error(e))
+                quarantined += 1
+    return quarantined
+
+
+def query_ids(rows) -> set[str]:
+    return {r["query_id"] for t, r in rows if t in ("queries", "stage_calls") and isinstance(r, dict)
+            and isinstance(r.get("query_id"), str)}
+
+
+class LedgerWriter:
+    def __init__(self, where, *, max_buffer: int = 10_000, batch: int = 1000, spill_dir: Path | None = None,
+                 direct_timeout_s: float = 1.0, statement_timeout_s: float = 30.0):
+        """`where`: a LedgerTarget, a RAG_LEDGER_URL string, or a SQLite file path."""
+        self.target = as_target(where)
+        self.path = self.target.path  # the SQLite file; None on PostgreSQL
+        self.writer_id = uuid.uuid4().hex
+        self.max_buffer = max_buffer
+        self._batch = batch
+        self.direct_timeout_s = direct_timeout_s
+        self.spill_dir = Path(spill_dir) if spill_dir else default_spill_dir(self.target)
+        self.spill_path = self.spill_dir / f"ledger-{self.target.key}{spill.SUFFIX}"
+        self._engine = make_engine(self.target, bounds=Bounds(connect_s=10.0, statement_s=statement_timeout_s,
+                                                                pool_size=1, max_overflow=0))
+        self._direct = make_engine(self.target, bounds=Bounds(connect_s=direct_timeout_s, statement_s=direct_timeout_s,
+                                                                pool_size=4, max_overflow=0))
+        self._buf: deque[tuple[str, Any, float]] = deque()
+        self._cv = threading.Condition()
+        self._busy = False  # the thread holds a batch it has not committed yet
+        self._stop = threading.Event()
+        self._unrecorded: list[dict] = []  # loss accounting not yet in ledger_losses
+        self._spill_lock = threading.Lock()
+        self._claims: list[spill.Claim] = []
+        self._connected = False
+        self._last_beat = 0.0
+        self.failing: str | None = None
+        self.failing_since: float | None = None
+        self.written = self.quarantined = self.spilled = self.lost = self.replayed = 0
+        self.replay_pending = 0  # bytes of claimed spill files not replayed yet
+        self.backlog = 0  # queries whose totals wait to be folded in
+        self.failed_batches = 0
+        try:
+            migrate(self._engine)  # in the caller's thread: a broken ledger fails here
+        except Exception as e:
+            fix = config_error(self.target, e)
+            if fix is not None:
+                raise fix from None
+            if not is_transient(e):
+                raise
+            self._set_failing(e)  # disk full / read-only / server down: start degraded, the thread retries
+            log.error("ledger %s not writable at start (%s); rows wait in memory", self.target,
+                      self.target.scrub(redacted_error(e)))
+        self._claims = spill.claim(self.spill_dir, self.spill_path.name)
+        self.replay_pending = sum(c.path.stat().st_size for c in self._claims if c.path.exists())
+        self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+
+    # -- the query side: never blocks on I/O ----------------------------------------------------
+    def _stamp(self, table: str, row: Any) -> Any:
+        if table == "stage_calls" and isinstance(row, dict) and row.get("status") == "started":
+            return {**row, "writer_id": self.writer_id}  # whose process the attempt was in
+        return row
+
+    def put(self, table: str, row: dict) -> None:
+        if table not in TABLES:
+            raise ValueError(f"unknown ledger table {table!r}")
+        row = self._stamp(table, row)
+        with self._cv:
+            if not self._stop.is_set() and len(self._buf) < self.max_buffer:
+                self._buf.append((table, row, time.monotonic()))
+                self._cv.notify_all()
+                return
+        self._spill([(table, row)], "ledger buffer full" if not self._stop.is_set() else "writer closed")
+
+    def write_now(self, table: str, row: dict) -> bool:
+        """Commit one row before returning (bounded by `direct_timeout_s`); else buffer it. True if committed."""
+        row = self._stamp(table, row)
+        if self.failing is None and not self._stop.is_set() and _check(table, row) is None:
+            try:
+                with self._direct.begin() as db:  # the row and its report totals commit together
+                    insert_rows(db, [(table, row)])
+                    rollups.fold_dirty(db, query_ids([(table, row)]))
+                with self._cv:
+                    self.written += 1
+                return True
+            except Exception as e:  # full, read-only, locked or frozen past the bound, no pooled connection
+                log.warning("direct ledger write failed (%s); buffering the row", self.target.scrub(redacted_error(e)))
+        self.put(table, row)
+        return False
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every accepted row is committed; returns False at once while the ledger is
+        failing (rows stay buffered) and after `timeout_s` at most."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while self._buf or self._busy or self._unrecorded:
+                left = deadline - time.monotonic()
+                if self.failing is not None or left <= 0 or not self._thread.is_alive():
+                    return False
+                self._cv.wait(min(left, 0.1))
+            return True
+
+    def pending_rows(self, query_id: str) -> list[tuple[str, dict]]:
+        """Rows of one query still waiting in memory."""
+        with self._cv:
+            return [(t, r) for t, r, _ in self._buf if isinstance(r, dict) and r.get("query_id") == query_id]
+
+    def health(self) -> dict:
+        with self._cv:
+            oldest = time.monotonic() - self._buf[0][2] if self._buf else 0.0
+            buffered = len(self._buf)
+        alive = self._thread.is_alive() or self._stop.is_set()
+        waiting = buffered > 0 and oldest > 5.0
+        degraded = (self.failing is not None or not alive or self.lost > 0 or self.spilled > self.replayed
+                    or self.replay_pending > 0 or waiting)
+        return {"status": "degraded" if degraded else "ok", "writer_alive": alive,
+                "buffered_rows": buffered, "buffer_limit": self.max_buffer,
+                "oldest_buffered_age_s": round(oldest, 3), "written_rows": self.written,
+                "quarantined_rows": self.quarantined, "spilled_rows": self.spilled, "lost_rows": self.lost,
+                "replayed_rows": self.replayed, "replay_pending_bytes": self.replay_pending,
+                "totals_backlog_queries": self.backlog,
+                "last_error": self.target.scrub(self.failing) if self.failing else None,
+                "failing_for_s": round(time.monotonic() - self.failing_since, 3) if self.failing_since else 0.0,
+                "spill_files": [p.name for p in sorted(self.spill_dir.glob("ledger-*"))] if self.spill_dir.exists() else []}
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        if self._stop.is_set():
+            return
+        self.flush(timeout_s)
+        self._stop.set()
+        with self._cv:
+            self._cv.notify_all()
+        self._thread.join(timeout=timeout_s)
+        with self._cv:
+            rest = [(t, r) for t, r, _ in self._buf]
+            self._buf.clear()
+            for ev in self._unrecorded:  # keep the accounting with the rows it describes
+                rest.append(("ledger_losses", ev))
+            self._unrecorded = []
+        if rest:
+            self._spill(rest, f"shutdown while the ledger fails: {self.failing}")
+        for c in self._claims:  # a replay not finished: the next writer resumes it from its recorded offset
+            c.release()
+        self._claims = []
+        if self._connected:
+            try:
+                with self._engine.begin() as db:
+                    db.execute(delete(ledger_writers).where(ledger_writers.c.writer_id == self.writer_id))
+                # queries marked dirty by a concurrent direct write after our last look: fold a few
+                # batches now rather than leave the next start a backlog (bounded: the rest waits)
+                deadline = time.monotonic() + min(timeout_s, 5.0)
+                while time.monotonic() < deadline:
+                    with self._engine.begin() as db:
+                        if not (rollups.fold_dirty(db, (), BACKLOG_PER_BATCH * 5)
+                                or rollups.refold_step(db, BACKLOG_PER_BATCH * 5)):
+                            break
+            except Exception:
+                pass
+        self._engine.dispose()
+        self._direct.dispose()
+
+    # -- spill and accounting -------------------------------------------------------------------
+    def _spill(self, rows: list[tuple[str, Any]], reason: str) -> None:
+        lines = [spill.encode(t, r, SCHEMA_VERSION) for t, r in rows]
+        n = sum(t != "ledger_losses" for t, _ in rows)
+        if self._stop.is_set() and n:  # no later batch will record it: the file carries its own count
+            lines.append(spill.encode("ledger_losses", {"kind": "spilled", "rows": n, "reason": reason[:500],
+                                                        "spill_path": self.spill_path.name, "recorded_at": utcnow()},
+                                      SCHEMA_VERSION))
+        with self._spill_lock:
+            try:
+                spill.append(self.spill_path, lines)
+            except OSError as e:
+                self._account("lost", n, reason, None)
+                log.critical("%d ledger rows LOST: spill file %s not writable (%s)", n, self.spill_path, e)
+                return
+        self._account("spilled", n, reason, self.spill_path.name)
+        if self.spilled - n == 0 or len(rows) > 1:  # first spill and bulk spills; not every row
+            log.error("ledger rows kept in %s for replay (%s); %d so far", self.spill_path, reason, self.spilled)
+
+    def _account(self, kind: str, n: int, reason: str, spill_path: str | None) -> None:
+        if n <= 0:
+            return
+        with self._cv:
+            setattr(self, kind, getattr(self, kind) + n)
+            if not self._stop.is_set():
+                last = self._unrecorded[-1] if self._unrecorded else None
+                if last and (last["kind"], last["reason"], last["spill_path"]) == (kind, reason[:500], spill_path):
+                    last["rows"] += n  # one accounting row per burst, not per row
+                else:
+                    self._unrecorded.append({"kind": kind, "rows": n, "reason": reason[:500],
+                                             "spill_path": spill_path, "recorded_at": utcnow()})
+                self._cv.notify_all()
+
+    def _set_failing(self, e: BaseException) -> None:
+        with self._cv:
+            if self.failing is None:
+                self.failing_since = time.monotonic()
+            self.failing = redacted_error(e)
+            self._cv.notify_all()
+
+    # -- the writer thread ----------------------------------------------------------------------
+    def _has_work(self) -> bool:
+        return bool(self._buf or self._unrecorded or self._claims or self.backlog or self.failing
+                    or self._stop.is_set() or not self._connected)
+
+    def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            with self._cv:
+                while not self._has_work():
+                    self._cv.wait(0.5)
+                    if time.monotonic() - self._last_beat > HEARTBEAT_S:
+                        break
+                if self._stop.is_set() and (not (self._buf or self._unrecorded) or self.failing):
+                    break
+                rows = [(t, r) for t, r, _ in islice(self._buf, self._batch)]
+                events, self._unrecorded = self._unrecorded, []
+                self._busy = True
+            try:
+                if not self._connected:
+                    self._start_up()
+                quarantined = self._write_batch(rows, events) if rows or events or self.failing else 0
+            except Exception as e:  # never let the thread die: keep the rows, say so, retry
+                with self._cv:
+                    self._unrecorded[:0] = events
+                    self._busy = False
+                self.failed_batches += 1
+                self._set_failing(e)
+                if not is_transient(e):
+                    log.exception("ledger writer fault (rows kept, retrying)")
+                self._engine.dispose()  # a lost server connection stays lost: open anew
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            backoff = 0.05
+            with self._cv:
+                for _ in rows:
+                    self._buf.popleft()
+                self.written += len(rows) - quarantined
+                self.quarantined += quarantined
+                self.failing = self.failing_since = None
+                self._busy = False
+                self._cv.notify_all()
+            self._background_step()
+
+    def _write_batch(self, rows: list[tuple[str, Any]], events: list[dict]) -> int:
+        with self._engine.begin() as db:
+            q = insert_rows(db, rows) if rows else 0
+            if events:
+                db.execute(insert(ledger_losses), events)
+            rollups.fold_dirty(db, query_ids(rows), BACKLOG_PER_BATCH if rows else 0)
+            return q
+
+    def _background_step(self) -> None:
+        """Between batches: heartbeat, a chunk of spill replay, a slice of the totals backlog."""
+        try:
+            if time.monotonic() - self._last_beat > HEARTBEAT_S:
+                self._beat()
+            if self._claims:
+                self._replay_chunk()
+            elif not self._buf and self.backlog:
+                with self._engine.begin() as db:
+                    n = rollups.fold_dirty(db, (), BACKLOG_PER_BATCH * 5) or rollups.refold_step(db, BACKLOG_PER_BATCH * 5)
+                    self.backlog = self._backlog(db) if n else 0
+        except Exception as e:
+            self._set_failing(e)
+            if not is_transient(e):
+                log.exception("ledger writer background step failed (retrying)")
+
+    def _start_up(self) -> None:
+        migrate(self._engine)
+        now = utcnow()
+        with self._engine.begin() as db:
+            ins = rollups._insert(db, ledger_writers).values(
+                writer_id=self.writer_id, host=socket.gethostname()[:200], pid=os.getpid(), started_at=now,
+                heartbeat_at=now)
+            db.execute(ins.on_conflict_do_update(index_elements=["writer_id"], set_={"heartbeat_at": now}))
+            self._mark_dead_attempts(db)
+            self.backlog = self._backlog(db)
+        self._last_beat = time.monotonic()
+        self._connected = True
+
+    def _beat(self) -> None:
+        with self._engine.begin() as db:
+            db.execute(update(ledger_writers).where(ledger_writers.c.writer_id == self.writer_id)
+                       .values(heartbeat_at=utcnow()))
+            self.backlog = self._backlog(db)
+        self._last_beat = time.monotonic()
+
+    @staticmethod
+    def _backlog(db: Connection) -> int:
+        """Queries whose totals wait to be folded (dirty marks), 1 more while a refold is in progress."""
+        return rollups.dirty_count(db) + int(rollups.refold_pending(db))
+
+    def _mark_dead_attempts(self, db: Connection) -> int:
+        """`started` rows of writers that stopped beating (killed mid-call) become `unknown`: possibly billed
+        at their input estimate, counted at risk in the totals (their queries are refolded by the triggers)."""
+        dead = select(ledger_writers.c.writer_id).where(ledger_writers.c.heartbeat_at < _ago(DEAD_AFTER_S))
+        res = db.execute(update(stage_calls).where(
+            UNKNOWN_ROWS, stage_calls.c.status == literal_column("'started'"),
+            or_(stage_calls.c.writer_id.in_(dead),
+                and_(stage_calls.c.writer_id.is_(None), stage_calls.c.started_at < _ago(ORPHAN_STARTED_AFTER_S))))
+            .values(status="unknown", error=func.coalesce(stage_calls.c.error,
+                                                          "the writing process ended before the attempt did")))
+        db.execute(delete(ledger_writers).where(ledger_writers.c.heartbeat_at < _ago(DEAD_AFTER_S)))
+        if res.rowcount:
+            log.warning("%d LLM attempts of ended processes marked unknown (possibly billed)", res.rowcount)
+        return res.rowcount
+
+    def _replay_chunk(self) -> None:
+        c = self._claims[0]
+        with self._engine.begin() as db:
+            offset = int(rollups.get_state(db, c.key) or 0)
+            lines, end = c.lines_from(offset, REPLAY_CHUNK)
+            rows: list[tuple[str, Any]] = []
+            quarantined = 0
+            for line in lines:
+                got = spill.decode(line, SCHEMA_VERSION, WRITABLE)
+                if isinstance(got, str):
+                    _quarantine(db, "spill_line", {"line": line[:2000], "file": c.name}, got)
+                    quarantined += 1
+                else:
+                    rows.append(got)
+            quarantined += insert_rows(db, rows)
+            n = sum(t != "ledger_losses" for t, _ in rows)
+            if n:
+                db.execute(insert(ledger_losses).values(kind="replayed", rows=n, reason="spill file replayed",
+                                                        spill_path=c.name, recorded_at=utcnow()))
+            rollups.fold_dirty(db, query_ids(rows))
+            rollups.set_state(db, c.key, None if not lines else str(end))
+        with self._cv:
+            self.replayed += n
+            self.quarantined += quarantined
+            self.written += len(rows) - quarantined
+        self.replay_pending = max(0, self.replay_pending - (end - offset))
+        if not lines:  # the whole file is in the ledger
+            c.done()
+            self._claims.pop(0)
+            log.warning("spill file %s replayed", c.name)
