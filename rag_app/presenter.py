@@ -22,6 +22,8 @@ def answer_payload(answer: Answer, *, doc_path: Callable[[str], str] = str) -> d
     t = totals(answer.usage)
     return {"query_id": answer.query_id, "question": answer.question, "answer": answer.text, "mode": answer.mode,
             "citations": [{**c.as_dict(), "doc": doc_path(c.doc)} for c in answer.citations],
-            "levers": list(answer.levers), "stages": stage_dicts(answer),
+            "levers": list(answer.levers),
+            "scope": ({"docs": list(answer.scope.labels), "how": answer.scope.how} if answer.scope else None),
+            "stages": stage_dicts(answer),
             "total_cost_usd": usd_json(t.cost_nano), "total_shadow_cost_usd": usd_json(t.shadow_nano),
             "unpriced": t.unpriced, "unpriced_rows": t.unpriced_rows}

@@ -33,10 +33,17 @@ DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
 MAX_INT = 2**62  # SQLite integers are signed 64-bit; larger offsets were a 500
 
 
+class AskScope(BaseModel):
+    """Documents to search within: file names, titles or ids (`docs`), law titles or short names (`laws`)."""
+    docs: list[str] = Field(default_factory=list, max_length=50)
+    laws: list[str] = Field(default_factory=list, max_length=50)
+
+
 class AskRequest(BaseModel):
     question: str = Field(min_length=1, max_length=8000)
     user_id: str | None = Field(None, max_length=200)
     session_id: str | None = Field(None, max_length=200)
+    scope: AskScope | None = None
 
     @field_validator("question")
     @classmethod
@@ -141,7 +148,8 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     def ask(req: AskRequest, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
         # spend per API key: the ledger keeps a short hash of the bearer token, never the token
         key_id = api_key_id(creds.credentials) if creds and settings.api_token is not None else None
-        answer, assignment = pool().ask(req.question, req.user_id, req.session_id, api_key_id=key_id)
+        answer, assignment = pool().ask(req.question, req.user_id, req.session_id, api_key_id=key_id,
+                                        scope=_scope(req.scope))
         payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, settings.data_dir))
         return {**payload,
                 "experiment": assignment.experiment if assignment else None,
@@ -210,6 +218,15 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         return result
 
     return app
+
+
+def _scope(req: AskScope | None):
+    from rag_app.scope import Scope
+
+    try:
+        return Scope(tuple(req.docs), tuple(req.laws)) or None if req else None
+    except ValueError as e:  # a blank or overlong name: the same 422 as any other bad field
+        raise HTTPException(422, f"scope: {e}") from None
 
 
 def api_key_id(token: str) -> str:
