@@ -106,9 +106,13 @@ def _push(stack: list[Label], label: Label) -> list[Label]:
 
 
 def _is_heading(rest: str) -> bool:
-    """What follows a label is a heading when it is short and not a sentence: `2.01 Confidential Information`."""
-    rest = rest.strip(" \t-–—:.")
-    return 0 < len(rest) <= HEADING_MAX_CHARS and not _SENTENCE_END.search(rest) and len(rest.split()) <= 10
+    """What follows a label is a heading when it is short, not a sentence, and in title or capital
+    case: `2.01 Confidential Information`, `1. DEFINITIONS` (not a clause broken across lines)."""
+    rest = rest.lstrip(" \t-–—:.").rstrip()
+    words = rest.split()
+    capitalised = sum(1 for w in words if w[:1].isupper() or not w[:1].isalpha())
+    return (0 < len(rest) <= HEADING_MAX_CHARS and not _SENTENCE_END.search(rest) and len(words) <= 10
+            and capitalised >= 0.6 * len(words))
 
 
 def _bare_heading(line: str) -> bool:
