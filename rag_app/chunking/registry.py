@@ -25,7 +25,7 @@ def build_chunker(name: str, settings, embeddings=None, doc_types=()) -> RoutedC
     `doc_types`: per-file overrides of the classification, (glob, type) pairs."""
     if name == "legal":  # the default: each document type to its own chunker
         statute = _statute(settings, embeddings)
-        return RoutedChunker("legal", "3", {"contract": ContractChunker(), ANY: statute}, doc_types)
+        return RoutedChunker("legal", "3", {"contract": _contract(settings), ANY: statute}, doc_types)
     single = _single(name, settings, embeddings)
     return RoutedChunker(single.name, single.version, {ANY: single}, doc_types)
 
@@ -38,11 +38,15 @@ def _statute(settings, embeddings) -> LegalChunker:
     return LegalChunker(budget, settings.semantic_threshold)
 
 
+def _contract(settings) -> ContractChunker:
+    return ContractChunker(settings.contract_chunk_max, settings.contract_chunk_hard_max)
+
+
 def _single(name: str, settings, embeddings) -> Chunker:
     if name == "statute":  # the statute rules for every document (the default of 0.4.0 and before)
         return _statute(settings, embeddings)
     if name == "contract":
-        return ContractChunker()
+        return _contract(settings)
     if name == "fixed-512":
         return FixedTokenChunker(512)
     if name == "fixed-256":

@@ -57,6 +57,7 @@ def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> s
     h = hashlib.sha256()
     for part in (chunker.name, chunker.version, settings.chunk_target_min, settings.chunk_target_max,
                  settings.chunk_hard_max, settings.chunk_min_tokens, settings.semantic_threshold,
+                 settings.contract_chunk_max, settings.contract_chunk_hard_max,
                  embed_model, spec.force_dense, TOKENIZER_VERSION, *sorted(d.content_hash for d in docs)):
         h.update(str(part).encode())
     return h.hexdigest()[:10]
