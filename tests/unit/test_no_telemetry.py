@@ -36,7 +36,7 @@ if __name__ == "__main__":
     q = ctx.Queue()
     p = ctx.Process(target=child, args=(q,))
     p.start()
-    in_child = q.get(timeout=HANG_S)
+    in_child = q.get(timeout=600)  # a hang guard (tests/conftest.py HANG_S)
     p.join()
     session()
     print(os.environ.get("ORT_DISABLE_TELEMETRY"), in_child)
