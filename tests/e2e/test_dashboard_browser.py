@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ from rag_app.comparison import compare_live
 from rag_app.cost_render import usd
 from rag_app.experiments import ExperimentConfig
 from tests.conftest import LAWS, make_settings
-from tests.fakes.openai_server import FakeOpenAI, Reply, Status
+from tests.fakes.openai_server import FakeOpenAI, Status
 from tests.integration.test_service import Server
 from tracing.ledger import connect
 from rag_app.service import app as service_app

@@ -160,7 +160,6 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
     import shutil
     from rag_app.comparison import replay
     from rag_app.evaluation.qa import Gold, Question
-    from rag_app.experiments import Experiment
     from rag_app.service.pool import VariantPool
 
     cfg = tmp_path / "exp.json"

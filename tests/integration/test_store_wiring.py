@@ -7,14 +7,13 @@ import shutil
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 from rag_app.app import RagApp
 from rag_app.errors import OutdatedStore
 from rag_app.store.edge import EdgeStore
-from tests.conftest import CORPUS, HANG_S, REPO, make_settings
+from tests.conftest import HANG_S, REPO, make_settings
 
 QUESTION = "公司法第五十七条的内容是什么？"
 
