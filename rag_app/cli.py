@@ -148,11 +148,13 @@ def ask(question: str = typer.Argument(..., help="the question"),
 
 
 def _print_answer(p: dict) -> None:
+    from rag_app.presenter import citation_label
+
     out.print(f"[bold]Q:[/bold] {p['question']}")
     out.print(p["answer"], markup=False)
     out.print("[bold]citations[/bold]")
     for i, c in enumerate(p["citations"], 1):
-        out.print(f"  [{i}] 《{c['law']}》{c['article'] or ''}  {_short(c['doc'])}", markup=False)
+        out.print(f"  [{i}] {citation_label({**c, 'doc': _short(c['doc'])})}", markup=False)
     out.print(stage_table(p["stages"], title=f"cost of query {p['query_id']}"))
     unpriced = p["unpriced_rows"]
     billed = f"{usd(p['total_cost_usd'])} + {unpriced} unpriced rows" if unpriced else usd(p["total_cost_usd"])

@@ -157,7 +157,8 @@ def generate(question: str, packed: PackedContext, *, config: QueryConfig, chat_
                            output_tokens=output, usage_source=f"estimated:{tokenizer.name}", billing="shadow",
                            price_basis="llm", error=EXTRACTIVE, note=note, context_budget_tokens=packed.budget,
                            context_tokens=packed.tokens)
-        return Generated(extractive_answer(contexts), tuple(citation_for(c) for c in contexts), "extractive"), (usage,)
+        text, citations = extractive_answer(contexts, question)
+        return Generated(text, citations, "extractive"), (usage,)
     message, _, attempts = invoke_with_retries(
         chat_model(), messages, run_config, max_retries=config.llm_max_retries, base_delay_s=config.llm_retry_base_s,
         metadata={"prompt_tokens": prompt_tokens, "prompt_model": config.llm_model, REPORTED_BY_STAGE: True,

@@ -121,16 +121,24 @@ class ScoredChunk:
 
 @dataclass(frozen=True)
 class Citation:
-    law: str
+    """Where an answer's passage lies: the document (its own title, its file), the article or numbered
+    section, and `char_start`/`char_end`, code points into the document's parsed text (for .txt and
+    Markdown, the file itself) of the text shown (extractive) or sent to the model (llm)."""
+
+    law: str  # the document's title (kept under its first name: every document here began as a law)
     articles: tuple[str, ...]
     doc: str
     chunk_id: str
     page: int | None = None
+    section: str | None = None  # 第二十条 / `15. Term and Termination` / `10`
+    char_start: int | None = None
+    char_end: int | None = None
 
     def as_dict(self) -> dict:
-        return {"law": self.law, "article": "、".join(self.articles) or None,
-                "articles": list(self.articles), "doc": self.doc, "chunk_id": self.chunk_id,
-                "page": self.page}
+        return {"law": self.law, "title": self.law, "article": "、".join(self.articles) or None,
+                "articles": list(self.articles), "section": self.section, "doc": self.doc,
+                "chunk_id": self.chunk_id, "page": self.page, "char_start": self.char_start,
+                "char_end": self.char_end}
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, field_validator
 from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.presenter import answer_payload
+from rag_app.service.answers import AnswerArchive, RecentAnswers
 from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
                                     public_validation_errors, save_uploads)
@@ -30,6 +31,7 @@ from tracing.reports import BY_DIMS, build_report, by_report, stage_json, stage_
 DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
 
 
+RECENT_ANSWERS = 200  # answers kept in memory for the dashboard's query page (service/answers.py)
 MAX_INT = 2**62  # SQLite integers are signed 64-bit; larger offsets were a 500
 
 
@@ -58,6 +60,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     # with one line before the server starts.
     state: dict = {"pool": VariantPool(settings)}
     upload_lock = threading.Lock()
+    answers: AnswerArchive = RecentAnswers(RECENT_ANSWERS)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -151,6 +154,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         answer, assignment = pool().ask(req.question, req.user_id, req.session_id, api_key_id=key_id,
                                         scope=_scope(req.scope))
         payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, settings.data_dir))
+        answers.put(payload)
         return {**payload,
                 "experiment": assignment.experiment if assignment else None,
                 "variant": assignment.variant if assignment else settings.variant,
@@ -193,6 +197,16 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         if row is None:
             raise HTTPException(404, f"no query {query_id!r} in the ledger")
         return {**_query_json(dict(row)), "stages": stages}
+
+    @app.get("/v1/queries/{query_id}/answer", dependencies=[Depends(auth)])
+    def query_answer(query_id: str):
+        """The answer, citations and passages of one of the last RECENT_ANSWERS queries this server answered."""
+        kept = answers.get(query_id)
+        if kept is None:
+            raise HTTPException(404, f"no answer text kept for {query_id[:80]!r}: this server keeps the last "
+                                     f"{RECENT_ANSWERS} answers it gave, in memory (not `rag ask`'s, not "
+                                     f"across restarts); its costs are at /v1/queries/{query_id[:80]}")
+        return kept
 
     @app.get("/v1/reports/summary", dependencies=[Depends(auth)])
     def summary(last: int | None = Query(None, ge=1, le=MAX_INT), variant: str | None = None):

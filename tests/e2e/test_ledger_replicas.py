@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from rag_app.app import RagApp
-from tests.conftest import LAWS, make_settings
+from tests.conftest import LAWS, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI, Reply, Status
 from tests.fakes.serve_proc import Serve, serve_env
 from tracing.ledger import connect
@@ -138,10 +138,8 @@ def test_a_replica_killed_mid_load_leaves_a_row_for_every_request_it_sent(tmp_pa
             pool.submit(client, k)
         # 6 of 8 clients ask replica 0: with 6 requests unanswered, at least 4 are replica 0's, in flight
         # when it is killed (a round-robin split left all of them on the survivor in one run)
-        deadline = time.time() + 90
-        while not (len(answered) >= 12 and len(llm.requests) >= len(answered) + 6):
-            assert time.time() < deadline, (len(answered), len(llm.requests))
-            time.sleep(0.02)
+        wait_until(lambda: len(answered) >= 12 and len(llm.requests) >= len(answered) + 6,
+                   "12 answers and 6 requests in flight", every_s=0.02)
         servers[0].kill9()
         time.sleep(1.5)  # the survivor keeps answering
         stop.set()
