@@ -7,7 +7,15 @@ SHARED ?= $(or $(RAG_SHARED_DIR),../shared)
 CORPUS ?= $(SHARED)/data/legal_zh/corpus
 QA ?= $(SHARED)/data/legal_zh/qa_dev.jsonl
 
-.PHONY: install demo test bench clean
+# `make test`: the suite on PYTEST_WORKERS processes (pytest-xdist; a test file stays on one worker, so
+# its module fixtures are built once), less the `heavy` tests, then the notebook, which runs even when
+# pytest failed. Its last line names both outcomes, and the recipe's status reports both: make prints
+# "Error 1" (pytest failed), "Error 2" (the notebook failed) or "Error 3" (both), and exits non-zero.
+# `make test-heavy` runs the `heavy` tests (minutes of CPU each); CI (.ci/run) runs both targets.
+PYTEST_WORKERS ?= 2
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-heavy notebooks bench clean
 
 $(BIN)/rag: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,8 +30,18 @@ demo: install
 	$(BIN)/rag demo --corpus $(CORPUS) --qa $(QA)
 
 test: install
-	$(BIN)/python -m pytest -q
-	@if [ -d "$(SHARED)/data" ]; then RAG_SHARED_DIR="$(abspath $(SHARED))" $(BIN)/python -m pytest -q --nbmake notebooks; \
+	@tests=0; notebook=0; \
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not heavy" $(PYTEST_ARGS) || tests=$$?; \
+	$(MAKE) --no-print-directory notebooks || notebook=$$?; \
+	nb=$$( [ $$notebook != 0 ] && echo FAILED || { [ -d "$(SHARED)/data" ] && echo passed || echo "not run, no shared data"; } ); \
+	echo "make test: pytest exit $$tests ($$( [ $$tests = 0 ] && echo passed || echo FAILED)), notebook exit $$notebook ($$nb)"; \
+	exit $$(( ($$tests != 0) + 2 * ($$notebook != 0) ))
+
+test-heavy: install
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m heavy $(PYTEST_ARGS)
+
+notebooks: install
+	@if [ -d "$(SHARED)/data" ]; then RAG_SHARED_DIR="$(abspath $(SHARED))" $(BIN)/python -m pytest -q -p no:xdist --nbmake notebooks; \
 	elif [ "$$RAG_REQUIRE_SHARED_DATA" = 1 ]; then echo "error: $(SHARED)/data not found (set RAG_SHARED_DIR)" >&2; exit 1; \
 	else echo "notebooks not run: $(SHARED)/data not found (set RAG_SHARED_DIR)"; fi
 

@@ -13,19 +13,22 @@ from chains.rag import report, stage, timed
 from rag_app.chunking.registry import build_chunker
 from rag_app.ingest.sandbox import prepare_limited
 from rag_app.indexing import IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk
-from rag_app.sparse import TOKENIZER_VERSION
+from rag_app.sparse import READS, TOKENIZER_VERSION
 from rag_app.usage import StageUsage
 
 
-def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None) -> IngestReport:
-    """`app`: the composition root (rag_app.app.RagApp): settings, store, embedder loader, pricer, tracer."""
+def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None,
+                  doc_types: tuple[tuple[str, str], ...] = ()) -> IngestReport:
+    """`app`: the composition root (rag_app.app.RagApp): settings, store, embedder loader, pricer, tracer.
+    `doc_types`: (glob, type) overrides of the document-type classification."""
     s = app.settings
     result = IngestReport()
 
     def parse_chunk(inp: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         files, missing = expand_paths(inp["paths"])
         result.outcomes.extend(missing)
-        chunker = build_chunker(s.chunker, s, app.embeddings() if s.semantic_backend == "embedding" else None)
+        chunker = build_chunker(s.chunker, s, app.embeddings() if s.semantic_backend == "embedding" else None,
+                                doc_types)
         prepare = partial(prepare_limited, timeout_s=s.parse_timeout_s, max_mb=s.parse_max_mb)
         (parsed, failed), usage = timed(lambda: (parse_and_chunk(files, chunker, progress, prepare=prepare),
                                                  StageUsage("parse_chunk", model=f"{chunker.name}@{chunker.version}")))
@@ -43,7 +46,7 @@ def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None) -> Inges
                                      [c for _, cs in parsed for c in cs], s.embed_max_unk_rate)
             app.store.create(info)
         elif info is not None:
-            app.store.check_tokenizer(info, TOKENIZER_VERSION)
+            app.store.check_tokenizer(info, TOKENIZER_VERSION, READS)
             if info.dense_enabled:
                 embeddings = app.embeddings()
                 app.store.check_model(info, embeddings.model_name, embeddings.dimension)

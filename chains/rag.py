@@ -20,6 +20,7 @@ from rag_app.attempts import utcnow
 from rag_app.errors import LLMError
 from rag_app.pipeline import Pipeline
 from rag_app.ports import Pricer
+from rag_app.scope import Scope
 from rag_app.stages import Retrieved
 from rag_app.types import Answer, ScoredChunk
 from rag_app.usage import USAGE_EVENT, StageUsage
@@ -33,6 +34,7 @@ class QueryState:
 
     query_id: str
     question: str
+    scope: Scope | None = None  # documents the caller restricts the question to
     query_vector: list[float] | None = None
     retrieved: Retrieved | None = None
     ranked: tuple[ScoredChunk, ...] = ()
@@ -58,12 +60,14 @@ def timed(work: Callable[[], tuple[R, StageUsage]]) -> tuple[R, StageUsage]:
 
 
 def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
-    """`chain.invoke({"question": ...}, config)` -> Answer, with `metadata["query_id"]` naming the query."""
+    """`chain.invoke({"question": ..., "scope": Scope?}, config)` -> Answer, with `metadata["query_id"]`
+    naming the query."""
     cfg = pipeline.config
 
     def start(inp: dict[str, Any], config: RunnableConfig) -> QueryState:
         query_id = (config.get("metadata") or {}).get("query_id") or str(uuid.uuid4())
-        return QueryState(str(query_id), str(inp["question"]))
+        scope = inp.get("scope")
+        return QueryState(str(query_id), str(inp["question"]), scope if isinstance(scope, Scope) else None)
 
     def embed_query(q: QueryState, config: RunnableConfig) -> QueryState:
         vector, usage = timed(lambda: stages.embed_query(q.question, pipeline.collection(), cfg, pipeline.embedder))
@@ -72,7 +76,7 @@ def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
     def retrieve(q: QueryState, config: RunnableConfig) -> QueryState:
         found, usage = timed(lambda: stages.retrieve(q.question, q.query_vector, store=pipeline.store,
                                                      info=pipeline.collection(), config=cfg,
-                                                     rescorer=pipeline.rescorer))
+                                                     rescorer=pipeline.rescorer, scope=q.scope))
         return replace(q, retrieved=found, usage=q.usage + report(pipeline.pricer, (usage,), config))
 
     def rerank(q: QueryState, config: RunnableConfig) -> QueryState:
@@ -95,7 +99,8 @@ def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
         priced = report(pipeline.pricer, usages, config)
         return Answer(q.query_id, q.question, made.text, made.citations, made.mode, tuple(packed.contexts),
                       usage=q.usage + priced, ranked=q.ranked,
-                      levers=q.retrieved.levers if q.retrieved else ())
+                      levers=q.retrieved.levers if q.retrieved else (),
+                      scope=q.retrieved.scope if q.retrieved else None)
 
     chain = (RunnableLambda(start).with_config(run_name="question") | stage("embed_query", embed_query)
              | stage("retrieve", retrieve) | stage("rerank", rerank) | stage("generate", generate))

@@ -27,6 +27,8 @@ from rag_app.ledger_location import LedgerURLError
 from rag_app.pipeline import Pipeline, QueryConfig
 from rag_app.ports import Reranker
 from rag_app.rerank import load_reranker
+from rag_app.scope import Scope
+from rag_app.sparse import READS as TOKENIZERS_READ
 from rag_app.sparse import TOKENIZER_VERSION
 from rag_app.store import CollectionInfo, VectorStore, open_store
 from rag_app.types import Answer
@@ -135,7 +137,7 @@ class RagApp:
             raise self.store.missing(name)
         if self.store.count(name) == 0:  # a store that lost its data answers nothing
             raise self.store.emptied(name)
-        self.store.check_tokenizer(info, TOKENIZER_VERSION)
+        self.store.check_tokenizer(info, TOKENIZER_VERSION, TOKENIZERS_READ)
         if info.dense_enabled:
             emb = self.embeddings()
             self.store.check_model(info, emb.model_name, emb.dimension)
@@ -155,9 +157,10 @@ class RagApp:
                         self.pricer, self.reply_stats)
 
     def ask(self, question: str, *, query_id: str | None = None, variant: str | None = None,
-            experiment: str | None = None, extra: dict | None = None) -> Answer:
+            experiment: str | None = None, extra: dict | None = None, scope: Scope | None = None) -> Answer:
         """`extra`: more query-row fields for the ledger (user_id, session_id, arm, sticky, shadow_of, and
-        origin: live | cli | replay | eval | shadow, default cli; comparisons read live rows only)."""
+        origin: live | cli | replay | eval | shadow, default cli; comparisons read live rows only).
+        `scope`: documents to search within (an unknown name raises UnknownDocument, listing close ones)."""
         if not question or not question.strip():
             raise ValueError("question is empty; pass the question text")
         from chains.rag import build_rag
@@ -169,16 +172,18 @@ class RagApp:
         config = {"callbacks": [self.tracer], "metadata": {
             "query_id": query_id, "kind": "query", "variant": variant or self.settings.variant,
             "experiment": experiment or self.settings.experiment, "origin": "cli", **(extra or {})}}
-        answer: Answer = self._rag.invoke({"question": question.strip()}, config=config)
+        answer: Answer = self._rag.invoke({"question": question.strip(), "scope": scope}, config=config)
         return answer
 
-    def ingest(self, paths: list[Path], *, rebuild: bool = False, progress: Any = None) -> IngestReport:
+    def ingest(self, paths: list[Path], *, rebuild: bool = False, progress: Any = None,
+               doc_types: tuple[tuple[str, str], ...] = ()) -> IngestReport:
+        """`doc_types`: (glob, type) pairs that override the document-type classification per file."""
         from chains.ingestion import run_ingestion
 
         if rebuild:
             self.store.drop(self.settings.collection)
             self._collection = None
-        report = run_ingestion(self, paths, progress=progress)
+        report = run_ingestion(self, paths, progress=progress, doc_types=doc_types)
         self._collection = None
         return report
 

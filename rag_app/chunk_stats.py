@@ -17,6 +17,26 @@ def histogram(tokens: list[int], bins: int) -> list[tuple[int, int, int]]:
     return [(lo + i * width, lo + (i + 1) * width - 1, c) for i, c in enumerate(counts) if lo + i * width <= hi]
 
 
+def by_doc_type(payloads: list[dict]) -> list[tuple[str, int, int, float, str]]:
+    """(doc type, documents, chunks, mean tokens, chunkers) per type, most chunks first. Chunks written
+    before types were recorded show as `unrecorded` (re-ingest to classify them)."""
+    groups: dict[str, list[dict]] = {}
+    for p in payloads:
+        groups.setdefault(p.get("doc_type") or "unrecorded", []).append(p)
+    rows = []
+    for kind, ps in groups.items():
+        chunkers = sorted({f"{p['chunker']}@{p['chunker_version']}" for p in ps})
+        rows.append((kind, len({p["doc_id"] for p in ps}), len(ps), statistics.mean(p["token_count"] for p in ps),
+                     ", ".join(chunkers)))
+    return sorted(rows, key=lambda r: (-r[2], r[0]))
+
+
+def render_types(rows: list[tuple[str, int, int, float, str]]) -> str:
+    lines = [f"{'doc type':<11} {'docs':>5} {'chunks':>7} {'mean tok':>8}  chunker"]
+    lines += [f"{kind:<11} {docs:>5} {chunks:>7} {mean:>8.0f}  {chunkers}" for kind, docs, chunks, mean, chunkers in rows]
+    return "\n".join(lines)
+
+
 def render_text(hist, tokens: list[int], settings, width: int = 50) -> str:
     if not tokens:
         return "no chunks"

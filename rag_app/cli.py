@@ -59,11 +59,19 @@ def main() -> None:
 @app.command()
 def ingest(paths: list[Path] = typer.Argument(..., help="files or folders (PDF, DOCX, HTML, Markdown, text)"),
            rebuild: bool = typer.Option(False, help="drop the collection first and rebuild it"),
-           collection: Optional[str] = typer.Option(None, help="Qdrant collection (default RAG_COLLECTION)")):
-    """Parse, chunk, embed and index documents; prints one outcome per file."""
+           collection: Optional[str] = typer.Option(None, help="Qdrant collection (default RAG_COLLECTION)"),
+           doc_type: list[str] = typer.Option([], "--doc-type", help="statute | contract | other for every file, "
+                                              "or GLOB=TYPE for the files it matches; repeat (the last match wins)")):
+    """Parse, chunk, embed and index documents; prints one outcome per file (with its document type)."""
+    from rag_app.chunking.doctype import parse_override
+
+    try:
+        overrides = tuple(parse_override(d) for d in doc_type)
+    except ValueError as e:
+        _fail(e)
     try:
         with _app(**({"collection": collection} if collection else {})) as rag:
-            report = _ingest_with_progress(rag, paths, rebuild)
+            report = _ingest_with_progress(rag, paths, rebuild, overrides)
     except RagError as e:
         _fail(e)
     if report.errors:
@@ -94,13 +102,13 @@ def _asked(rag, answer) -> dict:
     return answer_payload(answer)
 
 
-def _ingest_with_progress(rag, paths, rebuild):
+def _ingest_with_progress(rag, paths, rebuild, doc_types=()):
     with _progress_bars({"parse": "parse + chunk", "index": "embed + index"}) as progress:
-        report = rag.ingest(paths, rebuild=rebuild, progress=progress)
+        report = rag.ingest(paths, rebuild=rebuild, progress=progress, doc_types=doc_types)
     # One line per file, never wrapped: readable, and greppable by scripts.
     for o in sorted(report.outcomes, key=lambda o: o.path):
         style = {"written": "green", "unchanged": "dim", "error": "red"}[o.status]
-        detail = o.error if o.error else f"{o.chunks} chunks  {_short(o.path)}"
+        detail = o.error if o.error else f"{o.chunks} chunks  {o.doc_type or '-':<8}  {_short(o.path)}"
         out.print(f"[{style}]{o.status:<9}[/{style}] {detail}", soft_wrap=True, highlight=False)
     n = {s: sum(o.status == s for o in report.outcomes) for s in ("written", "unchanged", "error")}
     info = report.collection
@@ -121,11 +129,16 @@ def _short(path: str) -> str:
 @app.command()
 def ask(question: str = typer.Argument(..., help="the question"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-        variant: Optional[str] = typer.Option(None, help="variant label recorded on ledger rows")):
+        variant: Optional[str] = typer.Option(None, help="variant label recorded on ledger rows"),
+        doc: list[str] = typer.Option([], "--doc", help="search only this document (file name, title or id); repeat"),
+        law: list[str] = typer.Option([], "--law", help="search only this law (title or short name); repeat")):
     """Answer a question with citations and a per-stage cost table."""
+    from rag_app.scope import Scope
+
     try:
+        scope = Scope(tuple(doc), tuple(law))
         with _app() as rag:
-            payload = _asked(rag, rag.ask(question, variant=variant))
+            payload = _asked(rag, rag.ask(question, variant=variant, scope=scope or None))
     except (RagError, ValueError) as e:
         _fail(e)
     if as_json:
@@ -135,11 +148,13 @@ def ask(question: str = typer.Argument(..., help="the question"),
 
 
 def _print_answer(p: dict) -> None:
+    from rag_app.presenter import citation_label
+
     out.print(f"[bold]Q:[/bold] {p['question']}")
     out.print(p["answer"], markup=False)
     out.print("[bold]citations[/bold]")
     for i, c in enumerate(p["citations"], 1):
-        out.print(f"  [{i}] 《{c['law']}》{c['article'] or ''}  {_short(c['doc'])}", markup=False)
+        out.print(f"  [{i}] {citation_label({**c, 'doc': _short(c['doc'])})}", markup=False)
     out.print(stage_table(p["stages"], title=f"cost of query {p['query_id']}"))
     unpriced = p["unpriced_rows"]
     billed = f"{usd(p['total_cost_usd'])} + {unpriced} unpriced rows" if unpriced else usd(p["total_cost_usd"])
@@ -280,7 +295,8 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
              runs: Optional[Path] = typer.Option(None, help="write raw rankings, one JSON line per question"),
              budgets: str = typer.Option("500,1000,2500", help="context-token budgets for recall within a budget"),
              split: Optional[str] = typer.Option(None, help="tune | validate: the fixed task-stratified half"),
-             lever_param: list[str] = typer.Option([], help="lever setting NAME=VALUE (rag_app.levers.LeverParams); repeat")):
+             lever_param: list[str] = typer.Option([], help="lever setting NAME=VALUE (rag_app.levers.LeverParams); repeat"),
+             scope: str = typer.Option("none", help="none | doc: search each question within its QA line's own `doc`")):
     """Recall@k, recall within token budgets (95% CIs), MRR, nDCG, context tokens and $ per query for
     each chunker x retriever; every configuration after the first is compared with the first, paired."""
     from rag_app.chunking.registry import CHUNKERS
@@ -299,13 +315,16 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
                          f"bm25, hybrid, optionally +lever ({', '.join(LEVERS)}), e.g. bm25+prf"))
     if split not in (None, "tune", "validate"):
         _fail(ValueError(f"--split must be tune or validate, not {split!r}"))
+    if scope not in ("none", "doc"):
+        _fail(ValueError(f"--scope must be none or doc, not {scope!r}"))
     try:
         budget_list = [int(x) for x in budgets.split(",") if x.strip()]
     except ValueError:
         _fail(ValueError(f"--budgets must be comma-separated token counts such as 500,1000,2500, not {budgets!r}"))
     spec = EvalSpec(qa=qa, corpus=corpus, chunkers=chunkers, retrievers=retrievers,
                     ks=[int(x) for x in k.split(",")], limit=limit, runs_path=runs, force_dense=force_dense,
-                    cite=not no_cite, budgets=budget_list, split=split, lever_params=_lever_params(lever_param))
+                    cite=not no_cite, budgets=budget_list, split=split, lever_params=_lever_params(lever_param),
+                    scope=scope)
     try:
         with _app() as rag, _progress_bars() as progress:
             result = run_eval(rag, spec, progress)
@@ -518,8 +537,9 @@ app.add_typer(chunks_app, name="chunks")
 def chunks_stats(collection: Optional[str] = typer.Option(None, help="collection (default RAG_COLLECTION)"),
                  bins: int = typer.Option(20, help="histogram bins"),
                  png: Optional[Path] = typer.Option(None, help="also save the histogram as a PNG")):
-    """Chunk-length histogram (cl100k tokens) of a collection, as text and optionally as a PNG."""
-    from rag_app.chunk_stats import histogram, render_text, save_png
+    """Chunks per document type (statute / contract / other) and the chunk-length histogram (cl100k
+    tokens) of a collection, as text and optionally as a PNG."""
+    from rag_app.chunk_stats import by_doc_type, histogram, render_text, render_types, save_png
     from rag_app.config import load_settings
     from rag_app.store import open_store
 
@@ -528,9 +548,11 @@ def chunks_stats(collection: Optional[str] = typer.Option(None, help="collection
         with open_store(settings) as store:
             if store.info(settings.collection) is None:
                 raise RagError(f"collection {settings.collection!r} does not exist; run `rag ingest` first")
-            tokens = [p["token_count"] for p in store.all_payloads(settings.collection)]
+            payloads = store.all_payloads(settings.collection)
     except RagError as e:
         _fail(e)
+    tokens = [p["token_count"] for p in payloads]
+    out.print(render_types(by_doc_type(payloads)), highlight=False)
     out.print(render_text(histogram(tokens, bins), tokens, settings), highlight=False)
     if png:
         save_png(tokens, bins, png, settings)

@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     chunk_target_max: int = 250
     chunk_hard_max: int = 512
     chunk_min_tokens: int = 40
+    contract_chunk_max: int = 120  # contracts: clauses packed up to this many tokens (rag_app/chunking/contract.py)
+    contract_chunk_hard_max: int = 240  # a longer clause is cut at sentence ends
     semantic_backend: Literal["tfidf", "embedding"] = "tfidf"
     semantic_threshold: float = 0.45
 
@@ -124,6 +126,9 @@ class Settings(BaseSettings):
             raise ConfigError(
                 "RAG_CHUNK_TARGET_MIN <= RAG_CHUNK_TARGET_MAX <= RAG_CHUNK_HARD_MAX must hold; "
                 f"got {self.chunk_target_min}, {self.chunk_target_max}, {self.chunk_hard_max}")
+        if not 0 < self.contract_chunk_max <= self.contract_chunk_hard_max:
+            raise ConfigError("0 < RAG_CONTRACT_CHUNK_MAX <= RAG_CONTRACT_CHUNK_HARD_MAX must hold; "
+                              f"got {self.contract_chunk_max}, {self.contract_chunk_hard_max}")
         if self.context_tokens < 1:
             raise ConfigError(f"RAG_CONTEXT_TOKENS must be a positive token count, got {self.context_tokens}")
         if self.top_n > self.top_k:

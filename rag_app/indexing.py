@@ -29,6 +29,7 @@ class FileOutcome:
     status: str  # written | unchanged | error
     chunks: int = 0
     error: str | None = None
+    doc_type: str | None = None  # statute | contract | other, as classified (or overridden) at ingest
 
 
 @dataclass
@@ -138,17 +139,20 @@ def index_documents(store: VectorStore, info: CollectionInfo, parsed, embeddings
                     progress: Progress | None = None) -> tuple[list[FileOutcome], EmbedUsage]:
     outcomes, total = [], EmbedUsage()
     for i, (doc, chunks) in enumerate(parsed, 1):
-        if store.document_hash(info.name, doc.doc_id) == doc.content_hash:
-            outcomes.append(FileOutcome(doc.source_path, "unchanged", len(chunks)))
+        # the stored version names the content and the type it was chunked as: a --doc-type override
+        # (or a classification that changed) re-chunks an unchanged file
+        version = f"{doc.content_hash}:{chunks[0].doc_type}"
+        if store.document_hash(info.name, doc.doc_id) == version:
+            outcomes.append(FileOutcome(doc.source_path, "unchanged", len(chunks), doc_type=chunks[0].doc_type))
         else:
             texts = [c.indexed_text() for c in chunks]
             dense = None
             if info.dense_enabled and embeddings is not None:
                 dense, used = embeddings.embed_array_with_stats(texts)
                 total += used
-            points = _Points(chunks, texts, doc.content_hash, info.avgdl, dense)
-            store.replace_document(info.name, doc.doc_id, doc.content_hash, points)
-            outcomes.append(FileOutcome(doc.source_path, "written", len(chunks)))
+            points = _Points(chunks, texts, version, info.avgdl, dense)
+            store.replace_document(info.name, doc.doc_id, version, points)
+            outcomes.append(FileOutcome(doc.source_path, "written", len(chunks), doc_type=chunks[0].doc_type))
         if progress:
             progress("index", i, len(parsed))
     if any(o.status == "written" for o in outcomes):

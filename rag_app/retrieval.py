@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from rag_app import sparse
 from rag_app.legal_numbers import find_article_refs
-from rag_app.store import CollectionInfo, Fusion, Hit, SparseVector, VectorStore
+from rag_app.store import CollectionInfo, Fusion, Hit, SparseVector, VectorStore, Where, matches
 from rag_app.types import Chunk, ScoredChunk
 
 
@@ -72,15 +72,16 @@ def legs_for(mode: str, info: CollectionInfo) -> tuple[bool, bool]:
 
 def retrieve(store: VectorStore, info: CollectionInfo, question: str, query_vector: list[float] | None,
              *, mode: str, top_k: int, rrf_k: int = 60, dense_weight: float = 1.0,
-             sparse_weight: float = 1.0, cite: bool = True) -> list[ScoredChunk]:
+             sparse_weight: float = 1.0, cite: bool = True, where: Where | None = None) -> list[ScoredChunk]:
+    """`where`: a payload filter (a scope) every leg applies in the engine."""
     use_dense, use_sparse = legs_for(mode, info)
     hits = store.search(info.name, dense=query_vector if use_dense else None,
                         sparse=SparseVector(*sparse.query_vector(question)) if use_sparse else None,
                         limit=top_k, depth=max(top_k * 2, 50),  # fuse over deeper legs than we return
-                        fusion=Fusion(rrf_k, dense_weight, sparse_weight))
+                        fusion=Fusion(rrf_k, dense_weight, sparse_weight), where=where)
     payloads = {h.payload["chunk_id"]: h.payload for h in hits}
     ordered = [(h.payload["chunk_id"], h.score) for h in hits]
-    return ranked_chunks(store, info, question, ordered, payloads, top_k, cite)
+    return ranked_chunks(store, info, question, ordered, payloads, top_k, cite, where)
 
 
 def put_first(ordered: list[tuple[str, float]], ids: list[str]) -> list[tuple[str, float]]:
@@ -91,12 +92,16 @@ def put_first(ordered: list[tuple[str, float]], ids: list[str]) -> list[tuple[st
 
 
 def ranked_chunks(store: VectorStore, info: CollectionInfo, question: str, ordered: list[tuple[str, float]],
-                  payloads: dict[str, dict], top_k: int, cite: bool = True) -> list[ScoredChunk]:
+                  payloads: dict[str, dict], top_k: int, cite: bool = True,
+                  where: Where | None = None) -> list[ScoredChunk]:
     """(chunk id, score) in rank order -> the top-k ScoredChunks; with `cite`, the article the question
-    names goes first, ahead of anything similar-sounding."""
+    names goes first, ahead of anything similar-sounding. With `where` (a scope), whatever a lever or
+    the citation lookup brought in from outside it is left out."""
     if cite:
         exact = citation_hits(store, info, question)
         payloads = {**payloads, **{h.payload["chunk_id"]: h.payload for h in exact}}
         ordered = put_first(ordered, [h.payload["chunk_id"] for h in exact])
+    if where:
+        ordered = [(cid, sc) for cid, sc in ordered if matches(payloads[cid], where)]
     return [ScoredChunk(Chunk.from_payload(payloads[cid]), score, rank)
             for rank, (cid, score) in enumerate(ordered[:top_k], 1)]

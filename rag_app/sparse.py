@@ -4,6 +4,12 @@
 Chinese is segmented with jieba (search mode, so 中华人民共和国公司法 also yields 公司法). Article
 references are pulled out *before* segmentation and indexed as one token each (`§264`, `§133-1`):
 jieba splits 第一千零六十四条 inconsistently and Arabic citations never match Chinese numerals.
+
+English: a text written mostly in Latin letters also gets each word's Snowball stem as a token of
+its own (`^disclos` for disclose / disclosed / disclosure), English function words left out, so
+"disclosing" in a question meets "disclosure" in a clause. The surface words stay as they were, and a
+Chinese text (more CJK characters than Latin letters) tokenizes exactly as before: a collection built
+with tokenizer /2 is read unchanged (its English chunks lack the stems, which then match nothing).
 """
 from __future__ import annotations
 
@@ -18,9 +24,22 @@ from functools import lru_cache
 from rag_app.legal_numbers import ARTICLE_REF, find_article_refs
 
 K1, B = 1.2, 0.75
-# Bumped whenever tokenize() changes: a collection built with another version must be rebuilt.
-TOKENIZER_VERSION = "jieba-search+cjk-bigram/2"
+# Bumped whenever tokenize() changes: a collection built with another version must be rebuilt, unless
+# that version is in READS (its tokens are a subset of this version's for every text, so queries rank as before).
+TOKENIZER_VERSION = "jieba-search+cjk-bigram+en-stem/3"
+READS = frozenset({"jieba-search+cjk-bigram/2"})
+STEM = "^"  # marks a stem token; like "~" bigrams and "§" article keys it is never a word a lever adds
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
+_CJK_CHAR = re.compile(r"[\u4e00-\u9fff]")
+_LATIN_LETTER = re.compile(r"[A-Za-z]")
+# English function words: no stem token (their surface tokens stay, as they always were)
+_EN_STOP = frozenset("""a about above after again against all also am an and any are as at be because been before
+being below between both but by can could did do does doing down during each either else few for from further had has
+have having he her here hers herself him himself his how i if in into is it its itself just may me might more most must
+my myself neither no nor not now of off on once only or other ought our ours ourselves out over own same shall she
+should so some such than that the their theirs them themselves then there these they this those through to too under
+until up upon us very was we were what when where whether which while who whom whose why will with within without
+would you your yours yourself yourselves""".split())
 _WORD = re.compile(r"[\w\u4e00-\u9fff]", re.UNICODE)
 _STOP = set("的 了 是 在 和 与 或 及 等 对 为 其 之 而 以 于 由 被 将 并 有 这 那 中 上 下 不 也 就 都 "
             "吗 呢 吧 啊 么 什么 怎么 如何 哪些 是否 可以 应当 the a an of to and or in on for by is are be "
@@ -64,7 +83,17 @@ def tokenize(text: str) -> list[str]:
             tokens.append(tok)
     for run in _CJK_RUN.findall(rest):
         tokens.extend("~" + run[i:i + 2] for i in range(len(run) - 1))
+    if len(_LATIN_LETTER.findall(rest)) > len(_CJK_CHAR.findall(rest)):
+        words = [t for t in tokens if t.isascii() and t.isalpha() and len(t) > 2 and t not in _EN_STOP]
+        tokens.extend(STEM + s for s in _stemmer().stemWords(words))
     return tokens
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
 
 
 def token_index(token: str) -> int:

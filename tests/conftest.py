@@ -50,6 +50,25 @@ def small_corpus(tmp_path) -> Path:
     return dest
 
 
+# How long a subprocess or a wait may take before the test calls it hung. Never a speed check: the
+# slowest such step (a `rag` CLI call in tests/e2e/test_cli.py) takes well under a minute at load 6 on
+# 2 cores, so a machine at load 20 still passes. pytest-timeout (pyproject) uses the same figure per test.
+HANG_S = 600
+HEAVY_HANG_S = 1800  # the same for the `heavy` tests (minutes of CPU each)
+
+
+def wait_until(condition, what: str, *, alive=None, every_s: float = 0.05):
+    """Poll `condition()` until it is true. No deadline of its own: a busy machine only makes it wait
+    longer, and pytest-timeout (pyproject) ends a real hang. `alive()` turning false (the thread or
+    process that should make it true has ended) fails at once, naming `what`."""
+    import time
+
+    while not condition():
+        if alive is not None and not alive():
+            pytest.fail(f"{what}: gave up, the worker ended first")
+        time.sleep(every_s)
+
+
 def make_settings(tmp_path: Path, **overrides):
     from rag_app.config import Settings
 

@@ -5,8 +5,10 @@ from typing import Protocol
 
 from rag_app.chunking.baselines import (FixedTokenChunker, RecursiveChunker, SemanticWindowChunker,
                                         SentencePackChunker)
+from rag_app.chunking.contract import ContractChunker
 from rag_app.chunking.legal import LegalChunker
 from rag_app.chunking.merge import Budget
+from rag_app.chunking.routing import ANY, RoutedChunker
 from rag_app.errors import ConfigError
 from rag_app.types import Chunk, ParsedDocument
 
@@ -18,13 +20,33 @@ class Chunker(Protocol):
     def chunk(self, doc: ParsedDocument) -> list[Chunk]: ...
 
 
-def build_chunker(name: str, settings, embeddings=None) -> Chunker:
+def build_chunker(name: str, settings, embeddings=None, doc_types=()) -> RoutedChunker:
+    """The chunker `name` as a RoutedChunker (every document classified and its type recorded);
+    `doc_types`: per-file overrides of the classification, (glob, type) pairs."""
+    if name == "legal":  # the default: each document type to its own chunker
+        statute = _statute(settings, embeddings)
+        return RoutedChunker("legal", "3", {"contract": _contract(settings), ANY: statute}, doc_types)
+    single = _single(name, settings, embeddings)
+    return RoutedChunker(single.name, single.version, {ANY: single}, doc_types)
+
+
+def _statute(settings, embeddings) -> LegalChunker:
     budget = Budget(settings.chunk_target_min, settings.chunk_target_max, settings.chunk_hard_max,
                     settings.chunk_min_tokens)
-    if name == "legal":
-        if settings.semantic_backend == "embedding" and embeddings is not None:
-            return LegalChunker(budget, settings.semantic_threshold, vectorize=embeddings.embed_array)
-        return LegalChunker(budget, settings.semantic_threshold)
+    if settings.semantic_backend == "embedding" and embeddings is not None:
+        return LegalChunker(budget, settings.semantic_threshold, vectorize=embeddings.embed_array)
+    return LegalChunker(budget, settings.semantic_threshold)
+
+
+def _contract(settings) -> ContractChunker:
+    return ContractChunker(settings.contract_chunk_max, settings.contract_chunk_hard_max)
+
+
+def _single(name: str, settings, embeddings) -> Chunker:
+    if name == "statute":  # the statute rules for every document (the default of 0.4.0 and before)
+        return _statute(settings, embeddings)
+    if name == "contract":
+        return _contract(settings)
     if name == "fixed-512":
         return FixedTokenChunker(512)
     if name == "fixed-256":
@@ -40,5 +62,5 @@ def build_chunker(name: str, settings, embeddings=None) -> Chunker:
     raise ConfigError(f"unknown chunker {name!r}; available: {', '.join(CHUNKERS)}")
 
 
-CHUNKERS = ("legal", "fixed-512", "fixed-256", "recursive", "sentence-256", "semantic-window")
+CHUNKERS = ("legal", "statute", "contract", "fixed-512", "fixed-256", "recursive", "sentence-256", "semantic-window")
 NEEDS_EMBEDDINGS = {"semantic-window"}

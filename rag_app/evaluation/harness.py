@@ -15,6 +15,7 @@ from pathlib import Path
 
 from chains.rag import build_rag
 from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
+from rag_app.errors import ConfigError
 from rag_app.evaluation.hits import Ranked, qrels_for, ranking_to_run
 from rag_app.evaluation.integrity import article_integrity, sentence_integrity, size_stats
 from rag_app.evaluation.qa import Question, load_qa
@@ -26,6 +27,7 @@ from rag_app.levers import levers_for, parse_retriever
 from rag_app.money import usd_json
 from rag_app.pipeline import QueryConfig
 from rag_app.retrieval import legs_for
+from rag_app.scope import Scope
 from rag_app.sparse import TOKENIZER_VERSION
 from rag_app.types import Answer
 
@@ -48,12 +50,14 @@ class EvalSpec:
     budgets: list[int] = field(default_factory=lambda: list(DEFAULT_BUDGETS))
     split: str | None = None  # tune | validate | None (all)
     lever_params: dict = field(default_factory=dict)  # LeverParams overrides (`--lever-param k=v`)
+    scope: str = "none"  # none | doc: each question searched within its QA line's own `doc`
 
 
 def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> str:
     h = hashlib.sha256()
     for part in (chunker.name, chunker.version, settings.chunk_target_min, settings.chunk_target_max,
                  settings.chunk_hard_max, settings.chunk_min_tokens, settings.semantic_threshold,
+                 settings.contract_chunk_max, settings.contract_chunk_hard_max,
                  embed_model, spec.force_dense, TOKENIZER_VERSION, *sorted(d.content_hash for d in docs)):
         h.update(str(part).encode())
     return h.hexdigest()[:10]
@@ -126,15 +130,17 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 results.append({**row, "skipped": info.dense_disabled_reason})
                 continue
             chain = build_rag(app.pipeline(config, info, rescore_required="rescore" in resolved))
-            rankings, ctx_tokens, usd, acted = [], [], [], Counter()
+            rankings, ctx_tokens, usd, acted, scoped = [], [], [], Counter(), 0
             rerank_status = "skipped"
             for i, q in enumerate(questions, 1):
-                answer: Answer = chain.invoke({"question": q.question}, config={"metadata": {"query_id": f"eval-{q.id}"}})
+                answer: Answer = chain.invoke({"question": q.question, "scope": question_scope(q, spec.scope)},
+                                              config={"metadata": {"query_id": f"eval-{q.id}"}})
                 ranked = [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
                                  h.rerank_score if h.rerank_score is not None else h.score, h.chunk.text)
                           for h in answer.ranked]
                 rankings.append(ranked)
                 acted.update(answer.levers)
+                scoped += answer.scope is not None
                 by_stage = {u.stage: u for u in answer.usage}
                 rerank_status = by_stage["rerank"].status
                 ctx_tokens.append(by_stage["generate"].context_tokens or 0)
@@ -150,7 +156,7 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
             metrics, multi = score(questions, rankings, spec.ks)
             row.update(metrics)
             row.update({"rerank": rerank_status, "multi_gold_chunks": multi,
-                        "levers_acted": dict(sorted(acted.items())),
+                        "levers_acted": dict(sorted(acted.items())), "scope": spec.scope, "scoped_questions": scoped,
                         "mean_context_tokens": round(sum(ctx_tokens) / len(ctx_tokens), 1) if ctx_tokens else 0.0,
                         "usd_per_query": (None if not usd or None in usd
                                           else usd_json(round(sum(usd) / len(usd))))})
@@ -180,6 +186,20 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                           "embed/rerank rates, the reply at its expected length (as `rag ask` prices an extractive "
                           "answer's shadow)"),
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
+
+
+SCOPES = ("none", "doc")
+
+
+def question_scope(q: Question, how: str) -> Scope | None:
+    """`doc`: the question is searched within its own QA line's document (which must be in the corpus)."""
+    if how == "none":
+        return None
+    if how != "doc":
+        raise ConfigError(f"--scope must be one of {', '.join(SCOPES)}, not {how!r}")
+    if not q.doc:
+        raise ConfigError(f"question {q.id}: --scope doc needs a `doc` field on every QA line")
+    return Scope(docs=(q.doc,))
 
 
 def _query_cost(answer: Answer) -> int | None:

@@ -21,6 +21,7 @@ class Question:
     question: str
     task: str
     gold: tuple[Gold, ...]
+    doc: str | None = None  # the document the question is about (the line's own `doc`), for --scope doc
 
 
 def load_qa(path: Path, limit: int | None = None) -> list[Question]:
@@ -31,7 +32,9 @@ def load_qa(path: Path, limit: int | None = None) -> list[Question]:
         try:
             r = json.loads(line)
             gold = tuple(Gold(g["doc"], int(g["char_start"]), int(g["char_end"])) for g in r["gold"])
-            out.append(Question(str(r["id"]), r["question"], r.get("task", ""), gold))
+            doc = r.get("doc")
+            out.append(Question(str(r["id"]), r["question"], r.get("task", ""), gold,
+                                doc if isinstance(doc, str) and doc else None))
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"{path}:{n}: not a QA record ({e!r}); each line needs id, question and "
                               "gold[] with doc, char_start, char_end") from e

@@ -153,7 +153,11 @@ def load_limited(path: Path, *, timeout_s: float, max_mb: float, label: str | No
 
 def runs_in_worker(chunker) -> bool:
     """A chunker holding a bound method (the embedding model's embed_array) would drag the model
-    into the child; plain functions and settings travel fine."""
+    into the child; plain functions and settings travel fine. A routing chunker runs there when every
+    chunker it routes to does."""
+    routes = getattr(chunker, "routes", None)
+    if isinstance(routes, dict):
+        return all(runs_in_worker(c) for c in routes.values())
     return not any(inspect.ismethod(v) for v in getattr(chunker, "__dict__", {}).values())
 
 

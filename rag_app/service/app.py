@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, field_validator
 from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.presenter import answer_payload
+from rag_app.service.answers import AnswerArchive, RecentAnswers
 from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
                                     public_validation_errors, save_uploads)
@@ -26,13 +27,21 @@ from tracing.ledger import BY_DIMS, SERVICE_BOUNDS, Ledger, LedgerUnavailable, i
 DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
 
 
+RECENT_ANSWERS = 200  # answers kept in memory for the dashboard's query page (service/answers.py)
 MAX_INT = 2**62  # SQLite integers are signed 64-bit; larger offsets were a 500
+
+
+class AskScope(BaseModel):
+    """Documents to search within: file names, titles or ids (`docs`), law titles or short names (`laws`)."""
+    docs: list[str] = Field(default_factory=list, max_length=50)
+    laws: list[str] = Field(default_factory=list, max_length=50)
 
 
 class AskRequest(BaseModel):
     question: str = Field(min_length=1, max_length=8000)
     user_id: str | None = Field(None, max_length=200)
     session_id: str | None = Field(None, max_length=200)
+    scope: AskScope | None = None
 
     @field_validator("question")
     @classmethod
@@ -47,6 +56,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     # with one line before the server starts.
     state: dict = {"pool": VariantPool(settings)}
     upload_lock = threading.Lock()
+    answers: AnswerArchive = RecentAnswers(RECENT_ANSWERS)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -150,8 +160,10 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     def ask(req: AskRequest, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
         # spend per API key: the ledger keeps a short hash of the bearer token, never the token
         key_id = api_key_id(creds.credentials) if creds and settings.api_token is not None else None
-        answer, assignment = pool().ask(req.question, req.user_id, req.session_id, api_key_id=key_id)
+        answer, assignment = pool().ask(req.question, req.user_id, req.session_id, api_key_id=key_id,
+                                        scope=_scope(req.scope))
         payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, settings.data_dir))
+        answers.put(payload)
         return {**payload,
                 "experiment": assignment.experiment if assignment else None,
                 "variant": assignment.variant if assignment else settings.variant,
@@ -182,6 +194,16 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
             raise HTTPException(404, f"no query {query_id!r} in the ledger")
         return {**_query_json(row), "stages": [stage_json(r) for r in stages]}
 
+    @app.get("/v1/queries/{query_id}/answer", dependencies=[Depends(auth)])
+    def query_answer(query_id: str):
+        """The answer, citations and passages of one of the last RECENT_ANSWERS queries this server answered."""
+        kept = answers.get(query_id)
+        if kept is None:
+            raise HTTPException(404, f"no answer text kept for {query_id[:80]!r}: this server keeps the last "
+                                     f"{RECENT_ANSWERS} answers it gave, in memory (not `rag ask`'s, not "
+                                     f"across restarts); its costs are at /v1/queries/{query_id[:80]}")
+        return kept
+
     @app.get("/v1/reports/summary", dependencies=[Depends(auth)])
     def summary(last: int | None = Query(None, ge=1, le=MAX_INT), variant: str | None = None):
         # orphans, unknown LLM attempts, quarantined/spilled/lost rows, totals stale or catching up
@@ -198,6 +220,15 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         return read(lambda L: compare_live(L, exp))
 
     return app
+
+
+def _scope(req: AskScope | None):
+    from rag_app.scope import Scope
+
+    try:
+        return Scope(tuple(req.docs), tuple(req.laws)) or None if req else None
+    except ValueError as e:  # a blank or overlong name: the same 422 as any other bad field
+        raise HTTPException(422, f"scope: {e}") from None
 
 
 def api_key_id(token: str) -> str:

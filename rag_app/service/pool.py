@@ -12,6 +12,7 @@ from rag_app.app import RagApp
 from rag_app.config import Settings
 from rag_app.errors import ConfigError, RagError
 from rag_app.experiments import Assignment, ExperimentConfig, assign
+from rag_app.scope import Scope
 from rag_app.types import Answer
 from rag_app.attempts import utcnow
 
@@ -66,32 +67,34 @@ class VariantPool:
             return self._apps[variant]
 
     def ask(self, question: str, user_id: str | None = None, session_id: str | None = None,
-            api_key_id: str | None = None) -> tuple[Answer, Assignment | None]:
+            api_key_id: str | None = None, scope: Scope | None = None) -> tuple[Answer, Assignment | None]:
         query_id = str(uuid.uuid4())
         exp = self.experiment
         if exp is None:
             variant = self.settings.variant if self.settings.variant in self.config.variants else "default"
             answer = self.app_for(variant).ask(question, query_id=query_id, variant=self.settings.variant,
                                                extra={"user_id": user_id, "session_id": session_id, "origin": "live",
-                                                      "api_key_id": api_key_id})
+                                                      "api_key_id": api_key_id}, scope=scope)
             return answer, None
         a = assign(exp, user_id, session_id, request_id=query_id)
         extra = {"user_id": user_id, "session_id": session_id, "arm": a.arm, "sticky": int(a.sticky), "origin": "live",
                  "api_key_id": api_key_id}
-        answer = self.app_for(a.variant).ask(question, query_id=query_id, variant=a.variant, experiment=exp.name, extra=extra)
+        answer = self.app_for(a.variant).ask(question, query_id=query_id, variant=a.variant, experiment=exp.name,
+                                             extra=extra, scope=scope)
         if a.shadow:
             if self._shadow_slots.acquire(blocking=False):
-                self._shadow.submit(self._run_shadow, question, answer, a, extra)
+                self._shadow.submit(self._run_shadow, question, answer, a, extra, scope)
             else:
                 self.shadow_skipped += 1
                 log.warning("shadow run of %s skipped: %d already waiting", a.shadow, SHADOW_QUEUE_MAX)
         return answer, a
 
-    def _run_shadow(self, question: str, control: Answer, a: Assignment, extra: dict) -> None:
+    def _run_shadow(self, question: str, control: Answer, a: Assignment, extra: dict,
+                    scope: Scope | None = None) -> None:
         try:
             shadow = self.app_for(a.shadow).ask(question, variant=a.shadow, experiment=a.experiment,
                                                 extra={**extra, "arm": "treatment", "shadow_of": control.query_id,
-                                                       "origin": "shadow"})
+                                                       "origin": "shadow"}, scope=scope)
         except Exception:  # a failing shadow never affects the user's answer; its rows say what failed
             log.exception("shadow run of %s failed", a.shadow)
             return

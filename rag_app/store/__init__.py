@@ -18,12 +18,14 @@ collection names, points are `StoredPoint`s, results are `Hit(payload, score)`):
     replace_document(name, doc_id, content_hash, points)   new version in, other versions out
     all_payloads(name) -> list[dict]         every chunk's payload (chunk stats, tests)
     titles(name) -> list[str]                distinct law titles (cached; refreshed on our writes)
+    documents(name) -> list[dict]            one {doc_id, title, source_path, doc_type} per document
+                                            (what a scope names; rag_app/scope.py keeps it per collection)
     find_articles(name, titles, keys, limit, doc_id=None) -> list[Hit]   citation lookup
     search(name, dense=vec?, sparse=SparseVector?, limit, depth=None, fusion=Fusion(k, weights),
            where={field: v})
         one leg -> its top `limit`; both -> each leg `depth` deep, weighted RRF done by the engine.
         `where` filters on payload fields (value or list of values); doc_id, title, article_nums,
-        content_hash are indexed.
+        content_hash, doc_type are indexed. `matches(payload, where)` is the same rule as a function.
     search_dense(name, vector, limit) / search_sparse(name, indices, values, limit)   one leg
 
 Errors: StoreError (and its ModelMismatch, StoreInUse — another process holds the embedded store,
@@ -33,10 +35,10 @@ The contract every backend keeps is tests/contract/store_contract.py.
 from __future__ import annotations
 
 from rag_app.store.base import (DENSE, INDEXED_FIELDS, SPARSE, CollectionInfo, Fusion, Hit, SparseVector,
-                                StoredPoint, VectorStore, Where, check_model, check_name, check_tokenizer)
+                                StoredPoint, VectorStore, Where, check_model, check_name, check_tokenizer, matches)
 
 __all__ = ["DENSE", "SPARSE", "INDEXED_FIELDS", "CollectionInfo", "Fusion", "Hit", "SparseVector", "StoredPoint",
-           "VectorStore", "Where", "check_model", "check_name", "check_tokenizer", "open_store"]
+           "VectorStore", "Where", "check_model", "check_name", "check_tokenizer", "matches", "open_store"]
 
 
 def open_store(settings) -> VectorStore:

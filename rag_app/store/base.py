@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -11,11 +11,25 @@ from rag_app.errors import ModelMismatch, StoreError
 from rag_app.types import Chunk
 
 DENSE, SPARSE = "dense", "bm25"
-# Payload fields that citation lookups and document replacement filter on: both backends index them.
-INDEXED_FIELDS = ("doc_id", "title", "article_nums", "content_hash")
+# Payload fields that citation lookups, document replacement and scopes filter on: both backends index them.
+INDEXED_FIELDS = ("doc_id", "title", "article_nums", "content_hash", "doc_type")
+# What `documents()` returns of each document: what a scope can name it by, and its type.
+DOCUMENT_FIELDS = ("doc_id", "title", "source_path", "doc_type")
 # A field filter: field -> one value (must equal) or a list (must equal any of them).
 Where = Mapping[str, "str | Sequence[str]"]
 T = TypeVar("T")
+
+
+def matches(payload: Mapping[str, Any], where: Where) -> bool:
+    """The store's filter rule as a pure function (for hits a lever adds from outside a search): a
+    field equals the value, or any of the listed values; a list field matches when any element does."""
+    for key, want in where.items():
+        wanted = {want} if isinstance(want, str) else set(want)
+        have = payload.get(key)
+        values = have if isinstance(have, list) else [have]
+        if not wanted.intersection(v for v in values if isinstance(v, str)):
+            return False
+    return True
 
 
 class DerivedIndexes:
@@ -148,6 +162,7 @@ class VectorStore(Protocol):
     def replace_document(self, name: str, doc_id: str, content_hash: str, points: Sequence[StoredPoint]) -> None: ...
     def all_payloads(self, name: str) -> list[dict]: ...
     def titles(self, name: str) -> list[str]: ...
+    def documents(self, name: str) -> list[dict]: ...
     def derived(self, name: str, key: str, build: Callable[[], T]) -> T: ...
     def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
                       doc_id: str | None = None) -> list[Hit]: ...
@@ -162,11 +177,12 @@ class VectorStore(Protocol):
 
     # -- metadata checks
     def check_model(self, info: CollectionInfo, model: str, dimension: int | None = None) -> None: ...
-    def check_tokenizer(self, info: CollectionInfo, current: str) -> None: ...
+    def check_tokenizer(self, info: CollectionInfo, current: str, reads: Collection[str] = ()) -> None: ...
 
 
-def check_tokenizer(info: CollectionInfo, current: str) -> None:
-    if info.sparse_tokenizer != current:
+def check_tokenizer(info: CollectionInfo, current: str, reads: Collection[str] = ()) -> None:
+    """`reads`: earlier versions whose collections this one queries correctly (rag_app/sparse.READS)."""
+    if info.sparse_tokenizer != current and info.sparse_tokenizer not in reads:
         raise StoreError(f"collection {info.name!r} was indexed with BM25 tokenizer {info.sparse_tokenizer!r}; "
                          f"this version uses {current!r}: re-ingest with `rag ingest --rebuild PATH`")
 

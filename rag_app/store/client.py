@@ -10,7 +10,7 @@ from pathlib import Path
 from qdrant_client import QdrantClient, models
 
 from rag_app.errors import StoreError, StoreInUse
-from rag_app.store.base import (DENSE, INDEXED_FIELDS, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit, SparseVector,
+from rag_app.store.base import (DENSE, DOCUMENT_FIELDS, INDEXED_FIELDS, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit, SparseVector,
                                 StoreChecks, StoredPoint, Where, check_name)
 
 BATCH = 256
@@ -136,6 +136,18 @@ class ClientStore(StoreChecks):
                 res = self.client.facet(name, key="title", limit=1_000_000, exact=True)
                 return sorted(str(h.value) for h in res.hits if h.count > 0)
         return self.derived(name, "titles", build)
+
+    def documents(self, name: str) -> list[dict]:
+        """One entry per document ({doc_id, title, source_path, doc_type}), without the chunks' texts."""
+        seen: dict[str, dict] = {}
+        offset = None
+        with self._lock:
+            while True:
+                points, offset = self.client.scroll(name, limit=2048, offset=offset, with_payload=list(DOCUMENT_FIELDS))
+                for p in points:
+                    seen.setdefault(p.payload["doc_id"], {f: p.payload.get(f) for f in DOCUMENT_FIELDS})
+                if offset is None:
+                    return list(seen.values())
 
     def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
                       doc_id: str | None = None) -> list[Hit]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import qdrant_edge as qe
 
 from rag_app.errors import OutdatedStore, StoreError
-from rag_app.store.base import (DENSE, INDEXED_FIELDS, REBUILD, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit,
+from rag_app.store.base import (DENSE, DOCUMENT_FIELDS, INDEXED_FIELDS, REBUILD, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit,
                                 SparseVector, StoreChecks, StoredPoint, Where, check_name)
 from rag_app.store.lock import ProcessLock
 
@@ -197,6 +197,19 @@ class EdgeStore(StoreChecks):
             # an exact facet still lists the values of deleted points, with count 0 (a replaced law's old title)
             return sorted(str(h.value) for h in res.hits if h.count > 0)
         return self.derived(name, "titles", build)
+
+    def documents(self, name: str) -> list[dict]:
+        """One entry per document ({doc_id, title, source_path, doc_type}), read from its chunks' payloads
+        without their texts."""
+        with self._lock:
+            shard, seen, offset = self._shard(name), {}, None
+            while True:
+                points, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=4096,
+                                                               with_payload=list(DOCUMENT_FIELDS)))
+                for p in points:
+                    seen.setdefault(p.payload["doc_id"], {f: p.payload.get(f) for f in DOCUMENT_FIELDS})
+                if offset is None:
+                    return list(seen.values())
 
     def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
                       doc_id: str | None = None) -> list[Hit]:

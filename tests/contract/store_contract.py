@@ -22,12 +22,13 @@ def info_for(name: str, dense: bool = True) -> CollectionInfo:
 
 
 def point(doc: str, version: str, i: int, *, title: str = "公司法", articles=("1",), terms=(1,),
-          dense=(1.0, 0.0, 0.0, 0.0), text: str | None = None) -> StoredPoint:
+          dense=(1.0, 0.0, 0.0, 0.0), text: str | None = None, doc_type: str = "statute") -> StoredPoint:
     cid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{doc}|{version}|{i}"))
     payload = {"chunk_id": cid, "doc_id": doc, "source_path": f"/x/{doc}.md", "title": title,
                "text": text or f"{doc} {version} {i}", "char_start": i, "char_end": i + 1, "token_count": 10,
                "chunker": "legal", "chunker_version": "1", "heading_path": [], "articles": [f"第{a}条" for a in articles],
-               "article_nums": list(articles), "page": None, "kind": "text", "refs": [], "content_hash": version}
+               "article_nums": list(articles), "page": None, "kind": "text", "refs": [], "content_hash": version,
+               "doc_type": doc_type}
     return StoredPoint(cid, payload, SparseVector(list(terms), [1.0] * len(terms)), list(dense))
 
 
@@ -171,12 +172,31 @@ class StoreContract:
         both = store.search(name, sparse=q, dense=[1.0, 0, 0, 0], limit=5, where={"doc_id": ["d1"]})
         assert [h.payload["doc_id"] for h in both] == ["d1"]
 
+    def test_a_scope_restricts_every_leg_to_its_documents(self, store, name):
+        """What `rag ask --doc` and the named lever rely on: a doc_id filter on dense, sparse and fused
+        searches, the document catalogue (one entry per document, following writes) and the type filter."""
+        store.create(info_for(name))
+        for d, kind in (("n1", "contract"), ("n2", "contract"), ("law", "statute")):
+            store.replace_document(name, d, "v1", [point(d, "v1", i, title=f"T-{d}", doc_type=kind) for i in range(3)])
+        store.commit(name)
+        q, qd = SparseVector([1], [1.0]), [1.0, 0.0, 0.0, 0.0]
+        for kwargs in (dict(sparse=q), dict(dense=qd), dict(sparse=q, dense=qd)):
+            hits = store.search(name, limit=9, where={"doc_id": ["n2", "law"]}, **kwargs)
+            assert len(hits) == 6 and {h.payload["doc_id"] for h in hits} == {"n2", "law"}
+        assert {h.payload["doc_id"] for h in store.search_sparse(name, [1], [1.0], 9, {"doc_id": ["n1"]})} == {"n1"}
+        assert {h.payload["doc_id"] for h in store.search_dense(name, qd, 9, {"doc_type": "statute"})} == {"law"}
+        docs = sorted(store.documents(name), key=lambda d: d["doc_id"])
+        assert docs == [{"doc_id": d, "title": f"T-{d}", "source_path": f"/x/{d}.md", "doc_type": k}
+                        for d, k in (("law", "statute"), ("n1", "contract"), ("n2", "contract"))]
+        store.replace_document(name, "n3", "v1", [point("n3", "v1", 0, doc_type="other")])
+        assert len(store.documents(name)) == 4
+
     def test_hnsw_parameters_and_payload_indexes_are_configured(self, store, name):
         store.create(info_for(name))
         assert self.hnsw_config(store, name) == (12, 64)  # make_store passes m=12, ef_construct=64
         fields = self.indexed_fields(store, name)
         if fields is not None:
-            assert {"doc_id", "title", "article_nums"} <= fields
+            assert {"doc_id", "title", "article_nums", "doc_type"} <= fields
 
     def test_threads_query_while_a_document_is_replaced(self, store, name):
         store.create(info_for(name))

@@ -12,6 +12,7 @@ import pytest
 from rag_app.errors import OutdatedStore, StoreInUse
 from rag_app.store.client import ClientStore
 from rag_app.store.edge import EdgeStore
+from tests.conftest import HANG_S
 from tests.contract.store_contract import StoreContract, info_for, point
 
 SERVER_URL = os.environ.get("QDRANT_URL")  # read before the autouse fixture clears it
@@ -46,7 +47,7 @@ class TestEdgeStore(StoreContract):
                     "from rag_app.errors import StoreInUse\n"
                     f"try: EdgeStore(Path({str(tmp_path / 'edge')!r}))\n"
                     "except StoreInUse as e: print(e); sys.exit(3)\n")
-            res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+            res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S,
                                  env={**os.environ, "PYTHONPATH": os.getcwd()})
             assert res.returncode == 3, res.stderr
             line = res.stdout.strip()

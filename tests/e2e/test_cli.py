@@ -10,13 +10,14 @@ import sys
 
 import pytest
 
+from tests.conftest import HANG_S
 from tests.fakes.openai_server import FakeOpenAI, Reply, Status
 
 RAG = [sys.executable, "-m", "rag_app.cli"]
 
 
 def rag(args, env, check=True):
-    proc = subprocess.run(RAG + args, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(RAG + args, env=env, capture_output=True, text=True, timeout=HANG_S)
     if check and proc.returncode != 0:
         raise AssertionError(f"rag {args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc

@@ -17,6 +17,7 @@ from rag_app.experiments import ExperimentConfig
 from tests.conftest import LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Status
 from tests.integration.test_service import Server
+from rag_app.service import app as service_app
 from tracing.ledger import Ledger
 from rag_app.service.app import api_key_id
 
@@ -40,17 +41,20 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
     root, cfg = seeded
     shots = Path(os.environ.get("DASHBOARD_SCREENSHOTS", root / "shots"))
     shots.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(service_app, "RECENT_ANSWERS", 10)  # 12 asks: the two oldest answers are dropped
     with FakeOpenAI() as llm:
         llm.script = [Status(429, headers={"retry-after-ms": "5"})]  # one retried attempt in the ledger
         settings = make_settings(root, openai_base_url=llm.base_url, experiments_file=cfg, experiment="topn",
                                  llm_retry_base_s=0.01, api_token="tok")
         with Server(settings) as url:
             h = {"Authorization": "Bearer tok"}
+            said = {}
             for i in range(12):
                 r = httpx.post(f"{url}/v1/ask", headers=h, timeout=60,
                                json={"question": ["股东会的职权有哪些？", "一人有限责任公司是什么？", "董事会由几人组成？"][i % 3],
                                      "user_id": f"user-{i}"})
                 assert r.status_code == 200, r.text
+                said[r.json()["query_id"]] = r.json()
             with Ledger.open(settings.ledger_path) as ledger:
                 totals = ledger.report().totals
                 rows = ledger.report().queries
@@ -60,10 +64,16 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=[
                     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                     "--disable-sync", "--no-first-run"])
-                page = browser.new_page(viewport={"width": 1300, "height": 900})
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                # a CSP refusal (an inline handler, a style the policy forbids) is a console error; a script error a page error
+                blocked = []
+                page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
+                page.on("pageerror", lambda e: blocked.append(str(e)))
                 assert page.goto(f"{url}/dashboard").status == 401  # the token is required
+                blocked.clear()
                 page.goto(f"{url}/dashboard?token=tok")
                 page.wait_for_selector("#queries tbody tr")
+                check_charts(page, rows)
                 assert page.inner_text("#t-queries") == str(totals["queries"]) == "12"
                 assert page.inner_text("#t-cost") == usd(totals['cost_usd'])
                 assert page.inner_text("#t-waste") == usd(totals['retry_timeout_waste_usd'])
@@ -84,7 +94,11 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 first = page.locator("#queries tbody tr").first
                 assert first.get_attribute("data-id") == rows[0]["query_id"]  # newest first, as in rag report
                 assert usd(rows[0]['cost_usd']) in first.inner_text()
-                page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
+                page.screenshot(path=str(shots / "dashboard-1280.png"), full_page=True)
+                page.set_viewport_size({"width": 760, "height": 900})
+                fits_760(page, "#queries")
+                page.screenshot(path=str(shots / "dashboard-760.png"), full_page=True)
+                page.set_viewport_size({"width": 1280, "height": 900})
                 # filter by variant, then sort by cost
                 page.select_option("#f-variant", "top3")
                 n_top3 = sum(r["variant"] == "top3" for r in rows)
@@ -98,7 +112,30 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 text = page.inner_text("#stages")
                 assert "retry" in text and text.count("generate") == 2
                 assert page.inner_text("#q-cost") == usd(retried['cost_usd'])
-                page.screenshot(path=str(shots / "query.png"), full_page=True)
+                # the retried query was the first of 12 and the server keeps the last 10 answers: its costs
+                # still show, and the page says why there is no text
+                assert retried["query_id"] == rows[-1]["query_id"]
+                page.wait_for_selector("#q-answer-missing")
+                assert "keeps the last 10 answers it gave" in page.inner_text("#q-answer-missing")
+                # beside the stage rows of a recent query: the answer, its citations and the passages sent to the model
+                newest = rows[0]["query_id"]
+                answer = said[newest]
+                page.goto(f"{url}/dashboard?token=tok#/query/{newest}")
+                page.wait_for_selector("#q-answer")
+                assert page.inner_text("#q-answer") == answer["answer"]
+                assert page.locator("#stages tbody tr:not(.error-row)").count() == len(answer["stages"])
+                assert page.locator("#q-citations li").count() == len(answer["citations"]) > 0
+                first_cite = answer["citations"][0]
+                assert f"chars {first_cite['char_start']}–{first_cite['char_end']}" in page.inner_text("#q-citations")
+                assert page.locator("#q-passages .passage").count() == len(answer["passages"]) > 0
+                assert page.inner_text("#q-passages .passage pre >> nth=0") == answer["passages"][0]["text"]
+                costs, text = page.locator("#q-costs").bounding_box(), page.locator("#q-said").bounding_box()
+                assert text["x"] >= costs["x"] + costs["width"] and abs(text["y"] - costs["y"]) < 5  # side by side
+                page.screenshot(path=str(shots / "query-1280.png"), full_page=True)
+                page.set_viewport_size({"width": 760, "height": 900})
+                fits_760(page, "#q-answer")
+                page.screenshot(path=str(shots / "query-760.png"), full_page=True)
+                page.set_viewport_size({"width": 1280, "height": 900})
                 # the experiment page shows compare's numbers and verdict
                 page.goto(f"{url}/dashboard?token=tok#/experiment/topn")
                 page.wait_for_selector("#verdict")
@@ -106,5 +143,29 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 control = page.locator("tr[data-arm=control]").inner_text()
                 assert str(exp["arms"]["control"]["queries"]) in control
                 page.screenshot(path=str(shots / "experiment.png"), full_page=True)
+                assert not blocked, blocked
                 browser.close()
-    assert (shots / "dashboard.png").stat().st_size > 10_000
+    for name in ("dashboard-1280", "dashboard-760", "query-1280", "query-760"):
+        assert (shots / f"{name}.png").stat().st_size > 10_000
+    print(f"\n[dashboard] screenshots in {shots}")
+
+
+def check_charts(page, rows):
+    """Every chart names its unit on its y axis and what its x axis counts; cost and latency are apart,
+    and each y axis reaches the largest value drawn on it."""
+    for chart, unit in (("#chart-stages", "(USD)"), ("#chart-cost", "(USD)"), ("#chart-latency", "(ms)")):
+        y_title = page.text_content(f"{chart} .y-title")  # SVG text: text_content, not inner_text
+        assert y_title.endswith(unit) and ("USD" in y_title) != ("ms" in y_title), (chart, y_title)
+        assert "queries in the order asked (12)" == page.text_content(f"{chart} .x-title")
+        assert page.locator(f"{chart} text.tick").count() >= 4  # two y ticks at least, both x ends
+    latency_ticks = [float(t.replace(",", "")) for t in page.locator("#chart-latency text.tick").all_text_contents()[:-2]]
+    assert latency_ticks[0] == 0 and latency_ticks[-1] >= max(r["latency_ms"] for r in rows)
+    cost_ticks = [float(t.lstrip("$")) for t in page.locator("#chart-cost text.tick").all_text_contents()[:-2]]
+    assert cost_ticks[-1] >= max(r["cost_usd"] for r in rows)
+
+
+def fits_760(page, selector):
+    """At 760 px nothing spills: the page does not scroll sideways and `selector` lies inside the window."""
+    assert page.evaluate("document.documentElement.scrollWidth") <= 760
+    box = page.locator(selector).bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 760, box

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from rag_app.app import RagApp
-from tests.conftest import LAWS, make_settings
+from tests.conftest import LAWS, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI, Reply, Status
 from tests.fakes.serve_proc import Serve, serve_env
 from tests.fakes.sql_ledger import select_rows
@@ -133,10 +133,8 @@ def test_a_replica_killed_mid_load_leaves_a_row_for_every_request_it_sent(tmp_pa
             pool.submit(client, k)
         # 6 of 8 clients ask replica 0: with 6 requests unanswered, at least 4 are replica 0's, in flight
         # when it is killed (a round-robin split left all of them on the survivor in one run)
-        deadline = time.time() + 90
-        while not (len(answered) >= 12 and len(llm.requests) >= len(answered) + 6):
-            assert time.time() < deadline, (len(answered), len(llm.requests))
-            time.sleep(0.02)
+        wait_until(lambda: len(answered) >= 12 and len(llm.requests) >= len(answered) + 6,
+                   "12 answers and 6 requests in flight", every_s=0.02)
         servers[0].kill9()
         time.sleep(1.5)  # the survivor keeps answering
         stop.set()
@@ -145,6 +143,8 @@ def test_a_replica_killed_mid_load_leaves_a_row_for_every_request_it_sent(tmp_pa
         received = len(llm.requests)
     gen = dict(select_rows(url, "SELECT status, COUNT(*) FROM stage_calls WHERE stage = 'generate' GROUP BY status"))
     assert sum(gen.values()) >= received and set(gen) <= {"ok", "started"}, (gen, received)
-    assert gen.get("started", 0) >= 1 and gen["ok"] >= len(answered)
+    # an answer can leave the killed replica before its final row is committed: its attempt then stays
+    # `started` (on disk before the request left), so every answered query still has an attempt row
+    assert gen.get("started", 0) >= 1 and gen["ok"] + gen["started"] >= len(answered)
     print(f"\n[replica kill -9] answered={len(answered)}, llm_requests_received={received}, "
           f"attempt_rows={sum(gen.values())} ({gen.get('started', 0)} unknown), rows_lost=0")

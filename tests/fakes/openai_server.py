@@ -8,6 +8,8 @@ Each request to /v1/chat/completions takes the next step of the script:
     Reply(stall_after=2, stall_s=3)                                stream 2 content chunks, then stall
     Status(429, headers={"retry-after-ms": "20"})                  an error status
     Slow(seconds)                                                  sleeps before answering (client times out)
+    Held(gate)                                                     answers once the test sets `gate` (an
+                                                                   in-flight request, however busy the machine)
     Drop()                                                         closes the socket without answering
 When the script is exhausted it answers 200. Streaming requests get SSE: the content in chunks of
 CHUNK_CHARS characters, then (if the request asked with stream_options.include_usage) a usage chunk.
@@ -71,6 +73,12 @@ class Slow:
 
 
 @dataclass
+class Held:
+    gate: threading.Event
+    then: Reply = field(default_factory=Reply)
+
+
+@dataclass
 class Drop:
     pass
 
@@ -104,6 +112,9 @@ class FakeOpenAI:
                     return
                 if isinstance(step, Slow):
                     time.sleep(step.seconds)
+                    step = step.then
+                if isinstance(step, Held):
+                    step.gate.wait()
                     step = step.then
                 if isinstance(step, Status):
                     return self._json(step.code, step.body, step.headers)

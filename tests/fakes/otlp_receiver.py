@@ -82,7 +82,9 @@ class OtlpReceiver:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
 
-    def wait_for(self, n_spans: int, timeout_s: float = 10.0) -> list[dict]:
+    def wait_for(self, n_spans: int, timeout_s: float = 120.0) -> list[dict]:
+        """The spans so far, once `n_spans` arrived or `timeout_s` passed (a hang guard: it returns as soon
+        as they are there, so a busy machine only makes it wait longer)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self._lock:
@@ -91,6 +93,10 @@ class OtlpReceiver:
             time.sleep(0.02)
         with self._lock:
             return list(self.spans)
+
+    def release(self) -> None:
+        """End every held request now, unanswered (the client sees the connection close)."""
+        self._release.set()
 
     def __enter__(self):
         self.thread.start()

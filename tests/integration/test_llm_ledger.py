@@ -10,8 +10,8 @@ from genai_prices import Usage, calc_price
 from rag_app.app import RagApp
 from rag_app.errors import LLMError
 from rag_app.presenter import answer_payload
-from tests.conftest import make_settings
-from tests.fakes.openai_server import Drop, FakeOpenAI, Reply, Slow, Status
+from tests.conftest import make_settings, wait_until
+from tests.fakes.openai_server import Drop, FakeOpenAI, Held, Reply, Slow, Status
 
 
 
@@ -192,26 +192,25 @@ def test_an_extractive_answer_keeps_its_generate_row_when_the_price_table_fails(
 def test_the_attempt_is_on_disk_before_the_request_leaves(indexed, monkeypatch):
     """While the server holds the request, the ledger already has a `started` row for it."""
     import threading
-    import time
-
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     fake = FakeOpenAI()
-    fake.script = [Slow(1.5, then=Reply(prompt_tokens=300, completion_tokens=9))]
+    answer_now = threading.Event()  # the reply waits for the test, not for a clock: a busy machine cannot overtake it
+    fake.script = [Held(answer_now, then=Reply(prompt_tokens=300, completion_tokens=9))]
     with fake:
-        settings = make_settings(indexed, retriever="bm25", openai_base_url=fake.base_url, llm_timeout_s=10,
+        settings = make_settings(indexed, retriever="bm25", openai_base_url=fake.base_url, llm_timeout_s=600,
                                  llm_retry_base_s=0.01)
         with RagApp(settings) as app:
             t = threading.Thread(target=app.ask, args=("一人有限责任公司是什么？",), kwargs={"query_id": "q-inflight"})
             t.start()
-            deadline = time.time() + 30
-            while not fake.requests:
-                assert time.time() < deadline
-                time.sleep(0.01)
-            conn = sqlite3.connect(settings.ledger_path)  # another connection: only committed rows show
-            during = conn.execute("SELECT status, input_tokens, possibly_billed, cost_nano_usd, attempt_id FROM "
-                                  "stage_calls WHERE query_id = 'q-inflight' AND stage = 'generate'").fetchall()
-            conn.close()
-            t.join(30)
+            try:
+                wait_until(lambda: fake.requests, "the LLM request", alive=t.is_alive)
+                conn = sqlite3.connect(settings.ledger_path)  # another connection: only committed rows show
+                during = conn.execute("SELECT status, input_tokens, possibly_billed, cost_nano_usd, attempt_id FROM "
+                                      "stage_calls WHERE query_id = 'q-inflight' AND stage = 'generate'").fetchall()
+                conn.close()
+            finally:
+                answer_now.set()
+            t.join()
             final = rows(app, "q-inflight")
     assert len(during) == 1 and during[0][0] == "started" and during[0][2] == 1
     assert during[0][1] > 100 and during[0][3] == gpt4o_mini_cost(during[0][1], 0)  # input estimate, priced

@@ -5,7 +5,6 @@ import json
 import socket
 import sqlite3
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -14,36 +13,32 @@ import uvicorn
 
 from rag_app.app import RagApp
 from rag_app.service.app import api_key_id, create_app
-from tests.conftest import LAWS, make_settings
+from tests.conftest import LAWS, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.sql_ledger import select_rows
 from tracing.ledger import Ledger
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     def __init__(self, settings):
-        self.port = free_port()
+        # bound here and handed to uvicorn: a port picked and released first could be taken by a test
+        # running beside this one (pytest -n 2) before uvicorn binds it
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
         self.server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port,
                                                     log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
 
     def __enter__(self):
         self.thread.start()
-        deadline = time.time() + 30
-        while not self.server.started:
-            assert time.time() < deadline, "server did not start"
-            time.sleep(0.05)
+        wait_until(lambda: self.server.started, "server start", alive=self.thread.is_alive)
         return f"http://127.0.0.1:{self.port}"
 
     def __exit__(self, *exc):
         self.server.should_exit = True
         self.thread.join(timeout=30)
+        self.socket.close()
 
 
 @pytest.fixture(scope="module")
@@ -142,14 +137,17 @@ def test_split_and_shadow_experiments(indexed, tmp_path):
                 assert body["experiment"] == name
             assert all(len(v) == 1 for v in arms.values())  # sticky per user
             want = 20  # split: both arms together; shadow: the 20 background runs
-            deadline = time.time() + 60
-            while True:  # shadow runs finish in the background: poll, never sleep a fixed time
+
+            def counted() -> bool:  # shadow runs finish in the background: poll, never sleep a fixed time
+                nonlocal res
                 res = httpx.get(f"{url}/v1/experiments/{name}").json()
-                got = (res["arms"]["treatment"]["queries"] if name == "shadow"
-                       else res["arms"]["control"]["queries"] + res["arms"]["treatment"]["queries"])
-                if got >= want or time.time() > deadline:
-                    break
-                time.sleep(0.05)
+                arms_ = res["arms"]
+                got = (arms_["treatment"]["queries"] if name == "shadow"
+                       else arms_["control"]["queries"] + arms_["treatment"]["queries"])
+                return got >= want
+
+            res: dict = {}
+            wait_until(counted, f"{name}: {want} queries in the comparison")
         if name == "split":
             assert {v.pop() for v in arms.values()} == {"default", "top3"}
             assert res["arms"]["control"]["queries"] + res["arms"]["treatment"]["queries"] == 20

@@ -57,7 +57,9 @@ def no_5xx(r: httpx.Response) -> None:
 
 @FUZZ
 @given(body=st.one_of(
-    st.fixed_dictionaries({"question": text}, optional={"user_id": json_value, "session_id": json_value}),
+    st.fixed_dictionaries({"question": text}, optional={"user_id": json_value, "session_id": json_value,
+                                                        "scope": st.one_of(json_value, st.fixed_dictionaries(
+                                                            {}, optional={"docs": json_value, "laws": json_value}))}),
     json_value))
 def test_ask_bodies(url, body):
     payload = json.dumps(body, allow_nan=True).encode()

@@ -13,7 +13,7 @@ import pytest
 from rag_app.app import RagApp
 from rag_app.errors import OutdatedStore
 from rag_app.store.edge import EdgeStore
-from tests.conftest import REPO, make_settings
+from tests.conftest import HANG_S, REPO, make_settings
 
 QUESTION = "公司法第五十七条的内容是什么？"
 
@@ -38,7 +38,7 @@ def test_second_process_gets_one_line_naming_store_and_holder(tmp_path):
     data = tmp_path / "data"
     with EdgeStore(data / "edge"):
         res = subprocess.run([sys.executable, "-m", "rag_app.cli", "ask", QUESTION], capture_output=True,
-                             text=True, timeout=120, cwd=tmp_path,
+                             text=True, timeout=HANG_S, cwd=tmp_path,
                              env={**os.environ, "RAG_DATA_DIR": str(data), "PYTHONPATH": str(REPO), "COLUMNS": "60"})
     assert res.returncode == 2
     lines = [l for l in res.stderr.splitlines() if l.strip()]

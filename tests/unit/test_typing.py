@@ -5,10 +5,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.conftest import HEAVY_HANG_S
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.heavy  # about a minute of CPU (mypy --strict); `make test-heavy` and CI run it
+@pytest.mark.timeout(HEAVY_HANG_S)
 def test_the_query_path_is_strictly_typed():
     proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"], cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=HEAVY_HANG_S)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
