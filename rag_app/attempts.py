@@ -31,6 +31,7 @@ Hook = Callable[[StageUsage, dict[str, Any]], None]  # (usage, the run's metadat
 # Run metadata set by the generate stage: it reports each attempt's usage itself (priced, on the answer),
 # so an observer must not write the attempt a second time from its own recorder.
 REPORTED_BY_STAGE = "usage_reported_by_stage"
+INCOMPLETE = "incomplete"  # an attempt's status: its stream ended without a finish reason (billed; maybe cut)
 
 
 def utcnow() -> str:
@@ -93,12 +94,16 @@ class AttemptRecorder(BaseCallbackHandler):
         run = self._pop(run_id)
         if run is None:
             return
-        usage, note = usage_from_llm_result(response), None
+        usage, note, status = usage_from_llm_result(response), None, "ok"
         if usage is None:  # the provider sent no usage: count prompt and reply ourselves, and say so
             usage = TokenUsage(run.prompt_tokens, self._count(run, _reply_text(response, run.streamed)),
                                source=f"estimated:{run.tokenizer}")
             note = "provider sent no usage"
-        self._finish(run, run_id, "ok", usage, note=note)
+        if run.streamed and _finish_reason(response) is None:
+            # the stream ended (no error) without a finish reason or [DONE]: the reply may be cut short
+            status = INCOMPLETE
+            note = "stream ended without a finish reason: the reply may be cut" + (f"; {note}" if note else "")
+        self._finish(run, run_id, status, usage, note=note)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kw: Any) -> None:
         run = self._pop(run_id)
@@ -107,8 +112,13 @@ class AttemptRecorder(BaseCallbackHandler):
         kind = classify_error(error)
         status = attempt_status(kind, int(run.metadata.get("attempt", 1)), int(run.metadata.get("max_attempts", 1)))
         message = f"{type(error).__name__}: {error}"[:500]
-        if kind != "timeout":  # refused before any work: nothing billed
+        if kind != "timeout" and not run.streamed:  # refused before any work: nothing billed
             self._finish(run, run_id, status, TokenUsage(source=PROVIDER), error=message)
+            return
+        if kind != "timeout":  # the stream broke mid-reply: the provider did the work it delivered
+            out = self._count(run, "".join(run.streamed))
+            self._finish(run, run_id, status, TokenUsage(run.prompt_tokens, out, source=f"estimated:{run.tokenizer}"),
+                         error=message, note=f"stream broke after {out} output tokens", possibly_billed=True)
             return
         # A timeout fires after the request was sent: the provider may bill the prompt, what it streamed
         # before the cut, and (worst case) the rest of the reply up to max_tokens.
@@ -167,6 +177,16 @@ class AttemptLog:
     def taken(self) -> Sequence[StageUsage]:
         with self._lock:
             return tuple(sorted(self.attempts, key=lambda u: u.attempt.number if u.attempt else 0))
+
+
+def _finish_reason(response: Any) -> str | None:
+    try:
+        gen = response.generations[0][0]
+    except (IndexError, AttributeError):
+        return None
+    info = getattr(gen, "generation_info", None) or {}
+    meta = getattr(getattr(gen, "message", None), "response_metadata", None) or {}
+    return info.get("finish_reason") or meta.get("finish_reason")
 
 
 def _reply_text(response: Any, streamed: list[str]) -> str:

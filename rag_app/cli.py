@@ -152,6 +152,8 @@ def _print_answer(p: dict) -> None:
 
     out.print(f"[bold]Q:[/bold] {p['question']}")
     out.print(p["answer"], markup=False)
+    if p.get("incomplete"):
+        out.print("[yellow]the model's reply stream ended without a finish reason: this answer may be cut short[/yellow]")
     out.print("[bold]citations[/bold]")
     for i, c in enumerate(p["citations"], 1):
         out.print(f"  [{i}] {citation_label({**c, 'doc': _short(c['doc'])})}", markup=False)

@@ -136,7 +136,9 @@ class LocalEmbeddings(Embeddings):
         cached = self.cache.get_many(self.model_name, texts) if self.cache else {}
         missing = [t for t in dict.fromkeys(texts) if t not in cached]
         hits = sum(1 for t in texts if t in cached)
-        stats = EmbedUsage(texts=len(texts), tokens=self.count_tokens(texts) if texts else 0,
+        # tokens = what was embedded now (a hosted embedder is billed for those, never for cache hits);
+        # counting only the misses also keeps a warm query from re-tokenizing its cached passages
+        stats = EmbedUsage(texts=len(texts), tokens=self.count_tokens(missing) if missing else 0,
                            cache_hits=hits, cache_misses=len(texts) - hits)
         if missing:
             fresh = self.encoder.encode_passages(missing)
@@ -160,7 +162,8 @@ class LocalEmbeddings(Embeddings):
             vec, hits = self.encoder.encode_query(text), 0
             if self.cache:
                 self.cache.put_many(self.model_name, {key: vec})
-        return vec.tolist(), EmbedUsage(texts=1, tokens=self.count_tokens([text]), cache_hits=hits, cache_misses=1 - hits)
+        tokens = 0 if hits else self.count_tokens([text])
+        return vec.tolist(), EmbedUsage(texts=1, tokens=tokens, cache_hits=hits, cache_misses=1 - hits)
 
 
 def _fallback_path() -> str:

@@ -22,6 +22,7 @@ def answer_payload(answer: Answer, *, doc_path: Callable[[str], str] = str) -> d
     """`doc_path`: how a citation's source file is shown (the service shows it relative to its data dir)."""
     t = totals(answer.usage)
     return {"query_id": answer.query_id, "question": answer.question, "answer": answer.text, "mode": answer.mode,
+            "incomplete": answer.incomplete,
             "citations": [{**c.as_dict(), "doc": doc_path(c.doc)} for c in answer.citations],
             "passages": [passage_json(i, sc, doc_path) for i, sc in enumerate(answer.contexts, 1)],
             "levers": list(answer.levers),

@@ -157,3 +157,9 @@ class Answer:
     ranked: tuple[ScoredChunk, ...] = field(default=(), repr=False)
     levers: tuple[str, ...] = ()
     scope: Resolved | None = None  # the documents retrieval searched within, and whether asked or named
+
+    @property
+    def incomplete(self) -> bool:
+        """The LLM's reply stream ended without a finish reason: the text may be cut short."""
+        generated = [u for u in self.usage if u.stage == "generate"]
+        return bool(generated) and generated[-1].status == "incomplete"

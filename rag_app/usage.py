@@ -95,7 +95,8 @@ class StageUsage:
 
 @dataclass(frozen=True)
 class EmbedUsage:
-    """What one embed call did: texts and tokens it was asked for, and how many came from the cache."""
+    """What one embed call did: texts it was asked for, how many came from the cache, and the tokens of
+    those it embedded now (cache hits cost nothing, billed or shadow)."""
 
     texts: int = 0
     tokens: int = 0

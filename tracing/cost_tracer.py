@@ -129,7 +129,7 @@ class CostTracer(BaseCallbackHandler):
             run = self._pop(run_id)
             if run is None:
                 return
-            status = "timeout" if classify_error(error) == "timeout" else "error"
+            status = _failure_status(error)
             message = f"{type(error).__name__}: {error}"
             if run.kind == "query":
                 self._write_query(run, status, error=message)
@@ -184,3 +184,12 @@ class CostTracer(BaseCallbackHandler):
             "experiment": md.get("experiment"), "started_at": run.started_at, "ended_at": utcnow(),
             "latency_ms": round((time.perf_counter() - run.t0) * 1000, 3),
             **{k: md.get(k) for k in ("user_id", "session_id", "arm", "sticky", "shadow_of", "origin", "api_key_id")}})
+
+
+def _failure_status(error: BaseException) -> str:
+    """`timeout` when the query failed because its calls timed out (every LLM attempt, or the error that
+    ended it: the retry loop's LLMError wraps the last attempt's), else `error`."""
+    attempts = getattr(error, "usages", None)
+    if attempts and all(u.status == "timeout" for u in attempts):
+        return "timeout"
+    return "timeout" if classify_error(error.__cause__ or error) == "timeout" else "error"

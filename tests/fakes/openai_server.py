@@ -6,6 +6,10 @@ Each request to /v1/chat/completions takes the next step of the script:
                                                                    (a provider's shape: USAGE_SHAPES)
     Reply(send_usage=False)                                        200 without usage (JSON or stream)
     Reply(stall_after=2, stall_s=3)                                stream 2 content chunks, then stall
+    Reply(reset_after=2)                                           stream 2 content chunks, then reset the
+                                                                   connection (TCP RST)
+    Reply(end_after=2)                                             stream 2 content chunks, then close cleanly
+                                                                   with no finish reason, usage or [DONE]
     Status(429, headers={"retry-after-ms": "20"})                  an error status
     Slow(seconds)                                                  sleeps before answering (client times out)
     Held(gate)                                                     answers once the test sets `gate` (an
@@ -17,6 +21,8 @@ CHUNK_CHARS characters, then (if the request asked with stream_options.include_u
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +39,8 @@ class Reply:
     send_usage: bool = True
     stall_after: int | None = None  # streaming: stop after this many content chunks ...
     stall_s: float = 0.0            # ... for this long (the client's read timeout cuts the stream)
+    reset_after: int | None = None  # streaming: reset the connection after this many content chunks
+    end_after: int | None = None    # streaming: end the body after this many content chunks, nothing more
 
 
 CHUNK_CHARS = 8
@@ -158,6 +166,17 @@ class FakeOpenAI:
                         if step.stall_after is not None and i == step.stall_after:
                             self.wfile.flush()
                             time.sleep(step.stall_s)
+                        if step.reset_after is not None and i == step.reset_after:
+                            self.wfile.flush()
+                            # SO_LINGER 0: close() sends RST, as a proxy or load balancer that drops it does
+                            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                            self.connection.close()
+                            self.close_connection = True
+                            return
+                        if step.end_after is not None and i == step.end_after:
+                            self.wfile.flush()
+                            self.close_connection = True
+                            return
                         self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
                         self.wfile.flush()
                     self.wfile.write(b"data: [DONE]\n\n")

@@ -61,8 +61,9 @@ def run(indexed, script, monkeypatch, **overrides):
     fake = FakeOpenAI()
     fake.script = list(script)
     with fake:
-        settings = make_settings(indexed, retriever="bm25", openai_base_url=fake.base_url, llm_timeout_s=1.0,
-                                 llm_max_retries=2, llm_retry_base_s=0.01, **overrides)
+        settings = make_settings(indexed, **{"retriever": "bm25", "openai_base_url": fake.base_url,
+                                             "llm_timeout_s": 1.0, "llm_max_retries": 2, "llm_retry_base_s": 0.01,
+                                             **overrides})
         with RagApp(settings) as app:
             try:
                 answer = app.ask("一人有限责任公司是什么？", query_id=f"q-{len(script)}-{id(script)}")
@@ -135,6 +136,40 @@ def test_exhausted_retries_fail_the_query_with_every_attempt_recorded(indexed, m
     assert [(r["attempt"], r["status"]) for r in rs] == [(1, "retry"), (2, "retry"), (3, "error")]
     assert query[0] == "error"
     assert len(fake.requests) == 3
+
+
+def test_a_stream_reset_mid_reply_is_possibly_billed_for_the_prompt_and_what_arrived(indexed, monkeypatch):
+    """0.4.0 wrote a reset stream as $0, not possibly billed: the prompt and the delivered tokens vanished."""
+    reply = Reply(prompt_tokens=300, completion_tokens=20)
+    _, error, rs, _, _ = run(indexed, [Reply(reset_after=3), reply], monkeypatch, llm_stream=True)
+    assert error is None
+    cut, ok = rs
+    delivered = Reply().content[:3 * 8]  # three chunks of CHUNK_CHARS
+    from rag_app.model_tokens import tokenizer_for
+    out = tokenizer_for("gpt-4o-mini").count(delivered)
+    assert (cut["attempt"], cut["status"], cut["possibly_billed"]) == (1, "retry", 1)
+    assert cut["input_tokens"] > 200 and cut["output_tokens"] == out > 0
+    assert cut["cost_nano_usd"] == gpt4o_mini_cost(cut["input_tokens"], out)
+    assert "Connection" in cut["error"] and f"after {out} output tokens" in cut["estimate_note"]
+    assert shape([ok]) == [(2, "ok", 300, 20, gpt4o_mini_cost(300, 20), 0)]
+
+
+def test_a_stream_that_ends_without_a_finish_reason_is_marked_incomplete(indexed, monkeypatch):
+    answer, error, rs, query, _ = run(indexed, [Reply(end_after=2)], monkeypatch, llm_stream=True)
+    assert error is None and answer.incomplete
+    assert answer.text == Reply().content[:2 * 8]
+    assert [(r["attempt"], r["status"]) for r in rs] == [(1, "incomplete")]
+    assert "without a finish reason" in rs[0]["estimate_note"] and rs[0]["cost_nano_usd"] > 0
+    assert answer_payload(answer)["incomplete"] is True and query[0] == "ok"
+    whole, _, _, _, _ = run(indexed, [Reply()], monkeypatch, llm_stream=True)
+    assert not whole.incomplete and answer_payload(whole)["incomplete"] is False
+
+
+def test_a_query_whose_every_attempt_timed_out_is_a_timeout(indexed, monkeypatch):
+    answer, error, rs, query, _ = run(indexed, [Slow(2.5), Slow(2.5)], monkeypatch, llm_max_retries=1)
+    assert answer is None and isinstance(error, LLMError)
+    assert [r["status"] for r in rs] == ["timeout", "timeout"]
+    assert query[0] == "timeout"  # 0.4.0: `error`
 
 
 def test_unknown_model_is_unpriced_not_free(indexed, monkeypatch):
