@@ -489,6 +489,9 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
         out.print(f"cost difference (treatment - control): {usd(d['diff'])}, one-look 95% CI [{usd(d['ci95_low'])}, "
                   f"{usd(d['ci95_high'])}]")
     out.print(experiment_metrics_table(res))
+    if res["prices"] == "repriced":
+        out.print(f"costs are re-priced figures ({res['repriced_rows']} stage rows changed by `rag reprice`); "
+                  "recorded figures: `rag report`")
     if res["srm"]:
         out.print(f"sample ratio check: p = {res['srm']['pvalue']}, {'MISMATCH' if res['srm']['flagged'] else 'ok'}")
     out.print(f"[bold]verdict: {res['verdict']}[/bold] (decided by {res['decided_by']}) — {res['reason']}")

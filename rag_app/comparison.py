@@ -110,7 +110,7 @@ def _arm(ledger, exp: Experiment, variant: str, shadow_runs: bool) -> dict:
         return {"mean": st.mean if st.n else None, "p50": pct(col, st.n, 50), "p95": pct(col, st.n, 95)}
 
     return {
-        "variant": variant, "queries": n, "sticky_queries": s["sticky_queries"],
+        "variant": variant, "queries": n, "sticky_queries": s["sticky_queries"], "repriced_rows": a.repriced_rows,
         "unpriced_queries": n - cost.n, "unpriced_shadow_queries": n - shadow.n,
         "cost_per_query": summary(cost, "cost_nano_usd"),
         "shadow_cost_per_query": summary(shadow, "shadow_cost_nano_usd"),
@@ -164,8 +164,11 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
                      unpriced_reason=unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0)))
     alphas = plan.alphas()
     strip = lambda arm: {k: v for k, v in arm.items() if not k.startswith("_")}  # noqa: E731
+    repriced = control["repriced_rows"] + treatment["repriced_rows"]
     return {"experiment": exp.name, "mode": exp.mode, "rollout_pct": exp.rollout_pct,
             "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
+            # the best figures decide: `rag reprice`'s where it re-priced a row of either arm, else as recorded
+            "prices": "repriced" if repriced else "recorded", "repriced_rows": repriced,
             "arms": {"control": strip(control), "treatment": strip(treatment)},
             # fixed-horizon Welch 95%: right when read once at a planned size; `metrics` holds what decides
             "differences": {"cost_per_query": cost_ci.as_dict() if cost_ci else None,

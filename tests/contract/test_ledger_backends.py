@@ -139,6 +139,10 @@ def snapshot(url: str) -> dict:
         out["reprice"] = (res.rows, res.changed, res.old_nano, res.new_nano, res.unpriced_before, res.unpriced_after)
         out["repriced_rows"] = (L.repriced_rows(), L.repriced_rows(["q00", "q01"]))
         out["report_repriced"] = vars(L.report(prices="repriced"))
+        arm = L.arm("e", "b", "live")  # re-priced figures, read from the rows on each engine
+        out["arm_repriced"] = (arm.repriced_rows, arm.sums, arm.percentile("cost_nano_usd", 6, 0.5))
+        out["compare_repriced"] = compare_live(L, EXP)
+        assert arm.repriced_rows and out["compare_repriced"]["prices"] == "repriced", "seed re-priced rows in arm b"
         out["rebuilt"] = L.rebuild_totals()
         out["report_after_rebuild"] = vars(L.report())
         return out

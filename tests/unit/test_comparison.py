@@ -151,3 +151,47 @@ def test_cli_compare_prints_unpriced_and_the_reason(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     assert "unpriced (5 q)" in text and "verdict: hold" in text and "treatment has 5 unpriced queries" in text
+
+
+def test_compare_decides_on_re_priced_figures_once_they_exist(tmp_path):
+    # The treatment's model had no price when it ran: no cost verdict. Once `rag reprice` prices it (an
+    # override at $0.10/M input), compare reads the re-priced figures, says so, and the cost drop decides;
+    # the figures as recorded still read unpriced.
+    import json
+
+    from tracing.pricing import PriceTable
+    from tracing.reprice import reprice
+
+    rng = random.Random(3)
+    control = [int(rng.gauss(1_000_000, 50_000)) for _ in range(450)]
+    conn = seed_ledger(tmp_path / "l.sqlite", control, [None] * 50)
+    conn.execute("UPDATE stage_calls SET started_at = '2026-11-02T08:00:00.000+00:00'")
+    conn.execute("UPDATE stage_calls SET price_source = 'rate' WHERE cost_nano_usd IS NOT NULL")  # not re-priced
+    conn.execute("UPDATE stage_calls SET price_source = 'unpriced', model = 'house-llm-7b', "
+                 "input_tokens = 5000 + id % 7 * 100 WHERE cost_nano_usd IS NULL")
+    conn.commit()
+    exp = Experiment("e", "a", "b", 10, "s")
+    before = compare_live(conn, exp)
+    assert before["verdict"] == "hold" and before["prices"] == "recorded" and before["repriced_rows"] == 0
+
+    f = tmp_path / "prices.json"
+    f.write_text(json.dumps({"version": "house-1", "models": {
+        "house-llm-7b": {"input_per_mtok": "0.10", "output_per_mtok": "0.40"}}}))
+    reprice(conn, PriceTable.load(f))
+    after = compare_live(conn, exp)
+    assert after["prices"] == "repriced" and after["repriced_rows"] == 50
+    assert (after["arms"]["treatment"]["repriced_rows"], after["arms"]["control"]["repriced_rows"]) == (50, 0)
+    t = after["arms"]["treatment"]
+    treatment_nano = [r[0] for r in conn.execute(
+        "SELECT r.cost_nano_usd FROM repricings r JOIN stage_calls s ON s.id = r.stage_call_id")]
+    assert t["unpriced_queries"] == 0
+    assert t["cost_per_query"]["mean"] == pytest.approx(sum(treatment_nano) / 50 / 1e9)
+    assert 500_000 <= t["cost_per_query"]["p50"] * 1e9 <= 560_000  # 5,000-5,600 tokens x 100 nano
+    assert after["verdict"] == "promote"
+    # the control's rows were priced as recorded and did not change: its figures are the rollups'
+    assert after["arms"]["control"]["cost_per_query"]["mean"] == pytest.approx(sum(control) / 450 / 1e9)
+    # as recorded, the same ledger still cannot decide on cost
+    from rag_app import comparison
+    orig = conn.arm
+    conn.arm = lambda *a, **k: orig(*a, **{**k, "prices": "original"})
+    assert comparison.compare_live(conn, exp)["verdict"] == "hold"

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, distinct, func, insert, select
+from sqlalchemy import Engine, cast, distinct, func, insert, select
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.errors import RagError
@@ -33,9 +33,12 @@ from tracing.ledger.engine import (
 from tracing.ledger.migrations import migrate, pending
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import (
+    FLOAT,
+    INT,
     UNKNOWN_ROWS,
     ledger_losses,
     ledger_quarantine,
+    queries,
     query_totals,
     report_rollup,
     repricings,
@@ -46,6 +49,17 @@ log = logging.getLogger(__name__)
 SERVICE_BOUNDS = Bounds(connect_s=5.0, statement_s=5.0, pool_size=5, max_overflow=5)  # a frozen server: 503 in ~5 s
 CLI_BOUNDS = Bounds(connect_s=10.0, statement_s=60.0, pool_size=1, max_overflow=1)
 TABLE_PRICED = ("genai-prices", "bundled", "override", "unpriced")
+
+
+def _cost_sums(costs) -> Any:
+    """The rollups' cost sums (n, sum, sum of squares; shadow alike) over per-query costs."""
+    c, f = costs.c, lambda col: cast(col, FLOAT)
+    return select(func.count(c.cost_nano_usd).label("priced_queries"),
+                  cast(func.coalesce(func.sum(c.cost_nano_usd), 0), INT).label("cost_nano_usd"),
+                  func.coalesce(func.sum(f(c.cost_nano_usd) * f(c.cost_nano_usd)), 0.0).label("cost_sq"),
+                  func.count(c.shadow_cost_nano_usd).label("shadow_queries"),
+                  cast(func.coalesce(func.sum(c.shadow_cost_nano_usd), 0), INT).label("shadow_cost_nano_usd"),
+                  func.coalesce(func.sum(f(c.shadow_cost_nano_usd) * f(c.shadow_cost_nano_usd)), 0.0).label("shadow_sq"))
 
 
 class LedgerUnavailable(RagError):
@@ -59,6 +73,7 @@ class ArmSums:
     tokens: dict[str, dict[str, int]]
     latency_nulls: int
     percentile: Any = field(repr=False)  # (column, n, p) -> value
+    repriced_rows: int = 0  # > 0: the cost sums and percentiles are the re-priced figures (`rag reprice`)
 
 
 class Ledger:
@@ -244,8 +259,11 @@ class Ledger:
         return done
 
     # -- experiments ----------------------------------------------------------------------------------------
-    def arm(self, experiment: str, variant: str, side: str) -> ArmSums:
-        """An arm's live (or shadow) queries: sums from the rollups, percentiles by index walks."""
+    def arm(self, experiment: str, variant: str, side: str, prices: str = "best") -> ArmSums:
+        """An arm's live (or shadow) queries: sums from the rollups, percentiles by index walks. With
+        `prices="best"`, an arm any of whose rows `rag reprice` re-priced reads its cost from the re-priced
+        figures (per query, from the rows: slower, but only when there is something re-priced); "original"
+        reads the figures as recorded."""
         r, t = report_rollup, query_totals
         key = [r.c.experiment == experiment, r.c.variant == variant, r.c.side == side]
         with self._read() as db:
@@ -255,14 +273,25 @@ class Ledger:
                                             .where(r.c.dim == "stage", *key).group_by(r.c.value))}
             arm = [t.c.kind == "query", t.c.experiment == experiment, t.c.variant == variant, t.c.side == side]
             nulls = db.execute(select(func.count()).select_from(t).where(*arm, t.c.latency_ms.is_(None))).scalar()
+            arm_ids = select(t.c.query_id).where(*arm)
+            repriced = 0 if prices == "original" else int(db.execute(
+                select(func.count(distinct(repricings.c.stage_call_id)))
+                .select_from(repricings.join(stage_calls, stage_calls.c.id == repricings.c.stage_call_id))
+                .where(stage_calls.c.query_id.in_(arm_ids))).scalar() or 0)
+            costs = None
+            if repriced:  # decisions read the best figures: each query's cost by its latest re-priced rows
+                rs = views.stage_calls_repriced().where(stage_calls.c.query_id.in_(arm_ids)).subquery("s")
+                costs = views.query_costs(rs).where(queries.c.query_id.in_(arm_ids)).subquery("c")
+                sums.update(db.execute(_cost_sums(costs)).mappings().one())
         source = select(t).where(*arm).subquery("t")
 
         def percentile(column: str, n: int, p: float, nulls_as_zero: int = 0) -> float | None:
+            src = costs if costs is not None and column in ("cost_nano_usd", "shadow_cost_nano_usd") else source
             with self._read() as db:
                 if not nulls_as_zero:
-                    return reports.percentile_of(db, source, column, n, p)
-                return reports.percentile_nulls_as_zero(db, source, column, n, nulls_as_zero, p)
-        return ArmSums(sums, tokens, int(nulls or 0), percentile)
+                    return reports.percentile_of(db, src, column, n, p)
+                return reports.percentile_nulls_as_zero(db, src, column, n, nulls_as_zero, p)
+        return ArmSums(sums, tokens, int(nulls or 0), percentile, repriced)
 
     def query_costs(self, query_ids: Sequence[str]) -> dict[str, tuple[int | None, int | None]]:
         """(cost, shadow) in nano-dollars of each of these queries that the ledger has."""
