@@ -465,7 +465,14 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
             if "m005_ledger_durability" in ledger.pending:  # no origin column yet: live rows cannot be told apart
                 raise RagError(f"ledger {settings.ledger} is read-only and needs migrations {', '.join(ledger.pending)}"
                                " before live traffic can be compared; make it writable and run any rag command")
+            events = ledger.experiment_events(name) if exp.ramp else []
+            if events:  # a ramp moved it: compare at the percentage it is served at now
+                import dataclasses
+
+                exp = dataclasses.replace(exp, rollout_pct=float(events[-1]["to_pct"]))
             res = compare_live(ledger, exp)
+            if exp.ramp:
+                res["ramp"] = {"steps": exp.ramp["steps"], "rollout_pct": exp.rollout_pct, "events": events}
     except RagError as e:
         _fail(e)
     if as_json:
@@ -489,6 +496,8 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
         out.print(f"cost difference (treatment - control): {usd(d['diff'])}, one-look 95% CI [{usd(d['ci95_low'])}, "
                   f"{usd(d['ci95_high'])}]")
     out.print(experiment_metrics_table(res))
+    for e in res.get("ramp", {}).get("events", []):
+        out.print(f"ramp {e['at'][:16]}: {e['action']} {e['from_pct']:g}% -> {e['to_pct']:g}% ({e['reason']})")
     if res["prices"] == "repriced":
         out.print(f"costs are re-priced figures ({res['repriced_rows']} stage rows changed by `rag reprice`); "
                   "recorded figures: `rag report`")

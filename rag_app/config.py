@@ -20,7 +20,7 @@ from rag_app.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-SECRET_FIELDS = ("qdrant_api_key", "rerank_api_key", "openai_api_key", "api_token")
+SECRET_FIELDS = ("qdrant_api_key", "rerank_api_key", "openai_api_key", "api_token", "alert_webhook")  # a Slack-style webhook URL is a secret
 
 
 class Settings(BaseSettings):
@@ -101,6 +101,10 @@ class Settings(BaseSettings):
 
     api_token: str | None = None
     experiments_file: Path | None = None
+    # `rag serve` looks at a ramped experiment this often (rag_app/service/ramp.py); a roll back is also
+    # posted to the alert webhook, when one is set
+    ramp_check_s: float = Field(60.0, gt=0)
+    alert_webhook: str | None = None  # http(s) URL; POSTed JSON events, retried, never on a query's path
     max_upload_mb: float = Field(20.0, gt=0)
     max_request_mb: float = Field(100.0, gt=0)  # whole POST /v1/ingest body, refused before it is read past this
     allowed_hosts: str = ""  # extra Host names the service answers, comma-separated ("*": any)
@@ -138,6 +142,12 @@ class Settings(BaseSettings):
                 normalise_endpoint(self.otel_endpoint)
             except ValueError as e:
                 raise ConfigError(str(e)) from e
+        if self.alert_webhook:
+            from urllib.parse import urlsplit
+
+            url = urlsplit(self.alert_webhook)
+            if url.scheme not in ("http", "https") or not url.hostname:
+                raise ConfigError(f"RAG_ALERT_WEBHOOK must be an http(s) URL, got {self.alert_webhook!r}")
         if self.retrieval_levers.strip() not in ("auto", "none", ""):
             from rag_app.levers import parse_retriever
 

@@ -55,6 +55,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     # Built here, not in the lifespan, so a bad experiments file or a locked store fails `rag serve`
     # with one line before the server starts.
     state: dict = {"pool": VariantPool(settings)}
+    state["pool"].start_ramp()  # a ramped experiment moves by itself (rag_app/service/ramp.py)
     upload_lock = threading.Lock()
     answers: AnswerArchive = RecentAnswers(RECENT_ANSWERS)
 
@@ -217,6 +218,9 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         exp = pool().config.experiments.get(name)
         if exp is None:
             raise HTTPException(404, f"no experiment {name!r} in RAG_EXPERIMENTS_FILE")
+        ramp = pool().ramp
+        if ramp is not None and ramp.exp.name == name:  # compared at the step it is served at, with its moves
+            return {**read(lambda L: compare_live(L, ramp.live())), "ramp": ramp.state()}
         return read(lambda L: compare_live(L, exp))
 
     return app

@@ -42,6 +42,19 @@ class VariantPool:
         # skipped (and counted) rather than queued: a burst must not grow memory and LLM spend unbounded.
         self._shadow_slots = threading.BoundedSemaphore(SHADOW_QUEUE_MAX)
         self.shadow_skipped = 0
+        self.ramp = None  # a RampController once start_ramp() ran (`rag serve` with a ramped experiment)
+
+    def start_ramp(self) -> None:
+        """Follow (and move) the experiment's ramp from the ledger; nothing when it declares none."""
+        exp = self.config.experiments.get(self.settings.experiment) if self.settings.experiment else None
+        if exp is None or not exp.ramp or self.ramp is not None:
+            return
+        from rag_app.service.ramp import RampController
+        from tracing.ledger import SERVICE_BOUNDS, Ledger
+
+        self.ramp = RampController(exp, Ledger.attach(self.settings.ledger, bounds=SERVICE_BOUNDS),
+                                   webhook=self.settings.alert_webhook, interval_s=self.settings.ramp_check_s)
+        self.ramp.start()
 
     def _open_index(self) -> None:
         """Open the collection at startup, not on the first request: the embedded engine writes its
@@ -55,6 +68,9 @@ class VariantPool:
 
     @property
     def experiment(self):
+        """The experiment as served now: a ramped one at its current step (from the ledger)."""
+        if self.ramp is not None:
+            return self.ramp.live()
         return self.config.experiments.get(self.settings.experiment) if self.settings.experiment else None
 
     def app_for(self, variant: str) -> RagApp:
@@ -111,6 +127,9 @@ class VariantPool:
         self.base.writer.flush()
 
     def close(self) -> None:
+        if self.ramp is not None:
+            self.ramp.stop()
+            self.ramp.ledger.close()
         self._shadow.shutdown(wait=True)
         self.base.close()
 

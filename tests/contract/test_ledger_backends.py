@@ -132,6 +132,12 @@ def snapshot(url: str) -> dict:
             "quarantine": [(r["target_table"], json.loads(r["row_json"])["query_id"]) for r in sql(
                 L, "SELECT target_table, row_json FROM ledger_quarantine ORDER BY id")],
         }
+        move = {"experiment": "e", "seq": 1, "at": _t(6), "action": "advance", "from_pct": 10.0, "to_pct": 50.0,
+                "reason": "r", "decided_by": None, "control_queries": 3, "treatment_queries": 2, "srm_pvalue": 0.5,
+                "writer_id": "w"}
+        out["ramp"] = (L.add_experiment_event(move), L.add_experiment_event(move),  # the second: seq taken
+                       _no_ids(L.experiment_events("e")), L.step_counts("e", None), L.step_counts("e", _t(5)))
+        assert out["ramp"][:2] == (True, False) and out["ramp"][3], out["ramp"]
         out["by"] = {dim: L.by(dim) for dim in BY_DIMS}  # the rollups, read on each engine
         out["by_b"] = {dim: L.by(dim, variant="b") for dim in BY_DIMS}
         assert all(out["by"].values()), out["by"]

@@ -267,3 +267,37 @@ def test_reuploading_an_amended_law_replaces_its_old_chunks(tmp_path):
         body = httpx.post(f"{url}/v1/ask", json=question, timeout=120).json()
     assert "不得超过九个月" in body["answer"] and "不得超过六个月" not in body["answer"], body["answer"]
     assert {c["doc"] for c in body["citations"]} == {"uploads/劳动法.md"}  # relative to the data dir
+
+
+def test_a_ramped_experiment_serves_the_ledgers_step_and_keeps_users_sticky(indexed, tmp_path):
+    """The pool serves the rollout of the ramp's latest move; users treated at 10% stay treated at 50%."""
+    import shutil
+
+    from rag_app.experiments import assign
+    from rag_app.service.pool import VariantPool
+
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"top1": {"top_n": 1}}, "experiments": {"topn": {
+        "control": "default", "treatment": "top1", "rollout_pct": 10, "seed": "s",
+        "ramp": {"steps": [10, 50, 100], "min_queries_per_step": 2}}}}))
+    shutil.copytree(indexed / "data" / "edge", tmp_path / "d" / "edge")
+    pool = VariantPool(make_settings(tmp_path, data_dir=tmp_path / "d", experiments_file=cfg, experiment="topn",
+                                     ramp_check_s=3600))  # the test looks itself
+    try:
+        pool.start_ramp()
+        assert pool.experiment.rollout_pct == 10
+        treated_at_10 = [f"u{i}" for i in range(200) if assign(pool.experiment, f"u{i}").arm == "treatment"]
+        users = treated_at_10[:2] + [u for u in (f"u{i}" for i in range(200)) if u not in treated_at_10][:18]
+        for u in users:
+            _, a = pool.ask("股东会的职权有哪些？", user_id=u)
+            assert a.arm == ("treatment" if u in treated_at_10 else "control")
+        pool.drain()
+        d = pool.ramp.look()
+        assert (d.action, d.rollout_pct) == ("advance", 50), d.reason
+        assert pool.experiment.rollout_pct == 50
+        _, a = pool.ask("股东会的职权有哪些？", user_id=treated_at_10[0])
+        assert a.arm == "treatment"  # sticky across the move
+        at_50 = sum(assign(pool.experiment, f"u{i}").arm == "treatment" for i in range(200))
+        assert at_50 > 2 * len(treated_at_10)
+    finally:
+        pool.close()

@@ -252,6 +252,12 @@ def m009_one_repository(db: Connection) -> None:
     rollups.start_refold(db, ("stage_calls", "queries"))
 
 
+@migration
+def m010_experiment_events(db: Connection) -> None:
+    # 0.5.0: the ramp's moves, read by every replica (rag_app/service/ramp.py).
+    _ddl(db, CreateTable(S.experiment_events))
+
+
 def _create_triggers(db: Connection) -> None:
     """Any insert, update or delete of a query's rows marks it dirty, whoever writes: the writers fold
     dirty queries into the totals, so the totals cannot drift from rows written around the writer."""

@@ -36,6 +36,7 @@ from tracing.ledger.schema import (
     FLOAT,
     INT,
     UNKNOWN_ROWS,
+    experiment_events,
     ledger_losses,
     ledger_quarantine,
     queries,
@@ -303,6 +304,37 @@ class Ledger:
                                       .where(t.c.query_id.in_(list(query_ids[i:i + 400])))):
                     out[row[0]] = (row[1], row[2])
         return out
+
+    # -- ramps (rag_app/service/ramp.py) ------------------------------------------------------------
+    def experiment_events(self, experiment: str) -> list[dict]:
+        """A ramp's moves, oldest first; the last one's to_pct is the rollout every replica serves."""
+        e = experiment_events
+        with self._read() as db:
+            return [dict(r) for r in db.execute(select(e).where(e.c.experiment == experiment)
+                                                .order_by(e.c.seq)).mappings()]
+
+    def add_experiment_event(self, event: dict) -> bool:
+        """Write one ramp move at its `seq`; False when another replica wrote that move first."""
+        from sqlalchemy.exc import IntegrityError
+
+        try:
+            with self.engine.begin() as db:
+                db.execute(insert(experiment_events).values(**event))
+        except IntegrityError:
+            return False
+        return True
+
+    def step_counts(self, experiment: str, since: str | None) -> dict[str, dict[str, int]]:
+        """Live queries per variant since a ramp step began (all of them when `since` is None):
+        {variant: {"queries": n, "sticky": n}}; the sticky ones are what the sample-ratio check counts."""
+        t = query_totals
+        where = [t.c.kind == "query", t.c.experiment == experiment, t.c.side == "live"]
+        if since is not None:
+            where.append(t.c.started_at >= since)
+        with self._read() as db:
+            rows = db.execute(select(t.c.variant, func.count(), func.coalesce(func.sum(t.c.sticky), 0))
+                              .where(*where).group_by(t.c.variant)).all()
+        return {r[0]: {"queries": int(r[1]), "sticky": int(number(r[2]))} for r in rows}
 
     # -- prices -----------------------------------------------------------------------------------------
     def mean_output_tokens(self, model: str) -> float | None:

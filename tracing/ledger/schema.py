@@ -30,6 +30,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    UniqueConstraint,
     literal_column,
     text,
 )
@@ -166,6 +167,27 @@ ledger_losses = Table(
     Column("reason", Text),
     Column("spill_path", Text),
     Column("recorded_at", Text, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+experiment_events = Table(
+    # m010: a ramp's moves (rag_app/service/ramp.py). The latest row is the rollout every replica serves;
+    # (experiment, seq) is unique, so two replicas deciding the same move at once write it once.
+    "experiment_events", metadata,
+    _id(),
+    Column("experiment", Text, nullable=False),
+    Column("seq", INT, nullable=False),
+    Column("at", Text, nullable=False),
+    Column("action", Text, nullable=False),  # advance | roll back
+    Column("from_pct", FLOAT, nullable=False),
+    Column("to_pct", FLOAT, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("decided_by", Text),  # the metric (or "srm") behind a roll back
+    Column("control_queries", INT),  # at the step being left
+    Column("treatment_queries", INT),
+    Column("srm_pvalue", FLOAT),
+    Column("writer_id", Text),  # the replica that wrote it
+    UniqueConstraint("experiment", "seq", name="experiment_events_seq"),
     sqlite_autoincrement=True,
 )
 
