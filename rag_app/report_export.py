@@ -86,7 +86,8 @@ def by_table(dim: str, rows: list[dict]) -> Table:
     for col in ("queries", "cost", "per query", "shadow", "tokens", "unpriced"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in shown:
-        cost = usd(r["cost_usd"]) + ("+" if r["cost_is_lower_bound"] else "")
+        cost = ("unpriced" if r["cost_is_lower_bound"] and not r["cost_usd"]  # nothing of it is priced: not $0+
+                else usd(r["cost_usd"]) + ("+" if r["cost_is_lower_bound"] else ""))
         mean = per_1k(None if r["cost_per_1k_queries_usd"] is None else r["cost_per_1k_queries_usd"] / 1000)
         t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}", cost, mean,
                   usd(r["shadow_cost_usd"]), f"{r['input_tokens'] + r['output_tokens']:,}",

@@ -199,7 +199,7 @@ def m007_report_rollups(db: Connection) -> None:
     create_index(db, Index("stage_calls_unknown", S.stage_calls.c.status,
                            sqlite_where=text("status IN ('started', 'unknown')"),
                            postgresql_where=text("status IN ('started', 'unknown')")))
-    m009_only = {"unknown_attempts", "unknown_cost_nano_usd", "retrieve_model"}
+    m009_only = {"unknown_attempts", "unknown_cost_nano_usd", "retrieve_model", "shadow_part_nano_usd"}  # added later
     totals = Table("query_totals", MetaData(), *(c._copy() for c in S.query_totals.columns if c.name not in m009_only))
     _ddl(db, CreateTable(totals))
     for ix in S.query_totals.indexes:
@@ -256,6 +256,21 @@ def m009_one_repository(db: Connection) -> None:
 def m010_experiment_events(db: Connection) -> None:
     # 0.5.0: the ramp's moves, read by every replica (rag_app/service/ramp.py).
     _ddl(db, CreateTable(S.experiment_events))
+
+
+@migration
+def m011_shadow_part(db: Connection) -> None:
+    # 0.5.0: the rollups also sum every known shadow (rows of a query with an unpriced row included), so the
+    # overall, per-user, per-variant and per-day shadows add up to the per-stage and per-model ones. The
+    # totals and rollups are computed again from the rows by the writers, a batch at a time, as after m009.
+    add_column(db, "report_rollup", _i0("shadow_part_nano_usd"))
+    from tracing.ledger import rollups
+
+    db.execute(S.report_rollup.delete())
+    db.execute(S.query_totals.delete())
+    for name in ("refold:stage_calls", "refold:queries", "refold:query_totals"):
+        rollups.set_state(db, name, None)
+    rollups.start_refold(db, ("stage_calls", "queries"))
 
 
 def _create_triggers(db: Connection) -> None:

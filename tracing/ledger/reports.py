@@ -231,7 +231,7 @@ def report_totals(db: Connection, last: int | None = None, variant: str | None =
         "unpriced_queries": sums["queries"] - priced,
         "cost_usd": usd_json(total),
         "cost_is_lower_bound": sums["unpriced_rows"] > 0,
-        "shadow_cost_usd": usd_json(sums["shadow_cost_nano_usd"]),
+        "shadow_cost_usd": usd_json(sums["shadow_part_nano_usd"]),  # every known shadow, as the stages add up
         "cost_per_query_p50_usd": pct("cost_nano_usd", priced, 50),
         "cost_per_query_p95_usd": pct("cost_nano_usd", priced, 95),
         "cost_per_1k_queries_usd": _usd(1000 * sums["cost_nano_usd"] / priced) if priced else None,
@@ -328,7 +328,8 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
     total = sum(q["priced_cost_nano_usd"] for q in qs)
     totals = {
         "prices": prices, "queries": len(qs), "priced_queries": len(costs), "unpriced_queries": len(qs) - len(costs),
-        "cost_usd": usd_json(total), "cost_is_lower_bound": unpriced > 0, "shadow_cost_usd": usd_json(sum(shadows)),
+        "cost_usd": usd_json(total), "cost_is_lower_bound": unpriced > 0,
+        "shadow_cost_usd": usd_json(sum(d.get("shadow_nano", 0) for q in per_stage.values() for d in q.values())),
         "cost_per_query_p50_usd": _usd(percentile(costs, 50)), "cost_per_query_p95_usd": _usd(percentile(costs, 95)),
         "cost_per_1k_queries_usd": _usd(1000 * sum(costs) / len(costs)) if costs else None,
         "shadow_cost_per_query_p50_usd": _usd(percentile(shadows, 50)),
@@ -381,7 +382,7 @@ def by_report(db: Connection, dim: str, variant: str | None = None) -> list[dict
                     "unpriced_queries": s["queries"] - priced if query_level else None,
                     "cost_usd": usd_json(s["priced_cost_nano_usd"]), "cost_is_lower_bound": s["unpriced_rows"] > 0,
                     "cost_per_1k_queries_usd": _usd(1000 * mean_base / priced) if priced else None,
-                    "shadow_cost_usd": usd_json(s["shadow_cost_nano_usd"]),
+                    "shadow_cost_usd": usd_json(s["shadow_part_nano_usd"]),
                     "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"],
                     "unpriced_rows": s["unpriced_rows"], "retries": s["retries"] if query_level else None,
                     "timeouts": s["timeouts"] if query_level else None,

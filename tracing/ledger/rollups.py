@@ -172,7 +172,7 @@ def query_vector(t: Mapping) -> list[float]:
         int(ctx is not None), ctx or 0, int(t["status"] == "error"), int(t["timeouts"] > 0), int(t["retries"] > 0),
         int(t["sticky"] != 0), lat,
         float(cost) * cost if cost is not None else 0.0, float(shadow) * shadow if shadow is not None else 0.0,
-        float(lat) * lat, t.get("unknown_attempts", 0), t.get("unknown_cost_nano_usd", 0)]
+        float(lat) * lat, t.get("unknown_attempts", 0), t.get("unknown_cost_nano_usd", 0), t["shadow_sum_nano_usd"]]
 
 
 def query_sums(t: Mapping) -> dict[str, float]:
@@ -180,7 +180,7 @@ def query_sums(t: Mapping) -> dict[str, float]:
 
 
 _PART_AT = [_AT[n] for n in ("queries", "priced_cost_nano_usd", "cost_nano_usd", "shadow_cost_nano_usd",
-                              "stage_rows", "input_tokens", "output_tokens", "unpriced_rows")]
+                              "stage_rows", "input_tokens", "output_tokens", "unpriced_rows", "shadow_part_nano_usd")]
 
 
 _STAGE_KEYS = {st: tuple(f"{st}_{c}" for c in ("cost_nano_usd", "shadow_nano_usd", "rows", "input_tokens",
@@ -189,8 +189,8 @@ _STAGE_KEYS = {st: tuple(f"{st}_{c}" for c in ("cost_nano_usd", "shadow_nano_usd
 
 def _part(t: Mapping, stages: Iterable[str]) -> list[float]:
     """The sums a stage (or a model, over the stages that used it) adds: its rows' figures, one query.
-    Sparse: (queries, priced cost, cost, shadow, rows, tokens in, tokens out, unpriced) at _PART_AT."""
-    v = [1, 0, 0, 0, 0, 0, 0, 0]
+    Sparse: (queries, priced cost, cost, shadow, rows, tokens in, tokens out, unpriced, shadow) at _PART_AT."""
+    v = [1, 0, 0, 0, 0, 0, 0, 0, 0]
     for st in stages:
         k_cost, k_shadow, k_rows, k_in, k_out, k_unpriced, _ = _STAGE_KEYS[st]
         cost = t[k_cost]
@@ -201,6 +201,7 @@ def _part(t: Mapping, stages: Iterable[str]) -> list[float]:
         v[5] += t[k_in]
         v[6] += t[k_out]
         v[7] += t[k_unpriced]
+    v[8] = v[3]
     return v
 
 

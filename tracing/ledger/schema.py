@@ -264,7 +264,11 @@ ROLLUP_INT_SUMS = ("queries", "priced_queries", "cost_nano_usd", "priced_cost_na
                    "cache_misses", "context_queries", "context_tokens", "error_queries", "timeout_queries",
                    "retry_queries", "sticky_queries")
 ROLLUP_FLOAT_SUMS = ("latency_ms", "cost_sq", "shadow_sq", "latency_sq")
-ROLLUP_EXTRA_SUMS = ("unknown_attempts", "unknown_cost_nano_usd")  # m009
+ROLLUP_EXTRA_SUMS = ("unknown_attempts", "unknown_cost_nano_usd",  # m009
+                     # m011: the shadow of every row whose shadow is known (a query with an unpriced row has no
+                     # query-level shadow, but its local stages' shadow is known): what the per-stage and
+                     # per-model shadows add up to, so every breakdown sums to the same total
+                     "shadow_part_nano_usd")
 ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS
 
 report_rollup = Table(
