@@ -138,7 +138,9 @@ def ask(question: str = typer.Argument(..., help="the question"),
     try:
         scope = Scope(tuple(doc), tuple(law))
         with _app() as rag:
+            startup_ms = rag.warm_up()  # model loading, booked apart from the question's latency
             payload = _asked(rag, rag.ask(question, variant=variant, scope=scope or None))
+            payload["startup_ms"] = startup_ms
     except (RagError, ValueError) as e:
         _fail(e)
     if as_json:
@@ -161,6 +163,8 @@ def _print_answer(p: dict) -> None:
     unpriced = p["unpriced_rows"]
     billed = f"{usd(p['total_cost_usd'])} + {unpriced} unpriced rows" if unpriced else usd(p["total_cost_usd"])
     out.print(f"total {billed} billed, {usd(p['total_shadow_cost_usd'])} shadow ({p['mode']} mode)")
+    if p.get("startup_ms"):
+        out.print(f"start-up {p['startup_ms'] / 1000:.1f} s loading models, booked apart (not in this query's latency)")
 
 
 TABLE_ROWS = 20  # `rag report` without --last: totals over everything, the latest rows only

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,6 +23,8 @@ from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, 
 from rag_app.service.pool import VariantPool
 from rag_app.money import usd_json
 from tracing.ledger import BY_DIMS, SERVICE_BOUNDS, Ledger, LedgerUnavailable, is_transient, stage_json
+
+log = logging.getLogger(__name__)
 
 
 DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
@@ -55,7 +58,11 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     # Built here, not in the lifespan, so a bad experiments file or a locked store fails `rag serve`
     # with one line before the server starts.
     state: dict = {"pool": VariantPool(settings)}
-    state["pool"].start_ramp()  # a ramped experiment moves by itself (rag_app/service/ramp.py)
+    state["pool"].start_ramp()
+    try:  # load models now: the first request's latency is its own, the load is a `kind=startup` row
+        state["pool"].base.warm_up(origin="live")
+    except RagError as e:
+        log.warning("start-up warm-up incomplete (%s); the first request loads what is missing", e)  # a ramped experiment moves by itself (rag_app/service/ramp.py)
     upload_lock = threading.Lock()
     answers: AnswerArchive = RecentAnswers(RECENT_ANSWERS)
 

@@ -42,6 +42,7 @@ def test_ingest_ask_report(env, small_corpus, tmp_path):
     p = json.loads(rag(["ask", "社会法劳动法第十六条的内容是什么？", "--json"], env).stdout)
     assert set(p) >= {"query_id", "answer", "citations", "stages"}
     assert p["mode"] == "extractive"
+    assert p["startup_ms"] > 0  # model loading, booked apart as a kind=startup row
     assert any(c["article"] and "第十六条" in c["article"] for c in p["citations"])
     assert {"law", "article", "doc", "chunk_id"} <= set(p["citations"][0])
     stages = {s["stage"]: s for s in p["stages"]}
