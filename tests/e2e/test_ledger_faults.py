@@ -1,5 +1,5 @@
 """Ledger faults with real processes: `rag serve` killed -9 under load, a full filesystem during
-asks, a read-only ledger. Prints the figures the README quotes:
+asks, a read-only ledger. Prints the figures docs/measurements.md quotes:
 
     python -m pytest -q -s tests/e2e/test_ledger_faults.py
 """

@@ -1,7 +1,7 @@
 """Proved by simulation (issue 24): thousands of experiments watched after every 50 queries, driven
 through the verdict and ramp code `rag experiment compare` runs (rag_app/verdict.judge,
 rag_app/rollout.step_codes). Small enough for a few CPU seconds; bench/sequential_sim.py runs
-10,000 experiments per scenario and README "Watching a rollout" shows its figures."""
+10,000 experiments per scenario and docs/operations.md "Watching a rollout" shows its figures."""
 from __future__ import annotations
 
 from bench.sequential_sim import ramp_run, run, simulation_plan
