@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rag_app.cost_render import experiment_metrics_table, report_tables, stage_table, usd
+from rag_app.cost_render import experiment_arm_tables, experiment_metrics_table, report_tables, stage_table, usd
 from rag_app.errors import RagError
 
 app = typer.Typer(help="Legal-document RAG that records what every answer costs.", no_args_is_help=True,
@@ -376,31 +376,38 @@ def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval 
     from rag_app.evaluation.render import diff_table
 
     out.print(f"{result['base_run']} -> {result['new_run']} on {result['questions']} questions (split: {result['split']})")
-    Console(width=max(out.width, 200)).print(diff_table("difference", result["diff"], result["diff_by_task"]))
+    out.print(diff_table("difference", result["diff"], result["diff_by_task"]))
     if output:
         output.write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
         err.print(f"wrote {output}")
 
 
 def _print_eval(result: dict, ks: list[int]) -> None:
-    t = Table(title=f"retrieval on {result['questions']} questions ({result['qa']}); rerank: {result['reranker']}")
-    cols = ["chunker", "retriever", *[f"recall@{k}" for k in ks], "mrr@10", "ndcg@10", "ctx tok (packed)", "$/query",
-            "chunks", "mean tok", "in target %", "sent. int. %", "art. int. %", "ingest s"]
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("chunker", "retriever") else "right")
-    for r in result["results"]:
-        if r.get("skipped"):
-            t.add_row(r["chunker"], r["retriever"], f"skipped: {r['skipped']}", *[""] * (len(cols) - 3))
-            continue
-        t.add_row(r["chunker"], f"{r['retriever']} ({r['legs']}; levers {r['levers']})",
-                  *[f"{r[f'recall@{k}']:.3f}" for k in ks],
-                  f"{r['mrr@10']:.3f}", f"{r['ndcg@10']:.3f}", f"{r['mean_context_tokens']:.0f}",
-                  "unpriced" if r["usd_per_query"] is None else f"{r['usd_per_query']:.6f}", str(r["chunks"]),
-                  f"{r['mean_tokens']:.0f}", f"{r['pct_in_target']:.1f}", f"{r['sentence_integrity_pct']:.1f}",
+    """Two 80-column tables, retrieval quality and cost, then the chunks, each configuration numbered
+    (its chunker, retriever, legs and levers listed above them: too long for a column)."""
+    out.print(f"retrieval on {result['questions']} questions ({result['qa']}); rerank: {result['reranker']}")
+    done = [r for r in result["results"] if not r.get("skipped")]
+    for i, r in enumerate(result["results"], 1):
+        what = f"skipped: {r['skipped']}" if r.get("skipped") else f"{r['legs']}; levers {r['levers']}"
+        out.print(f"  {i}. {r['chunker']} / {r['retriever']} ({what})", markup=False)
+    number = {id(r): str(i) for i, r in enumerate(result["results"], 1)}
+    t = Table(title="quality and cost", pad_edge=False, collapse_padding=True)
+    for c in ("#", *[f"r@{k}" for k in ks], "mrr@10", "ndcg@10", "ctx tok", "$/1k q"):
+        t.add_column(c, justify="right", no_wrap=True)
+    for r in done:
+        t.add_row(number[id(r)], *[f"{r[f'recall@{k}']:.3f}" for k in ks], f"{r['mrr@10']:.3f}", f"{r['ndcg@10']:.3f}",
+                  f"{r['mean_context_tokens']:,.0f}",
+                  "unpriced" if r["usd_per_query"] is None else usd(1000 * r["usd_per_query"]))
+    out.print(t)
+    c = Table(title="chunks", pad_edge=False, collapse_padding=True)
+    for col in ("#", "chunks", "mean tok", "in target %", "sent. int. %", "art. int. %", "ingest s"):
+        c.add_column(col, justify="right", no_wrap=True)
+    for r in done:
+        c.add_row(number[id(r)], f"{r['chunks']:,}", f"{r['mean_tokens']:.0f}", f"{r['pct_in_target']:.1f}",
+                  f"{r['sentence_integrity_pct']:.1f}",
                   "-" if r["article_integrity_pct"] is None else f"{r['article_integrity_pct']:.1f}",
                   "-" if r["ingest_s"] is None else f"{r['ingest_s']:.1f}")
-    wide = Console(width=max(out.width, 220))  # a wide table: let it run past a narrow terminal
-    wide.print(t)
+    out.print(c)
     bt = Table(title="by task")
     for c in ("chunker", "retriever", "task", "n", "recall@5", "mrr@10"):
         bt.add_column(c)
@@ -482,19 +489,8 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
     if as_json:
         print(json.dumps(res, ensure_ascii=False, indent=2, default=str))
         return
-    t = Table(title=f"experiment {name} ({res['mode']}, {res['rollout_pct']}% treatment); cost metric {res['cost_metric']}")
-    for c in ("arm", "variant", "queries", "cost/query mean", "p50", "p95", "latency p50", "p95 ", "error", "timeout", "retry"):
-        t.add_column(c)
-    metric = "shadow_cost_per_query" if res["cost_metric"] == "shadow_cost_usd" else "cost_per_query"
-    for arm, a in res["arms"].items():
-        m = a[metric]
-        fmt = lambda v: (f"unpriced ({a['unpriced_queries']} q)" if a.get("unpriced_queries") else "-") if v is None else usd(v)  # noqa: E731
-        pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
-        lat = a["latency_ms"]
-        t.add_row(arm, a["variant"], str(a["queries"]), fmt(m["mean"]), fmt(m["p50"]), fmt(m["p95"]),
-                  "-" if lat["p50"] is None else f"{lat['p50']:.0f} ms", "-" if lat["p95"] is None else f"{lat['p95']:.0f} ms",
-                  pct(a["error_rate"]), pct(a["timeout_rate"]), pct(a["retry_rate"]))
-    Console(width=max(out.width, 160)).print(t)
+    for table in experiment_arm_tables(name, res):
+        out.print(table)
     d = res["differences"]["cost_per_query"]
     if d:
         out.print(f"cost difference (treatment - control): {usd(d['diff'])}, one-look 95% CI [{usd(d['ci95_low'])}, "

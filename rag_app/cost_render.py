@@ -124,6 +124,32 @@ def summary_lines(tot: dict, cur=None) -> list[str]:
     return lines
 
 
+def experiment_arm_tables(name: str, res: dict) -> tuple[Table, Table]:
+    """`rag experiment compare`'s arms in two 80-column tables: what a query costs, and how it ran."""
+    metric = "shadow_cost_per_query" if res["cost_metric"] == "shadow_cost_usd" else "cost_per_query"
+    cost = Table(title=f"experiment {name} ({res['mode']}, {res['rollout_pct']:g}% treatment), "
+                      f"{res['cost_metric']} per query", pad_edge=False, collapse_padding=True)
+    ran = Table(title="latency and failures", pad_edge=False, collapse_padding=True)
+    cost.add_column("arm")
+    cost.add_column("variant", overflow="fold", max_width=16)
+    for c in ("queries", "mean", "p50", "p95"):
+        cost.add_column(c, justify="right", no_wrap=True)
+    ran.add_column("arm")
+    for c in ("latency p50", "p95", "error", "timeout", "retry", "retry waste"):
+        ran.add_column(c, justify="right", no_wrap=True)
+    pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
+    ms = lambda v: "-" if v is None else f"{v:,.0f} ms"  # noqa: E731
+    for arm, a in res["arms"].items():
+        m = a[metric]
+        unknown = f"unpriced ({a['unpriced_queries']} q)" if a.get("unpriced_queries") else "-"
+        money = lambda v: unknown if v is None else usd(v)  # noqa: E731
+        cost.add_row(arm, a["variant"], f"{a['queries']:,}", money(m["mean"]), money(m["p50"]), money(m["p95"]))
+        lat = a["latency_ms"]
+        ran.add_row(arm, ms(lat["p50"]), ms(lat["p95"]), pct(a["error_rate"]), pct(a["timeout_rate"]),
+                    pct(a["retry_rate"]), usd(a["retry_waste_usd"]))
+    return cost, ran
+
+
 def experiment_metrics_table(res: dict) -> Table:
     """`rag experiment compare`'s primary metric and guardrails: treatment - control (t - c), its interval,
     the metric's share of alpha, status (80 columns)."""

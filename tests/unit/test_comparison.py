@@ -147,8 +147,9 @@ def test_cli_compare_prints_unpriced_and_the_reason(tmp_path, monkeypatch):
         "e": {"control": "default", "treatment": "top3", "rollout_pct": 10, "seed": "s"}}}))
     monkeypatch.setenv("RAG_DATA_DIR", str(data))
     monkeypatch.setenv("RAG_EXPERIMENTS_FILE", str(cfg))
-    res = CliRunner().invoke(app, ["experiment", "compare", "e"])
+    res = CliRunner().invoke(app, ["experiment", "compare", "e"], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
+    assert max(map(len, res.output.splitlines())) <= 80, res.output  # fits an 80-column terminal
     text = " ".join(res.output.split())
     assert "unpriced (5 q)" in text and "verdict: hold" in text and "treatment has 5 unpriced queries" in text
 
