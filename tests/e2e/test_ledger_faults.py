@@ -203,7 +203,7 @@ def test_read_only_ledger_serves_reports_and_keeps_rows_for_later(tmp_path, inde
         assert w.flush(10)
         w.close()
         conn = sqlite3.connect(ro / "ledger.sqlite")
-        n_live = conn.execute("SELECT COUNT(*) FROM queries WHERE origin = 'live'").fetchone()[0]
+        n_live = conn.execute("SELECT COUNT(*) FROM queries WHERE kind = 'query' AND origin = 'live'").fetchone()[0]
         n_gen = conn.execute("SELECT COUNT(*) FROM stage_calls WHERE stage = 'generate' AND status = 'ok'").fetchone()[0]
         kinds = dict(conn.execute("SELECT kind, SUM(rows) FROM ledger_losses GROUP BY kind").fetchall())
         conn.close()

@@ -355,12 +355,16 @@ def take_dirty(db: Connection, ids: Iterable[str] = (), backlog: int = 0) -> lis
     return sorted(set(claimed) | set(mine))
 
 
-def fold_dirty(db: Connection, ids: Iterable[str] = (), backlog: int = 0) -> int:
+def fold_dirty(db: Connection, ids: Iterable[str] = (), backlog: int = 0, *, guarded: bool = True) -> int:
     """Fold a batch's queries (and a slice of the backlog) inside the caller's transaction. A fault here
-    must not cost the batch its rows: a non-transient error rolls the fold back alone, logs, marks the
-    totals stale; transient errors propagate so the batch is retried whole."""
+    must not cost the batch its rows: `guarded`, a non-transient error rolls the fold back alone (a
+    savepoint), logs, marks the totals stale; transient errors propagate so the batch is retried whole.
+    Unguarded (the writer's first try: SQLite journals every page a savepoint touches), every error
+    propagates and the writer writes the batch again guarded."""
     from tracing.ledger.engine import is_transient, redacted_error
 
+    if not guarded:
+        return fold(db, take_dirty(db, ids, backlog))
     sp = db.begin_nested()
     try:
         n = fold(db, take_dirty(db, ids, backlog))
