@@ -101,6 +101,12 @@ class Settings(BaseSettings):
 
     api_token: str | None = None
     experiments_file: Path | None = None
+    # Spend control (rag_app/service/budgets.py): limits per key, user or variant, validated at start-up
+    budgets_file: Path | None = None  # RAG_BUDGETS_FILE
+    alert_webhook: str | None = None  # RAG_ALERT_WEBHOOK: POSTed each budget event (retried, off the query path)
+    # RAG_BUDGET_UNPRICED: block = a hard budget whose period holds unpriced calls (spend unknown) refuses
+    # further queries; allow = only the priced part counts (reported as partly unpriced)
+    budget_unpriced: Literal["block", "allow"] = "block"
     max_upload_mb: float = Field(20.0, gt=0)
     max_request_mb: float = Field(100.0, gt=0)  # whole POST /v1/ingest body, refused before it is read past this
     allowed_hosts: str = ""  # extra Host names the service answers, comma-separated ("*": any)

@@ -16,6 +16,7 @@ from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.presenter import answer_payload
 from rag_app.service.answers import AnswerArchive, RecentAnswers
+from rag_app.service.budgets import BudgetGate, Limits, OverBudget, Webhook, budget_status, event_json, load_budgets
 from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
                                     public_validation_errors, save_uploads)
@@ -55,12 +56,17 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     # Built here, not in the lifespan, so a bad experiments file or a locked store fails `rag serve`
     # with one line before the server starts.
     state: dict = {"pool": VariantPool(settings)}
+    budgets = load_budgets(settings.budgets_file)
+    limits = Limits(state["pool"].base.prices.fx)
+    limits.check(budgets, settings.budgets_file)
     upload_lock = threading.Lock()
     answers: AnswerArchive = RecentAnswers(RECENT_ANSWERS)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
+        if webhook is not None:
+            webhook.close()
         state["pool"].close()
         for r in readers:
             r.close()
@@ -87,9 +93,10 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     readers: list[Ledger] = []
     readers_lock = threading.Lock()
 
-    def read(fn):
+    def read(fn, flush: bool = True):
         """fn(ledger) for a request; the ledger down or frozen is a 503 naming it (never a 500)."""
-        pool().base.writer.flush(2.0)  # just-written rows show; bounded, at once while the ledger fails
+        if flush:
+            pool().base.writer.flush(2.0)  # just-written rows show; bounded, at once while the ledger fails
         try:
             with readers_lock:
                 if not readers:
@@ -102,6 +109,16 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
                 raise
             raise HTTPException(503, f"ledger {settings.ledger} unreachable ({type(e).__name__}); "
                                      "new rows wait in memory, retry shortly") from None
+
+    # Budgets: every replica admits against the one ledger (the admission needs no flush: a query whose
+    # rows are still buffered here counts by its reservation)
+    webhook = (Webhook(settings.alert_webhook, lambda event_id, status: read(
+        lambda L: L.set_budget_webhook(event_id, status), flush=False)) if settings.alert_webhook else None)
+    gate = BudgetGate(budgets, limits, lambda fn: read(fn, flush=False), settings.budget_unpriced, webhook)
+
+    @app.exception_handler(OverBudget)
+    async def over_budget(request: Request, exc: OverBudget):
+        return JSONResponse(exc.body, status_code=429, headers={"Retry-After": str(exc.retry_after_s)})
 
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError):
@@ -160,8 +177,9 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     def ask(req: AskRequest, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
         # spend per API key: the ledger keeps a short hash of the bearer token, never the token
         key_id = api_key_id(creds.credentials) if creds and settings.api_token is not None else None
-        answer, assignment = pool().ask(req.question, req.user_id, req.session_id, api_key_id=key_id,
-                                        scope=_scope(req.scope))
+        answer, assignment = pool().ask(
+            req.question, req.user_id, req.session_id, api_key_id=key_id, scope=_scope(req.scope),
+            admit=lambda qid, variant: gate.admit(qid, {"key": key_id, "user": req.user_id, "variant": variant}))
         payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, settings.data_dir))
         answers.put(payload)
         return {**payload,
@@ -171,6 +189,16 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
                 "sticky": assignment.sticky if assignment else None,
                 # the figures above come from the answer itself; this says whether its rows are on disk yet
                 "ledger": "buffered" if pool().base.writer.failing else "ok"}
+
+    @app.get("/v1/budgets", dependencies=[Depends(auth)])
+    def budgets_now(events: int = Query(20, ge=0, le=500)):
+        """Each budget's limit, spend, unpriced calls and reset time (as `rag budgets`), and recent events."""
+        from datetime import UTC, datetime, timedelta
+
+        month_ago = (datetime.now(UTC) - timedelta(days=31)).isoformat(timespec="milliseconds")
+        rows, recent = read(lambda L: (budget_status(L, budgets, limits), L.budget_events(month_ago, events)))
+        return {"budgets": rows, "unpriced_policy": settings.budget_unpriced,
+                "webhook": settings.alert_webhook is not None, "events": [event_json(e) for e in recent]}
 
     @app.post("/v1/ingest", dependencies=[Depends(auth)])
     def ingest(files: list[UploadFile] = File(...)):

@@ -6,6 +6,7 @@ import difflib
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from rag_app.app import RagApp
@@ -67,16 +68,23 @@ class VariantPool:
             return self._apps[variant]
 
     def ask(self, question: str, user_id: str | None = None, session_id: str | None = None,
-            api_key_id: str | None = None, scope: Scope | None = None) -> tuple[Answer, Assignment | None]:
+            api_key_id: str | None = None, scope: Scope | None = None,
+            admit: Callable[[str, str], None] | None = None) -> tuple[Answer, Assignment | None]:
+        """`admit(query_id, variant)`: the budget gate, once the variant is known and before any spend
+        (raises to refuse the query)."""
         query_id = str(uuid.uuid4())
         exp = self.experiment
         if exp is None:
             variant = self.settings.variant if self.settings.variant in self.config.variants else "default"
+            if admit is not None:
+                admit(query_id, self.settings.variant)
             answer = self.app_for(variant).ask(question, query_id=query_id, variant=self.settings.variant,
                                                extra={"user_id": user_id, "session_id": session_id, "origin": "live",
                                                       "api_key_id": api_key_id}, scope=scope)
             return answer, None
         a = assign(exp, user_id, session_id, request_id=query_id)
+        if admit is not None:
+            admit(query_id, a.variant)
         extra = {"user_id": user_id, "session_id": session_id, "arm": a.arm, "sticky": int(a.sticky), "origin": "live",
                  "api_key_id": api_key_id}
         answer = self.app_for(a.variant).ask(question, query_id=query_id, variant=a.variant, experiment=exp.name,

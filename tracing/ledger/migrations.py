@@ -252,6 +252,16 @@ def m009_one_repository(db: Connection) -> None:
     rollups.start_refold(db, ("stage_calls", "queries"))
 
 
+@migration
+def m010_budgets(db: Connection) -> None:
+    # Spend control (#23): admitted queries whose rows have not landed yet (their estimate counts against a
+    # budget meanwhile, on every replica) and the events budgets raise.
+    for t in (S.budget_reservations, S.budget_events):
+        _ddl(db, CreateTable(t))
+        for ix in t.indexes:
+            create_index(db, ix)
+
+
 def _create_triggers(db: Connection) -> None:
     """Any insert, update or delete of a query's rows marks it dirty, whoever writes: the writers fold
     dirty queries into the totals, so the totals cannot drift from rows written around the writer."""

@@ -15,6 +15,8 @@ column is one line here plus its migration.
     rollup_dirty        queries whose rows changed since their totals were computed (set by triggers)
     ledger_state        name -> value: rollups stale, spill replay progress, ...
     ledger_writers      writer processes and their heartbeats (a dead one's `started` rows become unknown)
+    budget_reservations a query admitted past a budget and not yet in `queries`: its estimate is in flight (m010)
+    budget_events       budget alerts, soft-limit crossings and hard-limit refusals, and their webhook's fate (m010)
     _migrations         applied migrations
 """
 from __future__ import annotations
@@ -264,6 +266,35 @@ ledger_writers = Table(
     Column("pid", INT, nullable=False),
     Column("started_at", Text, nullable=False),
     Column("heartbeat_at", Text, nullable=False),  # refreshed while the process lives
+)
+
+# -- budgets (m010; rag_app/service/budgets.py decides, tracing/ledger/budgets.py reads and writes) -------
+budget_reservations = Table(
+    "budget_reservations", metadata,
+    Column("query_id", Text, primary_key=True),
+    Column("api_key_id", Text),
+    Column("user_id", Text),
+    Column("variant", Text),
+    Column("estimate_nano_usd", INT, **_I0),  # what the query is expected to cost, counted until its row lands
+    Column("created_at", Text, nullable=False),
+    Index("budget_reservations_created", "created_at"),
+)
+
+budget_events = Table(
+    "budget_events", metadata,
+    _id(),
+    Column("at", Text, nullable=False),
+    Column("budget", Text, nullable=False),  # the rule, as `rag budgets` labels it: "user=* day"
+    Column("dim", Text, nullable=False),  # key | user | variant
+    Column("value", Text, nullable=False),  # which key, user or variant
+    Column("kind", Text, nullable=False),  # alert | soft | hard
+    Column("period_start", Text, nullable=False),
+    Column("spend_nano_usd", INT, nullable=False),  # priced spend (unpriced calls are counted apart)
+    Column("limit_nano_usd", INT, nullable=False),
+    Column("unpriced_calls", INT, **_I0),
+    Column("webhook", Text),  # none | pending | sent | failed
+    Index("budget_events_lookup", "budget", "value", "kind", "at"),
+    sqlite_autoincrement=True,
 )
 
 migrations_table = Table(
