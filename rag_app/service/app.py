@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field, field_validator
 
@@ -20,11 +21,14 @@ from rag_app.service.budgets import BudgetGate, Limits, OverBudget, Webhook, bud
 from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
                                     public_validation_errors, save_uploads)
+from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
 from rag_app.service.pool import VariantPool
+from rag_app.service.streaming import SSE_HEADERS, StreamedQuery, rest_of, sse
 from rag_app.money import usd_json
 from tracing.ledger import BY_DIMS, SERVICE_BOUNDS, Ledger, LedgerUnavailable, is_transient, stage_json
 
 
+log = logging.getLogger(__name__)
 DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
 
 
@@ -43,6 +47,7 @@ class AskRequest(BaseModel):
     user_id: str | None = Field(None, max_length=200)
     session_id: str | None = Field(None, max_length=200)
     scope: AskScope | None = None
+    stream: bool = False  # SSE: tokens as they come, the answer and its cost in the last event
 
     @field_validator("question")
     @classmethod
@@ -173,22 +178,96 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
             body["otel"] = pool().base.otel.health()
         return body
 
-    @app.post("/v1/ask", dependencies=[Depends(auth)])
-    def ask(req: AskRequest, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
+    def key_of(creds: HTTPAuthorizationCredentials | None) -> str | None:
         # spend per API key: the ledger keeps a short hash of the bearer token, never the token
-        key_id = api_key_id(creds.credentials) if creds and settings.api_token is not None else None
-        answer, assignment = pool().ask(
-            req.question, req.user_id, req.session_id, api_key_id=key_id, scope=_scope(req.scope),
-            admit=lambda qid, variant: gate.admit(qid, {"key": key_id, "user": req.user_id, "variant": variant}))
+        return api_key_id(creds.credentials) if creds and settings.api_token is not None else None
+
+    def run_query(question: str, user_id: str | None, session_id: str | None, scope, key_id: str | None, *,
+                  variant: str | None = None, callbacks=(), admitted=None):
+        """One ledger query for every front door (/v1/ask, /v1/chat/completions), behind the budgets:
+        (answer, assignment, the variant that answered)."""
+        ran: list[str] = []
+
+        def admit(query_id: str, name: str) -> None:
+            gate.admit(query_id, {"key": key_id, "user": user_id, "variant": name})
+            ran.append(name)
+            if admitted is not None:
+                admitted(query_id, name)
+        answer, assignment = pool().ask(question, user_id, session_id, api_key_id=key_id, scope=scope, admit=admit,
+                                        variant=variant, callbacks=callbacks)
+        return answer, assignment, ran[0]
+
+    def presented(result) -> dict:
+        answer, assignment, variant = result
         payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, settings.data_dir))
         answers.put(payload)
         return {**payload,
                 "experiment": assignment.experiment if assignment else None,
-                "variant": assignment.variant if assignment else settings.variant,
+                "variant": variant,
                 "arm": assignment.arm if assignment else None,
                 "sticky": assignment.sticky if assignment else None,
                 # the figures above come from the answer itself; this says whether its rows are on disk yet
                 "ledger": "buffered" if pool().base.writer.failing else "ok"}
+
+    def streamed(run) -> StreamedQuery:
+        """Start a query in a worker thread; returns once it is admitted (a refusal raises: its status)."""
+        q = StreamedQuery(run)
+        q.wait_admitted()
+        return q
+
+    def error_body(e: BaseException) -> dict:
+        if isinstance(e, RagError):
+            return {"detail": public_message(str(e), settings.data_dir), "type": type(e).__name__}
+        log.error("streamed query failed", exc_info=e)
+        return {"detail": "the query failed; its rows in the ledger say where", "type": type(e).__name__}
+
+    @app.post("/v1/ask", dependencies=[Depends(auth)])
+    def ask(req: AskRequest, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
+        """The answer, its citations and its cost. `stream: true`: SSE, `token` events as the LLM sends
+        them, then one `answer` event with the whole payload and its cost (or one `error` event)."""
+        key_id, scope = key_of(creds), _scope(req.scope)
+        if not req.stream:
+            return presented(run_query(req.question, req.user_id, req.session_id, scope, key_id))
+        q = streamed(lambda callbacks, admitted: run_query(req.question, req.user_id, req.session_id, scope,
+                                                            key_id, callbacks=callbacks, admitted=admitted))
+
+        def events():
+            for kind, value in q.follow():
+                if kind == "token":
+                    yield sse({"text": value}, "token")
+                elif kind == "error":
+                    yield sse(error_body(value), "error")
+                else:
+                    yield sse(presented(value), "answer")
+        return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    @app.get("/v1/models", dependencies=[Depends(auth)])
+    def models():
+        """OpenAI-compatible: `legal-rag` (routed as /v1/ask) and one model per variant."""
+        return models_payload(sorted(pool().config.variants))
+
+    @app.post("/v1/chat/completions", dependencies=[Depends(auth)])
+    def chat_completions(req: ChatRequest, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
+        """OpenAI-compatible chat completions over the same query path and ledger as /v1/ask
+        (rag_app/service/openai_compat.py)."""
+        variant = variant_for(req.model, sorted(pool().config.variants))
+        question = question_of(req.messages)
+        try:
+            scope = _scope(AskScope(**req.scope) if req.scope is not None else None)
+        except ValueError as e:
+            raise HTTPException(422, f"scope: {e}") from None
+        key_id = key_of(creds)
+        if not req.stream:
+            return completion(presented(run_query(question, req.user, None, scope, key_id, variant=variant)), req.model)
+        q = streamed(lambda callbacks, admitted: run_query(question, req.user, None, scope, key_id, variant=variant,
+                                                            callbacks=callbacks, admitted=admitted))
+        chunks = ChunkStream(req.model).events(q.follow(), q.query_id, presented, rest_of, error_body)
+
+        def events():
+            for c in chunks:
+                yield sse(c)
+            yield "data: [DONE]\n\n"
+        return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
 
     @app.get("/v1/budgets", dependencies=[Depends(auth)])
     def budgets_now(events: int = Query(20, ge=0, le=500)):

@@ -6,8 +6,9 @@ import difflib
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from rag_app.app import RagApp
 from rag_app.config import Settings
@@ -69,18 +70,24 @@ class VariantPool:
 
     def ask(self, question: str, user_id: str | None = None, session_id: str | None = None,
             api_key_id: str | None = None, scope: Scope | None = None,
-            admit: Callable[[str, str], None] | None = None) -> tuple[Answer, Assignment | None]:
+            admit: Callable[[str, str], None] | None = None, variant: str | None = None,
+            callbacks: Sequence[Any] = ()) -> tuple[Answer, Assignment | None]:
         """`admit(query_id, variant)`: the budget gate, once the variant is known and before any spend
-        (raises to refuse the query)."""
+        (raises to refuse the query). `variant`: run this variant, outside any experiment (the
+        OpenAI-compatible endpoint's `model`). `callbacks`: more LangChain handlers (streaming)."""
         query_id = str(uuid.uuid4())
         exp = self.experiment
-        if exp is None:
-            variant = self.settings.variant if self.settings.variant in self.config.variants else "default"
+        if exp is None or variant is not None:
+            if variant is not None and variant not in self.config.variants:
+                raise ConfigError(f"unknown variant {variant!r}")
+            name = variant or self.settings.variant
+            app_variant = name if name in self.config.variants else "default"
             if admit is not None:
-                admit(query_id, self.settings.variant)
-            answer = self.app_for(variant).ask(question, query_id=query_id, variant=self.settings.variant,
-                                               extra={"user_id": user_id, "session_id": session_id, "origin": "live",
-                                                      "api_key_id": api_key_id}, scope=scope)
+                admit(query_id, name)
+            answer = self.app_for(app_variant).ask(question, query_id=query_id, variant=name,
+                                                   extra={"user_id": user_id, "session_id": session_id,
+                                                          "origin": "live", "api_key_id": api_key_id},
+                                                   scope=scope, callbacks=callbacks)
             return answer, None
         a = assign(exp, user_id, session_id, request_id=query_id)
         if admit is not None:
@@ -88,7 +95,7 @@ class VariantPool:
         extra = {"user_id": user_id, "session_id": session_id, "arm": a.arm, "sticky": int(a.sticky), "origin": "live",
                  "api_key_id": api_key_id}
         answer = self.app_for(a.variant).ask(question, query_id=query_id, variant=a.variant, experiment=exp.name,
-                                             extra=extra, scope=scope)
+                                             extra=extra, scope=scope, callbacks=callbacks)
         if a.shadow:
             if self._shadow_slots.acquire(blocking=False):
                 self._shadow.submit(self._run_shadow, question, answer, a, extra, scope)
