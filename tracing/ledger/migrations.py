@@ -199,7 +199,8 @@ def m007_report_rollups(db: Connection) -> None:
     create_index(db, Index("stage_calls_unknown", S.stage_calls.c.status,
                            sqlite_where=text("status IN ('started', 'unknown')"),
                            postgresql_where=text("status IN ('started', 'unknown')")))
-    m009_only = {"unknown_attempts", "unknown_cost_nano_usd", "retrieve_model"}
+    m009_only = {"unknown_attempts", "unknown_cost_nano_usd", "retrieve_model",
+                 "cache_hit", "saved_cost_nano_usd", "saved_unpriced", *S.ROLLUP_CACHE_SUMS}  # and m010's
     totals = Table("query_totals", MetaData(), *(c._copy() for c in S.query_totals.columns if c.name not in m009_only))
     _ddl(db, CreateTable(totals))
     for ix in S.query_totals.indexes:
@@ -253,13 +254,20 @@ def m009_one_repository(db: Connection) -> None:
 
 
 @migration
-def m010_budgets(db: Connection) -> None:
+def m010_spend_control(db: Connection) -> None:
     # Spend control (#23): admitted queries whose rows have not landed yet (their estimate counts against a
-    # budget meanwhile, on every replica) and the events budgets raise.
+    # budget meanwhile, on every replica) and the events budgets raise; answer-cache hits and what they
+    # saved, on the query rows, the totals and the rollups (every query before this had no hit: zeros hold).
     for t in (S.budget_reservations, S.budget_events):
         _ddl(db, CreateTable(t))
         for ix in t.indexes:
             create_index(db, ix)
+    for col in ("cache_hit", "saved_cost_nano_usd"):
+        add_column(db, "queries", Column(col, INT))
+    for col in ("cache_hit", "saved_cost_nano_usd", "saved_unpriced"):
+        add_column(db, "query_totals", _i0(col))
+    for col in S.ROLLUP_CACHE_SUMS:
+        add_column(db, "report_rollup", _i0(col))
 
 
 def _create_triggers(db: Connection) -> None:

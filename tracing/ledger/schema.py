@@ -73,6 +73,8 @@ queries = Table(
     Column("shadow_of", Text),
     Column("origin", Text),  # live | cli | replay | eval | shadow; NULL before m005
     Column("api_key_id", Text),  # 12 hex digits of the bearer token's SHA-256, never the token
+    Column("cache_hit", INT),  # m010: 1 = answered from the answer cache (no stage rows: nothing billed)
+    Column("saved_cost_nano_usd", INT),  # m010: a hit's saving, what the original answer cost; NULL = unknown
     Index("queries_started", "started_at"),
     Index("queries_origin", "origin", "experiment", "variant"),
 )
@@ -223,6 +225,9 @@ query_totals = Table(
     Column("retrieve_model", Text),  # m009
     Column("unknown_attempts", INT, **_I0),  # m009: attempts whose outcome is unknown (possibly billed)
     Column("unknown_cost_nano_usd", INT, **_I0),  # ... priced at their input estimate: at risk
+    Column("cache_hit", INT, **_I0),  # m010: answered from the answer cache
+    Column("saved_cost_nano_usd", INT, **_I0),  # m010: what that saved (0 when unknown: see saved_unpriced)
+    Column("saved_unpriced", INT, **_I0),  # m010: a hit whose original answer was unpriced (saving unknown)
     Index("query_totals_started", "kind", "started_at", "query_id"),
     Index("query_totals_variant_started", "kind", "variant", "started_at", "query_id"),
     Index("query_totals_cost", "kind", "cost_nano_usd"),
@@ -245,7 +250,8 @@ ROLLUP_INT_SUMS = ("queries", "priced_queries", "cost_nano_usd", "priced_cost_na
                    "retry_queries", "sticky_queries")
 ROLLUP_FLOAT_SUMS = ("latency_ms", "cost_sq", "shadow_sq", "latency_sq")
 ROLLUP_EXTRA_SUMS = ("unknown_attempts", "unknown_cost_nano_usd")  # m009
-ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS
+ROLLUP_CACHE_SUMS = ("cache_hit_queries", "saved_cost_nano_usd", "saved_unpriced")  # m010: the answer cache
+ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_CACHE_SUMS
 
 report_rollup = Table(
     "report_rollup", metadata,
@@ -253,6 +259,7 @@ report_rollup = Table(
     *(Column(c, INT, **_I0) for c in ROLLUP_INT_SUMS),
     *(Column(c, FLOAT, **_I0) for c in ROLLUP_FLOAT_SUMS),
     *(Column(c, INT, **_I0) for c in ROLLUP_EXTRA_SUMS),
+    *(Column(c, INT, **_I0) for c in ROLLUP_CACHE_SUMS),
 )
 
 rollup_dirty = Table("rollup_dirty", metadata, Column("query_id", Text, primary_key=True))
