@@ -107,6 +107,8 @@ class Settings(BaseSettings):
     # RAG_BUDGET_UNPRICED: block = a hard budget whose period holds unpriced calls (spend unknown) refuses
     # further queries; allow = only the priced part counts (reported as partly unpriced)
     budget_unpriced: Literal["block", "allow"] = "block"
+    # answers `rag serve` keeps per collection (rag_app/service/answer_cache.py); 0 = no answer cache
+    answer_cache_size: int = Field(1000, ge=0)
     max_upload_mb: float = Field(20.0, gt=0)
     max_request_mb: float = Field(100.0, gt=0)  # whole POST /v1/ingest body, refused before it is read past this
     allowed_hosts: str = ""  # extra Host names the service answers, comma-separated ("*": any)

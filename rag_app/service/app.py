@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,7 +23,10 @@ from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
                                     public_validation_errors, save_uploads)
 from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
-from rag_app.service.pool import VariantPool
+from rag_app.service.pool import Route, VariantPool
+from rag_app.service.answer_cache import AnswerCache, Cached, hit_payload
+from rag_app.attempts import utcnow
+from rag_app.usage import totals
 from rag_app.service.streaming import SSE_HEADERS, StreamedQuery, rest_of, sse
 from rag_app.money import usd_json
 from tracing.ledger import BY_DIMS, SERVICE_BOUNDS, Ledger, LedgerUnavailable, is_transient, stage_json
@@ -65,6 +69,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     limits = Limits(state["pool"].base.prices.fx)
     limits.check(budgets, settings.budgets_file)
     upload_lock = threading.Lock()
+    cache = AnswerCache(settings.answer_cache_size) if settings.answer_cache_size > 0 else None
     answers: AnswerArchive = RecentAnswers(RECENT_ANSWERS)
 
     @asynccontextmanager
@@ -183,29 +188,46 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         return api_key_id(creds.credentials) if creds and settings.api_token is not None else None
 
     def run_query(question: str, user_id: str | None, session_id: str | None, scope, key_id: str | None, *,
-                  variant: str | None = None, callbacks=(), admitted=None):
-        """One ledger query for every front door (/v1/ask, /v1/chat/completions), behind the budgets:
-        (answer, assignment, the variant that answered)."""
-        ran: list[str] = []
-
-        def admit(query_id: str, name: str) -> None:
-            gate.admit(query_id, {"key": key_id, "user": user_id, "variant": name})
-            ran.append(name)
-            if admitted is not None:
-                admitted(query_id, name)
-        answer, assignment = pool().ask(question, user_id, session_id, api_key_id=key_id, scope=scope, admit=admit,
-                                        variant=variant, callbacks=callbacks)
-        return answer, assignment, ran[0]
-
-    def presented(result) -> dict:
-        answer, assignment, variant = result
+                  variant: str | None = None, callbacks=(), admitted=None) -> tuple[dict, Route]:
+        """One ledger query for every front door (/v1/ask, /v1/chat/completions): the answer cache
+        first (a hit bills nothing), then the budgets, then the query path. (answer payload, route)."""
+        p = pool()
+        route = p.route(user_id, session_id, key_id, variant)
+        app_ = p.app_for(route.app_variant)
+        store, collection = app_.store, app_.settings.collection
+        key = None
+        if cache is not None:
+            started, t0 = utcnow(), time.perf_counter()
+            key = cache.key(question, scope, collection=collection, variant=route.variant,
+                            experiment=route.experiment, arm=route.assignment.arm if route.assignment else None,
+                            settings={"overrides": p.config.variants.get(route.app_variant, {}),
+                                      "prompt_version": app_.settings.prompt_version,
+                                      "llm_model": app_.settings.llm_model})
+            hit = cache.get(store, collection, key)
+            if hit is not None:
+                p.base.writer.put("queries", {
+                    "query_id": route.query_id, "kind": "query", "question": question, "mode": hit.payload["mode"],
+                    "status": "ok", "variant": route.variant, "experiment": route.experiment, "started_at": started,
+                    "ended_at": utcnow(), "latency_ms": round((time.perf_counter() - t0) * 1000, 3), **route.extra,
+                    # origin `cache`: an experiment's comparison reads live runs of its arms, never hits
+                    "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": hit.cost_nano})
+                return hit_payload(hit, route.query_id), route
+        gate.admit(route.query_id, {"key": key_id, "user": user_id, "variant": route.variant})
+        if admitted is not None:
+            admitted(route.query_id, route.variant)
+        answer = p.run(route, question, scope, callbacks)
         payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, settings.data_dir))
+        if cache is not None and key is not None and not answer.incomplete:
+            cache.put(store, collection, key, Cached(payload, totals(answer.usage).cost_nano))
+        return {**payload, "cache_hit": False, "saved_cost_usd": None}, route
+
+    def presented(result: tuple[dict, Route]) -> dict:
+        payload, route = result
         answers.put(payload)
+        a = route.assignment
         return {**payload,
-                "experiment": assignment.experiment if assignment else None,
-                "variant": variant,
-                "arm": assignment.arm if assignment else None,
-                "sticky": assignment.sticky if assignment else None,
+                "experiment": route.experiment, "variant": route.variant,
+                "arm": a.arm if a else None, "sticky": a.sticky if a else None,
                 # the figures above come from the answer itself; this says whether its rows are on disk yet
                 "ledger": "buffered" if pool().base.writer.failing else "ok"}
 

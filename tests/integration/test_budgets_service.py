@@ -66,8 +66,8 @@ def write_budgets(path, budgets):
     return path
 
 
-def ask(url, user, **kw):
-    return httpx.post(f"{url}/v1/ask", json={"question": Q, "user_id": user, **kw}, timeout=60)
+def ask(url, user, question=Q, **kw):
+    return httpx.post(f"{url}/v1/ask", json={"question": question, "user_id": user, **kw}, timeout=60)
 
 
 def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
@@ -86,7 +86,7 @@ def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
             assert cost > 0.00001
             wait_until(lambda: httpx.get(f"{url}/v1/queries/{first.json()['query_id']}").status_code == 200,
                        "first query's rows in the ledger")
-            refused = ask(url, "u1")
+            refused = ask(url, "u1", question="股东会的职权有哪些？")  # a new question (a repeat is a free cache hit)
             assert refused.status_code == 429, refused.text
             body = refused.json()
             assert body["type"] == "budget_exceeded" and body["budget"] == "user=* day" and body["value"] == "u1"
@@ -96,7 +96,7 @@ def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
             assert body["reset_at"].startswith(f"{tomorrow}T00:00:00")
             assert 0 < int(refused.headers["Retry-After"]) <= 86_401
             assert len(llm.requests) == 1  # the refused query never reached the LLM
-            assert ask(url, "u2").status_code == 200  # "*": each user has a budget of its own
+            assert ask(url, "u2", question="董事会由几人组成？").status_code == 200  # "*": each user has a budget of its own
             status = httpx.get(f"{url}/v1/budgets").json()
             users = {r["value"]: r for r in status["budgets"] if r["budget"] == "user=* day"}
             assert set(users) == {"u1", "u2"} and users["u1"]["spend_usd"] == pytest.approx(cost)
@@ -136,7 +136,7 @@ def test_unpriced_spend_is_unknown_never_free(indexed, tmp_path, policy):
             assert first.status_code == 200, first.text
             wait_until(lambda: httpx.get(f"{url}/v1/queries/{first.json()['query_id']}").status_code == 200,
                        "first query's rows in the ledger")
-            second = ask(url, "u9")
+            second = ask(url, "u9", question="股东会的职权有哪些？")
             row = httpx.get(f"{url}/v1/budgets").json()["budgets"][0]
     assert row["unpriced_calls"] >= 1 and row["spend_known"] is False
     if policy == "block":

@@ -16,7 +16,7 @@ from tests.conftest import LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.test_service import Server
 
-Q = "一人有限责任公司是什么？"
+Q = "一人有限责任公司是什么？"  # each test adds its own suffix: a repeated question is an answer-cache hit
 TOKEN = "s3cret"
 
 
@@ -59,7 +59,7 @@ def test_models_and_auth(served):
 def test_openai_client_answer_is_one_ledger_query_with_citations(served):
     url, _, _ = served
     r = client(url).chat.completions.create(model="b", messages=[{"role": "system", "content": "be brief"},
-                                                                 {"role": "user", "content": Q}], user="alice")
+                                                                 {"role": "user", "content": Q + "（一）"}], user="alice")
     msg = r.choices[0].message
     extra = r.model_extra
     assert r.model == "b" and r.choices[0].finish_reason == "stop"
@@ -76,7 +76,7 @@ def test_openai_client_answer_is_one_ledger_query_with_citations(served):
 def test_openai_client_streams_deltas_then_a_usage_chunk(served):
     url, llm, _ = served
     before = len(llm.requests)
-    chunks = list(client(url).chat.completions.create(model="a", messages=[{"role": "user", "content": Q}],
+    chunks = list(client(url).chat.completions.create(model="a", messages=[{"role": "user", "content": Q + "（二）"}],
                                                       stream=True))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     deltas = [c for c in chunks if c.choices and c.choices[0].delta.content]
@@ -94,10 +94,10 @@ def test_openai_client_streams_deltas_then_a_usage_chunk(served):
 def test_langchain_chat_openai_against_rag_serve(served):
     url, _, _ = served
     chat = ChatOpenAI(model="legal-rag", base_url=f"{url}/v1", api_key=TOKEN, max_retries=0)
-    reply = chat.invoke(Q)
+    reply = chat.invoke(Q + "（三）")
     assert "Sources:" in reply.content and reply.usage_metadata["output_tokens"] > 0
     pieces = list(ChatOpenAI(model="a", base_url=f"{url}/v1", api_key=TOKEN, max_retries=0,
-                             stream_usage=True).stream(Q))
+                             stream_usage=True).stream(Q + "（四）"))
     assert len([p for p in pieces if p.content]) > 3
     total = pieces[0]
     for p in pieces[1:]:
@@ -108,7 +108,7 @@ def test_langchain_chat_openai_against_rag_serve(served):
 def test_ask_streams_tokens_then_the_answer_with_its_cost(served):
     url, _, _ = served
     events = []
-    with httpx.stream("POST", f"{url}/v1/ask", json={"question": Q, "stream": True},
+    with httpx.stream("POST", f"{url}/v1/ask", json={"question": Q + "（五）", "stream": True},
                       headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         kind = None
@@ -123,3 +123,16 @@ def test_ask_streams_tokens_then_the_answer_with_its_cost(served):
     assert "".join(d["text"] for k, d in events if k == "token") == answer["answer"]
     assert answer["total_cost_usd"] > 0 and answer["citations"]
     assert ledger_query(url, answer["query_id"])["cost_usd"] == pytest.approx(answer["total_cost_usd"])
+
+
+def test_a_streamed_cache_hit_sends_the_booked_answer_and_zero_usage(served):
+    url, llm, _ = served
+    ask = dict(model="a", messages=[{"role": "user", "content": Q + "（六）"}], stream=True)
+    first = list(client(url).chat.completions.create(**ask))
+    calls = len(llm.requests)
+    again = list(client(url).chat.completions.create(**ask))
+    assert len(llm.requests) == calls  # answered from the cache: no LLM call
+    text = lambda chunks: "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)  # noqa: E731
+    assert text(again) == text(first)
+    assert again[-1].usage.total_tokens == 0 and again[-1].usage.model_extra["cost_usd"] == 0.0
+    assert again[-2].model_extra["citations"] == first[-2].model_extra["citations"]

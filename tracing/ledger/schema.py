@@ -71,7 +71,7 @@ queries = Table(
     Column("arm", Text),
     Column("sticky", INT),
     Column("shadow_of", Text),
-    Column("origin", Text),  # live | cli | replay | eval | shadow; NULL before m005
+    Column("origin", Text),  # live | cli | replay | eval | shadow | cache (an answer-cache hit); NULL before m005
     Column("api_key_id", Text),  # 12 hex digits of the bearer token's SHA-256, never the token
     Column("cache_hit", INT),  # m010: 1 = answered from the answer cache (no stage rows: nothing billed)
     Column("saved_cost_nano_usd", INT),  # m010: a hit's saving, what the original answer cost; NULL = unknown
