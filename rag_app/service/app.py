@@ -64,8 +64,8 @@ class AskRequest(BaseModel):
 def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     # Built here, not in the lifespan, so a bad experiments file or a locked store fails `rag serve`
     # with one line before the server starts.
+    budgets = load_budgets(settings.budgets_file)  # before the pool: a bad file fails in well under a second
     state: dict = {"pool": VariantPool(settings)}
-    budgets = load_budgets(settings.budgets_file)
     limits = Limits(state["pool"].base.prices.fx)
     limits.check(budgets, settings.budgets_file)
     upload_lock = threading.Lock()

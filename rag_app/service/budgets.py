@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import queue
 import threading
 import time
@@ -317,19 +318,28 @@ def render_status(rows: list[dict]) -> str:
     """`rag budgets` as a table that fits 80 columns."""
     if not rows:
         return "no budget has spend to show (RAG_BUDGETS_FILE lists the budgets)"
-    head = f"{'BUDGET':<18} {'WHO':<14} {'LIMIT':>9} {'SPENT':>10} {'USED':>5} {'UNPRICED':>8} {'RESETS IN':>9}"
-    lines = [head]
+    lines = [f"{'BUDGET':<16} {'WHO':<14} {'LIMIT':>11} {'SPENT':>11} {'USED':>5} {'UNPRICED':>8} {'RESETS IN':>9}"]
     for r in rows:
         who = r["value"] if len(r["value"]) <= 14 else r["value"][:13] + "…"
-        spent = f"${r['spend_usd']:.4f}" + ("+?" if not r["spend_known"] else "")
-        mark = "" if r["hard"] else "~"  # a soft limit
-        lines.append(f"{r['budget'][:18]:<18} {who:<14} {mark + '$' + format(r['limit_usd'], '.2f'):>9} "
-                     f"{spent:>10} {r['used']:>5.0%} {r['unpriced_calls']:>8} {_left(r['resets_in_s']):>9}")
+        spent = _money(r["spend_usd"]) + ("+?" if not r["spend_known"] else "")
+        limit = ("" if r["hard"] else "~") + _money(r["limit_usd"])  # ~: a soft limit
+        lines.append(f"{r['budget'][:16]:<16} {who:<14} {limit:>11} {spent:>11} {r['used']:>5.0%} "
+                     f"{r['unpriced_calls']:>8} {_left(r['resets_in_s']):>9}")
     if any(not r["spend_known"] for r in rows):
-        lines.append("+?: spend partly unknown (unpriced calls); `rag prices check` lists the models")
+        lines.append("+?: spend partly unknown (unpriced calls): `rag prices check` names the models")
     if any(not r["hard"] for r in rows):
         lines.append("~: a soft limit (events and webhook, no 429)")
     return "\n".join(lines)
+
+
+def _money(usd: float) -> str:
+    """Cents from $1 up, else four significant digits: $0.0001234 is not $0.00."""
+    if usd >= 1:
+        return f"${usd:,.2f}" if usd < 1e6 else f"${usd:,.0f}"
+    if not usd:
+        return "$0"
+    text = f"{usd:.{max(2, 3 - math.floor(math.log10(usd)))}f}".rstrip("0")
+    return "$" + (text + "0" if text.endswith(".") else text)
 
 
 def _left(seconds: int) -> str:
