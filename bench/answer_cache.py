@@ -42,13 +42,19 @@ def main(distinct: int = 100, asks: int = 400, seed: int = 7) -> None:
                 t0 = time.perf_counter()
                 body = http.post(f"{url}/v1/ask", json={"question": q, "user_id": f"u{i % 13}"}).json()
                 lat[body["cache_hit"]].append(1000 * (time.perf_counter() - t0))
+            base = []  # the HTTP round trip alone: a route that reads nothing
+            for _ in range(100):
+                t0 = time.perf_counter()
+                http.get(f"{url}/v1/experiments")
+                base.append(1000 * (time.perf_counter() - t0))
             time.sleep(1)
             summary = http.get(f"{url}/v1/reports/summary").json()
     hits, misses = len(lat[True]), len(lat[False])
     p50h, p50m = statistics.median(lat[True]), statistics.median(lat[False])
     print(f"asks={asks} distinct_in_pool={distinct} distinct_asked={len(set(traffic))} hits={hits} misses={misses} "
           f"hit_rate={hits / asks:.3f} (ledger: {summary['answer_cache_hit_rate']})")
-    print(f"latency p50 ms: hit={p50h:.1f} miss={p50m:.1f} ratio miss/hit={p50m / p50h:.1f}x")
+    print(f"latency p50 ms: hit={p50h:.1f} miss={p50m:.1f} ratio miss/hit={p50m / p50h:.1f}x; "
+          f"GET /v1/experiments (round trip alone) p50={statistics.median(base):.1f}")
     print(f"billed=${summary['cost_usd']:.6f} saved=${summary['saved_cost_usd']:.6f} "
           f"(saved share {summary['saved_cost_usd'] / (summary['cost_usd'] + summary['saved_cost_usd']):.1%})")
 

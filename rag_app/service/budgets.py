@@ -40,6 +40,7 @@ NANO = Decimal(10**9)
 PERIODS = ("day", "month")
 ROLLING = {"day": timedelta(days=1), "month": timedelta(days=30)}  # the alert's rolling window per period
 RESERVATION_TTL = timedelta(minutes=10)  # an admitted query whose row never lands stops counting after this
+PRUNE_EVERY = timedelta(hours=1)
 FIELDS = {"key", "user", "variant", "period", "limit_usd", "limit_cny", "hard", "alert_at"}
 
 
@@ -213,6 +214,7 @@ class BudgetGate:
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
         self.budgets, self.limits, self.ledger, self.unpriced = budgets, limits, ledger, unpriced
         self.webhook, self.clock = webhook, clock
+        self._pruned_at: datetime | None = None
 
     def admit(self, query_id: str, who: dict[str, str | None]) -> None:
         applicable = [(b, v) for b in self.budgets if (v := b.applies(who)) is not None]
@@ -259,6 +261,12 @@ class BudgetGate:
             return refusal, written
 
         refusal, written = self.ledger(lambda L: L.budget_tx(decide))
+        if self._pruned_at is None or now - self._pruned_at > PRUNE_EVERY:
+            self._pruned_at = now  # reservations older than the TTL count for nothing: history, dropped hourly
+            try:
+                self.ledger(lambda L: L.prune_budget_reservations(stamp(now - 2 * RESERVATION_TTL)))
+            except Exception as e:  # a later admission tries again; nothing depends on it
+                log.warning("pruning budget reservations failed: %s", e)
         if self.webhook is not None:
             for event_id, row in written:
                 self.webhook.send(event_id, event_json(row))

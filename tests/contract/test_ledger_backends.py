@@ -151,6 +151,7 @@ def snapshot(url: str) -> dict:
         out["budget_spend_u7_since"] = (L.budget_spend("user", _t(6), "u7"), L.budget_spend("user", _t(8), "u7"))
         out["budget_tx"] = L.budget_tx(_budget_steps)
         out["budget_events"] = L.budget_events(_t(0))
+        out["budget_pruned"] = (L.prune_budget_reservations(_t(50)), L.prune_budget_reservations(_t(51)))
         out["by"] = {dim: L.by(dim) for dim in BY_DIMS}  # the rollups, read on each engine
         out["by_b"] = {dim: L.by(dim, variant="b") for dim in BY_DIMS}
         assert all(out["by"].values()), out["by"]
@@ -294,6 +295,7 @@ def test_every_reader_gives_identical_results(ledger_url, sqlite_reference, tmp_
     assert steps[4] == 0 and steps[5] == (0, 0)  # no history: no estimate; nothing reserved yet
     assert steps[6:11] == [(1, 500), (0, 0), (1, 500), (1, 500), (0, 0)] and steps[11] is None
     assert steps[12] == _t(50) and snap["budget_events"][0]["spend_nano_usd"] == BIG
+    assert snap["budget_pruned"] == (0, 2)  # made at _t(50): kept by a cut at _t(50), dropped by one at _t(51)
     assert snap == sqlite_reference
 
 
