@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import httpx
+import openai
 import pytest
 
 from rag_app.app import RagApp
@@ -96,6 +97,10 @@ def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
             assert body["reset_at"].startswith(f"{tomorrow}T00:00:00")
             assert 0 < int(refused.headers["Retry-After"]) <= 86_401
             assert len(llm.requests) == 1  # the refused query never reached the LLM
+            with pytest.raises(openai.RateLimitError) as over:  # the OpenAI-compatible door has the same budgets
+                openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0).chat.completions.create(
+                    model="legal-rag", user="u1", messages=[{"role": "user", "content": "董事的任期是几年？"}])
+            assert over.value.response.json()["budget"] == "user=* day" and len(llm.requests) == 1
             assert ask(url, "u2", question="董事会由几人组成？").status_code == 200  # "*": each user has a budget of its own
             status = httpx.get(f"{url}/v1/budgets").json()
             users = {r["value"]: r for r in status["budgets"] if r["budget"] == "user=* day"}
@@ -162,3 +167,39 @@ def test_a_bad_budgets_file_stops_serve_with_one_line(tmp_path, budgets, field):
                        timeout=120)
     assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_held_webhook_never_holds_a_query(indexed, tmp_path):
+    """The webhook's receiver holds every request open: the answers still come back, each alert waits
+    in the background, and its row says `pending` until the receiver lets go."""
+    gate, received = threading.Event(), threading.Event()
+
+    class Held(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            received.set()
+            gate.wait(60)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    hook = HTTPServer(("127.0.0.1", 0), Held)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    budgets = write_budgets(tmp_path / "b.json", [{"user": "*", "period": "day", "limit_usd": 0.00001, "hard": False}])
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, openai_base_url=llm.base_url, budgets_file=budgets,
+                                 alert_webhook=f"http://127.0.0.1:{hook.server_port}/",
+                                 ledger_url=f"sqlite:///{tmp_path}/l.sqlite")  # this test's events only
+        with Server(settings) as url:
+            first = ask(url, "u5")
+            wait_until(lambda: httpx.get(f"{url}/v1/queries/{first.json()['query_id']}").status_code == 200, "rows")
+            second = ask(url, "u5", question="股东会的职权有哪些？")  # over the soft limit: an event, then the webhook
+            wait_until(received.is_set, "the webhook request")
+            third = ask(url, "u5", question="董事会由几人组成？")  # answered while the webhook is held
+            assert [r.status_code for r in (first, second, third)] == [200, 200, 200]
+            assert [e["webhook"] for e in httpx.get(f"{url}/v1/budgets").json()["events"]] == ["pending"]
+            gate.set()
+            wait_until(lambda: httpx.get(f"{url}/v1/budgets").json()["events"][0]["webhook"] == "sent", "sent")
+    hook.shutdown()

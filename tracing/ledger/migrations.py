@@ -253,6 +253,9 @@ def m009_one_repository(db: Connection) -> None:
     rollups.start_refold(db, ("stage_calls", "queries"))
 
 
+M010_INDEXES = {"queries_key_started", "queries_user_started", "queries_variant_started"}
+
+
 @migration
 def m010_spend_control(db: Connection) -> None:
     # Spend control (#23): admitted queries whose rows have not landed yet (their estimate counts against a
@@ -264,6 +267,9 @@ def m010_spend_control(db: Connection) -> None:
             create_index(db, ix)
     for col in ("cache_hit", "saved_cost_nano_usd"):
         add_column(db, "queries", Column(col, INT))
+    for ix in S.queries.indexes:
+        if ix.name in M010_INDEXES:
+            create_index(db, ix)
     for col in ("cache_hit", "saved_cost_nano_usd", "saved_unpriced"):
         add_column(db, "query_totals", _i0(col))
     for col in S.ROLLUP_CACHE_SUMS:

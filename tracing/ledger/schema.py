@@ -77,6 +77,10 @@ queries = Table(
     Column("saved_cost_nano_usd", INT),  # m010: a hit's saving, what the original answer cost; NULL = unknown
     Index("queries_started", "started_at"),
     Index("queries_origin", "origin", "experiment", "variant"),
+    # m010: a budget reads one key's, user's or variant's queries of the period at every admission
+    Index("queries_key_started", "api_key_id", "started_at"),
+    Index("queries_user_started", "user_id", "started_at"),
+    Index("queries_variant_started", "variant", "started_at"),
 )
 
 UNKNOWN_SQL = "status IN ('started', 'unknown')"
