@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,8 @@ class RagApp:
                         self.pricer, self.reply_stats)
 
     def ask(self, question: str, *, query_id: str | None = None, variant: str | None = None,
-            experiment: str | None = None, extra: dict | None = None, scope: Scope | None = None) -> Answer:
+            experiment: str | None = None, extra: dict | None = None, scope: Scope | None = None,
+            callbacks: Sequence[Any] = ()) -> Answer:
         """`extra`: more query-row fields for the ledger (user_id, session_id, arm, sticky, shadow_of, and
         origin: live | cli | replay | eval | shadow, default cli; comparisons read live rows only).
         `scope`: documents to search within (an unknown name raises UnknownDocument, listing close ones)."""
@@ -169,7 +171,7 @@ class RagApp:
         if self._rag is None:
             self._rag = build_rag(self.pipeline())
         query_id = query_id or str(uuid.uuid4())
-        config = {"callbacks": [self.tracer], "metadata": {
+        config = {"callbacks": [self.tracer, *callbacks], "metadata": {
             "query_id": query_id, "kind": "query", "variant": variant or self.settings.variant,
             "experiment": experiment or self.settings.experiment, "origin": "cli", **(extra or {})}}
         answer: Answer = self._rag.invoke({"question": question.strip(), "scope": scope}, config=config)

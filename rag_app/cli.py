@@ -232,6 +232,32 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
         err.print(f"wrote {output}")
 
 
+@app.command("budgets")
+def budgets_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")):
+    """Each budget of RAG_BUDGETS_FILE: its limit, spend this period (priced; unpriced calls counted
+    apart, never as $0), and time to reset, per key, user or variant, from the ledger every replica writes."""
+    from rag_app.config import load_settings
+    from rag_app.service.budgets import Limits, budget_status, load_budgets, render_status
+    from tracing.ledger import Ledger
+    from tracing.pricing import PriceTable
+
+    settings = load_settings()
+    if settings.budgets_file is None:
+        _fail_one_line(RagError("RAG_BUDGETS_FILE is not set; point it at a budgets file (README: Spend control)"))
+    try:
+        budgets = load_budgets(settings.budgets_file)
+        limits = Limits(PriceTable.load(settings.price_overrides).fx)
+        limits.check(budgets, settings.budgets_file)
+        with Ledger.readable(settings.ledger) as ledger:
+            rows = budget_status(ledger, budgets, limits)
+    except RagError as e:
+        _fail_one_line(e)
+    if as_json:
+        print(json.dumps({"budgets": rows, "unpriced_policy": settings.budget_unpriced}, ensure_ascii=False, indent=2))
+    else:
+        print(render_status(rows))
+
+
 def _report_currency(settings):
     """RAG_REPORT_CURRENCY: USD (the ledger's) or CNY at the price table's latest dated rate."""
     from tracing.fx import display_currency

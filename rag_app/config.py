@@ -101,10 +101,18 @@ class Settings(BaseSettings):
 
     api_token: str | None = None
     experiments_file: Path | None = None
-    # `rag serve` looks at a ramped experiment this often (rag_app/service/ramp.py); a roll back is also
-    # posted to the alert webhook, when one is set
+    # `rag serve` looks at a ramped experiment this often (rag_app/service/ramp.py)
     ramp_check_s: float = Field(60.0, gt=0)
-    alert_webhook: str | None = None  # http(s) URL; POSTed JSON events, retried, never on a query's path
+    # Spend control (rag_app/service/budgets.py): limits per key, user or variant, validated at start-up
+    budgets_file: Path | None = None  # RAG_BUDGETS_FILE
+    # RAG_ALERT_WEBHOOK: http(s) URL POSTed each budget event and each ramp roll back (JSON; retried in the
+    # background, never on a query's path)
+    alert_webhook: str | None = None
+    # RAG_BUDGET_UNPRICED: block = a hard budget whose period holds unpriced calls (spend unknown) refuses
+    # further queries; allow = only the priced part counts (reported as partly unpriced)
+    budget_unpriced: Literal["block", "allow"] = "block"
+    # answers `rag serve` keeps per collection (rag_app/service/answer_cache.py); 0 = no answer cache
+    answer_cache_size: int = Field(1000, ge=0)
     max_upload_mb: float = Field(20.0, gt=0)
     max_request_mb: float = Field(100.0, gt=0)  # whole POST /v1/ingest body, refused before it is read past this
     allowed_hosts: str = ""  # extra Host names the service answers, comma-separated ("*": any)

@@ -54,7 +54,9 @@ def build_chat_model(settings: Any) -> Any:
         max_retries=0,
         max_tokens=settings.llm_max_tokens,
         temperature=0,
-        streaming=settings.llm_stream,
+        # set only when on: an explicit streaming=False would also refuse the streaming a caller asks for by
+        # attaching a streaming callback handler (SSE answers, rag_app/service/streaming.py)
+        **({"streaming": True} if settings.llm_stream else {}),
         stream_usage=True,  # stream_options.include_usage; ChatOpenAI turns it off for custom base URLs unless asked
     )
 

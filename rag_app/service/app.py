@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field, field_validator
 
@@ -17,16 +18,24 @@ from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.presenter import answer_payload
 from rag_app.service.answers import AnswerArchive, RecentAnswers
+from rag_app.service.budgets import BudgetGate, Limits, OverBudget, budget_status, event_json, load_budgets
+from rag_app.service.webhook import Webhook
 from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
                                     public_validation_errors, save_uploads)
-from rag_app.service.pool import VariantPool
+from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
+from rag_app.service.pool import Route, VariantPool
+from rag_app.service.answer_cache import AnswerCache, Cached, hit_payload
+from rag_app.attempts import utcnow
+from rag_app.usage import totals
+from rag_app.service.streaming import SSE_HEADERS, StreamedQuery, rest_of, sse
 from rag_app.money import usd_json
 from tracing.ledger import BY_DIMS, SERVICE_BOUNDS, Ledger, LedgerUnavailable, is_transient, stage_json
 
 log = logging.getLogger(__name__)
 
 
+log = logging.getLogger(__name__)
 DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
 
 
@@ -45,6 +54,7 @@ class AskRequest(BaseModel):
     user_id: str | None = Field(None, max_length=200)
     session_id: str | None = Field(None, max_length=200)
     scope: AskScope | None = None
+    stream: bool = False  # SSE: tokens as they come, the answer and its cost in the last event
 
     @field_validator("question")
     @classmethod
@@ -57,18 +67,23 @@ class AskRequest(BaseModel):
 def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     # Built here, not in the lifespan, so a bad experiments file or a locked store fails `rag serve`
     # with one line before the server starts.
+    budgets = load_budgets(settings.budgets_file)  # before the pool: a bad file fails in well under a second
     state: dict = {"pool": VariantPool(settings)}
-    state["pool"].start_ramp()
+    limits = Limits(state["pool"].base.prices.fx)
+    limits.check(budgets, settings.budgets_file)
     try:  # load models now: the first request's latency is its own, the load is a `kind=startup` row
         state["pool"].base.warm_up(origin="live")
     except RagError as e:
-        log.warning("start-up warm-up incomplete (%s); the first request loads what is missing", e)  # a ramped experiment moves by itself (rag_app/service/ramp.py)
+        log.warning("start-up warm-up incomplete (%s); the first request loads what is missing", e)
     upload_lock = threading.Lock()
+    cache = AnswerCache(settings.answer_cache_size) if settings.answer_cache_size > 0 else None
     answers: AnswerArchive = RecentAnswers(RECENT_ANSWERS)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
+        if webhook is not None:
+            webhook.close()
         state["pool"].close()
         for r in readers:
             r.close()
@@ -95,9 +110,10 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     readers: list[Ledger] = []
     readers_lock = threading.Lock()
 
-    def read(fn):
+    def read(fn, flush: bool = True):
         """fn(ledger) for a request; the ledger down or frozen is a 503 naming it (never a 500)."""
-        pool().base.writer.flush(2.0)  # just-written rows show; bounded, at once while the ledger fails
+        if flush:
+            pool().base.writer.flush(2.0)  # just-written rows show; bounded, at once while the ledger fails
         try:
             with readers_lock:
                 if not readers:
@@ -110,6 +126,17 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
                 raise
             raise HTTPException(503, f"ledger {settings.ledger} unreachable ({type(e).__name__}); "
                                      "new rows wait in memory, retry shortly") from None
+
+    # Budgets: every replica admits against the one ledger (the admission needs no flush: a query whose
+    # rows are still buffered here counts by its reservation)
+    webhook = (Webhook(settings.alert_webhook, lambda event_id, status: read(
+        lambda L: L.set_budget_webhook(event_id, status), flush=False)) if settings.alert_webhook else None)
+    gate = BudgetGate(budgets, limits, lambda fn: read(fn, flush=False), settings.budget_unpriced, webhook)
+    state["pool"].start_ramp(webhook)  # a ramped experiment moves by itself (rag_app/service/ramp.py)
+
+    @app.exception_handler(OverBudget)
+    async def over_budget(request: Request, exc: OverBudget):
+        return JSONResponse(exc.body, status_code=429, headers={"Retry-After": str(exc.retry_after_s)})
 
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError):
@@ -164,21 +191,123 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
             body["otel"] = pool().base.otel.health()
         return body
 
-    @app.post("/v1/ask", dependencies=[Depends(auth)])
-    def ask(req: AskRequest, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
+    def key_of(creds: HTTPAuthorizationCredentials | None) -> str | None:
         # spend per API key: the ledger keeps a short hash of the bearer token, never the token
-        key_id = api_key_id(creds.credentials) if creds and settings.api_token is not None else None
-        answer, assignment = pool().ask(req.question, req.user_id, req.session_id, api_key_id=key_id,
-                                        scope=_scope(req.scope))
+        return api_key_id(creds.credentials) if creds and settings.api_token is not None else None
+
+    def run_query(question: str, user_id: str | None, session_id: str | None, scope, key_id: str | None, *,
+                  variant: str | None = None, callbacks=(), admitted=None) -> tuple[dict, Route]:
+        """One ledger query for every front door (/v1/ask, /v1/chat/completions): the answer cache
+        first (a hit bills nothing), then the budgets, then the query path. (answer payload, route)."""
+        p = pool()
+        route = p.route(user_id, session_id, key_id, variant)
+        app_ = p.app_for(route.app_variant)
+        store, collection = app_.store, app_.settings.collection
+        key = None
+        if cache is not None:
+            started, t0 = utcnow(), time.perf_counter()
+            key = cache.key(question, scope, collection=collection, variant=route.variant,
+                            experiment=route.experiment, arm=route.assignment.arm if route.assignment else None,
+                            settings={"overrides": p.config.variants.get(route.app_variant, {}),
+                                      "prompt_version": app_.settings.prompt_version,
+                                      "llm_model": app_.settings.llm_model})
+            hit = cache.get(store, collection, key)
+            if hit is not None:
+                p.base.writer.put("queries", {
+                    "query_id": route.query_id, "kind": "query", "question": question, "mode": hit.payload["mode"],
+                    "status": "ok", "variant": route.variant, "experiment": route.experiment, "started_at": started,
+                    "ended_at": utcnow(), "latency_ms": round((time.perf_counter() - t0) * 1000, 3), **route.extra,
+                    # origin `cache`: an experiment's comparison reads live runs of its arms, never hits
+                    "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": hit.cost_nano})
+                return hit_payload(hit, route.query_id), route
+        gate.admit(route.query_id, {"key": key_id, "user": user_id, "variant": route.variant})
+        if admitted is not None:
+            admitted(route.query_id, route.variant)
+        answer = p.run(route, question, scope, callbacks)
         payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, settings.data_dir))
+        if cache is not None and key is not None and not answer.incomplete:
+            cache.put(store, collection, key, Cached(payload, totals(answer.usage).cost_nano))
+        return {**payload, "cache_hit": False, "saved_cost_usd": None}, route
+
+    def presented(result: tuple[dict, Route]) -> dict:
+        payload, route = result
         answers.put(payload)
+        a = route.assignment
         return {**payload,
-                "experiment": assignment.experiment if assignment else None,
-                "variant": assignment.variant if assignment else settings.variant,
-                "arm": assignment.arm if assignment else None,
-                "sticky": assignment.sticky if assignment else None,
+                "experiment": route.experiment, "variant": route.variant,
+                "arm": a.arm if a else None, "sticky": a.sticky if a else None,
                 # the figures above come from the answer itself; this says whether its rows are on disk yet
                 "ledger": "buffered" if pool().base.writer.failing else "ok"}
+
+    def streamed(run) -> StreamedQuery:
+        """Start a query in a worker thread; returns once it is admitted (a refusal raises: its status)."""
+        q = StreamedQuery(run)
+        q.wait_admitted()
+        return q
+
+    def error_body(e: BaseException) -> dict:
+        if isinstance(e, RagError):
+            return {"detail": public_message(str(e), settings.data_dir), "type": type(e).__name__}
+        log.error("streamed query failed", exc_info=e)
+        return {"detail": "the query failed; its rows in the ledger say where", "type": type(e).__name__}
+
+    @app.post("/v1/ask", dependencies=[Depends(auth)])
+    def ask(req: AskRequest, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
+        """The answer, its citations and its cost. `stream: true`: SSE, `token` events as the LLM sends
+        them, then one `answer` event with the whole payload and its cost (or one `error` event)."""
+        key_id, scope = key_of(creds), _scope(req.scope)
+        if not req.stream:
+            return presented(run_query(req.question, req.user_id, req.session_id, scope, key_id))
+        q = streamed(lambda callbacks, admitted: run_query(req.question, req.user_id, req.session_id, scope,
+                                                            key_id, callbacks=callbacks, admitted=admitted))
+
+        def events():
+            for kind, value in q.follow():
+                if kind == "token":
+                    yield sse({"text": value}, "token")
+                elif kind == "error":
+                    yield sse(error_body(value), "error")
+                else:
+                    yield sse(presented(value), "answer")
+        return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    @app.get("/v1/models", dependencies=[Depends(auth)])
+    def models():
+        """OpenAI-compatible: `legal-rag` (routed as /v1/ask) and one model per variant."""
+        return models_payload(sorted(pool().config.variants))
+
+    @app.post("/v1/chat/completions", dependencies=[Depends(auth)])
+    def chat_completions(req: ChatRequest, creds: HTTPAuthorizationCredentials | None = Depends(bearer)):
+        """OpenAI-compatible chat completions over the same query path and ledger as /v1/ask
+        (rag_app/service/openai_compat.py)."""
+        variant = variant_for(req.model, sorted(pool().config.variants))
+        question = question_of(req.messages)
+        try:
+            scope = _scope(AskScope(**req.scope) if req.scope is not None else None)
+        except ValueError as e:
+            raise HTTPException(422, f"scope: {e}") from None
+        key_id = key_of(creds)
+        if not req.stream:
+            return completion(presented(run_query(question, req.user, None, scope, key_id, variant=variant)), req.model)
+        q = streamed(lambda callbacks, admitted: run_query(question, req.user, None, scope, key_id, variant=variant,
+                                                            callbacks=callbacks, admitted=admitted))
+        chunks = ChunkStream(req.model).events(q.follow(), q.query_id, presented, rest_of, error_body)
+
+        def events():
+            for c in chunks:
+                yield sse(c)
+            yield "data: [DONE]\n\n"
+        return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    @app.get("/v1/budgets", dependencies=[Depends(auth)])
+    def budgets_now(events: int = Query(20, ge=0, le=500)):
+        """Each budget's limit, spend, unpriced calls and reset time (as `rag budgets`), and recent events."""
+        from datetime import UTC, datetime, timedelta
+
+        month_ago = (datetime.now(UTC) - timedelta(days=31)).isoformat(timespec="milliseconds")
+        rows, recent = read(lambda L: (budget_status(L, budgets, limits), L.budget_events(month_ago, events)))
+        return {"budgets": rows, "unpriced_policy": settings.budget_unpriced,
+                "webhook": settings.alert_webhook is not None, "events": [event_json(e) for e in recent]}
 
     @app.post("/v1/ingest", dependencies=[Depends(auth)])
     def ingest(files: list[UploadFile] = File(...)):

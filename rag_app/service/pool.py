@@ -6,7 +6,10 @@ import difflib
 import logging
 import threading
 import uuid
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 from rag_app.app import RagApp
 from rag_app.config import Settings
@@ -18,6 +21,16 @@ from rag_app.attempts import utcnow
 
 log = logging.getLogger(__name__)
 SHADOW_QUEUE_MAX = 64  # shadow runs waiting or running at once, per process
+
+
+@dataclass(frozen=True)
+class Route:
+    query_id: str
+    variant: str  # as the ledger records it
+    app_variant: str  # whose settings answer (a variant of RAG_EXPERIMENTS_FILE, or "default")
+    experiment: str | None
+    assignment: Assignment | None
+    extra: dict  # the query row's who and where
 
 
 class VariantPool:
@@ -44,8 +57,9 @@ class VariantPool:
         self.shadow_skipped = 0
         self.ramp = None  # a RampController once start_ramp() ran (`rag serve` with a ramped experiment)
 
-    def start_ramp(self) -> None:
-        """Follow (and move) the experiment's ramp from the ledger; nothing when it declares none."""
+    def start_ramp(self, webhook=None) -> None:
+        """Follow (and move) the experiment's ramp from the ledger; nothing when it declares none.
+        `webhook`: the service's alert Webhook (a roll back is sent to it)."""
         exp = self.config.experiments.get(self.settings.experiment) if self.settings.experiment else None
         if exp is None or not exp.ramp or self.ramp is not None:
             return
@@ -53,7 +67,7 @@ class VariantPool:
         from tracing.ledger import SERVICE_BOUNDS, Ledger
 
         self.ramp = RampController(exp, Ledger.attach(self.settings.ledger, bounds=SERVICE_BOUNDS),
-                                   webhook=self.settings.alert_webhook, interval_s=self.settings.ramp_check_s)
+                                   webhook=webhook, interval_s=self.settings.ramp_check_s)
         self.ramp.start()
 
     def _open_index(self) -> None:
@@ -82,28 +96,45 @@ class VariantPool:
                 self._apps[variant] = RagApp(self.settings.model_copy(update=overrides), shared=self.base)
             return self._apps[variant]
 
-    def ask(self, question: str, user_id: str | None = None, session_id: str | None = None,
-            api_key_id: str | None = None, scope: Scope | None = None) -> tuple[Answer, Assignment | None]:
+    def route(self, user_id: str | None = None, session_id: str | None = None, api_key_id: str | None = None,
+              variant: str | None = None) -> Route:
+        """Which variant answers this request and what its ledger row says (the experiment's assignment).
+        `variant`: this variant, outside any experiment (the OpenAI-compatible endpoint's `model`)."""
         query_id = str(uuid.uuid4())
         exp = self.experiment
-        if exp is None:
-            variant = self.settings.variant if self.settings.variant in self.config.variants else "default"
-            answer = self.app_for(variant).ask(question, query_id=query_id, variant=self.settings.variant,
-                                               extra={"user_id": user_id, "session_id": session_id, "origin": "live",
-                                                      "api_key_id": api_key_id}, scope=scope)
-            return answer, None
+        base = {"user_id": user_id, "session_id": session_id, "origin": "live", "api_key_id": api_key_id}
+        if exp is None or variant is not None:
+            if variant is not None and variant not in self.config.variants:
+                raise ConfigError(f"unknown variant {variant!r}")
+            name = variant or self.settings.variant
+            return Route(query_id, name, name if name in self.config.variants else "default", None, None, base)
         a = assign(exp, user_id, session_id, request_id=query_id)
-        extra = {"user_id": user_id, "session_id": session_id, "arm": a.arm, "sticky": int(a.sticky), "origin": "live",
-                 "api_key_id": api_key_id}
-        answer = self.app_for(a.variant).ask(question, query_id=query_id, variant=a.variant, experiment=exp.name,
-                                             extra=extra, scope=scope)
-        if a.shadow:
+        return Route(query_id, a.variant, a.variant, exp.name, a, {**base, "arm": a.arm, "sticky": int(a.sticky)})
+
+    def run(self, route: Route, question: str, scope: Scope | None = None, callbacks: Sequence[Any] = ()) -> Answer:
+        """Answer a routed question (and start its shadow run, if its experiment has one)."""
+        answer = self.app_for(route.app_variant).ask(question, query_id=route.query_id, variant=route.variant,
+                                                     experiment=route.experiment, extra=route.extra, scope=scope,
+                                                     callbacks=callbacks)
+        a = route.assignment
+        if a is not None and a.shadow:
             if self._shadow_slots.acquire(blocking=False):
-                self._shadow.submit(self._run_shadow, question, answer, a, extra, scope)
+                self._shadow.submit(self._run_shadow, question, answer, a, route.extra, scope)
             else:
                 self.shadow_skipped += 1
                 log.warning("shadow run of %s skipped: %d already waiting", a.shadow, SHADOW_QUEUE_MAX)
-        return answer, a
+        return answer
+
+    def ask(self, question: str, user_id: str | None = None, session_id: str | None = None,
+            api_key_id: str | None = None, scope: Scope | None = None,
+            admit: Callable[[str, str], None] | None = None, variant: str | None = None,
+            callbacks: Sequence[Any] = ()) -> tuple[Answer, Assignment | None]:
+        """route + run. `admit(query_id, variant)`: the budget gate, once the variant is known and before
+        any spend (raises to refuse the query). `callbacks`: more LangChain handlers (streaming)."""
+        route = self.route(user_id, session_id, api_key_id, variant)
+        if admit is not None:
+            admit(route.query_id, route.variant)
+        return self.run(route, question, scope, callbacks), route.assignment
 
     def _run_shadow(self, question: str, control: Answer, a: Assignment, extra: dict,
                     scope: Scope | None = None) -> None:

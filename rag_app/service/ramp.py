@@ -22,7 +22,6 @@ from datetime import datetime, timezone
 from rag_app.comparison import compare_live, srm_pvalue
 from rag_app.experiments import Experiment
 from rag_app.rollout import Ramp, StepDecision, decide_step
-from rag_app.service.webhook import post_event
 from rag_app.verdict import Plan, srm_level
 
 log = logging.getLogger(__name__)
@@ -35,7 +34,8 @@ def _now() -> str:
 class RampController:
     """One ramped experiment of one `rag serve` process. `ledger`: a tracing.ledger.Ledger."""
 
-    def __init__(self, exp: Experiment, ledger, *, webhook: str | None = None, interval_s: float = 60.0):
+    def __init__(self, exp: Experiment, ledger, *, webhook=None, interval_s: float = 60.0):
+        """`webhook`: a rag_app.service.webhook.Webhook (a roll back is sent to it), or None."""
         ramp = Ramp.of(exp.ramp)
         if ramp is None:
             raise ValueError(f"experiment {exp.name!r} has no ramp")
@@ -47,7 +47,6 @@ class RampController:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_decision: StepDecision | None = None
-        self.deliveries: list[threading.Thread] = []  # webhook posts (tests and shutdown join them)
 
     # -- what the pool serves ----------------------------------------------------------------------
     @property
@@ -96,10 +95,8 @@ class RampController:
                  "treatment_queries": t["queries"], "srm_pvalue": step_p, "writer_id": self.replica}
         if self.ledger.add_experiment_event(event):
             log.warning("experiment %s: %s", self.exp.name, decision.reason)
-            if decision.action == "roll back":
-                sent = post_event(self.webhook, {"event": "experiment.rolled_back", **event})
-                if sent is not None:
-                    self.deliveries.append(sent)
+            if decision.action == "roll back" and self.webhook is not None:
+                self.webhook.send(None, {"event": "experiment.rolled_back", **event})
         self.refresh()  # ours, or the move another replica wrote at this seq
         return decision
 

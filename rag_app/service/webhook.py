@@ -1,41 +1,71 @@
-"""Alert webhook (RAG_ALERT_WEBHOOK): each event is POSTed as JSON from a background thread, retried with
-backoff, and dropped with a warning after the last try. Nothing here ever runs on a query's path, and a
-dead receiver never slows or fails a request."""
+"""RAG_ALERT_WEBHOOK: budget events and ramp roll backs are POSTed as JSON from one background thread,
+a few tries with backoff each. Nothing here runs on a query's path: a slow or dead receiver never holds
+a request, and a full queue drops (and logs) an event rather than grow."""
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
+from collections.abc import Callable
 
 import httpx
 
 log = logging.getLogger(__name__)
-RETRY_DELAYS_S = (0.5, 2.0, 8.0)  # after the 1st, 2nd and 3rd failure; 4 tries in all
-TIMEOUT_S = 5.0
 
 
-def deliver(url: str, event: dict, *, delays: tuple[float, ...] | None = None) -> bool:
-    """POST `event` until a 2xx answer or the tries run out. True when delivered."""
-    delays = RETRY_DELAYS_S if delays is None else delays
-    for attempt, delay in enumerate((*delays, None), start=1):
+class Webhook:
+    """`send(event_id, event)` queues an event; `mark(event_id, "sent" | "failed")` records the outcome
+    where the event has a row for it (budget events; a ramp's event is sent with id None)."""
+
+    def __init__(self, url: str, mark: Callable[[int, str], None] | None = None, tries: int = 4,
+                 timeout_s: float = 5.0, backoff_s: float = 0.5, max_queue: int = 1000):
+        self.url, self.mark, self.tries, self.timeout_s, self.backoff_s = url, mark, tries, timeout_s, backoff_s
+        self._q: queue.Queue[tuple[int | None, dict] | None] = queue.Queue(max_queue)
+        self.sent = self.failed = self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="alert-webhook", daemon=True)
+        self._thread.start()
+
+    def send(self, event_id: int | None, event: dict) -> None:
         try:
-            r = httpx.post(url, json=event, timeout=TIMEOUT_S)
-            if r.is_success:
-                return True
-            why = f"HTTP {r.status_code}"
-        except httpx.HTTPError as e:
-            why = type(e).__name__
-        if delay is None:
-            log.warning("alert webhook: %s not delivered after %d tries (%s)", event.get("event"), attempt, why)
-            return False
-        time.sleep(delay)
-    return False
+            self._q.put_nowait((event_id, event))
+        except queue.Full:
+            self.dropped += 1
+            log.warning("alert webhook queue full: %s not sent", event.get("event", event_id))
 
+    def wait(self) -> None:
+        """Until every queued event has been tried (tests, shutdown)."""
+        self._q.join()
 
-def post_event(url: str | None, event: dict) -> threading.Thread | None:
-    """Deliver in the background; the thread is returned for tests and shutdown to join."""
-    if not url:
-        return None
-    t = threading.Thread(target=deliver, args=(url, event), name="alert-webhook", daemon=True)
-    t.start()
-    return t
+    def close(self, timeout_s: float = 5.0) -> None:
+        self._q.put(None)
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while (item := self._q.get()) is not None:
+            try:
+                self._deliver(*item)
+            finally:
+                self._q.task_done()
+        self._q.task_done()
+
+    def _deliver(self, event_id: int | None, event: dict) -> None:
+        ok = False
+        for attempt in range(self.tries):
+            try:
+                ok = httpx.post(self.url, json=event, timeout=self.timeout_s).is_success
+            except httpx.HTTPError:
+                ok = False
+            if ok or attempt == self.tries - 1:
+                break
+            time.sleep(self.backoff_s * 2 ** attempt)
+        self.sent += ok
+        self.failed += not ok
+        if not ok:
+            log.warning("alert webhook: %s not delivered after %d tries", event.get("event", event_id), self.tries)
+        if self.mark is None or event_id is None:
+            return
+        try:
+            self.mark(event_id, "sent" if ok else "failed")
+        except Exception as e:  # the ledger down: the row stays `pending`, the event was (or was not) sent
+            log.warning("event %s: webhook %s, not recorded (%s)", event_id, "sent" if ok else "failed", e)

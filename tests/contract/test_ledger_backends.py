@@ -92,6 +92,20 @@ def write_scenario(url: str, spill_dir) -> LedgerWriter:
     return w
 
 
+def _budget_steps(tx) -> list:
+    steps = [tx.spend("user", "u3", _t(0)), tx.spend("user", "nobody", _t(0)), tx.estimate("a"), tx.estimate("b"),
+             tx.estimate("zzz"), tx.in_flight("user", "u1", _t(0))]
+    tx.reserve("r1", "k1", "u1", "a", 500, _t(50))
+    tx.reserve("q02", None, "u2", "a", 7, _t(50))  # q02's row has landed: nothing of it is in flight
+    steps += [tx.in_flight("user", "u1", _t(0)), tx.in_flight("user", "u2", _t(0)), tx.in_flight("variant", "a", _t(0)),
+              tx.in_flight("key", "k1", _t(0)), tx.in_flight("user", "u1", _t(51)), tx.last_event_at("user=* day", "u1", "hard")]
+    tx.add_event({"at": _t(50), "budget": "user=* day", "dim": "user", "value": "u1", "kind": "hard",
+                  "period_start": T0, "spend_nano_usd": BIG, "limit_nano_usd": 5 * 10**9, "unpriced_calls": 0,
+                  "webhook": "pending"})
+    steps.append(tx.last_event_at("user=* day", "u1", "hard"))
+    return steps
+
+
 def sql(ledger: Ledger, text: str, **params) -> list[dict]:
     """The test's own look at the tables (the product reads only through the repository)."""
     with ledger.engine.connect() as db:
@@ -138,6 +152,12 @@ def snapshot(url: str) -> dict:
         out["ramp"] = (L.add_experiment_event(move), L.add_experiment_event(move),  # the second: seq taken
                        _no_ids(L.experiment_events("e")), L.step_counts("e", None), L.step_counts("e", _t(5)))
         assert out["ramp"][:2] == (True, False) and out["ramp"][3], out["ramp"]
+        # budgets (#23): spend per key, user, variant; in-flight reservations; events (before re-pricing)
+        out["budget_spend"] = {d: L.budget_spend(d, _t(0)) for d in ("key", "user", "variant")}
+        out["budget_spend_u7_since"] = (L.budget_spend("user", _t(6), "u7"), L.budget_spend("user", _t(8), "u7"))
+        out["budget_tx"] = L.budget_tx(_budget_steps)
+        out["budget_events"] = L.budget_events(_t(0))
+        out["budget_pruned"] = (L.prune_budget_reservations(_t(50)), L.prune_budget_reservations(_t(51)))
         out["by"] = {dim: L.by(dim) for dim in BY_DIMS}  # the rollups, read on each engine
         out["by_b"] = {dim: L.by(dim, variant="b") for dim in BY_DIMS}
         assert all(out["by"].values()), out["by"]
@@ -273,6 +293,19 @@ def test_every_reader_gives_identical_results(ledger_url, sqlite_reference, tmp_
     assert snap["compare"]["arms"]["control"]["queries"] == 6 and snap["compare"]["arms"]["treatment"]["queries"] == 6
     assert [m["model"] for m in snap["unpriced_models"]] == ["house-llm-7b"]
     assert snap["quarantine"] == [("stage_calls", "bad1"), ("stage_calls", "bad2"), ("stage_calls", "bad3")]
+    spend = snap["budget_spend"]
+    assert spend["key"] == {} and spend["user"]["u3"] == {"priced_nano_usd": 70_000 + 153_000 + 400,
+                                                          "unpriced_calls": 0, "queries": 1}
+    assert spend["user"]["u7"] == {"priced_nano_usd": 400, "unpriced_calls": 1, "queries": 1}  # unknown, not $0
+    assert spend["user"]["u0"]["priced_nano_usd"] == BIG + 400  # past int4
+    assert spend["variant"]["a"]["queries"] == 6 and spend["variant"]["b"]["unpriced_calls"] == 1
+    assert snap["budget_spend_u7_since"] == ({"u7": spend["user"]["u7"]}, {})
+    steps = snap["budget_tx"]
+    assert steps[0] == spend["user"]["u3"] and steps[1] == {"priced_nano_usd": 0, "unpriced_calls": 0, "queries": 0}
+    assert steps[4] == 0 and steps[5] == (0, 0)  # no history: no estimate; nothing reserved yet
+    assert steps[6:11] == [(1, 500), (0, 0), (1, 500), (1, 500), (0, 0)] and steps[11] is None
+    assert steps[12] == _t(50) and snap["budget_events"][0]["spend_nano_usd"] == BIG
+    assert snap["budget_pruned"] == (0, 2)  # made at _t(50): kept by a cut at _t(50), dropped by one at _t(51)
     assert snap == sqlite_reference
 
 

@@ -44,8 +44,10 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
     monkeypatch.setattr(service_app, "RECENT_ANSWERS", 10)  # 12 asks: the two oldest answers are dropped
     with FakeOpenAI() as llm:
         llm.script = [Status(429, headers={"retry-after-ms": "5"})]  # one retried attempt in the ledger
+        budgets = root / "budgets.json"  # #23: the budgets panel; the answer cache off (12 asks, 12 runs)
+        budgets.write_text('{"budgets": [{"user": "*", "period": "day", "limit_usd": 100}]}')
         settings = make_settings(root, openai_base_url=llm.base_url, experiments_file=cfg, experiment="topn",
-                                 llm_retry_base_s=0.01, api_token="tok")
+                                 llm_retry_base_s=0.01, api_token="tok", answer_cache_size=0, budgets_file=budgets)
         with Server(settings) as url:
             h = {"Authorization": "Bearer tok"}
             said = {}
@@ -80,6 +82,10 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 assert page.inner_text("#t-unpriced") == f"{totals['unpriced_rows']} rows"
                 assert page.locator("#queries tbody tr").count() == 12
                 assert page.locator("#chart-stages rect").count() == 12 * 4  # a bar segment per stage per query
+                assert page.inner_text("#t-answer-cache") == "0.0%" and "$0" in page.inner_text("#t-saved")
+                page.wait_for_selector("#budgets tbody tr")
+                assert page.locator("#budgets tbody tr").count() == 12  # "*": one row per user that spent
+                assert "user=* day" in page.locator("#budgets tbody tr").first.inner_text()
                 # spend per user and per API key (#11 item 4): the same rows as `rag report --by`
                 page.wait_for_selector("#by tbody tr")
                 assert page.locator("#by tbody tr").count() == len(by_user) == 12

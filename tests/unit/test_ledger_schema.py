@@ -33,6 +33,7 @@ EXPECTED_QUERIES = {
     "status": str, "error": str, "started_at": str, "ended_at": str, "latency_ms": float,
     "user_id": str, "session_id": str, "arm": str, "sticky": int, "shadow_of": str, "origin": str,
     "api_key_id": str,  # m007_report_rollups
+    "cache_hit": int, "saved_cost_nano_usd": int,  # m010_spend_control
 }
 EXPECTED_SHADOW_PAIRS = {
     "control_query_id": str, "treatment_query_id": str, "experiment": str, "topk_jaccard": float,

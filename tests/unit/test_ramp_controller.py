@@ -83,18 +83,19 @@ class Hook:
 
 
 def test_a_crossed_guardrail_rolls_back_writes_an_event_and_calls_the_webhook(tmp_path, monkeypatch):
-    monkeypatch.setattr("rag_app.service.webhook.RETRY_DELAYS_S", (0.01,))
+    from rag_app.service.webhook import Webhook
+
     hook = Hook()
     conn = SqlLedger(tmp_path / "l.sqlite")
     seed(conn, 250, 250, cost=(1000, 1500))  # treatment costs 50% more: the primary metric is worse
-    ramp = RampController(exp(50), conn, webhook=hook.url)
+    webhook = Webhook(hook.url, backoff_s=0.01)
+    ramp = RampController(exp(50), conn, webhook=webhook)
     d = ramp.look()
     assert (d.action, d.rollout_pct) == ("roll back", 0) and d.decided_by
     [e] = conn.experiment_events("e")
     assert (e["action"], e["from_pct"], e["to_pct"]) == ("roll back", 50, 0)
     assert ramp.live().rollout_pct == 0  # everyone is back on control
-    for t in ramp.deliveries:
-        t.join()
+    webhook.wait()
     assert len(hook.events) == 2  # refused once, delivered on the retry
     assert hook.events[-1]["event"] == "experiment.rolled_back" and hook.events[-1]["to_pct"] == 0
     # rolled back stays rolled back: a person restarts it by setting rollout_pct again

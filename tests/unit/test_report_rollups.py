@@ -70,6 +70,11 @@ def write_varied_ledger(path, n=120, seed=3) -> None:
             w.put("queries", late_rows.pop(0))
     for row in late_rows:
         w.put("queries", row)
+    for i in range(0, n, 5):  # answer-cache hits: a query row, no stage rows; every 10th saving unknown (unpriced)
+        w.put("queries", {"query_id": f"hit{i:04d}", "kind": "query", "question": f"问题{i}", "mode": "llm",
+                          "status": "ok", "variant": ("a", "b", None)[i % 3], "started_at": f"2026-11-0{1 + i % 5}T23:{1 + (i // 5) % 59:02d}:30.250+00:00",
+                          "user_id": f"u{i % 9}", "origin": "live", "cache_hit": 1, "latency_ms": 2.5,
+                          "saved_cost_nano_usd": None if i % 10 == 0 else 100_000 + i})
     w.put("queries", {"query_id": "ingest-1", "kind": "ingest", "status": "ok", "started_at": "2026-11-02T00:00:00"})
     assert w.flush(30)
     w.close()
@@ -110,6 +115,9 @@ def test_rollup_reports_equal_the_full_computation(ledger):
     full = L.report_full()
     assert full.totals["unpriced_queries"] > 0 and full.totals["retries"] > 0 and full.totals["timeouts"] > 0
     assert full.totals["unknown_attempts"] > 0  # attempts whose process "died" are at risk in the totals
+    hits = full.totals["answer_cache_hits"]
+    assert hits > 0 and 0 < full.totals["saved_unknown_hits"] < hits and full.totals["saved_cost_usd"] > 0
+    assert full.totals["answer_cache_hit_rate"] == round(hits / full.totals["queries"], 4)
     for kw in ({}, {"last": 17}, {"variant": "a"}, {"variant": "b", "last": 5}, {"last": 10_000}):
         same_report(L.report(**kw), L.report_full(**kw))
     # per-query rows of the listing view agree with the query_costs view, unpriced stays NULL
@@ -144,6 +152,9 @@ def test_by_dimension_sums_match_the_rows(ledger):
         assert sum(r["queries"] for r in rows) == full["queries"]
         assert sum(r["cost_usd"] for r in rows) == pytest.approx(full["cost_usd"], rel=1e-12)
         assert sum(r["unpriced_queries"] for r in rows) == full["unpriced_queries"]
+        assert sum(r["answer_cache_hits"] for r in rows) == full["answer_cache_hits"]  # hit rate and $ saved per dim
+        assert sum(r["saved_cost_usd"] for r in rows) == pytest.approx(full["saved_cost_usd"], rel=1e-12)
+        assert sum(r["saved_unknown_hits"] for r in rows) == full["saved_unknown_hits"]
     row_shadow = sum(v["shadow_cost_usd"] for v in full["stages"].values())  # every row's, unpriced queries' too
     for dim in ("model", "stage"):  # every row's cost is booked to its own model and stage: the sums agree
         rows = L.by(dim)

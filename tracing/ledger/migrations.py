@@ -199,7 +199,8 @@ def m007_report_rollups(db: Connection) -> None:
     create_index(db, Index("stage_calls_unknown", S.stage_calls.c.status,
                            sqlite_where=text("status IN ('started', 'unknown')"),
                            postgresql_where=text("status IN ('started', 'unknown')")))
-    m009_only = {"unknown_attempts", "unknown_cost_nano_usd", "retrieve_model", "shadow_part_nano_usd"}  # added later
+    m009_only = {"unknown_attempts", "unknown_cost_nano_usd", "retrieve_model", "shadow_part_nano_usd",
+                 "cache_hit", "saved_cost_nano_usd", "saved_unpriced", *S.ROLLUP_CACHE_SUMS}  # added later
     totals = Table("query_totals", MetaData(), *(c._copy() for c in S.query_totals.columns if c.name not in m009_only))
     _ddl(db, CreateTable(totals))
     for ix in S.query_totals.indexes:
@@ -271,6 +272,29 @@ def m011_shadow_part(db: Connection) -> None:
     for name in ("refold:stage_calls", "refold:queries", "refold:query_totals"):
         rollups.set_state(db, name, None)
     rollups.start_refold(db, ("stage_calls", "queries"))
+
+
+M012_INDEXES = {"queries_key_started", "queries_user_started", "queries_variant_started"}
+
+
+@migration
+def m012_spend_control(db: Connection) -> None:
+    # Spend control (#23): admitted queries whose rows have not landed yet (their estimate counts against a
+    # budget meanwhile, on every replica) and the events budgets raise; answer-cache hits and what they
+    # saved, on the query rows, the totals and the rollups (every query before this had no hit: zeros hold).
+    for t in (S.budget_reservations, S.budget_events):
+        _ddl(db, CreateTable(t))
+        for ix in t.indexes:
+            create_index(db, ix)
+    for col in ("cache_hit", "saved_cost_nano_usd"):
+        add_column(db, "queries", Column(col, INT))
+    for ix in S.queries.indexes:
+        if ix.name in M012_INDEXES:
+            create_index(db, ix)
+    for col in ("cache_hit", "saved_cost_nano_usd", "saved_unpriced"):
+        add_column(db, "query_totals", _i0(col))
+    for col in S.ROLLUP_CACHE_SUMS:
+        add_column(db, "report_rollup", _i0(col))
 
 
 def _create_triggers(db: Connection) -> None:

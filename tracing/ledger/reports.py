@@ -244,11 +244,20 @@ def report_totals(db: Connection, last: int | None = None, variant: str | None =
         # LLM attempts whose outcome is unknown (a process died mid-call): possibly billed, at input estimate
         "unknown_attempts": sums["unknown_attempts"], "at_risk_usd": usd_json(sums["unknown_cost_nano_usd"]),
         "embedding_cache_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
+        **answer_cache_json(sums["queries"], sums["cache_hit_queries"], sums["saved_cost_nano_usd"],
+                            sums["saved_unpriced"]),
         "context_tokens_mean": (round(sums["context_tokens"] / sums["context_queries"], 1)
                                 if sums["context_queries"] else None),
         "context_budget_tokens": budgets,
         "stages": {st: _stage_json(stages.get(st)) for st in [*STAGES, *sorted(set(stages) - set(STAGES))]},
     }
+
+
+def answer_cache_json(queries: int, hits: int, saved_nano: int, saved_unknown: int) -> dict:
+    """Answer-cache hits, their rate and what they saved (hits whose original was unpriced: unknown)."""
+    return {"answer_cache_hits": int(number(hits)),
+            "answer_cache_hit_rate": round(int(number(hits)) / queries, 4) if queries else None,
+            "saved_cost_usd": usd_json(int(number(saved_nano))), "saved_unknown_hits": int(number(saved_unknown))}
 
 
 def _stage_json(v) -> dict:
@@ -289,8 +298,14 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
     waste = retries = timeouts = unpriced = estimated = at_risk = hits = misses = 0
     unknown = unknown_cost = 0
     context: dict[str, tuple] = {}
+    cache_hits = saved = saved_unknown = 0
     for i in range(0, len(ids), 500):
         batch = ids[i:i + 500]
+        for hit, saving in db.execute(select(queries.c.cache_hit, queries.c.saved_cost_nano_usd)
+                                      .where(queries.c.query_id.in_(batch), queries.c.cache_hit == 1)):
+            cache_hits += 1
+            saved += saving or 0
+            saved_unknown += saving is None
         for r in db.execute(select(stage_source).where(stage_source.c.query_id.in_(batch))).mappings():
             r = dict(r)
             _add(per_stage[r["query_id"]].setdefault(r["stage"], _new_sums()), r)
@@ -339,6 +354,7 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
         "retries": retries, "timeouts": timeouts, "unpriced_rows": unpriced, "estimated_rows": estimated,
         "output_at_risk_tokens": at_risk, "unknown_attempts": unknown, "at_risk_usd": usd_json(unknown_cost),
         "embedding_cache_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
+        **answer_cache_json(len(qs), cache_hits, saved, saved_unknown),
         "context_tokens_mean": round(sum(t for t, _ in context.values()) / len(context), 1) if context else None,
         "context_budget_tokens": sorted({b for _, b in context.values() if b is not None}),
         "stages": {st: {"input_tokens": v["input_tokens"], "output_tokens": v["output_tokens"],
@@ -386,7 +402,9 @@ def by_report(db: Connection, dim: str, variant: str | None = None) -> list[dict
                     "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"],
                     "unpriced_rows": s["unpriced_rows"], "retries": s["retries"] if query_level else None,
                     "timeouts": s["timeouts"] if query_level else None,
-                    "waste_usd": usd_json(s["waste_nano_usd"]) if query_level else None})
+                    "waste_usd": usd_json(s["waste_nano_usd"]) if query_level else None,
+                    **(answer_cache_json(s["queries"], s["cache_hit_queries"], s["saved_cost_nano_usd"],
+                                         s["saved_unpriced"]) if query_level else {})})
     out.sort(key=lambda x: (-(x["cost_usd"] or 0), -x["queries"], str(x[dim])))
     if dim == "day":
         out.sort(key=lambda x: str(x["day"]), reverse=True)

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, cast, distinct, func, insert, select
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.errors import RagError
 from rag_app.ledger_location import LedgerTarget, LedgerURLError, as_target
-from tracing.ledger import reports, rollups, views
+from tracing.ledger import budgets, reports, rollups, views
 from tracing.ledger.engine import (
     Bounds,
     config_error,
@@ -47,6 +47,7 @@ from tracing.ledger.schema import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 SERVICE_BOUNDS = Bounds(connect_s=5.0, statement_s=5.0, pool_size=5, max_overflow=5)  # a frozen server: 503 in ~5 s
 CLI_BOUNDS = Bounds(connect_s=10.0, statement_s=60.0, pool_size=1, max_overflow=1)
 TABLE_PRICED = ("genai-prices", "bundled", "override", "unpriced")
@@ -400,6 +401,31 @@ class Ledger:
         if rows:
             with self.engine.begin() as db:
                 db.execute(insert(repricings), rows)
+
+
+    # -- budgets (tracing/ledger/budgets.py; the rules are rag_app/service/budgets.py's) ------------------
+    def budget_spend(self, dim: str, since: str, value: str | None = None) -> dict[str, dict[str, int]]:
+        """Billed spend per key, user or variant since an instant: priced nano-dollars, unpriced calls, queries."""
+        with self._read() as db:
+            return budgets.spend(db, dim, since, value)
+
+    def budget_tx(self, decide: Callable[[budgets.BudgetTx], T]) -> T:
+        """`decide(tx)` inside one transaction under the budget lock every replica takes."""
+        with self.engine.begin() as db:
+            budgets.lock(db)
+            return decide(budgets.BudgetTx(db))
+
+    def budget_events(self, since: str, limit: int = 100) -> list[dict]:
+        with self._read() as db:
+            return budgets.events(db, since, limit)
+
+    def set_budget_webhook(self, event_id: int, status: str) -> None:
+        with self.engine.begin() as db:
+            budgets.set_webhook(db, event_id, status)
+
+    def prune_budget_reservations(self, before: str) -> int:
+        with self.engine.begin() as db:
+            return budgets.prune_reservations(db, before)
 
 
 def _translated(target: LedgerTarget, e: BaseException) -> Exception:

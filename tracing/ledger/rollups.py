@@ -137,6 +137,9 @@ def totals_select(ids: list[str] | None):
         k.c.query_id, q.c.kind, q.c.started_at, func.coalesce(func.substr(q.c.started_at, 1, 10), "").label("day"),
         q.c.variant, q.c.experiment, SIDE.label("side"), q.c.user_id, q.c.api_key_id, q.c.mode, q.c.status,
         q.c.origin, func.coalesce(q.c.sticky, 0).label("sticky"), q.c.latency_ms,
+        func.coalesce(q.c.cache_hit, 0).label("cache_hit"),
+        case((q.c.cache_hit == 1, func.coalesce(q.c.saved_cost_nano_usd, 0)), else_=0).label("saved_cost_nano_usd"),
+        case((and_(q.c.cache_hit == 1, q.c.saved_cost_nano_usd.is_(None)), 1), else_=0).label("saved_unpriced"),
         case((func.coalesce(a.c.null_cost_rows, 0) > 0, None), else_=func.coalesce(a.c.priced_cost_nano_usd, 0))
         .label("cost_nano_usd"),
         case((func.coalesce(a.c.unpriced_rows, 0) > 0, None), else_=func.coalesce(a.c.shadow_sum_nano_usd, 0))
@@ -172,7 +175,8 @@ def query_vector(t: Mapping) -> list[float]:
         int(ctx is not None), ctx or 0, int(t["status"] == "error"), int(t["timeouts"] > 0), int(t["retries"] > 0),
         int(t["sticky"] != 0), lat,
         float(cost) * cost if cost is not None else 0.0, float(shadow) * shadow if shadow is not None else 0.0,
-        float(lat) * lat, t.get("unknown_attempts", 0), t.get("unknown_cost_nano_usd", 0), t["shadow_sum_nano_usd"]]
+        float(lat) * lat, t.get("unknown_attempts", 0), t.get("unknown_cost_nano_usd", 0), t["shadow_sum_nano_usd"],
+        t.get("cache_hit", 0), t.get("saved_cost_nano_usd", 0), t.get("saved_unpriced", 0)]
 
 
 def query_sums(t: Mapping) -> dict[str, float]:

@@ -15,6 +15,8 @@ column is one line here plus its migration.
     rollup_dirty        queries whose rows changed since their totals were computed (set by triggers)
     ledger_state        name -> value: rollups stale, spill replay progress, ...
     ledger_writers      writer processes and their heartbeats (a dead one's `started` rows become unknown)
+    budget_reservations a query admitted past a budget and not yet in `queries`: its estimate is in flight (m012)
+    budget_events       budget alerts, soft-limit crossings and hard-limit refusals, and their webhook's fate (m012)
     _migrations         applied migrations
 """
 from __future__ import annotations
@@ -70,10 +72,16 @@ queries = Table(
     Column("arm", Text),
     Column("sticky", INT),
     Column("shadow_of", Text),
-    Column("origin", Text),  # live | cli | replay | eval | shadow; NULL before m005
+    Column("origin", Text),  # live | cli | replay | eval | shadow | cache (an answer-cache hit); NULL before m005
     Column("api_key_id", Text),  # 12 hex digits of the bearer token's SHA-256, never the token
+    Column("cache_hit", INT),  # m012: 1 = answered from the answer cache (no stage rows: nothing billed)
+    Column("saved_cost_nano_usd", INT),  # m012: a hit's saving, what the original answer cost; NULL = unknown
     Index("queries_started", "started_at"),
     Index("queries_origin", "origin", "experiment", "variant"),
+    # m012: a budget reads one key's, user's or variant's queries of the period at every admission
+    Index("queries_key_started", "api_key_id", "started_at"),
+    Index("queries_user_started", "user_id", "started_at"),
+    Index("queries_variant_started", "variant", "started_at"),
 )
 
 UNKNOWN_SQL = "status IN ('started', 'unknown')"
@@ -243,6 +251,9 @@ query_totals = Table(
     Column("retrieve_model", Text),  # m009
     Column("unknown_attempts", INT, **_I0),  # m009: attempts whose outcome is unknown (possibly billed)
     Column("unknown_cost_nano_usd", INT, **_I0),  # ... priced at their input estimate: at risk
+    Column("cache_hit", INT, **_I0),  # m012: answered from the answer cache
+    Column("saved_cost_nano_usd", INT, **_I0),  # m012: what that saved (0 when unknown: see saved_unpriced)
+    Column("saved_unpriced", INT, **_I0),  # m012: a hit whose original answer was unpriced (saving unknown)
     Index("query_totals_started", "kind", "started_at", "query_id"),
     Index("query_totals_variant_started", "kind", "variant", "started_at", "query_id"),
     Index("query_totals_cost", "kind", "cost_nano_usd"),
@@ -269,7 +280,8 @@ ROLLUP_EXTRA_SUMS = ("unknown_attempts", "unknown_cost_nano_usd",  # m009
                      # query-level shadow, but its local stages' shadow is known): what the per-stage and
                      # per-model shadows add up to, so every breakdown sums to the same total
                      "shadow_part_nano_usd")
-ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS
+ROLLUP_CACHE_SUMS = ("cache_hit_queries", "saved_cost_nano_usd", "saved_unpriced")  # m012: the answer cache
+ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_CACHE_SUMS
 
 report_rollup = Table(
     "report_rollup", metadata,
@@ -277,6 +289,7 @@ report_rollup = Table(
     *(Column(c, INT, **_I0) for c in ROLLUP_INT_SUMS),
     *(Column(c, FLOAT, **_I0) for c in ROLLUP_FLOAT_SUMS),
     *(Column(c, INT, **_I0) for c in ROLLUP_EXTRA_SUMS),
+    *(Column(c, INT, **_I0) for c in ROLLUP_CACHE_SUMS),
 )
 
 rollup_dirty = Table("rollup_dirty", metadata, Column("query_id", Text, primary_key=True))
@@ -290,6 +303,35 @@ ledger_writers = Table(
     Column("pid", INT, nullable=False),
     Column("started_at", Text, nullable=False),
     Column("heartbeat_at", Text, nullable=False),  # refreshed while the process lives
+)
+
+# -- budgets (m012; rag_app/service/budgets.py decides, tracing/ledger/budgets.py reads and writes) -------
+budget_reservations = Table(
+    "budget_reservations", metadata,
+    Column("query_id", Text, primary_key=True),
+    Column("api_key_id", Text),
+    Column("user_id", Text),
+    Column("variant", Text),
+    Column("estimate_nano_usd", INT, **_I0),  # what the query is expected to cost, counted until its row lands
+    Column("created_at", Text, nullable=False),
+    Index("budget_reservations_created", "created_at"),
+)
+
+budget_events = Table(
+    "budget_events", metadata,
+    _id(),
+    Column("at", Text, nullable=False),
+    Column("budget", Text, nullable=False),  # the rule, as `rag budgets` labels it: "user=* day"
+    Column("dim", Text, nullable=False),  # key | user | variant
+    Column("value", Text, nullable=False),  # which key, user or variant
+    Column("kind", Text, nullable=False),  # alert | soft | hard
+    Column("period_start", Text, nullable=False),
+    Column("spend_nano_usd", INT, nullable=False),  # priced spend (unpriced calls are counted apart)
+    Column("limit_nano_usd", INT, nullable=False),
+    Column("unpriced_calls", INT, **_I0),
+    Column("webhook", Text),  # none | pending | sent | failed
+    Index("budget_events_lookup", "budget", "value", "kind", "at"),
+    sqlite_autoincrement=True,
 )
 
 migrations_table = Table(

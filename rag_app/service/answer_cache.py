@@ -1,0 +1,87 @@
+"""An exact-match answer cache for `rag serve` (on by default; RAG_ANSWER_CACHE_SIZE=0 turns it off).
+
+Key: the normalised question (Unicode NFKC, whitespace collapsed, case folded), the scope, the variant
+and what it runs with (its overrides, prompt version, LLM model), the experiment and arm, and the
+collection. The entries of a collection live in the store as one of its derived indexes
+(rag_app/store/base.py DerivedIndexes): any write of a document of the collection drops them, so a
+cached answer never outlives the documents it quoted (that generation is the collection version).
+An experiment's arms never share entries: the variant and arm are in the key.
+
+A hit writes one query row (cache_hit = 1, no stage rows: zero billed tokens, $0 billed) whose
+saved_cost_nano_usd is what the original answer cost (NULL when that was unpriced: the saving is
+unknown, never $0), with origin `cache`: reports count it, an experiment's comparison (live runs of
+its arms) does not. Budgets count billed spend, so a hit spends nothing and is served even past a limit.
+Only complete answers are kept (a reply cut short is asked again).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import unicodedata
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from rag_app.money import usd_json
+from rag_app.scope import Scope
+
+CACHE_INDEX = "answer_cache"
+
+
+def normalise(question: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", question).split()).casefold()
+
+
+@dataclass(frozen=True)
+class Cached:
+    payload: dict  # the answer payload as first served
+    cost_nano: int | None  # what it cost (None: unpriced)
+
+
+class AnswerCache:
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(question: str, scope: Scope | None, *, collection: str, variant: str, experiment: str | None,
+            arm: str | None, settings: dict[str, Any]) -> str:
+        parts = {"q": normalise(question), "scope": [sorted(scope.docs), sorted(scope.laws)] if scope else None,
+                 "collection": collection, "variant": variant, "experiment": experiment, "arm": arm,
+                 "settings": settings}
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+                              .encode("utf-8")).hexdigest()
+
+    @staticmethod
+    def _entries(store: Any, collection: str) -> OrderedDict[str, Cached]:
+        # the collection's generation of entries: a new, empty one after any write of its documents
+        entries: OrderedDict[str, Cached] = store.derived(collection, CACHE_INDEX, OrderedDict)
+        return entries
+
+    def get(self, store: Any, collection: str, key: str) -> Cached | None:
+        entries = self._entries(store, collection)
+        with self._lock:
+            hit = entries.get(key)
+            if hit is None:
+                self.misses += 1
+                return None
+            entries.move_to_end(key)
+            self.hits += 1
+            return hit
+
+    def put(self, store: Any, collection: str, key: str, value: Cached) -> None:
+        entries = self._entries(store, collection)
+        with self._lock:
+            entries[key] = value
+            entries.move_to_end(key)
+            while len(entries) > self.max_entries:
+                entries.popitem(last=False)
+
+
+def hit_payload(hit: Cached, query_id: str) -> dict:
+    """The cached answer under the new query's id: nothing billed, and what it saved."""
+    return {**hit.payload, "query_id": query_id, "stages": [], "total_cost_usd": 0.0, "total_shadow_cost_usd": 0.0,
+            "unpriced": False, "unpriced_rows": 0, "cache_hit": True, "saved_cost_usd": usd_json(hit.cost_nano),
+            "cached_from": hit.payload["query_id"]}

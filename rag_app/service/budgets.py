@@ -1,0 +1,308 @@
+"""Budgets per API key, user and variant (RAG_BUDGETS_FILE), enforced at the front door of `rag serve`.
+
+    {"budgets": [{"key": "*", "period": "day", "limit_usd": 5.0, "hard": true, "alert_at": 0.8}]}
+
+Each entry names what it limits with exactly one of `key` (the 12-hex id the ledger records for a bearer
+token), `user` (the request's user_id) or `variant`; "*" means each one separately. `limit_usd` or
+`limit_cny` (converted at the price table's dated rate in force when the period began), `period` day or
+month (UTC: a day resets at 00:00 UTC, a month on the 1st), `hard` (default true: over it, 429), `alert_at`
+(a fraction of the limit: spend over the last rolling day or 30 days at or past it raises an alert).
+
+Spend is what the ledger holds (every replica reads the same rows): billed stage costs of the queries
+started in the period; unpriced calls are unknown, never $0 (RAG_BUDGET_UNPRICED decides whether a hard
+budget lets queries past while its spend is unknown). A cache hit bills nothing, so it spends nothing.
+Events (alert, soft, hard) are rows in `budget_events`, each POSTed to RAG_ALERT_WEBHOOK by a background
+thread with retries: a slow or dead webhook never holds a query.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from rag_app.errors import ConfigError
+from rag_app.money import usd_json
+from rag_app.service.webhook import Webhook
+from tracing.fx import FxTable
+from tracing.ledger import Ledger
+from tracing.ledger.budgets import DIMS, BudgetTx
+
+log = logging.getLogger(__name__)
+NANO = Decimal(10**9)
+PERIODS = ("day", "month")
+ROLLING = {"day": timedelta(days=1), "month": timedelta(days=30)}  # the alert's rolling window per period
+RESERVATION_TTL = timedelta(minutes=10)  # an admitted query whose row never lands stops counting after this
+PRUNE_EVERY = timedelta(hours=1)
+FIELDS = {"key", "user", "variant", "period", "limit_usd", "limit_cny", "hard", "alert_at"}
+
+
+@dataclass(frozen=True)
+class Budget:
+    dim: str  # key | user | variant
+    value: str  # "*" (each one separately) or one name
+    period: str  # day | month
+    limit: Decimal  # in `currency`
+    currency: str  # USD | CNY
+    hard: bool
+    alert_at: float | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.dim}={self.value} {self.period}"
+
+    def applies(self, who: dict[str, str | None]) -> str | None:
+        """The key, user or variant of this request this budget counts (None: not this request's)."""
+        v = who.get(self.dim)
+        return v if v is not None and self.value in ("*", v) else None
+
+
+class OverBudget(Exception):
+    def __init__(self, body: dict[str, Any], retry_after_s: int):
+        super().__init__(body["detail"])
+        self.body, self.retry_after_s = body, retry_after_s
+
+
+def load_budgets(path: Path | None) -> list[Budget]:
+    """Parse and validate RAG_BUDGETS_FILE; a mistake is one ConfigError line naming the file and field."""
+    if path is None:
+        return []
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"RAG_BUDGETS_FILE {path}: cannot read it ({e.strerror or e}); fix the path") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"RAG_BUDGETS_FILE {path}: not valid JSON ({e}); see README 'Spend control'") from None
+    if not isinstance(data, dict) or not isinstance(data.get("budgets"), list):
+        raise ConfigError(f'RAG_BUDGETS_FILE {path}: expected {{"budgets": [...]}}; see README "Spend control"')
+    return [_budget(path, i, item) for i, item in enumerate(data["budgets"])]
+
+
+def _budget(path: Path, i: int, item: Any) -> Budget:
+    where = f"RAG_BUDGETS_FILE {path}: budgets[{i}]"
+    if not isinstance(item, dict):
+        raise ConfigError(f"{where}: each budget is an object such as "
+                          '{"key": "*", "period": "day", "limit_usd": 5.0}')
+    unknown = sorted(set(item) - FIELDS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r}; fields are {', '.join(sorted(FIELDS))}")
+    dims = [d for d in DIMS if d in item]
+    if len(dims) != 1:
+        raise ConfigError(f"{where}: name exactly one of key, user or variant (\"*\": each one separately)")
+    value = item[dims[0]]
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}.{dims[0]}: a name or \"*\", not {value!r}")
+    period = item.get("period")
+    if period not in PERIODS:
+        raise ConfigError(f"{where}.period: day or month, not {period!r}")
+    limits = [f for f in ("limit_usd", "limit_cny") if f in item]
+    if len(limits) != 1:
+        raise ConfigError(f"{where}: give exactly one of limit_usd or limit_cny")
+    raw = item[limits[0]]
+    try:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+            raise InvalidOperation
+        limit = Decimal(str(raw))
+        if not limit.is_finite() or limit <= 0:
+            raise InvalidOperation
+    except InvalidOperation:
+        raise ConfigError(f"{where}.{limits[0]}: a positive amount such as 5.0, not {raw!r}") from None
+    hard = item.get("hard", True)
+    if not isinstance(hard, bool):
+        raise ConfigError(f"{where}.hard: true or false, not {hard!r}")
+    alert_at = item.get("alert_at")
+    if alert_at is not None and (isinstance(alert_at, bool) or not isinstance(alert_at, (int, float))
+                                 or not 0 < alert_at <= 1):
+        raise ConfigError(f"{where}.alert_at: a fraction of the limit in (0, 1] such as 0.8, not {alert_at!r}")
+    return Budget(dims[0], value, period, limit, "USD" if limits[0] == "limit_usd" else "CNY", hard,
+                  None if alert_at is None else float(alert_at))
+
+
+def period_bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
+    """(start, reset) of the UTC day or month `now` is in."""
+    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "day":
+        return day, day + timedelta(days=1)
+    start = day.replace(day=1)
+    return start, (start.replace(year=start.year + 1, month=1) if start.month == 12
+                   else start.replace(month=start.month + 1))
+
+
+def stamp(t: datetime) -> str:
+    """As the ledger writes started_at (rag_app.attempts.utcnow), so text order is time order."""
+    return t.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+class Limits:
+    """A budget's limit in nano-dollars for a period: CNY at the dated rate in force when it began."""
+
+    def __init__(self, fx: FxTable):
+        self.fx = fx
+
+    def check(self, budgets: list[Budget], path: Path | None) -> None:
+        for b in budgets:
+            if b.currency != "USD" and not self.fx.rates.get(b.currency):
+                raise ConfigError(f"RAG_BUDGETS_FILE {path}: {b.label} is in {b.currency} but the price table "
+                                  f"has no {b.currency}/USD rate; add one under \"fx\" in RAG_PRICE_OVERRIDES "
+                                  "or use limit_usd")
+
+    def nano(self, b: Budget, period_start: datetime) -> tuple[int, str | None]:
+        if b.currency == "USD":
+            return int(b.limit * NANO), None
+        rate, _ = self.fx.rate_at(b.currency, period_start)
+        assert rate is not None  # check() refused the file at start-up otherwise
+        return int(b.limit / rate.per_usd * NANO), rate.label()
+
+
+class BudgetGate:
+    """Admits a query against every budget that applies to it, or raises OverBudget (the 429)."""
+
+    def __init__(self, budgets: list[Budget], limits: Limits, ledger: Callable[[Callable[[Ledger], Any]], Any],
+                 unpriced: str = "block", webhook: Webhook | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+        self.budgets, self.limits, self.ledger, self.unpriced = budgets, limits, ledger, unpriced
+        self.webhook, self.clock = webhook, clock
+        self._pruned_at: datetime | None = None
+
+    def admit(self, query_id: str, who: dict[str, str | None]) -> None:
+        applicable = [(b, v) for b in self.budgets if (v := b.applies(who)) is not None]
+        if not applicable:
+            return
+        now = self.clock()
+
+        def decide(tx: BudgetTx) -> tuple[dict | None, list[tuple[int, dict]]]:
+            refusal: dict | None = None
+            events: list[dict] = []
+            for b, value in applicable:
+                start, reset = period_bounds(b.period, now)
+                limit, fx = self.limits.nano(b, start)
+                spent = tx.spend(b.dim, value, stamp(start))
+                n_flight, flight = tx.in_flight(b.dim, value, stamp(max(start, now - RESERVATION_TTL)))
+                priced, unpriced = spent["priced_nano_usd"], spent["unpriced_calls"]
+                base = {"budget": b.label, "dim": b.dim, "value": value, "period_start": stamp(start),
+                        "limit_nano_usd": limit, "unpriced_calls": unpriced}
+                if b.alert_at is not None:
+                    window = now - ROLLING[b.period]
+                    rolling = tx.spend(b.dim, value, stamp(window))["priced_nano_usd"]
+                    last = tx.last_event_at(b.label, value, "alert")
+                    if rolling >= b.alert_at * limit and (last is None or last < stamp(window)):
+                        events.append({**base, "kind": "alert", "spend_nano_usd": rolling})
+                over = priced + flight >= limit
+                unknown = unpriced > 0 and self.unpriced == "block"
+                if b.hard and (over or unknown):
+                    if refusal is None:
+                        refusal = _refusal(b, value, limit, fx, priced, flight, n_flight, unpriced, reset, now, over)
+                    last = tx.last_event_at(b.label, value, "hard")
+                    if last is None or last < stamp(start):
+                        events.append({**base, "kind": "hard", "spend_nano_usd": priced})
+                elif not b.hard and priced >= limit:
+                    last = tx.last_event_at(b.label, value, "soft")
+                    if last is None or last < stamp(start):
+                        events.append({**base, "kind": "soft", "spend_nano_usd": priced})
+            written = []
+            for e in events:
+                row = {**e, "at": stamp(now), "webhook": "pending" if self.webhook else "none"}
+                written.append((tx.add_event(row), row))
+            if refusal is None:
+                tx.reserve(query_id, who.get("key"), who.get("user"), who.get("variant"),
+                           tx.estimate(who.get("variant")), stamp(now))
+            return refusal, written
+
+        refusal, written = self.ledger(lambda L: L.budget_tx(decide))
+        if self._pruned_at is None or now - self._pruned_at > PRUNE_EVERY:
+            self._pruned_at = now  # reservations older than the TTL count for nothing: history, dropped hourly
+            try:
+                self.ledger(lambda L: L.prune_budget_reservations(stamp(now - 2 * RESERVATION_TTL)))
+            except Exception as e:  # a later admission tries again; nothing depends on it
+                log.warning("pruning budget reservations failed: %s", e)
+        if self.webhook is not None:
+            for event_id, row in written:
+                self.webhook.send(event_id, event_json(row))
+        if refusal is not None:
+            raise OverBudget(refusal, refusal["retry_after_s"])
+
+
+def _refusal(b: Budget, value: str, limit: int, fx: str | None, priced: int, flight: int, n_flight: int,
+             unpriced: int, reset: datetime, now: datetime, over: bool) -> dict:
+    why = (f"spent ${_usd(priced)} of ${_usd(limit)}" + (f" (+${_usd(flight)} in flight)" if flight else "")
+           if over else f"{unpriced} unpriced call(s) this {b.period}: spend unknown (RAG_BUDGET_UNPRICED=block)")
+    return {"detail": f"budget {b.label} for {b.dim} {value!r} exhausted: {why}; resets at {stamp(reset)}",
+            "type": "budget_exceeded", "budget": b.label, "dim": b.dim, "value": value, "period": b.period,
+            "limit_usd": usd_json(limit), "spend_usd": usd_json(priced), "in_flight_usd": usd_json(flight),
+            "in_flight_queries": n_flight, "unpriced_calls": unpriced, "spend_known": unpriced == 0,
+            **({"limit_cny": float(b.limit), "fx": fx} if b.currency == "CNY" else {}),
+            "reset_at": stamp(reset), "retry_after_s": max(1, int((reset - now).total_seconds()) + 1)}
+
+
+def _usd(nano: int) -> str:
+    return f"{Decimal(nano) / NANO:.4f}".rstrip("0").rstrip(".") if nano % 10**7 else f"{Decimal(nano) / NANO:.2f}"
+
+
+def event_json(row: dict) -> dict:
+    """A budget event as the webhook receives it and GET /v1/budgets lists it."""
+    return {"at": row["at"], "kind": row["kind"], "budget": row["budget"], "dim": row["dim"], "value": row["value"],
+            "period_start": row["period_start"], "spend_usd": usd_json(row["spend_nano_usd"]),
+            "limit_usd": usd_json(row["limit_nano_usd"]), "unpriced_calls": row["unpriced_calls"],
+            "webhook": row.get("webhook")}
+
+
+def budget_status(ledger: Ledger, budgets: list[Budget], limits: Limits,
+                  now: datetime | None = None) -> list[dict]:
+    """Each budget's limit, spend, unpriced calls and time to reset; a "*" budget once per key, user or
+    variant that spent in the period. What `rag budgets` prints and GET /v1/budgets returns."""
+    now = now or datetime.now(UTC)
+    out = []
+    for b in budgets:
+        start, reset = period_bounds(b.period, now)
+        limit, fx = limits.nano(b, start)
+        rows = ledger.budget_spend(b.dim, stamp(start), None if b.value == "*" else b.value)
+        if b.value != "*" and not rows:
+            rows = {b.value: {"priced_nano_usd": 0, "unpriced_calls": 0, "queries": 0}}
+        for value, s in sorted(rows.items(), key=lambda kv: (-kv[1]["priced_nano_usd"], kv[0])):
+            out.append({"budget": b.label, "dim": b.dim, "value": value, "period": b.period, "hard": b.hard,
+                        "alert_at": b.alert_at, "limit_usd": usd_json(limit),
+                        **({"limit_cny": float(b.limit), "fx": fx} if b.currency == "CNY" else {}),
+                        "spend_usd": usd_json(s["priced_nano_usd"]), "spend_known": s["unpriced_calls"] == 0,
+                        "unpriced_calls": s["unpriced_calls"], "queries": s["queries"],
+                        "used": round(s["priced_nano_usd"] / limit, 4),
+                        "period_start": stamp(start), "reset_at": stamp(reset),
+                        "resets_in_s": int((reset - now).total_seconds())})
+    return out
+
+
+def render_status(rows: list[dict]) -> str:
+    """`rag budgets` as a table that fits 80 columns."""
+    if not rows:
+        return "no budget has spend to show (RAG_BUDGETS_FILE lists the budgets)"
+    lines = [f"{'BUDGET':<16} {'WHO':<14} {'LIMIT':>11} {'SPENT':>11} {'USED':>5} {'UNPRICED':>8} {'RESETS IN':>9}"]
+    for r in rows:
+        who = r["value"] if len(r["value"]) <= 14 else r["value"][:13] + "…"
+        spent = _money(r["spend_usd"]) + ("+?" if not r["spend_known"] else "")
+        limit = ("" if r["hard"] else "~") + _money(r["limit_usd"])  # ~: a soft limit
+        lines.append(f"{r['budget'][:16]:<16} {who:<14} {limit:>11} {spent:>11} {r['used']:>5.0%} "
+                     f"{r['unpriced_calls']:>8} {_left(r['resets_in_s']):>9}")
+    if any(not r["spend_known"] for r in rows):
+        lines.append("+?: spend partly unknown (unpriced calls): `rag prices check` names the models")
+    if any(not r["hard"] for r in rows):
+        lines.append("~: a soft limit (events and webhook, no 429)")
+    return "\n".join(lines)
+
+
+def _money(usd: float) -> str:
+    """Cents from $1 up, else four significant digits: $0.0001234 is not $0.00."""
+    if usd >= 1:
+        return f"${usd:,.2f}" if usd < 1e6 else f"${usd:,.0f}"
+    if not usd:
+        return "$0"
+    text = f"{usd:.{max(2, 3 - math.floor(math.log10(usd)))}f}".rstrip("0")
+    return "$" + (text + "0" if text.endswith(".") else text)
+
+
+def _left(seconds: int) -> str:
+    h, m = divmod(max(seconds, 0) // 60, 60)
+    return f"{h // 24}d {h % 24}h" if h >= 24 else f"{h}h {m:02d}m"

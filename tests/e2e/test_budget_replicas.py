@@ -1,0 +1,93 @@
+"""A hard budget held by 3 `rag serve` replicas on one PostgreSQL ledger (#23 item 1): 9 clients ask at
+once for one user, round robin over the replicas, with a slow LLM so that many queries are in flight
+together. Every replica admits under the one ledger lock against billed spend + the estimates of the
+queries admitted and not yet landed, so the limit is overshot by at most what those in-flight queries
+cost beyond their estimates; prints the figures:
+
+    python -m pytest -q -s tests/e2e/test_budget_replicas.py
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+
+import httpx
+import pytest
+
+from rag_app.app import RagApp
+from tests.conftest import LAWS, make_settings
+from tests.fakes.openai_server import FakeOpenAI, Reply, Slow
+from tests.fakes.serve_proc import Serve, serve_env
+from tests.fakes.sql_ledger import select_rows
+
+pytestmark = pytest.mark.postgres
+REPLICAS, CLIENTS, ASKS, WARM = 3, 9, 27, 3
+LIMIT_QUERIES = 5.5  # the budget, in queries' cost
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("budget_replicas")
+    with RagApp(make_settings(root, retriever="bm25")) as app:
+        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    return root / "data" / "edge"
+
+
+def test_three_replicas_hold_a_hard_budget_within_the_queries_in_flight(tmp_path, index, postgres):
+    url = postgres.new_database()
+    llm = FakeOpenAI()
+    llm.script = [Slow(0.5, then=Reply(prompt_tokens=300, completion_tokens=20)) for _ in range(200)]
+    budgets = tmp_path / "budgets.json"
+    with llm, ExitStack() as stack:
+        servers = []
+        for k in range(REPLICAS):
+            data = tmp_path / f"replica{k}"
+            shutil.copytree(index, data / "edge")
+            servers.append(Serve(serve_env(data, llm.base_url, RAG_LEDGER_URL=url, RAG_BUDGETS_FILE=str(budgets),
+                                           RAG_LEDGER_SPILL_DIR=str(tmp_path / f"spill{k}")), tmp_path / f"serve{k}.log"))
+        # what one query costs, from warm-up queries of another user (they also give the estimate)
+        budgets.write_text(json.dumps({"budgets": [{"user": "warm", "period": "day", "limit_usd": 1000}]}))
+        for srv in servers:
+            stack.enter_context(srv)
+        warm = [httpx.post(f"{servers[i].url}/v1/ask", json={"question": "一人有限责任公司是什么？", "user_id": "warm"},
+                           timeout=60).json()["total_cost_usd"] for i in range(WARM)]
+        assert len(set(warm)) == 1 and warm[0] > 0, warm
+        cost = warm[0]
+        for srv in servers:
+            srv.stop()
+        budgets.write_text(json.dumps({"budgets": [
+            {"user": "*", "period": "day", "limit_usd": LIMIT_QUERIES * cost, "hard": True}]}))
+        servers = [Serve(srv_env, tmp_path / f"serve{k}b.log") for k, srv_env in enumerate(
+            serve_env(tmp_path / f"replica{k}", llm.base_url, RAG_LEDGER_URL=url, RAG_BUDGETS_FILE=str(budgets),
+                      RAG_LEDGER_SPILL_DIR=str(tmp_path / f"spill{k}")) for k in range(REPLICAS))]
+        for srv in servers:
+            stack.enter_context(srv)
+
+        def ask(i):
+            r = httpx.post(f"{servers[i % REPLICAS].url}/v1/ask",
+                           json={"question": f"一人有限责任公司是什么？第{i}问", "user_id": "u1"}, timeout=120)
+            return r.status_code, r.json()
+
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            results = list(pool.map(ask, range(ASKS)))
+        for srv in servers:
+            srv.stop()
+    codes = [c for c, _ in results]
+    assert set(codes) <= {200, 429}, results
+    refused = [b for c, b in results if c == 429]
+    assert refused and all(b["limit_usd"] == pytest.approx(LIMIT_QUERIES * cost) and b["reset_at"] for b in refused)
+    [(spent_nano,)] = select_rows(url, "SELECT SUM(s.cost_nano_usd) FROM stage_calls s JOIN queries q "
+                                  "ON q.query_id = s.query_id WHERE q.user_id = 'u1'")
+    spent = int(spent_nano)
+    answered = codes.count(200)
+    overshoot = spent / 1e9 - LIMIT_QUERIES * cost
+    print(f"\n[budget replicas] replicas={REPLICAS}, clients={CLIENTS}, asks={ASKS}, limit={LIMIT_QUERIES} queries' "
+          f"cost; answered={answered}, refused={len(refused)}, spend={spent / 1e9 / cost:.2f} queries' cost, "
+          f"overshoot={overshoot / cost:.2f} queries' cost")
+    # the issue's bound: no more than the requests in flight; with estimates from the warm-up queries the
+    # admissions stop once spend + in-flight estimates reach the limit: under one query's cost over
+    assert overshoot <= CLIENTS * cost
+    assert overshoot < 1.0 * cost + 1e-12, (answered, spent)
+    assert answered == int(LIMIT_QUERIES) + 1

@@ -1,0 +1,102 @@
+"""The answer cache of `rag serve` (#23 item 2), over real sockets with the local fake LLM: a repeated
+question (however spaced or in full-width characters) is a hit: one query row with cache_hit, no stage
+rows, zero billed tokens and a saved cost equal to what the original answer cost; a hit spends no budget;
+a document of the collection replaced drops the entries; an experiment's arms never share them;
+reports give hit rate and $ saved per day, user and variant."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import httpx
+import pytest
+
+from rag_app.app import RagApp
+from tests.conftest import LAWS, make_settings, wait_until
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.sql_ledger import select_rows
+from tests.integration.test_service import Server
+
+Q = "一人有限责任公司是什么？"
+LAW = LAWS / "民法商法/公司法(2018-10-26).md"
+
+
+@pytest.fixture
+def indexed(tmp_path):
+    with RagApp(make_settings(tmp_path)) as app:
+        assert not app.ingest([LAW]).errors
+    return tmp_path
+
+
+def ask(url, question=Q, **kw):
+    r = httpx.post(f"{url}/v1/ask", json={"question": question, **kw}, timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_a_repeated_question_is_a_hit_that_books_what_it_saved(indexed, tmp_path):
+    budgets = tmp_path / "budgets.json"  # spent by the first answer: a hit still passes (it bills nothing)
+    budgets.write_text(json.dumps({"budgets": [{"user": "*", "period": "day", "limit_usd": 0.00001}]}))
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, openai_base_url=llm.base_url, budgets_file=budgets)
+        with Server(settings) as url:
+            first = ask(url, user_id="u1")
+            again = ask(url, "  一人有限责任公司是什么?  ", user_id="u1")  # spaces, a half-width "?"
+            assert (first["cache_hit"], again["cache_hit"]) == (False, True)
+            assert len([r for r in llm.requests if r["path"].endswith("/chat/completions")]) == 1
+            assert again["answer"] == first["answer"] and again["citations"] == first["citations"]
+            assert again["total_cost_usd"] == 0.0 and again["stages"] == []
+            assert again["saved_cost_usd"] == pytest.approx(first["total_cost_usd"]) and first["total_cost_usd"] > 0
+            assert again["query_id"] != first["query_id"] and again["cached_from"] == first["query_id"]
+            wait_until(lambda: httpx.get(f"{url}/v1/queries/{again['query_id']}").status_code == 200, "hit row")
+            row = httpx.get(f"{url}/v1/queries/{again['query_id']}").json()
+            assert row["cost_usd"] == 0.0 and row["input_tokens"] == row["output_tokens"] == 0 and row["stages"] == []
+            summary = httpx.get(f"{url}/v1/reports/summary").json()
+            assert summary["answer_cache_hits"] == 1 and summary["answer_cache_hit_rate"] == 0.5
+            assert summary["saved_cost_usd"] == pytest.approx(first["total_cost_usd"])
+            by_user = httpx.get(f"{url}/v1/reports/by", params={"dim": "user"}).json()["rows"]
+            assert [(r["user"], r["answer_cache_hits"]) for r in by_user] == [("u1", 1)]
+            day = httpx.get(f"{url}/v1/reports/by", params={"dim": "day"}).json()["rows"][0]
+            assert day["saved_cost_usd"] == pytest.approx(first["total_cost_usd"])
+            # a new question is not a hit, and it is over the budget the first answer spent
+            assert httpx.post(f"{url}/v1/ask", json={"question": "公司的股东会有哪些职权？", "user_id": "u1"},
+                              timeout=60).status_code == 429
+            # the hit's saving: the original's cost, billed spend untouched (the budget counts billed spend only)
+            spend = httpx.get(f"{url}/v1/budgets").json()["budgets"][0]
+            assert spend["spend_usd"] == pytest.approx(first["total_cost_usd"]) and spend["queries"] == 1
+    [(hits, saved)] = select_rows(settings.ledger, "SELECT SUM(cache_hit), SUM(saved_cost_nano_usd) FROM queries")
+    assert (hits, saved / 1e9) == (1, pytest.approx(first["total_cost_usd"]))
+
+
+def test_a_changed_document_drops_the_cached_answers(indexed, tmp_path):
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, openai_base_url=llm.base_url)
+        with Server(settings) as url:
+            assert ask(url)["cache_hit"] is False
+            assert ask(url)["cache_hit"] is True
+            amended = tmp_path / "up" / LAW.name
+            amended.parent.mkdir()
+            shutil.copy(LAW, amended)
+            amended.write_text(amended.read_text(encoding="utf-8") + "\n\n第二百一十九条 本法自公布之日起施行。\n",
+                               encoding="utf-8")
+            with amended.open("rb") as f:
+                up = httpx.post(f"{url}/v1/ingest", files=[("files", (LAW.name, f, "text/markdown"))], timeout=120)
+            assert up.status_code == 200, up.text
+            assert ask(url)["cache_hit"] is False  # the collection changed: asked again
+            assert ask(url)["cache_hit"] is True
+
+
+def test_experiment_arms_never_share_an_entry(indexed, tmp_path):
+    exp = tmp_path / "exp.json"
+    exp.write_text(json.dumps({"variants": {"a": {}, "b": {"top_n": 1}}, "experiments": {
+        "e": {"control": "a", "treatment": "b", "rollout_pct": 50, "seed": "s"}}}))
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, openai_base_url=llm.base_url, experiments_file=exp, experiment="e")
+        with Server(settings) as url:
+            seen: dict[str, list[bool]] = {}
+            for i in range(12):  # sticky per user: users land on both arms
+                body = ask(url, user_id=f"user{i}")
+                seen.setdefault(body["variant"], []).append(body["cache_hit"])
+    assert set(seen) == {"a", "b"}
+    # each arm's first answer is a miss whoever asked before on the other arm; later ones are hits
+    assert all(hits[0] is False and all(hits[1:]) for hits in seen.values()), seen

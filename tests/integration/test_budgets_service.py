@@ -1,0 +1,205 @@
+"""Budgets at the front door (#23 item 1): `rag serve` with RAG_BUDGETS_FILE over real sockets and the
+local fake LLM: a hard limit answers 429 with the limit, the spend and the reset time; "*" counts each
+user apart; soft limits and alerts write an event row and reach the webhook; unpriced spend is unknown,
+never free; `rag budgets` shows the same figures."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import httpx
+import openai
+import pytest
+
+from rag_app.app import RagApp
+from tests.conftest import LAWS, make_settings, wait_until
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.serve_proc import serve_env
+from tests.fakes.sql_ledger import select_rows
+from tests.integration.test_service import Server
+
+Q = "一人有限责任公司是什么？"
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("budgets")
+    with RagApp(make_settings(root)) as app:
+        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    return root
+
+
+class Hook:
+    """A webhook receiver that fails its first request (the sender must retry)."""
+
+    def __init__(self):
+        self.events, self.calls = [], 0
+        hook = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self):
+                hook.calls += 1
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if hook.calls == 1:
+                    self.send_response(503)
+                else:
+                    hook.events.append(body)
+                    self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+def write_budgets(path, budgets):
+    path.write_text(json.dumps({"budgets": budgets}), encoding="utf-8")
+    return path
+
+
+def ask(url, user, question=Q, **kw):
+    return httpx.post(f"{url}/v1/ask", json={"question": question, "user_id": user, **kw}, timeout=60)
+
+
+def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
+    hook = Hook()
+    # one query costs ~$0.0001 at gpt-4o-mini prices: a $0.00001 limit is spent by the first query
+    budgets = write_budgets(tmp_path / "budgets.json", [
+        {"user": "*", "period": "day", "limit_usd": 0.00001, "hard": True},
+        {"variant": "*", "period": "month", "limit_usd": 0.00001, "hard": False, "alert_at": 0.5}])
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, openai_base_url=llm.base_url, budgets_file=budgets,
+                                 alert_webhook=hook.url)
+        with Server(settings) as url:
+            first = ask(url, "u1")
+            assert first.status_code == 200, first.text
+            cost = first.json()["total_cost_usd"]
+            assert cost > 0.00001
+            wait_until(lambda: httpx.get(f"{url}/v1/queries/{first.json()['query_id']}").status_code == 200,
+                       "first query's rows in the ledger")
+            refused = ask(url, "u1", question="股东会的职权有哪些？")  # a new question (a repeat is a free cache hit)
+            assert refused.status_code == 429, refused.text
+            body = refused.json()
+            assert body["type"] == "budget_exceeded" and body["budget"] == "user=* day" and body["value"] == "u1"
+            assert body["limit_usd"] == pytest.approx(0.00001)
+            assert body["spend_usd"] == pytest.approx(cost) and body["unpriced_calls"] == 0
+            tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
+            assert body["reset_at"].startswith(f"{tomorrow}T00:00:00")
+            assert 0 < int(refused.headers["Retry-After"]) <= 86_401
+            assert len(llm.requests) == 1  # the refused query never reached the LLM
+            with pytest.raises(openai.RateLimitError) as over:  # the OpenAI-compatible door has the same budgets
+                openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0).chat.completions.create(
+                    model="legal-rag", user="u1", messages=[{"role": "user", "content": "董事的任期是几年？"}])
+            assert over.value.response.json()["budget"] == "user=* day" and len(llm.requests) == 1
+            assert ask(url, "u2", question="董事会由几人组成？").status_code == 200  # "*": each user has a budget of its own
+            status = httpx.get(f"{url}/v1/budgets").json()
+            users = {r["value"]: r for r in status["budgets"] if r["budget"] == "user=* day"}
+            assert set(users) == {"u1", "u2"} and users["u1"]["spend_usd"] == pytest.approx(cost)
+            assert users["u1"]["used"] > 1 and users["u1"]["spend_known"]
+            # the soft variant budget and its alert each fired once (the second crossing writes nothing)
+            wait_until(lambda: len(hook.events) >= 3, "webhook deliveries")
+            kinds = sorted((e["kind"], e["value"]) for e in hook.events)
+            assert kinds == [("alert", "default"), ("hard", "u1"), ("soft", "default")], kinds
+            assert hook.calls == 4  # the first delivery failed and was retried
+            wait_until(lambda: {e["webhook"] for e in httpx.get(f"{url}/v1/budgets").json()["events"]} == {"sent"},
+                       "events marked sent")
+    hook.close()
+    rows = select_rows(settings.ledger, "SELECT kind, value FROM budget_events ORDER BY id")
+    assert sorted(rows) == [("alert", "default"), ("hard", "u1"), ("soft", "default")]
+    # `rag budgets` reads the same ledger
+    env = serve_env(indexed / "data" / "..", None, RAG_DATA_DIR=str(settings.data_dir), RAG_BUDGETS_FILE=str(budgets))
+    out = subprocess.run([sys.executable, "-m", "rag_app.cli", "budgets"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["BUDGET", "WHO", "LIMIT", "SPENT", "USED", "UNPRICED", "RESETS", "IN"]
+    assert any(line.split()[:3] == ["user=*", "day", "u1"] for line in lines) and max(map(len, lines)) <= 80
+    js = json.loads(subprocess.run([sys.executable, "-m", "rag_app.cli", "budgets", "--json"], env=env,
+                                   capture_output=True, text=True, timeout=120).stdout)
+    assert {r["value"] for r in js["budgets"] if r["dim"] == "user"} == {"u1", "u2"}
+
+
+@pytest.mark.parametrize("policy", ["block", "allow"])
+def test_unpriced_spend_is_unknown_never_free(indexed, tmp_path, policy):
+    budgets = write_budgets(tmp_path / "budgets.json", [{"user": "u9", "period": "day", "limit_usd": 100.0}])
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, openai_base_url=llm.base_url, budgets_file=budgets,
+                                 llm_model="house-llm-7b", budget_unpriced=policy,
+                                 data_dir=indexed / "data", ledger_url=f"sqlite:///{tmp_path}/l.sqlite")
+        with Server(settings) as url:
+            first = ask(url, "u9")
+            assert first.status_code == 200, first.text
+            wait_until(lambda: httpx.get(f"{url}/v1/queries/{first.json()['query_id']}").status_code == 200,
+                       "first query's rows in the ledger")
+            second = ask(url, "u9", question="股东会的职权有哪些？")
+            row = httpx.get(f"{url}/v1/budgets").json()["budgets"][0]
+    assert row["unpriced_calls"] >= 1 and row["spend_known"] is False
+    if policy == "block":
+        assert second.status_code == 429 and second.json()["unpriced_calls"] >= 1, second.text
+        assert "spend unknown" in second.json()["detail"]
+    else:
+        assert second.status_code == 200, second.text
+
+
+@pytest.mark.parametrize("budgets, field", [
+    ([{"user": "*", "period": "week", "limit_usd": 1}], "budgets[0].period"),
+    ([{"user": "*", "key": "*", "period": "day", "limit_usd": 1}], "exactly one of key, user or variant"),
+    ([{"user": "*", "period": "day", "limit_usd": -1}], "budgets[0].limit_usd"),
+    ([{"user": "*", "period": "day"}], "limit_usd or limit_cny"),
+    ([{"user": "*", "period": "day", "limit_usd": 1, "alert_at": 2}], "budgets[0].alert_at"),
+    ([{"user": "*", "period": "day", "limit_usd": 1, "hard": "yes"}], "budgets[0].hard"),
+    ([{"user": "*", "period": "day", "limit_usd": 1, "limt": 2}], "unknown field 'limt'"),
+])
+def test_a_bad_budgets_file_stops_serve_with_one_line(tmp_path, budgets, field):
+    path = write_budgets(tmp_path / "b.json", budgets)
+    env = serve_env(tmp_path / "data", None, RAG_BUDGETS_FILE=str(path))
+    r = subprocess.run([sys.executable, "-m", "rag_app.cli", "budgets"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_held_webhook_never_holds_a_query(indexed, tmp_path):
+    """The webhook's receiver holds every request open: the answers still come back, each alert waits
+    in the background, and its row says `pending` until the receiver lets go."""
+    gate, received = threading.Event(), threading.Event()
+
+    class Held(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            received.set()
+            gate.wait(60)
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    hook = HTTPServer(("127.0.0.1", 0), Held)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    budgets = write_budgets(tmp_path / "b.json", [{"user": "*", "period": "day", "limit_usd": 0.00001, "hard": False}])
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, openai_base_url=llm.base_url, budgets_file=budgets,
+                                 alert_webhook=f"http://127.0.0.1:{hook.server_port}/",
+                                 ledger_url=f"sqlite:///{tmp_path}/l.sqlite")  # this test's events only
+        with Server(settings) as url:
+            first = ask(url, "u5")
+            wait_until(lambda: httpx.get(f"{url}/v1/queries/{first.json()['query_id']}").status_code == 200, "rows")
+            second = ask(url, "u5", question="股东会的职权有哪些？")  # over the soft limit: an event, then the webhook
+            wait_until(received.is_set, "the webhook request")
+            third = ask(url, "u5", question="董事会由几人组成？")  # answered while the webhook is held
+            assert [r.status_code for r in (first, second, third)] == [200, 200, 200]
+            assert [e["webhook"] for e in httpx.get(f"{url}/v1/budgets").json()["events"]] == ["pending"]
+            gate.set()
+            wait_until(lambda: httpx.get(f"{url}/v1/budgets").json()["events"][0]["webhook"] == "sent", "sent")
+    hook.shutdown()

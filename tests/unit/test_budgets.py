@@ -1,0 +1,53 @@
+"""Budget rules (rag_app/service/budgets.py): periods, CNY limits at the dated rate, the table."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from rag_app.errors import ConfigError
+from rag_app.service.budgets import Limits, load_budgets, period_bounds, render_status
+from tests.fakes.serve_proc import serve_env
+from tracing.fx import FxTable
+
+
+def test_periods_are_utc_days_and_months():
+    now = datetime(2026, 12, 31, 23, 59, tzinfo=UTC)
+    assert period_bounds("day", now) == (datetime(2026, 12, 31, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+    assert period_bounds("month", now) == (datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+    assert period_bounds("month", datetime(2026, 2, 10, tzinfo=UTC))[1] == datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def test_a_cny_limit_uses_the_rate_in_force_when_the_period_began(tmp_path):
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"budgets": [{"user": "*", "period": "month", "limit_cny": 70.5}]}))
+    [b] = load_budgets(path)
+    fx = FxTable.parse({"CNY": [{"from": "2026-01-01", "per_usd": "7.05"}, {"from": "2026-12-15", "per_usd": "7.5"}]})
+    limits = Limits(fx)
+    limits.check([b], path)
+    nano, label = limits.nano(b, datetime(2026, 12, 1, tzinfo=UTC))
+    assert nano == 10 * 10**9 and "7.05 CNY/USD (2026-01-01" in label  # ¥70.5 at 7.05: $10, not at 7.5
+    assert limits.nano(b, datetime(2027, 1, 1, tzinfo=UTC))[0] == int(Decimal("70.5") / Decimal("7.5") * 10**9)
+    with pytest.raises(ConfigError, match="no CNY/USD rate"):
+        Limits(FxTable()).check([b], path)
+
+
+def test_the_table_fits_80_columns_and_marks_unknown_spend():
+    rows = [{"budget": "user=* month", "value": "a-very-long-user-name-indeed", "hard": False, "limit_usd": 12345.0,
+             "spend_usd": 1234.5678, "spend_known": False, "used": 0.1, "unpriced_calls": 3, "resets_in_s": 200_000}]
+    out = render_status(rows).splitlines()
+    assert max(map(len, out)) <= 80 and "+?" in out[1] and "~$12,345.00" in out[1] and "$1,234.57+?" in out[1] and "2d 7h" in out[1]
+    assert any("unknown" in line for line in out) and any("soft" in line for line in out)
+
+
+def test_rag_serve_refuses_a_bad_budgets_file_with_one_line(tmp_path):
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"budgets": [{"user": "*", "period": "day", "limit_usd": "five"}]}))
+    r = subprocess.run([sys.executable, "-m", "rag_app.cli", "serve", "--port", "1"], capture_output=True, text=True,
+                       env=serve_env(tmp_path / "data", None, RAG_BUDGETS_FILE=str(path)), timeout=120)
+    assert r.returncode == 2 and "budgets[0].limit_usd" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
