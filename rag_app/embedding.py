@@ -150,6 +150,14 @@ class LocalEmbeddings(Embeddings):
             return np.zeros((0, 0), dtype=np.float32), stats
         return np.stack([cached[t] for t in texts]), stats
 
+    def cached_with_stats(self, texts: list[str]) -> tuple[dict[str, np.ndarray], EmbedUsage]:
+        """The vectors the cache already holds, embedding nothing: a question never waits for passage
+        embedding that ingest's pass (rag_app/rescore_pass.py) is there to do."""
+        cached = self.cache.get_many(self.model_name, texts) if self.cache else {}
+        hits = sum(1 for t in texts if t in cached)
+        return cached, EmbedUsage(texts=len(texts), cache_hits=hits, cache_misses=len(texts) - hits,
+                                  not_embedded=len(texts) - hits)
+
     def embed_query(self, text: str) -> list[float]:
         return self.embed_query_with_stats(text)[0]
 
