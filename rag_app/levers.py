@@ -25,6 +25,7 @@ import logging
 import re
 import threading
 from collections import Counter
+from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,7 +139,9 @@ def rescore_embeddings(model: str, cache_path, required: bool = False):
     with _rescorers_lock:
         if key not in _rescorers:
             try:
-                _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False)
+                # models built from bundled weights (e5-onnx) live beside the cache, in RAG_DATA_DIR/models
+                _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False,
+                                                  models_dir=Path(cache_path).parent / "models")
             except ModelLoadError as e:
                 if required:
                     raise
