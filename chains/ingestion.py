@@ -13,7 +13,8 @@ from langchain_core.runnables import RunnableConfig
 from chains.rag import report, stage, timed
 from rag_app.chunking.registry import build_chunker
 from rag_app.ingest.sandbox import prepare_limited
-from rag_app.indexing import IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk
+from rag_app.indexing import (IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk,
+                              stored_versions, unchanged_by_hash)
 from rag_app.levers import _embed_lock as rescore_lock
 from rag_app.levers import levers_for
 from rag_app.rescore_pass import fill_rescore_vectors
@@ -34,7 +35,10 @@ def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None,
         chunker = build_chunker(s.chunker, s, app.embeddings() if s.semantic_backend == "embedding" else None,
                                 doc_types)
         prepare = partial(prepare_limited, timeout_s=s.parse_timeout_s, max_mb=s.parse_max_mb)
-        (parsed, failed), usage = timed(lambda: (parse_and_chunk(files, chunker, progress, prepare=prepare),
+        existing = app.store.info(s.collection)
+        unchanged = unchanged_by_hash(stored_versions(app.store, existing.name), doc_types) if existing else None
+        (parsed, failed), usage = timed(lambda: (parse_and_chunk(files, chunker, progress, prepare=prepare,
+                                                                 unchanged=unchanged),
                                                  StageUsage("parse_chunk", model=f"{chunker.name}@{chunker.version}")))
         result.outcomes.extend(failed)
         report(app.pricer, (usage,), config)
