@@ -573,7 +573,9 @@ def demo(corpus: Path = typer.Option(Path("../shared/data/legal_zh/corpus"), hel
     """Ingest a corpus, ask N questions from a QA file, print answers and cost tables."""
     questions = _demo_questions(qa, n)
     try:
-        with _app() as rag:
+        # the demo skips ingest's whole-corpus embedding pass (minutes here) and embeds only its questions'
+        # candidates (RAG_RESCORE_VECTORS=query); `rag ingest` makes every vector once
+        with _app(rescore_vectors="query") as rag:
             _ingest_with_progress(rag, [corpus], False)
             for q in questions:
                 out.rule()
