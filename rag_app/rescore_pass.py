@@ -30,10 +30,11 @@ def chunk_texts(store: VectorStore, collection: str) -> list[str]:
 
 def fill_rescore_vectors(store: VectorStore, collection: str, embeddings: Embedder,
                          progress: Callable[[str, int, int], None] | None = None, batch: int = 32,
-                         lock: threading.Lock | None = None) -> EmbedUsage:
+                         lock: threading.Lock | None = None, stop: threading.Event | None = None) -> EmbedUsage:
     """Embed every chunk of `collection` that has no cached vector yet; returns what was done (texts,
     cache hits = already there, tokens embedded now). `lock`: held per batch (levers._embed_lock), so a
-    question asked meanwhile waits at most one batch for the engine."""
+    question asked meanwhile waits at most one batch for the engine. `stop`: set, the pass ends after
+    the batch it is in (what it embedded is kept)."""
     texts = chunk_texts(store, collection)
     have, _ = embeddings.cached_with_stats(texts)
     missing = [t for t in texts if t not in have]
@@ -45,6 +46,8 @@ def fill_rescore_vectors(store: VectorStore, collection: str, embeddings: Embedd
     missing.sort(key=len)
     done = total.cache_hits
     for i in range(0, len(missing), batch):
+        if stop is not None and stop.is_set():
+            break
         part = missing[i:i + batch]
         held: AbstractContextManager[object] = lock if lock is not None else nullcontext()
         with held:

