@@ -1,5 +1,6 @@
-"""The ingestion chain: parse_chunk -> embed_documents (vectors + upsert), traced like a query
-so the ledger shows what indexing cost (embedding tokens, cache hits) under a `kind=ingest` id."""
+"""The ingestion chain: parse_chunk -> embed_documents (vectors + upsert) -> embed_rescore (the rescore
+lever's vector of every chunk, when the collection's retrieval uses it), traced like a query so the
+ledger shows what indexing cost (embedding tokens, cache hits) under a `kind=ingest` id."""
 from __future__ import annotations
 
 import uuid
@@ -12,7 +13,11 @@ from langchain_core.runnables import RunnableConfig
 from chains.rag import report, stage, timed
 from rag_app.chunking.registry import build_chunker
 from rag_app.ingest.sandbox import prepare_limited
-from rag_app.indexing import IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk
+from rag_app.indexing import (IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk,
+                              stored_versions, unchanged_by_hash)
+from rag_app.levers import _embed_lock as rescore_lock
+from rag_app.levers import levers_for
+from rag_app.rescore_pass import fill_rescore_vectors
 from rag_app.sparse import READS, TOKENIZER_VERSION
 from rag_app.usage import StageUsage
 
@@ -30,7 +35,10 @@ def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None,
         chunker = build_chunker(s.chunker, s, app.embeddings() if s.semantic_backend == "embedding" else None,
                                 doc_types)
         prepare = partial(prepare_limited, timeout_s=s.parse_timeout_s, max_mb=s.parse_max_mb)
-        (parsed, failed), usage = timed(lambda: (parse_and_chunk(files, chunker, progress, prepare=prepare),
+        existing = app.store.info(s.collection)
+        unchanged = unchanged_by_hash(stored_versions(app.store, existing.name), doc_types) if existing else None
+        (parsed, failed), usage = timed(lambda: (parse_and_chunk(files, chunker, progress, prepare=prepare,
+                                                                 unchanged=unchanged),
                                                  StageUsage("parse_chunk", model=f"{chunker.name}@{chunker.version}")))
         result.outcomes.extend(failed)
         report(app.pricer, (usage,), config)
@@ -62,11 +70,30 @@ def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None,
         report(app.pricer, (usage,), config)
         return inp
 
-    chain = (stage("parse_chunk", parse_chunk) | stage("embed_documents", embed_documents)).with_config(run_name="rag_ingest")
+    def embed_rescore(inp: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        info = result.collection
+        if info is None or s.rescore_vectors != "ingest" or "rescore" not in levers_for(s.retrieval_levers, info):
+            return inp  # nothing to do, and no model loaded for it
+        rescorer = app.rescorer()
+        if rescorer is None:  # could not load (warned): questions fall back to BM25 and say so
+            return inp
+        stats, usage = timed(lambda: _rescore_vectors(app.store, info, rescorer, s.rescore_model, progress))
+        result.rescore = stats
+        report(app.pricer, (usage,), config)
+        return inp
+
+    chain = (stage("parse_chunk", parse_chunk) | stage("embed_documents", embed_documents)
+             | stage("embed_rescore", embed_rescore)).with_config(run_name="rag_ingest")
     chain.invoke({"paths": paths, "question": None}, config={"callbacks": [app.tracer], "metadata": {
         "query_id": f"ingest-{uuid.uuid4()}", "kind": "ingest", "variant": s.variant,
         "experiment": s.experiment}})
     return result
+
+
+def _rescore_vectors(store: Any, info: Any, rescorer: Any, model: str, progress: Any) -> tuple[Any, StageUsage]:
+    stats = fill_rescore_vectors(store, info.name, rescorer, progress, lock=rescore_lock)
+    return stats, StageUsage("embed_rescore", model=model, input_tokens=stats.tokens, cache_hits=stats.cache_hits,
+                             cache_misses=stats.cache_misses, billing="shadow", price_basis="embed")
 
 
 def _indexed(store: Any, info: Any, parsed: Any, embeddings: Any, progress: Any) -> tuple[Any, StageUsage]:

@@ -64,6 +64,7 @@ class RagApp:
         self._lock = threading.Lock()
         self._collection: CollectionInfo | None = None
         self._rag: Any = None
+        self._stopping = threading.Event()  # tells a background rescore pass to stop at its next batch
 
     def _open(self, settings: Settings) -> None:
         with ExitStack() as opened:  # a failure below closes whatever was opened before it
@@ -111,6 +112,35 @@ class RagApp:
         from rag_app.levers import rescore_embeddings
 
         return rescore_embeddings(self.settings.rescore_model, self.settings.cache_path, required=required)
+
+    def fill_rescore_vectors_in_background(self) -> threading.Thread | None:
+        """`rag serve` at start-up: finish an embedding pass that ingest did not (interrupted, or a
+        collection from before 0.5.0) in a daemon thread, a small batch at a time, so the questions
+        asked meanwhile wait at most one batch for the embedder and are answered from the vectors that
+        exist (their retrieve rows say how many candidates had none). None when there is nothing to do."""
+        from rag_app.levers import _embed_lock, levers_for
+        from rag_app.rescore_pass import fill_rescore_vectors
+
+        info = self.store.info(self.settings.collection)
+        if (info is None or self.settings.rescore_vectors != "ingest"
+                or "rescore" not in levers_for(self.settings.retrieval_levers, info)):
+            return None
+
+        def run() -> None:
+            try:
+                rescorer = self.rescorer()
+                if rescorer is None:
+                    return
+                done = fill_rescore_vectors(self.store, info.name, rescorer, batch=8, lock=_embed_lock,
+                                            stop=self._stopping)
+                if done.cache_misses:
+                    log.info("rescore vectors: %d chunks embedded in the background", done.cache_misses)
+            except Exception as e:  # a background pass never takes the service down; the next ingest resumes it
+                log.warning("background rescore pass stopped: %s", e)
+
+        thread = threading.Thread(target=run, name="rescore-pass", daemon=True)
+        thread.start()
+        return thread
 
     def chat_model(self) -> Any:
         with self._lock:
@@ -217,6 +247,7 @@ class RagApp:
         return report
 
     def close(self) -> None:
+        self._stopping.set()
         if self._owner:
             self.writer.close()
             self.reply_stats.close()

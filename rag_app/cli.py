@@ -103,7 +103,8 @@ def _asked(rag, answer) -> dict:
 
 
 def _ingest_with_progress(rag, paths, rebuild, doc_types=()):
-    with _progress_bars({"parse": "parse + chunk", "index": "embed + index"}) as progress:
+    with _progress_bars({"parse": "parse + chunk", "index": "embed + index",
+                         "rescore": f"rescore vectors ({rag.settings.rescore_model})"}) as progress:
         report = rag.ingest(paths, rebuild=rebuild, progress=progress, doc_types=doc_types)
     # One line per file, never wrapped: readable, and greppable by scripts.
     for o in sorted(report.outcomes, key=lambda o: o.path):
@@ -116,6 +117,10 @@ def _ingest_with_progress(rag, paths, rebuild, doc_types=()):
     out.print(f"{n['written']} written, {n['unchanged']} unchanged, {n['error']} failed; "
               f"collection {info.name if info else '-'} ({info.embed_model if info else '-'}, {legs}); "
               f"embedding cache {report.embed.cache_hits} hits / {report.embed.cache_misses} misses", soft_wrap=True)
+    if report.rescore is not None:
+        r = report.rescore
+        out.print(f"rescore vectors: {r.texts} chunks, {r.cache_hits} already embedded, {r.cache_misses} embedded now "
+                  f"({r.tokens} tokens)", soft_wrap=True)
     return report
 
 
@@ -606,7 +611,9 @@ def demo(corpus: Path = typer.Option(Path("../shared/data/legal_zh/corpus"), hel
     """Ingest a corpus, ask N questions from a QA file, print answers and cost tables."""
     questions = _demo_questions(qa, n)
     try:
-        with _app() as rag:
+        # the demo skips ingest's whole-corpus embedding pass (minutes here) and embeds only its questions'
+        # candidates (RAG_RESCORE_VECTORS=query); `rag ingest` makes every vector once
+        with _app(rescore_vectors="query") as rag:
             _ingest_with_progress(rag, [corpus], False)
             for q in questions:
                 out.rule()

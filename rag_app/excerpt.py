@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rag_app.chunking.structure import ARTICLE_START
 from rag_app.sparse import tokenize
@@ -86,6 +87,13 @@ def match_terms(text: str) -> set[str]:
     return {_stem(t) for t in tokenize(text)} - _QUESTION_WORDS
 
 
+@lru_cache(maxsize=65536)
+def _sentence_terms(sentence: str) -> frozenset[str]:
+    """match_terms of a passage's sentence, kept: the same chunks come back question after question, and
+    jieba over their sentences was about 10 ms of every extractive answer."""
+    return frozenset(match_terms(sentence))
+
+
 def _stem(term: str) -> str:
     if not (term.isascii() and term.isalpha()):
         return term
@@ -100,7 +108,7 @@ def best_excerpt(text: str, question: str, max_tokens: int) -> Excerpt:
     if not spans:
         return Excerpt(0, 0, "", 0)
     wanted = match_terms(question)
-    terms = [match_terms(text[a:b]) & wanted for a, b in spans]
+    terms = [set(_sentence_terms(text[a:b]) & wanted) for a, b in spans]
     top = max(range(len(spans)), key=lambda k: (len(terms[k]), -k))
     anchor = spans[top][0] if terms[top] else spans[0][0]
     whole = text[spans[0][0]:spans[-1][1]]

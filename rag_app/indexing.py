@@ -36,6 +36,7 @@ class FileOutcome:
 class IngestReport:
     outcomes: list[FileOutcome] = field(default_factory=list)
     embed: EmbedUsage = field(default_factory=EmbedUsage)
+    rescore: EmbedUsage | None = None  # ingest's embedding pass (rag_app/rescore_pass.py); None when not run
     collection: CollectionInfo | None = None
     embed_model: str | None = None
 
@@ -60,14 +61,62 @@ def expand_paths(paths: Iterable[Path]) -> tuple[list[Path], list[FileOutcome]]:
 Prepare = Callable[[Path, Chunker], tuple[ParsedDocument, list[Chunk]]]
 
 
+Unchanged = Callable[[Path], "FileOutcome | None"]
+
+
+def unchanged_by_hash(stored: dict[str, tuple[str, int]], overrides: Sequence[tuple[str, str]] = ()) -> Unchanged:
+    """A check run before parsing: a file whose bytes hash to the version the collection holds (and
+    whose --doc-type override, if any, is the type it was chunked as) is `unchanged` without being
+    parsed. Re-ingesting 46 unchanged files used to re-parse all of them. `stored`: doc_id ->
+    (version "sha256:doc_type", chunk count), from stored_versions()."""
+    import hashlib
+
+    from rag_app.chunking.doctype import overridden_type
+    from rag_app.ingest.loaders import doc_id_for
+
+    def check(path: Path) -> FileOutcome | None:
+        entry = stored.get(doc_id_for(path))
+        if entry is None:
+            return None
+        version, count = entry
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return None  # parsing reports it, one line, as for any unreadable file
+        doc_type = version.rpartition(":")[2]
+        forced = overridden_type(str(path.resolve()), overrides)
+        if version != f"{digest}:{doc_type}" or (forced is not None and forced != doc_type):
+            return None
+        return FileOutcome(str(path.resolve()), "unchanged", count, doc_type=doc_type)
+    return check
+
+
+def stored_versions(store: VectorStore, collection: str) -> dict[str, tuple[str, int]]:
+    """doc_id -> (stored version, chunk count) of every document in the collection."""
+    out: dict[str, tuple[str, int]] = {}
+    for p in store.all_payloads(collection):
+        version, count = out.get(p["doc_id"], (p.get("content_hash", ""), 0))
+        out[p["doc_id"]] = (version, count + 1)
+    return out
+
+
 def parse_and_chunk(files: list[Path], chunker: Chunker, progress: Progress | None = None,
                     load: Callable[[Path], ParsedDocument] = load_document, prepare: Prepare | None = None,
+                    unchanged: Unchanged | None = None,
                     ) -> tuple[list[tuple[ParsedDocument, list[Chunk]]], list[FileOutcome]]:
     """`prepare` does a file's whole content-sized work at once (ingest/sandbox.prepare_limited: parse,
-    chunk and BM25 terms in a bounded worker); without it, `load` then the chunker in this process."""
+    chunk and BM25 terms in a bounded worker); without it, `load` then the chunker in this process.
+    Returns the parsed files and the outcomes of the others: errors, and files `unchanged` (a check
+    before parsing, unchanged_by_hash) found the collection already holds."""
     done, failed = [], []
     for i, path in enumerate(files, 1):
         try:
+            same = unchanged(path) if unchanged is not None else None
+            if same is not None:
+                failed.append(same)
+                if progress:
+                    progress("parse", i, len(files))
+                continue
             if prepare is not None:
                 doc, chunks = prepare(path, chunker)
             else:

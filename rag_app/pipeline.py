@@ -25,6 +25,7 @@ class QueryConfig:
     rrf_dense_weight: float = 1.0
     rrf_sparse_weight: float = 1.0
     rescore_wait_s: float | None = 2.0  # None: wait for a busy rescore embedder as long as it takes (eval)
+    rescore_embed_missing: bool = False  # False: rescore orders the candidates ingest made vectors for, embeds none
     cite: bool = True  # the article a question cites goes first
     table_weight: float = 1.5
     attach_refs: int = 0
@@ -42,7 +43,8 @@ class QueryConfig:
         return cls(retriever=s.retriever, levers=s.retrieval_levers,
                    lever_params=LeverParams(rescore_model=s.rescore_model), top_k=s.top_k, top_n=s.top_n,
                    rrf_k=s.rrf_k, rrf_dense_weight=s.rrf_dense_weight, rrf_sparse_weight=s.rrf_sparse_weight,
-                   rescore_wait_s=s.rescore_wait_s, table_weight=s.table_weight, attach_refs=s.attach_refs,
+                   rescore_wait_s=s.rescore_wait_s, rescore_embed_missing=s.rescore_vectors == "query",
+                   table_weight=s.table_weight, attach_refs=s.attach_refs,
                    context_tokens=s.context_tokens, rerank_model=s.rerank_model, prompt_version=s.prompt_version,
                    llm_model=s.llm_model, llm_max_tokens=s.llm_max_tokens, llm_max_retries=s.llm_max_retries,
                    llm_retry_base_s=s.llm_retry_base_s, use_llm=s.use_llm)

@@ -82,7 +82,8 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
             return search_with_usage(store, info, question, query_vector, mode=config.retriever, levers=levers,
                                      top_k=config.top_k, rrf_k=config.rrf_k, dense_weight=config.rrf_dense_weight,
                                      sparse_weight=config.rrf_sparse_weight, cite=config.cite, embeddings=rescore_emb,
-                                     params=config.lever_params, rescore_wait_s=config.rescore_wait_s, where=where)
+                                     params=config.lever_params, rescore_wait_s=config.rescore_wait_s, where=where,
+                                     embed_missing=config.rescore_embed_missing)
         hits, used = search(within.where if within else None)
         if within is not None and within.how == "named" and len(hits) < config.top_k:
             more, more_used = search(None)
@@ -103,9 +104,18 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
              else StageUsage("retrieve", model=label))
     if note:
         usage = replace(usage, error=note)
-    if within is not None:  # which documents were recognised or asked for: on the row and in the ledger
-        usage = replace(usage, note=within.note())
+    notes = [within.note()] if within is not None else []  # which documents were recognised or asked for
+    if embedded.not_embedded:
+        notes.append(partial_rescore_note(embedded))
+    if notes:
+        usage = replace(usage, note="; ".join(notes))
     return Retrieved(tuple(hits), levers, within), usage
+
+
+def partial_rescore_note(embedded: EmbedUsage) -> str:
+    """What a question asked before ingest's embedding pass finished was answered from."""
+    return (f"rescore left out {embedded.not_embedded} candidate(s) with no vector yet (ordered by BM25 "
+            "alone): the ingest embedding pass is unfinished; `rag ingest` again completes it")
 
 
 def _scope_for(question: str, scope: Scope | None, levers: tuple[str, ...], store: VectorStore,

