@@ -74,6 +74,10 @@ def ingest(paths: list[Path] = typer.Argument(..., help="files or folders (PDF, 
             report = _ingest_with_progress(rag, paths, rebuild, overrides)
     except RagError as e:
         _fail(e)
+    if not any(o.status in ("written", "unchanged") for o in report.outcomes):
+        err.print(f"error: nothing ingestible in {', '.join(str(p) for p in paths)}: no file was written or "
+                  "found unchanged (see the lines above); pass PDF, DOCX, HTML, Markdown or text files")
+        raise typer.Exit(1)
     if report.errors:
         raise typer.Exit(1)
 
@@ -108,13 +112,14 @@ def _ingest_with_progress(rag, paths, rebuild, doc_types=()):
         report = rag.ingest(paths, rebuild=rebuild, progress=progress, doc_types=doc_types)
     # One line per file, never wrapped: readable, and greppable by scripts.
     for o in sorted(report.outcomes, key=lambda o: o.path):
-        style = {"written": "green", "unchanged": "dim", "error": "red"}[o.status]
+        style = {"written": "green", "unchanged": "dim", "skipped": "yellow", "error": "red"}[o.status]
         detail = o.error if o.error else f"{o.chunks} chunks  {o.doc_type or '-':<8}  {_short(o.path)}"
         out.print(f"[{style}]{o.status:<9}[/{style}] {detail}", soft_wrap=True, highlight=False)
-    n = {s: sum(o.status == s for o in report.outcomes) for s in ("written", "unchanged", "error")}
+    n = {s: sum(o.status == s for o in report.outcomes) for s in ("written", "unchanged", "skipped", "error")}
     info = report.collection
     legs = "dense + bm25" if info and info.dense_enabled else "bm25 only"
-    out.print(f"{n['written']} written, {n['unchanged']} unchanged, {n['error']} failed; "
+    skipped = f", {n['skipped']} skipped" if n["skipped"] else ""
+    out.print(f"{n['written']} written, {n['unchanged']} unchanged, {n['error']} failed{skipped}; "
               f"collection {info.name if info else '-'} ({info.embed_model if info else '-'}, {legs}); "
               f"embedding cache {report.embed.cache_hits} hits / {report.embed.cache_misses} misses", soft_wrap=True)
     if report.rescore is not None:

@@ -26,7 +26,7 @@ Progress = Callable[[str, int, int], None]  # (phase, done, total)
 @dataclass
 class FileOutcome:
     path: str
-    status: str  # written | unchanged | error
+    status: str  # written | unchanged | skipped (not a document type we read; `error` says why) | error
     chunks: int = 0
     error: str | None = None
     doc_type: str | None = None  # statute | contract | other, as classified (or overridden) at ingest
@@ -46,11 +46,21 @@ class IngestReport:
 
 
 def expand_paths(paths: Iterable[Path]) -> tuple[list[Path], list[FileOutcome]]:
+    """The files to ingest, and what is said of the rest: a missing path is an error; a file in a folder
+    that is not a type we read is `skipped`, with why (hidden files and folders are passed over)."""
+    from rag_app.ingest.loaders import FORMATS
+
     files, problems = [], []
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*") if f.is_file() and supported(f)
-                                and not any(part.startswith(".") for part in f.relative_to(p).parts)))
+            for f in sorted(x for x in p.rglob("*") if x.is_file()
+                            and not any(part.startswith(".") for part in x.relative_to(p).parts)):
+                if supported(f):
+                    files.append(f)
+                else:
+                    problems.append(FileOutcome(str(f), "skipped", error=(
+                        f"{f}: not read: {f.suffix or 'no extension'} is not a document type we read "
+                        f"({' '.join(sorted(FORMATS))})")))
         elif p.is_file():
             files.append(p)
         else:

@@ -85,7 +85,8 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
         questions.sort(key=lambda q: split_key(q.id))
     questions = questions[: spec.limit or None]
     corpus = spec.corpus.resolve()
-    files, missing = expand_paths([corpus])
+    files, problems = expand_paths([corpus])
+    missing = [p for p in problems if p.status == "error"]
     if missing:
         raise FileNotFoundError(missing[0].error)
     docs = [load_document(f) for f in files]

@@ -64,6 +64,15 @@ class AskRequest(BaseModel):
         return v
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("legal-rag")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     # Built here, not in the lifespan, so a bad experiments file or a locked store fails `rag serve`
     # with one line before the server starts.
@@ -88,7 +97,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         for r in readers:
             r.close()
 
-    app = FastAPI(title="legal-rag", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="legal-rag", version=_version(), lifespan=lifespan,
                   description="Legal-document RAG that records what every answer costs.")
     app.add_middleware(Guard, allowed_hosts=settings.host_allow_list(bind_host),
                        max_body_bytes=int(settings.max_request_mb * 2**20), max_json_bytes=2**20,

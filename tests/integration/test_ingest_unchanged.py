@@ -30,3 +30,21 @@ def test_unchanged_files_are_recognised_before_parsing_and_changed_ones_are_pars
         parsed.clear()  # an override to another type re-chunks the file even though its bytes are the same
         report = app.ingest([corpus], doc_types=(("a.md", "contract"),))
         assert parsed == ["a.md"]
+
+
+def test_a_folder_says_what_it_skipped_and_nothing_ingestible_is_exit_1(tmp_path, monkeypatch):
+    """A file in a folder that is not a document type is `skipped` with why (never passed over in silence);
+    an input where nothing was written or found unchanged exits 1 with one line."""
+    from typer.testing import CliRunner
+
+    from rag_app.cli import app
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "scan.exe").write_bytes(b"MZ")
+    (tmp_path / "docs" / ".DS_Store").write_bytes(b"\\0")  # hidden: passed over
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    res = CliRunner().invoke(app, ["ingest", str(tmp_path / "docs")])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 1, res.output
+    assert "skipped" in text and "scan.exe: not read: .exe is not a document type we read" in text
+    assert ".DS_Store" not in text and "nothing ingestible" in text
