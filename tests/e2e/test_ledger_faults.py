@@ -140,7 +140,9 @@ def test_full_disk_during_asks_then_space_freed(tmp_path, index, how):
             health = httpx.get(f"{srv.url}/healthz").json()
             err = health["ledger"]["last_error"]  # SQLITE_FULL, or an I/O error creating the WAL index
             assert health["status"] == "degraded" and ("full" in err or "I/O" in err), err
-            assert health["ledger"]["buffered_rows"] >= 10 * 5 and health["ledger"]["oldest_buffered_age_s"] > 0
+            # rows wait in memory (how many depends on how many pages the WAL still took before the disk
+            # was full: a race on a busy machine); every one of them lands once space is freed (below)
+            assert health["ledger"]["buffered_rows"] > 0 and health["ledger"]["oldest_buffered_age_s"] > 0
             buffered = health["ledger"]["buffered_rows"]
             if how == "tmpfs":
                 free(filler)
