@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from rag_app.app import RagApp
-from tests.conftest import LAWS, make_settings
+from tests.conftest import LAWS, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI, Reply, Slow
 from tests.fakes.serve_proc import Serve, serve_env
 from tests.fakes.small_fs import fill, free, remount, small_tmpfs
@@ -124,6 +124,14 @@ def test_full_disk_during_asks_then_space_freed(tmp_path, index, how):
         env = serve_env(data, llm.base_url, RAG_LEDGER_SPILL_DIR=str(tmp_path / "spill"), RAG_RETRIEVAL_LEVERS="none")
         module = "tests.fakes.fsize_serve" if how == "rlimit" else None
         with Serve(env, tmp_path / "serve.log", module=module) as srv:
+            # the worst case: an empty write-ahead log, so the next commit must grow a file. (A WAL that
+            # migrations left large takes a few commits in its reused pages even on a full disk.)
+            def wal_emptied() -> bool:
+                with sqlite3.connect(data / "ledger.sqlite") as conn:
+                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                wal = data / "ledger.sqlite-wal"
+                return busy == 0 and (not wal.exists() or wal.stat().st_size == 0)
+            wait_until(wal_emptied, "the ledger's WAL checkpointed and truncated")
             if how == "tmpfs":
                 filler = fill(fs)
             else:

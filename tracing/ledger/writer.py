@@ -306,6 +306,7 @@ class LedgerWriter:
                 return True
             except Exception as e:  # full, read-only, locked or frozen past the bound, no pooled connection
                 log.warning("direct ledger write failed (%s); buffering the row", self.target.scrub(redacted_error(e)))
+                self._set_failing(e)  # said at once (health, answers); the next batch that lands clears it
         self.put(table, row)
         return False
 
