@@ -95,6 +95,18 @@ def ingested_app(root: Path, laws: dict[str, str], **overrides):
         yield app
 
 
+COMPANY_LAW = "民法商法/公司法(2018-10-26).md"
+
+
+def index_company_law(root: Path, **overrides) -> Path:
+    """公司法 ingested under `root` (the service tests' one-law collection); returns its data dir."""
+    from rag_app.app import RagApp
+
+    with RagApp(make_settings(root, **overrides)) as app:
+        assert not app.ingest([LAWS / COMPANY_LAW]).errors
+    return root / "data"
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
     """Tiny BERT-family embedder and reranker with random weights, saved like a hub model."""

@@ -15,10 +15,14 @@ import sqlalchemy as sa
 
 from rag_app.comparison import compare_live
 from rag_app.experiments import Experiment
-from tests.conftest import make_settings
-from tests.unit.test_ledger_schema import (EXPECTED_QUERIES, EXPECTED_REPRICINGS, EXPECTED_SHADOW_PAIRS,
-                                           EXPECTED_STAGE_CALLS)
 from rag_app.ledger_location import as_target
+from tests.conftest import index_company_law, make_settings
+from tests.unit.test_ledger_schema import (
+    EXPECTED_QUERIES,
+    EXPECTED_REPRICINGS,
+    EXPECTED_SHADOW_PAIRS,
+    EXPECTED_STAGE_CALLS,
+)
 from tracing.ledger import BY_DIMS, MIGRATIONS, Ledger, LedgerWriter, url_for_path
 from tracing.ledger.schema import metadata
 from tracing.pricing import PriceTable
@@ -374,12 +378,9 @@ def test_cli_readers_give_identical_results(ledger_url, tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def law_index(tmp_path_factory):
     """A BM25 index of one fixture law (each test copies it: one embedded store per owner)."""
-    from rag_app.app import RagApp
-    from tests.conftest import LAWS
 
     root = tmp_path_factory.mktemp("index")
-    with RagApp(make_settings(root, retriever="bm25", llm_mode="extractive")) as app:
-        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    index_company_law(root, retriever="bm25", llm_mode="extractive")
     return root / "data" / "edge"
 
 

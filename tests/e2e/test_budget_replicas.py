@@ -16,8 +16,7 @@ from contextlib import ExitStack
 import httpx
 import pytest
 
-from rag_app.app import RagApp
-from tests.conftest import LAWS, make_settings
+from tests.conftest import HANG_S, index_company_law
 from tests.fakes.openai_server import FakeOpenAI, Reply, Slow
 from tests.fakes.serve_proc import Serve, serve_env
 from tests.fakes.sql_ledger import select_rows
@@ -30,8 +29,7 @@ LIMIT_QUERIES = 5.5  # the budget, in queries' cost
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     root = tmp_path_factory.mktemp("budget_replicas")
-    with RagApp(make_settings(root, retriever="bm25")) as app:
-        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    index_company_law(root, retriever="bm25")
     return root / "data" / "edge"
 
 
@@ -52,7 +50,7 @@ def test_three_replicas_hold_a_hard_budget_within_the_queries_in_flight(tmp_path
         for srv in servers:
             stack.enter_context(srv)
         warm = [httpx.post(f"{servers[i].url}/v1/ask", json={"question": "一人有限责任公司是什么？", "user_id": "warm"},
-                           timeout=60).json()["total_cost_usd"] for i in range(WARM)]
+                           timeout=HANG_S).json()["total_cost_usd"] for i in range(WARM)]
         assert len(set(warm)) == 1 and warm[0] > 0, warm
         cost = warm[0]
         for srv in servers:
@@ -67,7 +65,7 @@ def test_three_replicas_hold_a_hard_budget_within_the_queries_in_flight(tmp_path
 
         def ask(i):
             r = httpx.post(f"{servers[i % REPLICAS].url}/v1/ask",
-                           json={"question": f"一人有限责任公司是什么？第{i}问", "user_id": "u1"}, timeout=120)
+                           json={"question": f"一人有限责任公司是什么？第{i}问", "user_id": "u1"}, timeout=HANG_S)
             return r.status_code, r.json()
 
         with ThreadPoolExecutor(CLIENTS) as pool:

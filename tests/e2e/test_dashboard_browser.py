@@ -14,7 +14,7 @@ from rag_app.app import RagApp
 from rag_app.comparison import compare_live
 from rag_app.cost_render import usd
 from rag_app.experiments import ExperimentConfig
-from tests.conftest import LAWS, make_settings
+from tests.conftest import HANG_S, LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Status
 from tests.integration.test_service import Server
 from rag_app.service import app as service_app
@@ -52,7 +52,7 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
             h = {"Authorization": "Bearer tok"}
             said = {}
             for i in range(12):
-                r = httpx.post(f"{url}/v1/ask", headers=h, timeout=60,
+                r = httpx.post(f"{url}/v1/ask", headers=h, timeout=HANG_S,
                                json={"question": ["股东会的职权有哪些？", "一人有限责任公司是什么？", "董事会由几人组成？"][i % 3],
                                      "user_id": f"user-{i}"})
                 assert r.status_code == 200, r.text

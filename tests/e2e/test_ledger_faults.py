@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from rag_app.app import RagApp
-from tests.conftest import LAWS, make_settings, wait_until
+from tests.conftest import HANG_S, LAWS, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI, Reply, Slow
 from tests.fakes.serve_proc import Serve, serve_env
 from tests.fakes.small_fs import fill, free, remount, small_tmpfs
@@ -35,7 +35,7 @@ def index(tmp_path_factory):
     return root / "data" / "edge"
 
 
-def ask(url, i, timeout=60):
+def ask(url, i, timeout=HANG_S):
     try:
         r = httpx.post(f"{url}/v1/ask", json={"question": f"一人有限责任公司是什么？第{i}问"}, timeout=timeout)
         return r.status_code, r.json() if r.status_code == 200 else r.text
@@ -45,7 +45,7 @@ def ask(url, i, timeout=60):
 
 def rag(args, env):
     return subprocess.run([sys.executable, "-m", "rag_app.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=HANG_S)
 
 
 def figures(name, **kv):

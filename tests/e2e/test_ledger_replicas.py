@@ -18,8 +18,7 @@ from contextlib import ExitStack
 import httpx
 import pytest
 
-from rag_app.app import RagApp
-from tests.conftest import LAWS, make_settings, wait_until
+from tests.conftest import HANG_S, index_company_law, wait_until
 from tests.fakes.openai_server import FakeOpenAI, Reply, Status
 from tests.fakes.serve_proc import Serve, serve_env
 from tests.fakes.sql_ledger import select_rows
@@ -31,8 +30,7 @@ REPLICAS, CLIENTS, ASKS = 3, 9, 45
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     root = tmp_path_factory.mktemp("replicas")
-    with RagApp(make_settings(root, retriever="bm25")) as app:
-        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    index_company_law(root, retriever="bm25")
     return root / "data" / "edge"
 
 
@@ -57,7 +55,7 @@ def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, index, po
         def ask(i):
             srv = servers[i % REPLICAS]  # round robin, as a load balancer would
             r = httpx.post(f"{srv.url}/v1/ask", json={"question": f"一人有限责任公司是什么？第{i}问",
-                                                       "user_id": f"u{i}"}, timeout=120)
+                                                       "user_id": f"u{i}"}, timeout=HANG_S)
             (answered if r.status_code == 200 else failed).append((i, r.status_code, r.text[:300]))
             return r.json() if r.status_code == 200 else None
 
@@ -86,7 +84,7 @@ def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, index, po
     # the CLI reads every replica's traffic from the one ledger
     env = serve_env(tmp_path / "reader", None, RAG_LEDGER_URL=url)
     rep = subprocess.run([sys.executable, "-m", "rag_app.cli", "report", "--format", "json"], env=env,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=HANG_S)
     assert rep.returncode == 0, rep.stderr
     out = json.loads(rep.stdout)
     assert out["totals"]["queries"] == ASKS and out["totals"]["retries"] == received - ASKS

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from rag_app.app import RagApp
-from tests.conftest import LAWS, make_settings, wait_until
+from tests.conftest import HANG_S, LAWS, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.sql_ledger import select_rows
 from tests.integration.test_service import Server
@@ -29,7 +29,7 @@ def indexed(tmp_path):
 
 
 def ask(url, question=Q, **kw):
-    r = httpx.post(f"{url}/v1/ask", json={"question": question, **kw}, timeout=60)
+    r = httpx.post(f"{url}/v1/ask", json={"question": question, **kw}, timeout=HANG_S)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -60,7 +60,7 @@ def test_a_repeated_question_is_a_hit_that_books_what_it_saved(indexed, tmp_path
             assert day["saved_cost_usd"] == pytest.approx(first["total_cost_usd"])
             # a new question is not a hit, and it is over the budget the first answer spent
             assert httpx.post(f"{url}/v1/ask", json={"question": "公司的股东会有哪些职权？", "user_id": "u1"},
-                              timeout=60).status_code == 429
+                              timeout=HANG_S).status_code == 429
             # the hit's saving: the original's cost, billed spend untouched (the budget counts billed spend only)
             spend = httpx.get(f"{url}/v1/budgets").json()["budgets"][0]
             assert spend["spend_usd"] == pytest.approx(first["total_cost_usd"]) and spend["queries"] == 1
@@ -80,7 +80,7 @@ def test_a_changed_document_drops_the_cached_answers(indexed, tmp_path):
             amended.write_text(amended.read_text(encoding="utf-8") + "\n\n第二百一十九条 本法自公布之日起施行。\n",
                                encoding="utf-8")
             with amended.open("rb") as f:
-                up = httpx.post(f"{url}/v1/ingest", files=[("files", (LAW.name, f, "text/markdown"))], timeout=120)
+                up = httpx.post(f"{url}/v1/ingest", files=[("files", (LAW.name, f, "text/markdown"))], timeout=HANG_S)
             assert up.status_code == 200, up.text
             assert ask(url)["cache_hit"] is False  # the collection changed: asked again
             assert ask(url)["cache_hit"] is True

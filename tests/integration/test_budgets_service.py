@@ -15,11 +15,11 @@ import httpx
 import openai
 import pytest
 
-from rag_app.app import RagApp
-from tests.conftest import LAWS, make_settings, wait_until
+from tests.conftest import HANG_S, index_company_law, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.serve_proc import serve_env
 from tests.fakes.sql_ledger import select_rows
+from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.integration.test_service import Server
 
 Q = "一人有限责任公司是什么？"
@@ -28,38 +28,8 @@ Q = "一人有限责任公司是什么？"
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory):
     root = tmp_path_factory.mktemp("budgets")
-    with RagApp(make_settings(root)) as app:
-        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    index_company_law(root)
     return root
-
-
-class Hook:
-    """A webhook receiver that fails its first request (the sender must retry)."""
-
-    def __init__(self):
-        self.events, self.calls = [], 0
-        hook = self
-
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self):
-                hook.calls += 1
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if hook.calls == 1:
-                    self.send_response(503)
-                else:
-                    hook.events.append(body)
-                    self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *a):
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
 
 
 def write_budgets(path, budgets):
@@ -68,11 +38,11 @@ def write_budgets(path, budgets):
 
 
 def ask(url, user, question=Q, **kw):
-    return httpx.post(f"{url}/v1/ask", json={"question": question, "user_id": user, **kw}, timeout=60)
+    return httpx.post(f"{url}/v1/ask", json={"question": question, "user_id": user, **kw}, timeout=HANG_S)
 
 
 def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
-    hook = Hook()
+    hook = WebhookReceiver()
     # one query costs ~$0.0001 at gpt-4o-mini prices: a $0.00001 limit is spent by the first query
     budgets = write_budgets(tmp_path / "budgets.json", [
         {"user": "*", "period": "day", "limit_usd": 0.00001, "hard": True},
@@ -119,13 +89,13 @@ def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
     # `rag budgets` reads the same ledger
     env = serve_env(indexed / "data" / "..", None, RAG_DATA_DIR=str(settings.data_dir), RAG_BUDGETS_FILE=str(budgets))
     out = subprocess.run([sys.executable, "-m", "rag_app.cli", "budgets"], env=env, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=HANG_S)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["BUDGET", "WHO", "LIMIT", "SPENT", "USED", "UNPRICED", "RESETS", "IN"]
     assert any(line.split()[:3] == ["user=*", "day", "u1"] for line in lines) and max(map(len, lines)) <= 80
     js = json.loads(subprocess.run([sys.executable, "-m", "rag_app.cli", "budgets", "--json"], env=env,
-                                   capture_output=True, text=True, timeout=120).stdout)
+                                   capture_output=True, text=True, timeout=HANG_S).stdout)
     assert {r["value"] for r in js["budgets"] if r["dim"] == "user"} == {"u1", "u2"}
 
 
@@ -164,7 +134,7 @@ def test_a_bad_budgets_file_stops_serve_with_one_line(tmp_path, budgets, field):
     path = write_budgets(tmp_path / "b.json", budgets)
     env = serve_env(tmp_path / "data", None, RAG_BUDGETS_FILE=str(path))
     r = subprocess.run([sys.executable, "-m", "rag_app.cli", "budgets"], env=env, capture_output=True, text=True,
-                       timeout=120)
+                       timeout=HANG_S)
     assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 

@@ -13,7 +13,7 @@ from rag_app.app import RagApp
 from rag_app.cli import app as cli
 from rag_app.evaluation.harness import EvalSpec, run_eval
 from rag_app.scope import Scope, UnknownDocument
-from tests.conftest import make_settings
+from tests.conftest import HANG_S, make_settings
 from tests.fakes.contracts import NDAS, nda_text, write_ndas
 from tests.integration.test_service import Server
 
@@ -89,21 +89,21 @@ def test_rag_ask_doc_and_its_one_line_error(ndas, monkeypatch):
 def test_v1_ask_takes_a_scope_and_stays_backwards_compatible(ndas):
     root, _ = ndas
     with Server(make_settings(root, retriever="bm25")) as url:
-        plain = httpx.post(f"{url}/v1/ask", json={"question": QUESTION}, timeout=60)
+        plain = httpx.post(f"{url}/v1/ask", json={"question": QUESTION}, timeout=HANG_S)
         assert plain.status_code == 200 and plain.json()["scope"] is None
-        r = httpx.post(f"{url}/v1/ask", json={"question": QUESTION, "scope": {"docs": ["initech_nda.txt"]}}, timeout=60)
+        r = httpx.post(f"{url}/v1/ask", json={"question": QUESTION, "scope": {"docs": ["initech_nda.txt"]}}, timeout=HANG_S)
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["scope"] == {"docs": ["initech_nda.txt"], "how": "asked"}
         assert {c["doc"].rsplit("/", 1)[-1] for c in body["citations"]} == {"initech_nda.txt"}
         retrieve = next(s for s in body["stages"] if s["stage"] == "retrieve")
         assert retrieve["estimate_note"] == "scope (asked): initech_nda.txt"
-        bad = httpx.post(f"{url}/v1/ask", json={"question": QUESTION, "scope": {"docs": ["initech.txt"]}}, timeout=60)
+        bad = httpx.post(f"{url}/v1/ask", json={"question": QUESTION, "scope": {"docs": ["initech.txt"]}}, timeout=HANG_S)
         assert bad.status_code == 400 and "initech_nda.txt" in bad.json()["detail"]
         assert bad.json()["type"] == "UnknownDocument"
-        blank = httpx.post(f"{url}/v1/ask", json={"question": QUESTION, "scope": {"docs": [" "]}}, timeout=60)
+        blank = httpx.post(f"{url}/v1/ask", json={"question": QUESTION, "scope": {"docs": [" "]}}, timeout=HANG_S)
         assert blank.status_code == 422
-        many = httpx.post(f"{url}/v1/ask", json={"question": QUESTION, "scope": {"laws": ["x"] * 51}}, timeout=60)
+        many = httpx.post(f"{url}/v1/ask", json={"question": QUESTION, "scope": {"laws": ["x"] * 51}}, timeout=HANG_S)
         assert many.status_code == 422
 
 

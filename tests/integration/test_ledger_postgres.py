@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from rag_app.errors import ConfigError
-from tests.conftest import make_settings
+from tests.conftest import HANG_S, make_settings
 from tests.fakes.pg_cluster import PgCluster
 from rag_app.ledger_location import LedgerURLError
 from tracing.ledger import Ledger, LedgerWriter
@@ -169,10 +169,10 @@ def test_service_answers_while_the_postgres_ledger_is_down(own_cluster, tmp_path
 
     settings = indexed_settings(own_cluster.new_database(), tmp_path)
     with Server(settings) as base:
-        first = httpx.post(f"{base}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=60).json()
+        first = httpx.post(f"{base}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=HANG_S).json()
         assert first["ledger"] == "ok" and {s["stage"] for s in first["stages"]} >= {"retrieve", "generate"}
         own_cluster.stop()
-        r = httpx.post(f"{base}/v1/ask", json={"question": "股东会的职权有哪些？"}, timeout=60)
+        r = httpx.post(f"{base}/v1/ask", json={"question": "股东会的职权有哪些？"}, timeout=HANG_S)
         assert r.status_code == 200, r.text
         down = r.json()
         assert down["ledger"] == "buffered" and {s["stage"] for s in down["stages"]} >= {"retrieve", "generate"}
@@ -246,20 +246,20 @@ def test_a_frozen_server_is_a_503_within_the_bound_and_loses_no_rows(own_cluster
     settings = indexed_settings(own_cluster.new_database(), tmp_path)
     with Server(settings) as base:
         assert httpx.get(f"{base}/v1/queries", timeout=30).status_code == 200  # the pool holds connections
-        first = httpx.post(f"{base}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=60).json()
+        first = httpx.post(f"{base}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=HANG_S).json()
         own_cluster.freeze()
         try:
             t0 = time.monotonic()
-            listed = httpx.get(f"{base}/v1/queries", timeout=60)
+            listed = httpx.get(f"{base}/v1/queries", timeout=HANG_S)
             took = time.monotonic() - t0
             assert listed.status_code == 503, listed.text
             assert took < 30, took  # 0.4.0 hung for as long as the server stayed frozen (91-106 s at 90 s)
-            asked = httpx.post(f"{base}/v1/ask", json={"question": "股东会的职权有哪些？"}, timeout=60)
+            asked = httpx.post(f"{base}/v1/ask", json={"question": "股东会的职权有哪些？"}, timeout=HANG_S)
             assert asked.status_code == 200 and asked.json()["stages"]
             assert httpx.get(f"{base}/healthz", timeout=30).status_code == 200
         finally:
             own_cluster.thaw()
-        wait_for(lambda: httpx.get(f"{base}/healthz", timeout=10).json()["status"] == "up", timeout=60)
+        wait_for(lambda: httpx.get(f"{base}/healthz", timeout=10).json()["status"] == "up", timeout=HANG_S)
         got = httpx.get(f"{base}/v1/queries", timeout=30).json()
         assert got["total"] == 2
         for qid in (first["query_id"], asked.json()["query_id"]):
@@ -279,7 +279,7 @@ def test_a_0_4_0_postgres_ledger_upgrades_in_place_with_its_rows(postgres, tmp_p
     url = postgres.new_database()
     dump = Path(__file__).parents[1] / "fixtures" / "ledger_0.4.0.pg.sql"
     subprocess.run([find_bin("psql") or "psql", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f", str(dump)],
-                   check=True, capture_output=True, timeout=120)
+                   check=True, capture_output=True, timeout=HANG_S)
     tables = ("queries", "stage_calls", "shadow_pairs", "repricings", "ledger_quarantine", "ledger_losses")
     with psycopg.connect(url) as c:
         before = {t: c.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables}

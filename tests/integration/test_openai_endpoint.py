@@ -11,8 +11,7 @@ import openai
 import pytest
 from langchain_openai import ChatOpenAI
 
-from rag_app.app import RagApp
-from tests.conftest import LAWS, make_settings
+from tests.conftest import HANG_S, index_company_law, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.test_service import Server
 
@@ -23,8 +22,7 @@ TOKEN = "s3cret"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("oai")
-    with RagApp(make_settings(root)) as app:
-        assert not app.ingest([LAWS / "民法商法/公司法(2018-10-26).md"]).errors
+    index_company_law(root)
     exp = root / "exp.json"
     exp.write_text(json.dumps({"variants": {"a": {}, "b": {"top_n": 1}}, "experiments": {}}))
     with FakeOpenAI() as llm:
@@ -109,7 +107,7 @@ def test_ask_streams_tokens_then_the_answer_with_its_cost(served):
     url, _, _ = served
     events = []
     with httpx.stream("POST", f"{url}/v1/ask", json={"question": Q + "（五）", "stream": True},
-                      headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as r:
+                      headers={"Authorization": f"Bearer {TOKEN}"}, timeout=HANG_S) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         kind = None
         for line in r.iter_lines():

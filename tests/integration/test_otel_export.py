@@ -13,7 +13,7 @@ import pytest
 
 from rag_app.app import RagApp
 from rag_app.errors import ConfigError
-from tests.conftest import make_settings
+from tests.conftest import HANG_S, make_settings
 from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply, Slow, Status
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.integration.trace_check import check_trace_equals_ledger, index_one_small_law, ledger
@@ -167,7 +167,7 @@ def test_healthz_shows_the_export_counters(indexed, monkeypatch):
     with OtlpReceiver() as rx:
         settings = make_settings(indexed, retriever="bm25", otel_endpoint=rx.url)
         with Server(settings) as url:
-            assert httpx.post(f"{url}/v1/ask", json={"question": QUESTION}, timeout=60).status_code == 200
+            assert httpx.post(f"{url}/v1/ask", json={"question": QUESTION}, timeout=HANG_S).status_code == 200
             # the ask has returned: its spans are built beside it, not in it (polled until they are;
             # pytest-timeout is the guard, so a busy machine only makes this wait longer)
             while (health := httpx.get(f"{url}/healthz").json())["otel"]["traces"] < 1:

@@ -13,7 +13,7 @@ import uvicorn
 
 from rag_app.app import RagApp
 from rag_app.service.app import api_key_id, create_app
-from tests.conftest import LAWS, make_settings, wait_until
+from tests.conftest import HANG_S, LAWS, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.sql_ledger import select_rows
 from tracing.ledger import Ledger
@@ -61,7 +61,7 @@ def test_ask_auth_and_ledger(indexed, monkeypatch):
             bad = httpx.post(f"{url}/v1/ask", json={"question": "x"}, headers={"Authorization": "Bearer nope"})
             assert bad.status_code == 401
             h = {"Authorization": "Bearer s3cret"}
-            r = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？", "user_id": "u1"}, headers=h, timeout=60)
+            r = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？", "user_id": "u1"}, headers=h, timeout=HANG_S)
             assert r.status_code == 200, r.text
             body = r.json()
             assert body["mode"] == "llm" and body["citations"] and body["variant"] == "default"
@@ -91,7 +91,7 @@ def test_fifty_concurrent_asks_all_reach_the_ledger(indexed, tmp_path):
         before = httpx.get(f"{url}/v1/queries", params={"limit": 1}).json()["total"]
         with ThreadPoolExecutor(max_workers=50) as pool:
             codes = list(pool.map(lambda i: httpx.post(f"{url}/v1/ask", json={
-                "question": f"股东会的职权有哪些？第{i}问", "session_id": f"s{i}"}, timeout=120).status_code, range(50)))
+                "question": f"股东会的职权有哪些？第{i}问", "session_id": f"s{i}"}, timeout=HANG_S).status_code, range(50)))
         assert codes == [200] * 50
         page = httpx.get(f"{url}/v1/queries", params={"limit": 500}).json()
         assert page["total"] == before + 50
@@ -110,7 +110,7 @@ def test_upload_limits_and_bad_files(indexed):
                  ("files", ("big.md", b"x" * 60000, "text/markdown")),
                  ("files", ("evil.exe", b"MZ...", "application/octet-stream")),
                  ("files", ("empty.txt", b"", "text/plain"))]
-        r = httpx.post(f"{url}/v1/ingest", files=files, timeout=120)
+        r = httpx.post(f"{url}/v1/ingest", files=files, timeout=HANG_S)
         assert r.status_code == 200, r.text
         by = {f["file"]: f for f in r.json()["files"]}
         assert by["劳动法.md"]["status"] == "written" and by["劳动法.md"]["chunks"] > 0
@@ -134,7 +134,7 @@ def test_split_and_shadow_experiments(indexed, tmp_path):
             arms = {}
             for i in range(20):
                 body = httpx.post(f"{url}/v1/ask", json={"question": "公司的董事会有哪些职权？", "user_id": f"u{i % 10}"},
-                                  timeout=60).json()
+                                  timeout=HANG_S).json()
                 arms.setdefault(f"u{i % 10}", set()).add(body["variant"])
                 assert body["experiment"] == name
             assert all(len(v) == 1 for v in arms.values())  # sticky per user
@@ -201,7 +201,7 @@ def test_api_says_unpriced_and_where_counts_came_from(tmp_path):
         settings = make_settings(tmp_path, openai_base_url=llm.base_url, llm_model="house-llm-7b")
         with Server(settings) as url:
             # a generous hang guard, not a latency bound (pytest-timeout ends a real hang)
-            r = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=300)
+            r = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=HANG_S)
             assert r.status_code == 200, r.text
             qid = r.json()["query_id"]
             one = httpx.get(f"{url}/v1/queries/{qid}").json()
@@ -265,9 +265,9 @@ def test_reuploading_an_amended_law_replaces_its_old_chunks(tmp_path):
     with Server(make_settings(tmp_path)) as url:
         for text in (law, amended):
             r = httpx.post(f"{url}/v1/ingest", files=[("files", ("劳动法.md", text.encode(), "text/markdown"))],
-                           timeout=300)
+                           timeout=HANG_S)
             assert r.json()["files"][0]["status"] == "written", r.text
-        body = httpx.post(f"{url}/v1/ask", json=question, timeout=120).json()
+        body = httpx.post(f"{url}/v1/ask", json=question, timeout=HANG_S).json()
     assert "不得超过九个月" in body["answer"] and "不得超过六个月" not in body["answer"], body["answer"]
     assert {c["doc"] for c in body["citations"]} == {"uploads/劳动法.md"}  # relative to the data dir
 

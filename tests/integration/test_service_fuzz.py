@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag_app.app import RagApp
-from tests.conftest import LAWS, make_settings
+from tests.conftest import HANG_S, LAWS, make_settings
 from tests.integration.test_service import Server
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -37,7 +37,7 @@ def url(tmp_path_factory):
 
 
 def test_a_real_question_reaches_every_stage(url):
-    r = httpx.post(f"{url}/v1/ask", json={"question": "申请仲裁应当交纳哪些费用？"}, headers=AUTH, timeout=120)
+    r = httpx.post(f"{url}/v1/ask", json={"question": "申请仲裁应当交纳哪些费用？"}, headers=AUTH, timeout=HANG_S)
     assert r.status_code == 200, r.text
     assert [s["stage"] for s in r.json()["stages"]] == ["embed_query", "retrieve", "rerank", "generate"]
 
@@ -64,7 +64,7 @@ def no_5xx(r: httpx.Response) -> None:
 def test_ask_bodies(url, body):
     payload = json.dumps(body, allow_nan=True).encode()
     no_5xx(httpx.post(f"{url}/v1/ask", content=payload, headers={**AUTH, "Content-Type": "application/json"},
-                      timeout=60))
+                      timeout=HANG_S))
 
 
 @FUZZ
@@ -98,7 +98,7 @@ def test_tokens(url, token, query_token):
        data=st.binary(max_size=200))
 def test_upload_names(url, names, data):
     files = [("files", (n.encode("utf-8", "replace").decode("utf-8"), data, "text/plain")) for n in names]
-    r = httpx.post(f"{url}/v1/ingest", files=files, headers=AUTH, timeout=120)
+    r = httpx.post(f"{url}/v1/ingest", files=files, headers=AUTH, timeout=HANG_S)
     no_5xx(r)
     if r.status_code == 200:
         assert len(r.json()["files"]) == len(names)  # every file answered, the batch never lost

@@ -4,16 +4,13 @@ sample-ratio mismatch; the ledger's event rows are the rollout every replica ser
 deciding the same move write it once."""
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from rag_app.experiments import Experiment
 from rag_app.service.ramp import RampController
 from tests.conftest import wait_until
 from tests.fakes.sql_ledger import SqlLedger
+from tests.fakes.webhook_receiver import WebhookReceiver
 
 RAMP = {"steps": [10, 50, 100], "min_queries_per_step": 40}
 
@@ -60,32 +57,10 @@ def test_a_step_advances_once_each_arm_has_its_minimum_and_every_replica_follows
     assert one.rollout_pct == 100 and [x["to_pct"] for x in conn.experiment_events("e")] == [50, 100]
 
 
-class Hook:
-    """A webhook receiver that fails its first answer (the sender must retry)."""
-
-    def __init__(self):
-        self.events: list[dict] = []
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                hook.events.append(body)
-                self.send_response(503 if len(hook.events) == 1 else 204)
-                self.end_headers()
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-
 def test_a_crossed_guardrail_rolls_back_writes_an_event_and_calls_the_webhook(tmp_path, monkeypatch):
     from rag_app.service.webhook import Webhook
 
-    hook = Hook()
+    hook = WebhookReceiver()
     conn = SqlLedger(tmp_path / "l.sqlite")
     seed(conn, 250, 250, cost=(1000, 1500))  # treatment costs 50% more: the primary metric is worse
     webhook = Webhook(hook.url, backoff_s=0.01)
@@ -96,7 +71,7 @@ def test_a_crossed_guardrail_rolls_back_writes_an_event_and_calls_the_webhook(tm
     assert (e["action"], e["from_pct"], e["to_pct"]) == ("roll back", 50, 0)
     assert ramp.live().rollout_pct == 0  # everyone is back on control
     webhook.wait()
-    assert len(hook.events) == 2  # refused once, delivered on the retry
+    assert (hook.calls, len(hook.events)) == (2, 1)  # refused once, delivered on the retry
     assert hook.events[-1]["event"] == "experiment.rolled_back" and hook.events[-1]["to_pct"] == 0
     # rolled back stays rolled back: a person restarts it by setting rollout_pct again
     assert ramp.look().action == "stay" and len(conn.experiment_events("e")) == 1
