@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,20 +55,33 @@ def query_rows(tag: str, n_queries: int) -> list[tuple[str, dict]]:
 
 def writer_seconds(url: str, rows: list[tuple[str, dict]], batch: int) -> float:
     """From the first put() to every row committed with its totals."""
+    return writer_cost(url, rows, batch)[0]
+
+
+def writer_cost(url: str, rows: list[tuple[str, dict]], batch: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) from the first put() to every row committed with its totals. CPU: the
+    writer thread's and the putting thread's, which a busy machine's waits for a core do not inflate."""
     w = LedgerWriter(url, max_buffer=len(rows) + 10, batch=batch)
-    t0 = time.perf_counter()
+    assert w.flush(600), w.health()  # started up (migrated, statements prepared) before the clock starts
+    clock = time.pthread_getcpuclockid(w._thread.ident)  # type: ignore[arg-type]
+    t0, c0, m0 = time.perf_counter(), time.clock_gettime(clock), time.thread_time()
     for table, row in rows:
         w.put(table, row)
     assert w.flush(600), w.health()
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.clock_gettime(clock) - c0 + time.thread_time() - m0
     h = w.health()
     w.close()
     assert h["quarantined_rows"] == 0 and h["lost_rows"] == 0, h
-    return dt
+    return dt, cpu
 
 
 def raw_seconds(url: str, rows: list[tuple[str, dict]], batch: int) -> float:
-    """The driver's own executemany, one INSERT per table per batch, one transaction per batch."""
+    return raw_cost(url, rows, batch)[0]
+
+
+def raw_cost(url: str, rows: list[tuple[str, dict]], batch: int) -> tuple[float, float]:
+    """The driver's own executemany, one INSERT per table per batch, one transaction per batch:
+    (wall seconds, CPU seconds of this thread)."""
     with Ledger.open(url) as ledger:  # migrated outside the timing
         dialect = ledger.target.dialect
     if dialect == "sqlite":
@@ -78,7 +92,7 @@ def raw_seconds(url: str, rows: list[tuple[str, dict]], batch: int) -> float:
         import psycopg
         conn = psycopg.connect(url, autocommit=True)
         mark = "%s"
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     for start in range(0, len(rows), batch):
         by_table: dict[str, list[dict]] = {}
         for table, row in rows[start:start + batch]:
@@ -89,9 +103,9 @@ def raw_seconds(url: str, rows: list[tuple[str, dict]], batch: int) -> float:
             sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
             conn.cursor().executemany(sql, [tuple(r[c] for c in cols) for r in table_rows])
         conn.execute("COMMIT")
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.thread_time() - c0
     conn.close()
-    return dt
+    return dt, cpu
 
 
 def _proc(args) -> float:
@@ -114,32 +128,43 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1000, help="rows per transaction (the writer's default)")
     ap.add_argument("--procs", type=int, default=2, help="writer processes for the replicas case (0: skip)")
     ap.add_argument("--pg-url", help="a PostgreSQL server's admin URL (else a throwaway cluster is started)")
+    ap.add_argument("--rounds", type=int, default=3, help="raw and writer arms run alternately this often")
+    ap.add_argument("--engines", default="sqlite,postgresql")
     args = ap.parse_args()
     from tests.fakes.pg_cluster import PgCluster, binaries_missing
 
+    engines = args.engines.split(",")
     cluster = PgCluster(args.pg_url, durable=True)
-    if not args.pg_url and binaries_missing():
-        sys.exit(binaries_missing())
-    cluster.start()
+    if "postgresql" in engines:
+        if not args.pg_url and binaries_missing():
+            sys.exit(binaries_missing())
+        cluster.start()
     results = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             fresh = {"sqlite": lambda name: url_for_path(Path(tmp) / f"{name}.sqlite"),
                      "postgresql": lambda name: cluster.new_database()}
-            for engine, new in fresh.items():
+            for engine in engines:
+                new = fresh[engine]
                 rows = query_rows("x", args.queries)
-                raw = len(rows) / raw_seconds(new("raw"), rows, args.batch)
-                wrote = len(rows) / writer_seconds(new("writer"), rows, args.batch)
+                arms = [(raw_cost(new(f"raw{k}"), rows, args.batch), writer_cost(new(f"writer{k}"), rows, args.batch))
+                        for k in range(args.rounds)]
                 many = replicas_rate(new("many"), args.procs, args.queries, args.batch) if args.procs else None
-                results.append((engine, raw, wrote, many))
+                results.append((engine, len(rows), arms, many))
     finally:
-        cluster.destroy()
+        if "postgresql" in engines:
+            cluster.destroy()
     print(f"ledger writer: {args.queries:,} queries = {args.queries * 5:,} rows per arm, {args.batch} rows "
-          "per transaction")
-    print(f"{'engine':<11}{'raw rows/s':>12}{'writer rows/s':>15}{'writer/raw':>12}{f'x{args.procs} procs':>13}")
-    for engine, raw, wrote, many in results:
-        print(f"{engine:<11}{raw:>12,.0f}{wrote:>15,.0f}{wrote / raw:>12.2f}"
-              f"{(f'{many:,.0f}' if many else '-'):>13}")
+          f"per transaction, median of {args.rounds} alternating rounds")
+    print(f"{'engine':<11}{'raw rows/s':>11}{'writer rows/s':>14}{'writer/raw':>11}{'CPU ratio':>10}"
+          f"{f'x{args.procs} procs':>12}")
+    for engine, n, arms, many in results:
+        raw, wrote = median(n / r[0] for r, _ in arms), median(n / w[0] for _, w in arms)
+        wall_ratio = median(r[0] / w[0] for r, w in arms)
+        # PostgreSQL's work is in the server's processes: the client's CPU says nothing about it
+        cpu_ratio = f"{median(r[1] / w[1] for r, w in arms):.2f}" if engine == "sqlite" else "-"
+        print(f"{engine:<11}{raw:>11,.0f}{wrote:>14,.0f}{wall_ratio:>11.2f}{cpu_ratio:>10}"
+              f"{(f'{many:,.0f}' if many else '-'):>12}")
 
 
 if __name__ == "__main__":

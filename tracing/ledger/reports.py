@@ -28,6 +28,7 @@ from tracing.ledger.schema import (
     report_rollup,
     stage_calls,
 )
+from tracing.ledger.shares import shares_select
 
 BY_DIMS = {"user": ("user_total", "value"), "key": ("key", "value"), "model": ("model", "value"),
            "stage": ("stage", "value"), "variant": ("all", "variant"), "day": ("all", "day")}
@@ -127,9 +128,9 @@ def iter_query_rows(db: Connection, variant: str | None = None, last: int | None
 
 
 # -- totals -------------------------------------------------------------------------------------------------
-def _rollup_sums(where: list[ColumnElement]) -> Select:
-    return select(*(cast(func.coalesce(func.sum(report_rollup.c[c]), 0), INT).label(c) if c not in ROLLUP_FLOAT_SUMS
-                    else func.coalesce(func.sum(report_rollup.c[c]), 0.0).label(c) for c in ROLLUP_SUMS)).where(*where)
+def _rollup_sums(where: list[ColumnElement], r=report_rollup) -> Select:
+    return select(*(cast(func.coalesce(func.sum(r.c[c]), 0), INT).label(c) if c not in ROLLUP_FLOAT_SUMS
+                    else func.coalesce(func.sum(r.c[c]), 0.0).label(c) for c in ROLLUP_SUMS)).where(*where)
 
 
 def _selection(variant: str | None, last: int | None):
@@ -186,40 +187,17 @@ def percentile_nulls_as_zero(db: Connection, source, column: str, n: int, nulls:
 
 def report_totals(db: Connection, last: int | None = None, variant: str | None = None) -> dict:
     source = _selection(variant, last)
-    r = report_rollup
-    if last is None:  # everything (or one variant): add up the day rollups
-        where = [r.c.dim == "all"] + ([r.c.variant == variant] if variant else [])
-        sums = dict(db.execute(_rollup_sums(where)).mappings().one())
-        scope = [r.c.variant == variant] if variant else []
-        stages = {row[0]: tuple(number(x) for x in row[1:]) for row in db.execute(
-            select(r.c.value, *(func.sum(r.c[c]) for c in ("stage_rows", "input_tokens", "output_tokens",
-                                                           "priced_cost_nano_usd", "shadow_cost_nano_usd",
-                                                           "unpriced_rows")))
-            .where(r.c.dim == "stage", *scope).group_by(r.c.value))}
-        budgets = sorted(int(b) for (b,) in db.execute(
-            select(r.c.value).where(r.c.dim == "budget", r.c.queries > 0, *scope).distinct()))
-    else:  # the N most recent: add up their per-query totals
-        from tracing.ledger.rollups import contributions
-
-        sums = {c: 0 for c in ROLLUP_SUMS}
-        stages_acc: dict[str, list] = {}
-        budgets_set = set()
-        for t in db.execute(select(source)).mappings():
-            for key, part in contributions(t).items():
-                if key[0] == "all":
-                    for c, v in zip(ROLLUP_SUMS, part):
-                        sums[c] += v
-                    break
-            for i, st in enumerate(STAGES):
-                if t[f"{st}_rows"]:
-                    acc = stages_acc.setdefault(st, [0] * 6)
-                    for j, c in enumerate(("rows", "input_tokens", "output_tokens", "cost_nano_usd",
-                                           "shadow_nano_usd", "unpriced_rows")):
-                        acc[j] += t[f"{st}_{c}"]
-            if t["context_budget_tokens"] is not None:
-                budgets_set.add(int(t["context_budget_tokens"]))
-        stages = {k: tuple(v) for k, v in stages_acc.items()}
-        budgets = sorted(budgets_set)
+    # everything (or one variant): add up the rollups; the N most recent: the same shares of just those
+    r = report_rollup if last is None else shares_select(source).subquery("r")
+    scope = [r.c.variant == variant] if variant else []
+    sums = dict(db.execute(_rollup_sums([r.c.dim == "all", *scope], r)).mappings().one())
+    stages = {row[0]: tuple(number(x) for x in row[1:]) for row in db.execute(
+        select(r.c.value, *(func.sum(r.c[c]) for c in ("stage_rows", "input_tokens", "output_tokens",
+                                                       "priced_cost_nano_usd", "shadow_cost_nano_usd",
+                                                       "unpriced_rows")))
+        .where(r.c.dim == "stage", *scope).group_by(r.c.value))}
+    budgets = sorted(int(b) for (b,) in db.execute(
+        select(r.c.value).where(r.c.dim == "budget", r.c.queries > 0, *scope).distinct()))
     pct = lambda col, n, p: _usd(percentile_of(db, source, col, n, p))
     total, waste = sums["priced_cost_nano_usd"], sums["waste_nano_usd"]
     hits, misses = sums["cache_hits"], sums["cache_misses"]

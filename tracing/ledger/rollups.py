@@ -20,21 +20,24 @@ transaction-scoped advisory lock per query id (in one sorted order) before foldi
 """
 from __future__ import annotations
 
+import json
 import logging
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
     Connection,
+    Text,
     and_,
     bindparam,
     case,
+    cast,
     delete,
     func,
     literal,
+    literal_column,
     select,
     text,
     true,
@@ -44,7 +47,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from tracing.ledger.schema import (
     MODEL_STAGES,
-    ROLLUP_FLOAT_SUMS,
     ROLLUP_KEYS,
     ROLLUP_SUMS,
     STAGES,
@@ -55,6 +57,7 @@ from tracing.ledger.schema import (
     rollup_dirty,
     stage_calls,
 )
+from tracing.ledger.shares import shares_select
 
 log = logging.getLogger(__name__)
 CHUNK = 400  # query ids per statement: well under SQLite's and PostgreSQL's bound-parameter limits
@@ -122,14 +125,15 @@ SIDE = case((and_(queries.c.origin == "live", queries.c.shadow_of.is_(None)), li
             else_=literal(""))
 
 
-def totals_select(ids: list[str] | None):
-    """query_totals rows computed from the ledger rows: of `ids`, or of every query (None)."""
+def totals_select(ids_in=None):
+    """query_totals rows computed from the ledger rows: of the queries `ids_in(column)` selects, or of every
+    query (None)."""
     s = stage_calls.alias("s")
     agg = select(s.c.query_id, *_stage_aggregates(s)).group_by(s.c.query_id)
     known_q, known_s = select(queries.c.query_id), select(stage_calls.c.query_id)
-    if ids is not None:
-        agg = agg.where(s.c.query_id.in_(ids))
-        known_q, known_s = known_q.where(queries.c.query_id.in_(ids)), known_s.where(stage_calls.c.query_id.in_(ids))
+    if ids_in is not None:
+        agg = agg.where(ids_in(s.c.query_id))
+        known_q, known_s = known_q.where(ids_in(queries.c.query_id)), known_s.where(ids_in(stage_calls.c.query_id))
     a = agg.subquery("a")
     k = union(known_q, known_s).subquery("k")
     q = queries
@@ -157,111 +161,6 @@ def _insert(db: Connection, table):
     return (postgresql.insert if db.dialect.name == "postgresql" else sqlite.insert)(table)
 
 
-# -- a query's share of the rollups -------------------------------------------------------------------------
-N_SUMS = len(ROLLUP_SUMS)
-_AT = {name: i for i, name in enumerate(ROLLUP_SUMS)}
-_PART = ("priced_cost_nano_usd", "cost_nano_usd", "shadow_cost_nano_usd", "stage_rows", "input_tokens",
-         "output_tokens", "unpriced_rows")  # what a stage / model share carries besides `queries`
-
-
-def query_vector(t: Mapping) -> list[float]:
-    """A query's sums in ROLLUP_SUMS order (what the all, user, key and budget dims add)."""
-    cost, shadow, lat, ctx = t["cost_nano_usd"], t["shadow_cost_nano_usd"], t["latency_ms"], t["context_tokens"]
-    lat = lat or 0.0
-    return [  # the order of schema.ROLLUP_SUMS (test_rollup_vector_follows_the_schema)
-        1, int(cost is not None), cost or 0, t["priced_cost_nano_usd"], int(shadow is not None), shadow or 0,
-        t["stage_rows"], t["input_tokens"], t["output_tokens"], t["unpriced_rows"], t["estimated_rows"], t["retries"],
-        t["timeouts"], t["waste_nano_usd"], t["output_at_risk_tokens"], t["cache_hits"], t["cache_misses"],
-        int(ctx is not None), ctx or 0, int(t["status"] == "error"), int(t["timeouts"] > 0), int(t["retries"] > 0),
-        int(t["sticky"] != 0), lat,
-        float(cost) * cost if cost is not None else 0.0, float(shadow) * shadow if shadow is not None else 0.0,
-        float(lat) * lat, t.get("unknown_attempts", 0), t.get("unknown_cost_nano_usd", 0), t["shadow_sum_nano_usd"],
-        t.get("cache_hit", 0), t.get("saved_cost_nano_usd", 0), t.get("saved_unpriced", 0)]
-
-
-def query_sums(t: Mapping) -> dict[str, float]:
-    return dict(zip(ROLLUP_SUMS, query_vector(t)))
-
-
-_PART_AT = [_AT[n] for n in ("queries", "priced_cost_nano_usd", "cost_nano_usd", "shadow_cost_nano_usd",
-                              "stage_rows", "input_tokens", "output_tokens", "unpriced_rows", "shadow_part_nano_usd")]
-
-
-_STAGE_KEYS = {st: tuple(f"{st}_{c}" for c in ("cost_nano_usd", "shadow_nano_usd", "rows", "input_tokens",
-                                                "output_tokens", "unpriced_rows", "model")) for st in STAGES}
-
-
-def _part(t: Mapping, stages: Iterable[str]) -> list[float]:
-    """The sums a stage (or a model, over the stages that used it) adds: its rows' figures, one query.
-    Sparse: (queries, priced cost, cost, shadow, rows, tokens in, tokens out, unpriced, shadow) at _PART_AT."""
-    v = [1, 0, 0, 0, 0, 0, 0, 0, 0]
-    for st in stages:
-        k_cost, k_shadow, k_rows, k_in, k_out, k_unpriced, _ = _STAGE_KEYS[st]
-        cost = t[k_cost]
-        v[1] += cost
-        v[2] += cost
-        v[3] += t[k_shadow]
-        v[4] += t[k_rows]
-        v[5] += t[k_in]
-        v[6] += t[k_out]
-        v[7] += t[k_unpriced]
-    v[8] = v[3]
-    return v
-
-
-def dense(vec: list[float]) -> list[float]:
-    """A share as a full ROLLUP_SUMS vector (stage and model shares are kept sparse)."""
-    if len(vec) == N_SUMS:
-        return vec
-    out = [0.0] * N_SUMS
-    for i, v in zip(_PART_AT, vec):
-        out[i] = v
-    return out
-
-
-def contributions(t: Mapping | None) -> dict[tuple, list[float]]:
-    """What one query adds to each rollup key, as vectors in ROLLUP_SUMS order: nothing unless it is a
-    query (not an ingest run, not an orphan's rows)."""
-    if t is None or t["kind"] != "query":
-        return {}
-    base = (t["day"], t["variant"] or "", t["experiment"] or "", t["side"])
-    q = query_vector(t)
-    user = t["user_id"] or ""
-    out = {("all", "", *base): q, ("user", user, *base): q, ("key", t["api_key_id"] or "", *base): q,
-           # per user over all days too: `--by user` then reads one row per user, not one per user and day
-           ("user_total", user, "", *base[1:]): q}
-    if t["context_budget_tokens"] is not None:
-        out[("budget", str(t["context_budget_tokens"]), *base)] = q
-    by_model: dict[str, list[str]] = defaultdict(list)
-    for st, keys in _STAGE_KEYS.items():
-        if not t[keys[2]]:
-            continue  # no row of this stage
-        out[("stage", st, *base)] = _part(t, (st,))
-        model = t.get(keys[6])
-        if model:
-            by_model[model].append(st)
-    for model, stages in by_model.items():
-        out[("model", model, *base)] = _part(t, stages)
-    return out
-
-
-def _collect(into: dict[tuple, tuple[list, list]], shares: dict[tuple, list[float]], sign: int) -> None:
-    for key, vec in shares.items():
-        into.setdefault(key, ([], []))[0 if sign > 0 else 1].append(vec)
-
-
-def _summed(collected: dict[tuple, tuple[list, list]]) -> dict[tuple, list[float]]:
-    """Per key: the added shares minus the removed ones, summed a column at a time (sum() runs in C)."""
-    out = {}
-    for key, (plus, minus) in collected.items():
-        width = len(plus[0]) if plus else len(minus[0])
-        total = [sum(col) for col in zip(*plus)] if plus else [0] * width
-        if minus:
-            total = [a - sum(col) for a, col in zip(total, zip(*minus))]
-        out[key] = dense(total)
-    return out
-
-
 # -- folding queries into the totals ---------------------------------------------------------------------
 def _chunks(ids: list[str]) -> Iterable[list[str]]:
     for i in range(0, len(ids), CHUNK):
@@ -276,72 +175,76 @@ def _lock(db: Connection, ids: list[str]) -> None:
                         "FROM unnest(CAST(:ids AS text[])) AS t(x)) k ORDER BY h"), {"cls": FOLD_LOCK_CLASS, "ids": ids})
 
 
+def ids_in(dialect: str):
+    """`column IN (the ids of one fold)` with the ids as ONE bound parameter, `ids` (its value: `ids_value`),
+    unnested into a set: the statement text is the same for every batch (an expanding IN list, 200 ids
+    in each of ~20 places, had SQLAlchemy re-render and re-bind a 70k-character statement per batch),
+    and PostgreSQL joins the set (hash or index) instead of comparing each row with every id
+    (`= ANY(array)` over a not yet analyzed ledger: 150 ms per batch)."""
+    if dialect == "postgresql":
+        each = select(func.unnest(cast(bindparam("ids", type_=Text), postgresql.ARRAY(Text))))
+    else:
+        each = select(literal_column("value")).select_from(func.json_each(bindparam("ids", type_=Text)))
+    return lambda col: col.in_(each)
+
+
+def ids_value(dialect: str, ids: list[str]) -> Any:
+    return ids if dialect == "postgresql" else json.dumps(ids)
+
+
 @lru_cache(maxsize=4)
 def _statements(dialect: str) -> dict[str, Any]:
-    """The fold's statements, built once per engine kind with an expanding `ids` parameter, so each batch
-    reuses SQLAlchemy's compiled form instead of building them anew."""
-    ids = bindparam("ids", expanding=True)
+    """The fold's statements, built once per engine kind (SQLAlchemy then reuses their compiled form)."""
+    in_ids = ids_in(dialect)
     insert_ = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    sel = totals_select(ids)  # type: ignore[arg-type]
+    sel = totals_select(in_ids)
     cols = [c.name for c in sel.selected_columns]
     upsert = insert_(query_totals).from_select(cols, sel)
     upsert = upsert.on_conflict_do_update(index_elements=["query_id"],
                                           set_={c: upsert.excluded[c] for c in cols if c != "query_id"})
-    rollup = insert_(report_rollup)
-    rollup = rollup.on_conflict_do_update(index_elements=list(ROLLUP_KEYS),
-                                          set_={c: report_rollup.c[c] + rollup.excluded[c] for c in ROLLUP_SUMS})
+    t = query_totals
+    # the batch's totals rows looked up once by primary key; inlined into each of the shares' ~13 branches
+    # (or filtered on `kind` here), SQLite walked the `kind` index, every query of the ledger, instead
+    mine_all = select(t).where(in_ids(t.c.query_id)).cte("t_ids").prefix_with("MATERIALIZED")
+    mine = select(mine_all).where(mine_all.c.kind == "query").subquery("t")
+    known = union(select(queries.c.query_id).where(queries.c.query_id == t.c.query_id),
+                  select(stage_calls.c.query_id).where(stage_calls.c.query_id == t.c.query_id))
+
+    def rollup_by(sign: int):
+        # `WHERE true`: SQLite's parser needs a WHERE before an upsert's ON CONFLICT in INSERT ... SELECT
+        ins = insert_(report_rollup).from_select([*ROLLUP_KEYS, *ROLLUP_SUMS], shares_select(mine, sign).where(true()))
+        return ins.on_conflict_do_update(index_elements=list(ROLLUP_KEYS),
+                                         set_={c: report_rollup.c[c] + ins.excluded[c] for c in ROLLUP_SUMS})
     return {
-        "old_totals": select(query_totals).where(query_totals.c.query_id.in_(ids)),
-        "upsert_totals": upsert.returning(*query_totals.c),
-        "delete_totals": delete(query_totals).where(query_totals.c.query_id.in_(ids)),
-        "rollup": rollup,
+        "unroll_old": rollup_by(-1),
+        "upsert_totals": upsert,
+        "delete_gone": delete(t).where(in_ids(t.c.query_id), ~known.exists()),  # every row of these was deleted
+        "roll_new": rollup_by(+1),
     }
 
 
-def _by_query(result) -> dict[str, dict]:
-    """Rows as plain dicts by query id (a dict lookup is several times cheaper than a RowMapping's)."""
-    keys = list(result.keys())
-    return {row[0]: dict(zip(keys, row)) for row in result}
-
-
 def fold(db: Connection, query_ids: Iterable[str]) -> int:
-    """Recompute these queries' totals and their share of the rollups, inside the caller's transaction."""
+    """Recompute these queries' totals and their share of the rollups, inside the caller's transaction:
+    the rollups lose the old totals' shares and gain the new ones, set-based in the engine."""
     ids = sorted({q for q in query_ids if isinstance(q, str)})
     if not ids:
         return 0
     _lock(db, ids)
-    st = _statements(db.dialect.name)
-    collected: dict[tuple, tuple[list, list]] = {}
     for chunk in _chunks(ids):
-        p = {"ids": chunk}
-        old_t = _by_query(db.execute(st["old_totals"], p))
-        new_t = _by_query(db.execute(st["upsert_totals"], p))
-        gone = [q for q in chunk if q not in new_t]  # every row of these was deleted
-        if gone:
-            db.execute(st["delete_totals"], {"ids": gone})
-        for q in chunk:
-            old, new = old_t.get(q), new_t.get(q)
-            if old is not None and old["kind"] == "query":
-                _collect(collected, contributions(old), -1)
-            if new is not None and new["kind"] == "query":
-                _collect(collected, contributions(new), +1)
-    _apply(db, _summed(collected))
+        _run_fold(db, chunk)
     return len(ids)
 
 
-def _apply(db: Connection, delta: dict[tuple, list[float]]) -> None:
-    params = []
-    floats = {_AT[n] for n in ROLLUP_FLOAT_SUMS}
-    for key in sorted(delta):  # one order for every writer: concurrent upserts of the same keys cannot deadlock
-        vec = delta[key]
-        if not any(vec):
-            continue
-        row = dict(zip(ROLLUP_KEYS, key))
-        for i, name in enumerate(ROLLUP_SUMS):
-            row[name] = vec[i] if i in floats else int(round(vec[i]))
-        params.append(row)
-    if params:
-        db.execute(_statements(db.dialect.name)["rollup"], params)
+def _run_fold(db: Connection, ids: list[str]) -> None:
+    st, p = _statements(db.dialect.name), {"ids": ids_value(db.dialect.name, ids)}
+    for step in ("unroll_old", "upsert_totals", "delete_gone", "roll_new"):
+        db.execute(st[step], p)
+
+
+def prepare(db: Connection) -> None:
+    """Have SQLAlchemy compile the fold's statements now (a writer's start): ~0.2 s of CPU the first batch
+    would otherwise pay. They run on no query at all."""
+    _run_fold(db, [])
 
 
 def take_dirty(db: Connection, ids: Iterable[str] = (), backlog: int = 0) -> list[str]:

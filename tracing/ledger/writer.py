@@ -510,6 +510,7 @@ class LedgerWriter:
             db.execute(ins.on_conflict_do_update(index_elements=["writer_id"], set_={"heartbeat_at": now}))
             self._mark_dead_attempts(db)
             self.backlog = self._backlog(db)
+            rollups.prepare(db)
         self._last_beat = time.monotonic()
         self._connected = True
 
