@@ -103,17 +103,21 @@ def default_spill_dir(target: LedgerTarget) -> Path:
 WHOLE_ROWS = ("queries", "shadow_pairs")  # written whole: a second write replaces the row
 
 
-def _full_row(table: str, row: dict) -> dict:
-    """A queries / shadow_pairs row with every column, so writing it again replaces the whole row on both
-    engines (the columns it leaves out go back to their defaults, as SQLite's INSERT OR REPLACE did)."""
+@lru_cache(maxsize=8)
+def _defaults(table: str) -> dict:
+    """Every column of a whole-row table but its key, with the value the schema gives it when left out."""
     out = {}
     for c in TABLES[table].columns:
-        if c.name in row:
-            out[c.name] = row[c.name]
-        elif not c.primary_key:
+        if not c.primary_key:
             default = c.server_default.arg.text if c.server_default is not None else None  # type: ignore[union-attr]
             out[c.name] = None if default is None else int(default) if default.lstrip("-").isdigit() else default.strip("'")
     return out
+
+
+def _full_row(table: str, row: dict) -> dict:
+    """A queries / shadow_pairs row with every column, so writing it again replaces the whole row on both
+    engines (the columns it leaves out go back to their defaults, as SQLite's INSERT OR REPLACE did)."""
+    return {**_defaults(table), **row}
 
 
 @lru_cache(maxsize=256)
