@@ -135,6 +135,7 @@ class RagApp:
                                             stop=self._stopping)
                 if done.cache_misses:
                     log.info("rescore vectors: %d chunks embedded in the background", done.cache_misses)
+                    self.store.forget_derived(info.name)  # `wide`'s matrix was built from fewer vectors
             except Exception as e:  # a background pass never takes the service down; the next ingest resumes it
                 log.warning("background rescore pass stopped: %s", e)
 

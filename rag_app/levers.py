@@ -18,6 +18,9 @@ measure it alone or combined: `bm25+prf`, `bm25+law+expand`, `bm25+rescore`, `hy
 - rescore: a dense leg over the BM25 candidates only (embed the candidates, not the corpus; the
   embedding cache keeps them), fused by RRF. Lets a Chinese-reading embedder help without a
   full-corpus embedding pass at ingest.
+- wide (with rescore): the rescore embedder over the whole corpus, from the vectors ingest's pass made
+  (rag_app/rescore_pass.py): its nearest chunks join BM25's candidates before rescoring, so a chunk
+  BM25 never ranked can still be found (most misses on validate had no gold in BM25's top 20).
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from rag_app.types import Chunk, ScoredChunk
 from rag_app.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
-LEVERS = ("prf", "law", "expand", "rescore", "charge", "colloquial", "named")
+LEVERS = ("prf", "law", "expand", "rescore", "charge", "colloquial", "named", "wide")
 MODES = ("dense", "bm25", "hybrid")
 
 
@@ -59,6 +62,7 @@ class LeverParams:
     rescore_fusion: str = "rrf"  # rrf | linear (min-max scaled scores, rescore_alpha on the dense side)
     rescore_alpha: float = 0.5
     colloquial_weight: float = 0.5
+    wide_depth: int = 20  # the whole-corpus dense leg's nearest chunks that join the rescore pool
 
     def __post_init__(self):
         if self.rescore_fusion not in ("rrf", "linear"):
@@ -218,6 +222,43 @@ def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embedd
     return [(ids[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")], used
 
 
+def _question_vector(question: str, embeddings, wait_s: float | None) -> tuple[np.ndarray, EmbedUsage]:
+    if not _embed_lock.acquire(timeout=-1 if wait_s is None else wait_s):
+        raise RescoreBusy(f"rescore skipped: its embedder was busy for {wait_s:g} s (RAG_RESCORE_WAIT_S)")
+    try:
+        vector, used = embeddings.embed_query_with_stats(question)
+    finally:
+        _embed_lock.release()
+    return np.asarray(vector, dtype=np.float32), used
+
+
+def wide_candidates(store, name: str, embeddings, qv: np.ndarray, n: int,
+                    embed_missing: bool) -> tuple[list[str], dict[str, dict]]:
+    """The `n` chunks of the whole collection nearest the question by the rescore embedder, and their
+    payloads. The matrix of every chunk's vector is built once per collection and process (the store
+    drops it when the collection is written). `embed_missing` (rag eval): chunks ingest's pass did not
+    embed are embedded now, once; else (ask, serve) only the vectors already made take part."""
+    def build() -> tuple[list[str], dict[str, dict], np.ndarray]:
+        payloads = store.all_payloads(name)
+        texts = [Chunk.from_payload(p).indexed_text() for p in payloads]
+        if embed_missing:
+            with _embed_lock:
+                matrix = embeddings.embed_array(texts)
+            return [p["chunk_id"] for p in payloads], {p["chunk_id"]: p for p in payloads}, matrix
+        found, _ = embeddings.cached_with_stats(texts)
+        kept = [(p, found[t]) for p, t in zip(payloads, texts) if t in found]
+        matrix = np.stack([v for _, v in kept]) if kept else np.zeros((0, len(qv)), dtype=np.float32)
+        return [p["chunk_id"] for p, _ in kept], {p["chunk_id"]: p for p, _ in kept}, matrix
+
+    ids, payloads, matrix = store.derived(name, f"wide:{embeddings.model_name}:{int(embed_missing)}", build)
+    if not ids:
+        return [], {}
+    sims = matrix @ qv
+    top = np.argsort(-sims, kind="stable")[:n]
+    near = [ids[i] for i in top]
+    return near, {c: payloads[c] for c in near}
+
+
 def _min_max(scores: dict[str, float]) -> dict[str, float]:
     lo, hi = min(scores.values()), max(scores.values())
     return {k: (v - lo) / (hi - lo) if hi > lo else 1.0 for k, v in scores.items()}
@@ -286,7 +327,14 @@ def search_with_usage(store, info, question: str, query_vector, *, mode: str, le
     if "rescore" in levers and embeddings is not None:
         pool = list(dict.fromkeys(cid for r in rankings for cid in r[: params.rescore_depth]))
         qv = query_vector if use_dense else None  # the collection's own query vector may be another model's
+        if "wide" in levers:
+            qv, q_used = _question_vector(question, embeddings, rescore_wait_s)
+            near, wide_payloads = wide_candidates(store, info.name, embeddings, qv, params.wide_depth, embed_missing)
+            payloads = {**wide_payloads, **payloads}
+            pool = list(dict.fromkeys([*pool, *near]))
         dense, embedded = dense_order(question, payloads, pool, embeddings, qv, rescore_wait_s, embed_missing)
+        if "wide" in levers:
+            embedded += q_used
         rankings.append([cid for cid, _ in dense])
         weights.append(params.rescore_weight)
     if "rescore" in levers and embeddings is not None and params.rescore_fusion == "linear" and len(legs) == 1:

@@ -164,6 +164,7 @@ class VectorStore(Protocol):
     def titles(self, name: str) -> list[str]: ...
     def documents(self, name: str) -> list[dict]: ...
     def derived(self, name: str, key: str, build: Callable[[], T]) -> T: ...
+    def forget_derived(self, name: str) -> None: ...
     def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
                       doc_id: str | None = None) -> list[Hit]: ...
 
@@ -216,6 +217,11 @@ class StoreChecks:
     def derived(self, name: str, key: str, build: Callable[[], T]) -> T:
         """`build()`'s result for this collection, kept until this store next writes it."""
         return self.derived_indexes.get(name, key, build)
+
+    def forget_derived(self, name: str) -> None:
+        """Drop what was built from this collection: something it is built from changed outside the
+        store (the rescore pass made vectors the `wide` lever's matrix did not have)."""
+        self.derived_indexes.drop(name)
 
     def missing(self, name: str) -> StoreError:
         """The error for a collection that is not there (backends name where they looked)."""

