@@ -199,3 +199,20 @@ def test_each_file_gets_its_own_memory_budget_and_a_breach_replaces_the_worker()
     with pytest.raises(IngestError, match="more than 200 MB"):
         _run_limited("big.md", "", partial(_allocate, 400), timeout_s=60, max_mb=200)
     assert _worker_pid(max_mb=200) != before
+
+
+_KEPT: list[bytearray] = []
+
+
+def _keep(mb: int) -> int:
+    """A parser that leaks: what it allocates stays in the worker after the file."""
+    _KEPT.append(bytearray(mb * 1024 * 1024))
+    return mb
+
+
+def test_a_worker_that_kept_half_a_budget_from_its_files_is_retired():
+    before = _worker_pid(max_mb=200)
+    assert _run_limited("leaky.md", "", partial(_keep, 40), timeout_s=60, max_mb=200) == 40
+    assert _worker_pid(max_mb=200) == before  # a little growth: kept
+    assert _run_limited("leaky2.md", "", partial(_keep, 120), timeout_s=60, max_mb=200) == 120
+    assert _worker_pid(max_mb=200) != before  # 160 MB kept > half of 200: the next file gets a fresh worker
