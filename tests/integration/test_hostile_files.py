@@ -16,8 +16,8 @@ from rag_app import sparse
 from rag_app.app import RagApp
 from rag_app.chunking.legal import LegalChunker
 from rag_app.chunking.semantic import tfidf_vectorize
-from rag_app.indexing import parse_and_chunk
 from rag_app.errors import IngestError
+from rag_app.indexing import parse_and_chunk
 from rag_app.ingest.sandbox import _run_limited, load_limited, prepare_limited, runs_in_worker
 from tests.conftest import make_settings
 from tests.fakes.hostile import law_text, many_paragraphs_docx, whitespace_bomb_docx
