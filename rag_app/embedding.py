@@ -2,8 +2,9 @@
 
 bge models load through FlagEmbedding's `FlagModel` (CLS pooling, the query instruction the bge
 authors trained with). When the configured model cannot be loaded (offline, no local copy) we
-fall back to the packaged all-MiniLM-L6-v2 through sentence-transformers, warn once, and the
-model actually used is what the collection and the ledger record.
+fall back to the packaged all-MiniLM-L6-v2 through sentence-transformers (loaded at its first
+encode: ingest learns its [UNK] rate and dimension from its folder), warn once, and the model
+actually used is what the collection and the ledger record.
 """
 from __future__ import annotations
 
