@@ -12,10 +12,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from rag_app.cost_render import experiment_arm_tables, experiment_metrics_table, report_tables, stage_table, usd
 from rag_app.errors import RagError
 
 app = typer.Typer(help="Legal-document RAG that records what every answer costs.", no_args_is_help=True,
@@ -85,6 +82,8 @@ def ingest(paths: list[Path] = typer.Argument(..., help="files or folders (PDF, 
 @contextmanager
 def _progress_bars(labels: dict[str, str] | None = None):
     """A rich progress display; yields the (phase, done, total) callback the domain code accepts."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err) as bar:
         tasks: dict[str, int] = {}
@@ -160,6 +159,7 @@ def ask(question: str = typer.Argument(..., help="the question"),
 
 
 def _print_answer(p: dict) -> None:
+    from rag_app.cost_render import stage_table, usd
     from rag_app.presenter import citation_label
 
     out.print(f"[bold]Q:[/bold] {p['question']}")
@@ -280,6 +280,8 @@ def _report_currency(settings):
 
 
 def _print_report(rep) -> None:
+    from rag_app.cost_render import report_tables
+
     out.print(report_tables(rep))
 
 
@@ -421,6 +423,10 @@ def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval 
 def _print_eval(result: dict, ks: list[int]) -> None:
     """Two 80-column tables, retrieval quality and cost, then the chunks, each configuration numbered
     (its chunker, retriever, legs and levers listed above them: too long for a column)."""
+    from rich.table import Table
+
+    from rag_app.cost_render import usd
+
     out.print(f"retrieval on {result['questions']} questions ({result['qa']}); rerank: {result['reranker']}")
     done = [r for r in result["results"] if not r.get("skipped")]
     for i, r in enumerate(result["results"], 1):
@@ -500,6 +506,7 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
     """Per-arm cost, latency and failure rates, anytime-valid intervals, SRM check and a verdict."""
     from rag_app.comparison import compare_live
     from rag_app.config import load_settings
+    from rag_app.cost_render import experiment_arm_tables, experiment_metrics_table, usd
     from rag_app.experiments import ExperimentConfig
     from tracing.ledger import Ledger
 
@@ -552,6 +559,7 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
     """Same labelled questions through both arms: recall@k and cost with paired-bootstrap 95% CIs, verdict."""
     from rag_app.comparison import replay
     from rag_app.config import load_settings
+    from rag_app.cost_render import usd
     from rag_app.evaluation.qa import load_qa
     from rag_app.service.pool import VariantPool
 

