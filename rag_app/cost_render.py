@@ -179,6 +179,9 @@ def audit_line(a: dict) -> str:
             f"{a['spilled_rows']} spilled ({a['replayed_rows']} replayed), {a['lost_rows']} lost")
     if a.get("totals_backlog_queries"):
         line += f"; totals catching up ({a['totals_backlog_queries']:,} queries to fold in)"
+    if a.get("totals_refolding"):  # a migration asked for every query to be folded again
+        line += ("; totals being recomputed after an upgrade, reports partial until a writer (`rag serve`, "
+                 "`rag ask`) finishes: `rag report --rebuild-totals` does it now")
     if a.get("totals_stale"):
         line += f"; totals may be behind ({a['totals_stale']}): run `rag report --rebuild-totals`"
     return line

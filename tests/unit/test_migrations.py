@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Column, Text
 
+from rag_app.cost_render import audit_line
 from tracing.ledger import Ledger, LedgerWriter, migrations
 from tracing.ledger.engine import make_engine
 from tracing.ledger.migrations import MIGRATIONS, add_column, migrate, pending
@@ -108,11 +109,14 @@ def test_a_0_4_0_ledger_upgrades_in_place_and_its_totals_catch_up_in_batches(tmp
     assert before.execute("SELECT COUNT(*) FROM _migrations").fetchone()[0] == 7
     before.close()
 
-    w = LedgerWriter(path)  # a 0.5.0 writer starts on it: migrates, then folds the backlog in the background
+    with Ledger.open(path) as L:  # migrated on open; nothing folded yet: the audit says the totals are partial
+        assert L.audit()["totals_refolding"] is True
+        assert "totals being recomputed after an upgrade" in audit_line(L.audit())
+    w = LedgerWriter(path)  # a writer starts on it, then folds the backlog in the background
     w.close()
     with Ledger.open(path) as L:
         L.fold_backlog()
-        assert L.audit()["totals_backlog_queries"] == 0
+        assert L.audit()["totals_backlog_queries"] == 0 and L.audit()["totals_refolding"] is False
         conn = sqlite3.connect(path)
         for t, old in rows_before.items():
             now = conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()

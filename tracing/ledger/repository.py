@@ -236,7 +236,7 @@ class Ledger:
             quarantined = db.execute(select(func.count()).select_from(ledger_quarantine)).scalar()
             losses = dict(db.execute(select(ledger_losses.c.kind, func.sum(ledger_losses.c.rows))
                                      .group_by(ledger_losses.c.kind)).all())
-            stale, backlog = rollups.stale(db), rollups.dirty_count(db) + int(rollups.refold_pending(db))
+            stale, backlog, refolding = rollups.stale(db), rollups.dirty_count(db), rollups.refold_pending(db)
         from rag_app.money import usd_json
 
         return {"orphan_stage_rows": int(number(o[0])), "orphan_queries": o[1],
@@ -244,7 +244,7 @@ class Ledger:
                 "unknown_attempts_input_tokens": int(number(u[2])), "unknown_attempts_cost_usd": usd_json(number(u[1])),
                 "quarantined_rows": quarantined, "spilled_rows": int(number(losses.get("spilled"))),
                 "replayed_rows": int(number(losses.get("replayed"))), "lost_rows": int(number(losses.get("lost"))),
-                "totals_stale": stale, "totals_backlog_queries": backlog}
+                "totals_stale": stale, "totals_backlog_queries": backlog, "totals_refolding": refolding}
 
     def rebuild_totals(self) -> int:
         return rollups.rebuild(self.engine)
