@@ -45,3 +45,28 @@ def test_a_token_cap_keeps_each_texts_opening(encoders):
         onnx.max_tokens = 512
     full = onnx.token_ids(TEXTS, "passage: ")
     assert all(len(r) <= 8 and r[:-1] == f[:len(r) - 1] for r, f in zip(rows, full))
+
+
+@pytest.mark.slow
+def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(encoders):
+    # padded batches shared one activation scale per tensor (dynamic int8): a text's vector moved by up to
+    # 0.016 per component with its batch-mates; the cache keys vectors by text alone, so they must not
+    onnx, _ = encoders
+    texts = [TEXTS[0], "第" * 400, TEXTS[3], "法"]
+    together = onnx.encode_passages(texts)  # several texts: the thread pool, longest first
+    alone = np.stack([onnx.encode_passages([t])[0] for t in texts])
+    assert np.array_equal(together, alone)
+    assert np.array_equal(onnx.encode_passages(texts[::-1]), alone[::-1])
+
+
+def test_the_cache_key_names_how_vectors_are_made(encoders):
+    from rag_app import e5_onnx
+
+    onnx, _ = encoders
+    assert onnx.cache_name == f"e5-onnx@{e5_onnx.BUILD_VERSION}.{e5_onnx.RUN_VERSION}"
+    assert e5_onnx.RUN_VERSION >= 2  # 1 = padded batches (vectors depended on batch-mates): never reused
+    onnx.max_tokens = 128
+    try:
+        assert onnx.cache_name.startswith("e5-onnx:128@")
+    finally:
+        onnx.max_tokens = 512
