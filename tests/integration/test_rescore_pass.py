@@ -23,8 +23,9 @@ QUESTION = "只有一个股东的公司是什么公司？"
 
 
 def vectors(app) -> int:
+    # the rescorer's cache key (e5-onnx: model + the version of how its vectors are made)
     return sqlite3.connect(app.settings.cache_path).execute(
-        "SELECT COUNT(*) FROM embeddings WHERE model = ?", (app.settings.rescore_model,)).fetchone()[0]
+        "SELECT COUNT(*) FROM embeddings WHERE model = ?", (app.rescorer().cache_model,)).fetchone()[0]
 
 
 def retrieve_row(app):
