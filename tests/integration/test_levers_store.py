@@ -141,7 +141,7 @@ def test_wide_finds_what_bm25_never_ranked_from_the_vectors_ingest_made(app):
     info = app.collection
     emb = rescore_embeddings("e5-onnx", app.settings.cache_path, required=True)
     with sqlite3.connect(app.settings.cache_path) as db:  # as before ingest's pass (other tests here made some)
-        db.execute("DELETE FROM embeddings WHERE model = 'e5-onnx'")
+        db.execute("DELETE FROM embeddings WHERE model LIKE 'e5-onnx%'")
     app.store.forget_derived(info.name)
     question = "What do you call a limited company that has a single shareholder?"
     assert search(app.store, info, question, None, mode="bm25", levers=("rescore",), top_k=3, embeddings=emb,
