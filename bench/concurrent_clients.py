@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sys
 import tempfile
@@ -28,23 +27,20 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import CORPUS_ZH, QA_ZH  # noqa: E402
-from tests.fakes.serve_proc import Serve  # noqa: E402
+from tests.fakes.serve_proc import Serve, serve_env  # noqa: E402
 from tracing.ledger import percentile  # noqa: E402
 
 
-def serve_env(data_dir: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "OPENAI_", "QDRANT_"))}
-    env.update({"RAG_DATA_DIR": str(data_dir), "RAG_LLM_MODE": "extractive", "RAG_RERANK_MODEL": "",
-                "RAG_ANSWER_CACHE_SIZE": "0",  # the reference pass asks the same questions again
-                "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
-    return env
+def env(data_dir: Path) -> dict:
+    # the default retriever and levers; the reference pass asks the same questions again: no answer cache
+    return serve_env(data_dir, None, RAG_RETRIEVER="hybrid", RAG_LLM_MODE="extractive", RAG_ANSWER_CACHE_SIZE="0")
 
 
 def ingest(data_dir: Path) -> None:
     import subprocess
 
     cmd = [sys.executable, "-m", "rag_app.cli", "ingest", str(CORPUS_ZH)]
-    subprocess.run(cmd, env=serve_env(data_dir), check=True, cwd=Path(__file__).resolve().parents[1])
+    subprocess.run(cmd, env=env(data_dir), check=True, cwd=Path(__file__).resolve().parents[1])
 
 
 def outcome(body: dict) -> dict:
@@ -90,7 +86,7 @@ def main() -> None:
         data_dir = args.data_dir or Path(tmp)
         if args.data_dir is None:
             ingest(data_dir)
-        with Serve(serve_env(data_dir), Path(tmp) / "serve.log") as srv:
+        with Serve(env(data_dir), Path(tmp) / "serve.log") as srv:
             httpx.post(f"{srv.url}/v1/ask", json={"question": "公司法第五十七条"}, timeout=600).raise_for_status()
             many, lat_many, wall_many = asyncio.run(ask_all(srv.url, questions, args.clients))
             one, lat_one, wall_one = asyncio.run(ask_all(srv.url, questions, 1))

@@ -28,6 +28,8 @@ import logging
 import re
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -184,6 +186,17 @@ class RescoreBusy(RuntimeError):
 _embed_lock = threading.Lock()
 
 
+@contextmanager
+def _embedder(wait_s: float | None) -> Iterator[None]:
+    """The rescore embedder, held; RescoreBusy once `wait_s` passes (None: wait as long as it takes)."""
+    if not _embed_lock.acquire(timeout=-1 if wait_s is None else wait_s):
+        raise RescoreBusy(f"rescore skipped: its embedder was busy for {wait_s:g} s (RAG_RESCORE_WAIT_S)")
+    try:
+        yield
+    finally:
+        _embed_lock.release()
+
+
 def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embeddings, query_vector,
                 wait_s: float | None = None, embed_missing: bool = True) -> tuple[list[tuple[str, float]], EmbedUsage]:
     """(candidate, cosine similarity), most similar first, and what was embedded for it (tokens, cache
@@ -204,18 +217,15 @@ def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embedd
         texts = [t for t in texts if t in found]
         if not texts:  # nothing to order: no need to embed the question either
             return [], used
-    if not _embed_lock.acquire(timeout=-1 if wait_s is None else wait_s):
-        raise RescoreBusy(f"rescore skipped: its embedder was busy for {wait_s:g} s (RAG_RESCORE_WAIT_S)")
-    try:
-        if query_vector is None:
-            query_vector, q_used = embeddings.embed_query_with_stats(question)
-            used += q_used
-        qv = np.asarray(query_vector, dtype=np.float32)
-        if found is None:
-            vectors, p_used = embeddings.embed_array_with_stats(texts)
-            used += p_used
-    finally:
-        _embed_lock.release()
+    if query_vector is None or found is None:  # something to embed
+        with _embedder(wait_s):
+            if query_vector is None:
+                query_vector, q_used = embeddings.embed_query_with_stats(question)
+                used += q_used
+            if found is None:
+                vectors, p_used = embeddings.embed_array_with_stats(texts)
+                used += p_used
+    qv = np.asarray(query_vector, dtype=np.float32)
     if found is not None:
         vectors = np.stack([found[t] for t in texts])
     sims = vectors @ qv
@@ -223,12 +233,8 @@ def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embedd
 
 
 def _question_vector(question: str, embeddings, wait_s: float | None) -> tuple[np.ndarray, EmbedUsage]:
-    if not _embed_lock.acquire(timeout=-1 if wait_s is None else wait_s):
-        raise RescoreBusy(f"rescore skipped: its embedder was busy for {wait_s:g} s (RAG_RESCORE_WAIT_S)")
-    try:
+    with _embedder(wait_s):
         vector, used = embeddings.embed_query_with_stats(question)
-    finally:
-        _embed_lock.release()
     return np.asarray(vector, dtype=np.float32), used
 
 

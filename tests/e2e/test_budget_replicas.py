@@ -16,7 +16,7 @@ from contextlib import ExitStack
 import httpx
 import pytest
 
-from tests.conftest import HANG_S, index_company_law
+from tests.conftest import HANG_S
 from tests.fakes.openai_server import FakeOpenAI, Reply, Slow
 from tests.fakes.serve_proc import Serve, serve_env
 from tests.fakes.sql_ledger import select_rows
@@ -26,14 +26,7 @@ REPLICAS, CLIENTS, ASKS, WARM = 3, 9, 27, 3
 LIMIT_QUERIES = 5.5  # the budget, in queries' cost
 
 
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    root = tmp_path_factory.mktemp("budget_replicas")
-    index_company_law(root, retriever="bm25")
-    return root / "data" / "edge"
-
-
-def test_three_replicas_hold_a_hard_budget_within_the_queries_in_flight(tmp_path, index, postgres):
+def test_three_replicas_hold_a_hard_budget_within_the_queries_in_flight(tmp_path, company_law_edge, postgres):
     url = postgres.new_database()
     llm = FakeOpenAI()
     llm.script = [Slow(0.5, then=Reply(prompt_tokens=300, completion_tokens=20)) for _ in range(200)]
@@ -42,7 +35,7 @@ def test_three_replicas_hold_a_hard_budget_within_the_queries_in_flight(tmp_path
         servers = []
         for k in range(REPLICAS):
             data = tmp_path / f"replica{k}"
-            shutil.copytree(index, data / "edge")
+            shutil.copytree(company_law_edge, data / "edge")
             servers.append(Serve(serve_env(data, llm.base_url, RAG_LEDGER_URL=url, RAG_BUDGETS_FILE=str(budgets),
                                            RAG_LEDGER_SPILL_DIR=str(tmp_path / f"spill{k}")), tmp_path / f"serve{k}.log"))
         # what one query costs, from warm-up queries of another user (they also give the estimate)

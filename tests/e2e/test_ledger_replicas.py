@@ -18,7 +18,7 @@ from contextlib import ExitStack
 import httpx
 import pytest
 
-from tests.conftest import HANG_S, index_company_law, wait_until
+from tests.conftest import HANG_S, wait_until
 from tests.fakes.openai_server import FakeOpenAI, Reply, Status
 from tests.fakes.serve_proc import Serve, serve_env
 from tests.fakes.sql_ledger import select_rows
@@ -27,14 +27,7 @@ pytestmark = pytest.mark.postgres
 REPLICAS, CLIENTS, ASKS = 3, 9, 45
 
 
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    root = tmp_path_factory.mktemp("replicas")
-    index_company_law(root, retriever="bm25")
-    return root / "data" / "edge"
-
-
-def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, index, postgres):
+def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, company_law_edge, postgres):
     url = postgres.new_database()
     llm = FakeOpenAI()
     # every 4th request (in arrival order, across replicas) fails with 503: each retry is a row too;
@@ -45,7 +38,7 @@ def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, index, po
         servers = []
         for k in range(REPLICAS):
             data = tmp_path / f"replica{k}"
-            shutil.copytree(index, data / "edge")  # one embedded store per process; the ledger is shared
+            shutil.copytree(company_law_edge, data / "edge")  # one embedded store per process; the ledger is shared
             env = serve_env(data, llm.base_url, RAG_LEDGER_URL=url, RAG_LLM_MAX_RETRIES="10",
                             RAG_LLM_RETRY_BASE_S="0.01", RAG_LEDGER_SPILL_DIR=str(tmp_path / f"spill{k}"))
             servers.append(Serve(env, tmp_path / f"serve{k}.log"))
@@ -93,7 +86,7 @@ def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, index, po
           f"llm_requests_received={received}, attempt_rows={attempts} ({gen['retry']} retries), rows_lost=0")
 
 
-def test_a_replica_killed_mid_load_leaves_a_row_for_every_request_it_sent(tmp_path, index, postgres):
+def test_a_replica_killed_mid_load_leaves_a_row_for_every_request_it_sent(tmp_path, company_law_edge, postgres):
     """kill -9 of one of two replicas while LLM calls are in flight: its `started` rows are already in
     PostgreSQL (written before each request left), so every request the LLM server received has a row."""
     import threading
@@ -108,7 +101,7 @@ def test_a_replica_killed_mid_load_leaves_a_row_for_every_request_it_sent(tmp_pa
         servers = []
         for k in range(2):
             data = tmp_path / f"replica{k}"
-            shutil.copytree(index, data / "edge")
+            shutil.copytree(company_law_edge, data / "edge")
             servers.append(Serve(serve_env(data, llm.base_url, RAG_LEDGER_URL=url,
                                            RAG_LEDGER_SPILL_DIR=str(tmp_path / f"spill{k}")), tmp_path / f"serve{k}.log"))
         for srv in servers:
