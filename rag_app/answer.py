@@ -79,7 +79,7 @@ def extractive_answer(contexts: list[ScoredChunk], question: str = "",
     citations = []
     for i, sc in enumerate(contexts, 1):
         text = sc.chunk.text
-        ex = best_excerpt(text, question, max_tokens)
+        ex = best_excerpt(text, question, max_tokens, sc.chunk.token_count)
         cite = citation_for(sc, ex)
         before = "…" if text[:ex.start].strip() else ""
         # a passage the packer cut at the budget ends mid-sentence: say so

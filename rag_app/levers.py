@@ -27,10 +27,13 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -81,7 +84,13 @@ def parse_retriever(spec: str) -> tuple[str, tuple[str, ...]] | None:
 
 # -- term weights ---------------------------------------------------------------------------------
 def _query_terms(question: str) -> dict[str, float]:
-    return {t: 1.0 for t in sparse.tokenize(sparse.normalize_query(question))}
+    return dict.fromkeys(_question_tokens(question), 1.0)
+
+
+@lru_cache(maxsize=256)
+def _question_tokens(question: str) -> tuple[str, ...]:
+    """A question's BM25 tokens, once: the levers that check whether they act ask for them too."""
+    return tuple(sparse.tokenize(sparse.normalize_query(question)))
 
 
 def _to_vector(terms: dict[str, float]) -> tuple[list[int], list[float]]:
@@ -187,9 +196,11 @@ _embed_lock = threading.Lock()
 
 
 @contextmanager
-def _embedder(wait_s: float | None) -> Iterator[None]:
-    """The rescore embedder, held; RescoreBusy once `wait_s` passes (None: wait as long as it takes)."""
-    if not _embed_lock.acquire(timeout=-1 if wait_s is None else wait_s):
+def _embedder(wait_s: float | None, since: float | None = None) -> Iterator[None]:
+    """The rescore embedder, held; RescoreBusy once `wait_s` passes (None: wait as long as it takes),
+    counted from `since` (time.monotonic(); default now)."""
+    left = None if wait_s is None else max(0.0, wait_s - (time.monotonic() - since if since is not None else 0.0))
+    if not _embed_lock.acquire(timeout=-1 if left is None else left):
         raise RescoreBusy(f"rescore skipped: its embedder was busy for {wait_s:g} s (RAG_RESCORE_WAIT_S)")
     try:
         yield
@@ -202,6 +213,7 @@ def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embedd
     """(candidate, cosine similarity), most similar first, and what was embedded for it (tokens, cache
     hits and misses), so the retrieve row can show the work rescore did.
 
+    `query_vector`: the question's vector, a QuestionVector already under way, or None (embedded here).
     `embed_missing=False` (ask and serve, RAG_RESCORE_VECTORS=ingest): only candidates whose vector
     ingest's pass already made are ordered; the rest are left out of the dense leg (BM25 still ranks
     them) and counted as `not_embedded`. A question then costs one short query embedding, never a
@@ -215,8 +227,11 @@ def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embedd
         found, used = embeddings.cached_with_stats(texts)
         ids = [c for c, t in zip(ids, texts) if t in found]
         texts = [t for t in texts if t in found]
-        if not texts:  # nothing to order: no need to embed the question either
+        if not texts:  # nothing to order: the question's vector is not needed either
             return [], used
+    if isinstance(query_vector, QuestionVector):
+        query_vector, q_used = query_vector.result()
+        used += q_used
     if query_vector is None or found is None:  # something to embed
         with _embedder(wait_s):
             if query_vector is None:
@@ -232,10 +247,27 @@ def dense_order(question: str, payloads: dict[str, dict], ids: list[str], embedd
     return [(ids[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")], used
 
 
-def _question_vector(question: str, embeddings, wait_s: float | None) -> tuple[np.ndarray, EmbedUsage]:
-    with _embedder(wait_s):
+def _question_vector(question: str, embeddings, wait_s: float | None,
+                     since: float | None = None) -> tuple[np.ndarray, EmbedUsage]:
+    with _embedder(wait_s, since):
         vector, used = embeddings.embed_query_with_stats(question)
     return np.asarray(vector, dtype=np.float32), used
+
+
+# Threads that embed questions while the main thread runs BM25 and reads the candidates' vectors: the
+# engine releases the GIL, so on two cores a new question waits for max(embedding, search), not the sum.
+_ahead = ThreadPoolExecutor(max_workers=32, thread_name_prefix="question-vector")
+
+
+class QuestionVector:
+    """A question's rescore vector, being embedded on another thread since the search began. Its wait
+    for the embedder counts from the start, so RAG_RESCORE_WAIT_S bounds the whole wait as before."""
+
+    def __init__(self, question: str, embeddings, wait_s: float | None):
+        self._future = _ahead.submit(_question_vector, question, embeddings, wait_s, time.monotonic())
+
+    def result(self) -> tuple[np.ndarray, EmbedUsage]:
+        return self._future.result()  # RescoreBusy, or the embedder's own error, is raised here
 
 
 def wide_candidates(store, name: str, embeddings, qv: np.ndarray, n: int,
@@ -309,6 +341,10 @@ def search_with_usage(store, info, question: str, query_vector, *, mode: str, le
                         dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite, where=where), EmbedUsage()
     use_dense, use_sparse = legs_for(mode, info)
     depth = max(top_k * 2, params.depth)
+    ahead = None  # the question's rescore vector, started before the search when nothing else gives one
+    if ("rescore" in levers and "wide" not in levers and embeddings is not None
+            and not (use_dense and query_vector is not None)):
+        ahead = QuestionVector(question, embeddings, rescore_wait_s)
     legs, weights = [], []
     if use_dense and query_vector is not None:
         legs.append(store.search_dense(info.name, query_vector, depth, where))
@@ -333,6 +369,8 @@ def search_with_usage(store, info, question: str, query_vector, *, mode: str, le
     if "rescore" in levers and embeddings is not None:
         pool = list(dict.fromkeys(cid for r in rankings for cid in r[: params.rescore_depth]))
         qv = query_vector if use_dense else None  # the collection's own query vector may be another model's
+        if qv is None and ahead is not None:
+            qv = ahead
         if "wide" in levers:
             qv, q_used = _question_vector(question, embeddings, rescore_wait_s)
             near, wide_payloads = wide_candidates(store, info.name, embeddings, qv, params.wide_depth, embed_missing)

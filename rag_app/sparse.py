@@ -83,10 +83,27 @@ def tokenize(text: str) -> list[str]:
             tokens.append(tok)
     for run in _CJK_RUN.findall(rest):
         tokens.extend("~" + run[i:i + 2] for i in range(len(run) - 1))
-    if len(_LATIN_LETTER.findall(rest)) > len(_CJK_CHAR.findall(rest)):
+    if _mostly_latin(rest):
         words = [t for t in tokens if t.isascii() and t.isalpha() and len(t) > 2 and t not in _EN_STOP]
         tokens.extend(STEM + s for s in _stemmer().stemWords(words))
     return tokens
+
+
+def _mostly_latin(text: str) -> bool:
+    return len(_LATIN_LETTER.findall(text)) > len(_CJK_CHAR.findall(text))
+
+
+_LATIN_WORD = re.compile(r"[A-Za-z]{3,}")
+
+
+def stems_of(text: str) -> frozenset[str]:
+    """The `^` stem tokens tokenize gives a text, without segmenting it (English words are runs of
+    letters either way): empty unless the text is mostly Latin."""
+    rest = ARTICLE_REF.sub(" ", text)
+    if not _mostly_latin(rest):
+        return frozenset()
+    words = [w for w in (m.lower() for m in _LATIN_WORD.findall(rest)) if w not in _EN_STOP]
+    return frozenset(STEM + s for s in _stemmer().stemWords(words))
 
 
 @lru_cache(maxsize=1)

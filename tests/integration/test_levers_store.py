@@ -153,3 +153,39 @@ def test_wide_finds_what_bm25_never_ranked_from_the_vectors_ingest_made(app):
     hits = search(app.store, info, question, None, mode="bm25", levers=("rescore", "wide"), top_k=3,
                   embeddings=emb, embed_missing=False, params=LeverParams(wide_depth=1))
     assert hits and "第五十七条" in hits[0].chunk.text
+
+
+def test_the_questions_vector_is_made_while_bm25_searches(app):
+    """A new question waits for max(its embedding, the search), not their sum: its rescore vector is
+    started on another thread before the BM25 search, which here will not return until it has begun."""
+    import threading
+
+    started = threading.Event()
+
+    class Embeddings:  # the rescore embedder's interface, recording where the question is embedded
+        model_name = "probe"
+
+        def embed_query_with_stats(self, question):
+            from rag_app.usage import EmbedUsage
+
+            started.set()
+            return [1.0, 0.0], EmbedUsage(texts=1)
+
+        def cached_with_stats(self, texts):
+            import numpy as np
+
+            from rag_app.usage import EmbedUsage
+
+            return {t: np.array([1.0, 0.0], dtype=np.float32) for t in texts}, EmbedUsage(texts=len(texts))
+
+    class Store:  # the real store, whose search first waits for the question's embedding to begin
+        def __getattr__(self, name):
+            return getattr(app.store, name)
+
+        def search_sparse(self, *args, **kwargs):
+            assert started.wait(10), "the question's vector was not under way during the search"
+            return app.store.search_sparse(*args, **kwargs)
+
+    hits = search(Store(), app.collection, "只有一个股东的公司是什么公司？", None, mode="bm25", levers=("rescore",),
+                  top_k=3, embeddings=Embeddings(), embed_missing=False)
+    assert hits and started.is_set()

@@ -177,3 +177,15 @@ def test_a_passage_merged_across_a_gap_cites_its_whole_range():
     merged = ScoredChunk(Chunk(**{**chunk.__dict__, "char_end": chunk.char_end + 1}), 1.0, 1)  # 2-char gap joined by 1
     cite = extractive_answer([merged], "乙", max_tokens=5)[1][0]
     assert (cite.char_start, cite.char_end) == (merged.chunk.char_start, merged.chunk.char_end)
+
+
+def test_a_sentences_terms_are_found_without_segmenting_it():
+    from rag_app.excerpt import match_terms, question_terms, terms_in
+
+    wanted = question_terms("股东会决议违反第二十二条怎么办？")
+    sentence = "依照第22条，股东会的决议内容违反法律的无效。"
+    assert terms_in(sentence, wanted) == set(match_terms(sentence)) & wanted  # jieba's answer, no jieba
+    assert "§22" in terms_in(sentence, wanted)  # the article, whatever its numerals
+    en = question_terms("Which state's laws govern the agreement?")
+    assert {"govern", "^govern"} <= terms_in("This Agreement is governed by Delaware law.", en)
+    assert not terms_in("法", frozenset({"法"}))  # one character is in most sentences: it counts nowhere
