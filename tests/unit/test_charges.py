@@ -46,3 +46,29 @@ def test_one_chunk_per_charge_in_the_order_named_and_none_below_the_bar():
     assert charge_chunk_ids(q, paras) == ["a385", "a264", "a234"]  # 妨害作证 matches nothing well enough
     assert charge_chunk_ids("罪名:盗窃;盗窃罪", paras) == ["a264"]
     assert charge_chunk_ids("罪名:盗窃", []) == []
+    from rag_app.charges import build_charge_index  # the index: the same choice, 是受贿罪 found past the opening
+
+    assert charge_chunk_ids(q, build_charge_index([*PAYLOADS, OTHER_LAW])) == ["a385", "a264", "a234"]
+
+
+def test_the_index_picks_what_scoring_every_paragraph_picks_on_the_real_criminal_law():
+    """The charge index scores only the paragraphs that can reach MIN_SCORE; on 刑法 and every dev question
+    that names charges it must choose exactly what scoring all ~1,500 paragraphs chooses."""
+    import json
+    from dataclasses import asdict
+
+    from rag_app.charges import build_charge_index
+    from rag_app.chunking.legal import LegalChunker
+    from rag_app.ingest.loaders import load_document
+    from tests.conftest import SHARED
+
+    law = next((SHARED / "data" / "legal_zh" / "corpus" / "刑法").iterdir())
+    payloads = [{**asdict(c), "title": "中华人民共和国刑法"} for c in LegalChunker().chunk(load_document(law))]
+    index = build_charge_index(payloads)
+    qa = SHARED / "data" / "legal_zh" / "qa_dev.jsonl"
+    questions = [q for q in (json.loads(line)["question"] for line in qa.read_text(encoding="utf-8").splitlines())
+                 if named_charges(q)]
+    assert len(questions) > 50 and len(index.paragraphs) > 1000
+    chosen = [charge_chunk_ids(q, index) for q in questions]
+    assert chosen == [charge_chunk_ids(q, index.paragraphs) for q in questions]
+    assert sum(map(len, chosen)) > len(questions) // 2  # it does find charges
