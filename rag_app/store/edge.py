@@ -33,9 +33,13 @@ BATCH = 512
 
 class EdgeStore(StoreChecks):
     def __init__(self, root: Path, *, legacy_path: Path | None = None, hnsw_m: int = 16,
-                 hnsw_ef_construct: int = 100, search_ef: int = 128):
+                 hnsw_ef_construct: int = 100, search_ef: int = 128, indexing_threshold_kb: int | None = None):
         """`root`: folder of the shards. `legacy_path`: where an earlier version kept its
-        qdrant-client local-mode store, recognised so the user is told to rebuild."""
+        qdrant-client local-mode store, recognised so the user is told to rebuild.
+        `indexing_threshold_kb`: the engine's (None: its default, which the app uses). Past it, `commit`'s
+        optimizer rewrites the appendable segment as an indexed one: ~0.13 ms of CPU per chunk, paid once,
+        which keeps opening the store cheap (bench/edge_writes.py measures both; 0 never indexes)."""
+        self.indexing_threshold_kb = indexing_threshold_kb
         self.root = Path(root)
         self.legacy_path = Path(legacy_path) if legacy_path else None
         self.hnsw_m, self.hnsw_ef_construct, self.search_ef = hnsw_m, hnsw_ef_construct, search_ef
@@ -123,7 +127,9 @@ class EdgeStore(StoreChecks):
             hnsw = qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=10_000)
             vectors = ({DENSE: qe.EdgeVectorParams(size=info.dimension, distance=qe.Distance.Cosine, hnsw_config=hnsw)}
                        if info.dense_enabled else None)
-            config = qe.EdgeConfig(vectors=vectors, hnsw_config=hnsw,
+            optimizers = (None if self.indexing_threshold_kb is None
+                          else qe.EdgeOptimizersConfig(indexing_threshold=self.indexing_threshold_kb))
+            config = qe.EdgeConfig(vectors=vectors, hnsw_config=hnsw, optimizers=optimizers,
                                    sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)})
             shard = qe.EdgeShard.create(str(folder / "shard"), config)
             for field in INDEXED_FIELDS:
