@@ -15,7 +15,7 @@ QA ?= $(SHARED)/data/legal_zh/qa_dev.jsonl
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-heavy notebooks bench clean
+.PHONY: install demo test test-heavy notebooks bench clean cli-help
 
 $(BIN)/rag: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,11 @@ notebooks: install
 	@if [ -d "$(SHARED)/data" ]; then RAG_SHARED_DIR="$(abspath $(SHARED))" $(BIN)/python -m pytest -q -p no:xdist --nbmake notebooks; \
 	elif [ "$$RAG_REQUIRE_SHARED_DATA" = 1 ]; then echo "error: $(SHARED)/data not found (set RAG_SHARED_DIR)" >&2; exit 1; \
 	else echo "notebooks not run: $(SHARED)/data not found (set RAG_SHARED_DIR)"; fi
+
+# The help text `rag`/`rag --help` print without importing typer (rag_app/cli_entry.py); rerun after
+# changing a command or a help string (tests/unit/test_cli_help_shipped.py fails until then).
+cli-help: install
+	PYTHONPATH=. $(BIN)/python -m rag_app.help_text
 
 clean:
 	rm -rf .rag .pytest_cache

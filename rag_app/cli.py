@@ -12,11 +12,27 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from rag_app.errors import RagError
 
+
+class _RagGroup(TyperGroup):
+    """Notes whether the command line asks for a help screen before the callback below runs (click runs a
+    group's callback before it parses the subcommand's arguments, where --help is seen)."""
+
+    def resolve_command(self, ctx, args):
+        name, cmd, rest = super().resolve_command(ctx, args)
+        before_dashes = rest[:rest.index("--")] if "--" in rest else rest
+        ctx.meta["rag_help_asked"] = any(a in ctx.help_option_names for a in before_dashes)
+        return name, cmd, rest
+
+
+# `rag`, `rag --help` and `rag -h` are answered by rag_app/cli_entry.py from rag_app/data/cli_help.txt
+# without importing this module: after changing a command or a help string, run `make cli-help`.
 app = typer.Typer(help="Legal-document RAG that records what every answer costs.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+                  pretty_exceptions_enable=False, cls=_RagGroup,
+                  context_settings={"help_option_names": ["-h", "--help"]})
 out = Console()
 err = Console(stderr=True)
 
@@ -42,8 +58,10 @@ def _fail(e: Exception) -> None:
 
 
 @app.callback()
-def main() -> None:
+def main(ctx: typer.Context) -> None:
     """Every command starts here: settings are validated once, before any work (one line, exit 2)."""
+    if ctx.meta.get("rag_help_asked"):  # a help screen does no work: no settings, no pydantic (issue 20)
+        return
     _setup()
     from rag_app.config import load_settings
 

@@ -25,7 +25,7 @@ collection names, points are `StoredPoint`s, results are `Hit(payload, score)`):
            where={field: v})
         one leg -> its top `limit`; both -> each leg `depth` deep, weighted RRF done by the engine.
         `where` filters on payload fields (value or list of values); doc_id, title, article_nums,
-        content_hash, doc_type are indexed. `matches(payload, where)` is the same rule as a function.
+        doc_type are indexed (INDEXED_FIELDS). `matches(payload, where)` is the same rule as a function.
     search_dense(name, vector, limit) / search_sparse(name, indices, values, limit)   one leg
 
 Errors: StoreError (and its ModelMismatch, StoreInUse — another process holds the embedded store,

@@ -29,13 +29,24 @@ from rag_app.store.lock import ProcessLock
 log = logging.getLogger(__name__)
 META = "collection.json"
 BATCH = 512
+# The engine's optimizer rewrites an appendable segment as an indexed one (immutable sparse and payload
+# indexes) at `commit` once it passes this many KB of vectors; its default, 10,000 KB, lies between 1x and
+# 2x legal_zh, so 1x skipped the pass and every larger corpus paid it: writes 6x at 4x the corpus. At
+# 1,000 KB (a segment of ~500 chunks; one law re-ingested stays appendable) every corpus pays ~0.1 ms a
+# chunk once, writes grow linearly, and a new process opens the 1x store in ~2/3 of the CPU (the
+# appendable segment's indexes are rebuilt on every open). Queries cost the same. Sparse-only
+# collections only: with a dense leg the pass builds HNSW, which the engine's default keeps as it was.
+SPARSE_ONLY_INDEXING_KB = 1_000
 
 
 class EdgeStore(StoreChecks):
     def __init__(self, root: Path, *, legacy_path: Path | None = None, hnsw_m: int = 16,
-                 hnsw_ef_construct: int = 100, search_ef: int = 128):
+                 hnsw_ef_construct: int = 100, search_ef: int = 128, indexing_threshold_kb: int | None = None):
         """`root`: folder of the shards. `legacy_path`: where an earlier version kept its
-        qdrant-client local-mode store, recognised so the user is told to rebuild."""
+        qdrant-client local-mode store, recognised so the user is told to rebuild.
+        `indexing_threshold_kb`: the engine's, for the collections this store creates (None: the app's
+        choice, SPARSE_ONLY_INDEXING_KB below; bench/edge_writes.py compares others; 0 never indexes)."""
+        self.indexing_threshold_kb = indexing_threshold_kb
         self.root = Path(root)
         self.legacy_path = Path(legacy_path) if legacy_path else None
         self.hnsw_m, self.hnsw_ef_construct, self.search_ef = hnsw_m, hnsw_ef_construct, search_ef
@@ -123,7 +134,11 @@ class EdgeStore(StoreChecks):
             hnsw = qe.HnswIndexConfig(m=self.hnsw_m, ef_construct=self.hnsw_ef_construct, full_scan_threshold=10_000)
             vectors = ({DENSE: qe.EdgeVectorParams(size=info.dimension, distance=qe.Distance.Cosine, hnsw_config=hnsw)}
                        if info.dense_enabled else None)
-            config = qe.EdgeConfig(vectors=vectors, hnsw_config=hnsw,
+            threshold = self.indexing_threshold_kb
+            if threshold is None and not info.dense_enabled:
+                threshold = SPARSE_ONLY_INDEXING_KB
+            optimizers = None if threshold is None else qe.EdgeOptimizersConfig(indexing_threshold=threshold)
+            config = qe.EdgeConfig(vectors=vectors, hnsw_config=hnsw, optimizers=optimizers,
                                    sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)})
             shard = qe.EdgeShard.create(str(folder / "shard"), config)
             for field in INDEXED_FIELDS:
