@@ -2,6 +2,7 @@
 never asked before (cold) and then again (warm): issue 20 item 2 ("at 16x, p50 <= 2x the 1x figure").
 
     .venv/bin/python bench/query_scale.py [--scales 1,4,16] [--n 100] [--seed 0] [--vectors-from DIR]
+                                          [--profile N]
 
 What runs is what `rag ask` runs: Edge, RAG_RETRIEVAL_LEVERS=auto (rescore over BM25's top 20 with each
 chunk's e5-onnx vector made at ingest, charge, colloquial, named), extractive answers, no reranker;
@@ -116,7 +117,9 @@ def build_scale(settings: Settings, info, parsed, scale: int, vectors: dict, cac
 
 
 # -- one scale, in its own process -----------------------------------------------------------------
-def measure(data_dir: Path, questions: list[str]) -> dict:
+def measure(data_dir: Path, questions: list[str], profile: int = 0) -> dict:
+    """Cold then warm pass; with `profile`, instead a cProfile of the cold pass over that many questions
+    (the top functions by cumulative time, as text)."""
     from rag_app.app import RagApp
 
     settings = default_settings(data_dir)
@@ -125,6 +128,8 @@ def measure(data_dir: Path, questions: list[str]) -> dict:
         app.warm_up()
         app.ask(WARM_UP_QUESTION)
         app.writer.flush()
+        if profile:
+            return {**out, "profile": profile_cold(app, questions[:profile])}
         for name in ("cold", "warm"):
             p: dict = {"whole": [], "retrieve": [], "partial": 0, "rescored": 0, "embedded": 0}
             cpu = time.process_time()
@@ -142,16 +147,35 @@ def measure(data_dir: Path, questions: list[str]) -> dict:
     return out
 
 
-def run_child(data_dir: Path, n: int, seed: int) -> dict:
-    cmd = [sys.executable, __file__, "--child", str(data_dir), "--n", str(n), "--seed", str(seed)]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+def profile_cold(app, questions: list[str]) -> str:
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    for q in questions:
+        app.ask(q)
+    prof.disable()
+    per_q = (time.perf_counter() - t) * 1000 / len(questions)
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(30)
+    return f"{len(questions)} cold questions under cProfile: {per_q:.1f} ms each\n{buf.getvalue()}"
+
+
+def run_child(data_dir: Path, n: int, seed: int, profile: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", str(data_dir), "--n", str(n), "--seed", str(seed),
+           "--profile", str(profile)]
+    res = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=REPO)
     if res.returncode:
         sys.exit(f"scale run in {data_dir} failed:\n{res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def report(rows: list[tuple[int, int, dict]], n: int) -> None:
-    base = {name: percentile(rows[0][2][name]["whole"], 50) for name in ("cold", "warm")}
+    first = min(rows)  # the smallest scale, whatever order they ran in
+    base = {name: percentile(first[2][name]["whole"], 50) for name in ("cold", "warm")}
     print(f"\n{'scale':<6}{'chunks':>7} {'pass':<5}{'whole p50':>10}{'p95':>9}{'retr p50':>9}"
           f"{'x 1x':>7}{'CPU s':>7}{'resc':>6}{'emb':>5}{'part':>5}")
     for scale, chunks, r in rows:
@@ -161,7 +185,7 @@ def report(rows: list[tuple[int, int, dict]], n: int) -> None:
             print(f"{str(scale) + 'x':<6}{chunks:>7} {name:<5}{w50:>10.1f}{percentile(p['whole'], 95):>9.1f}"
                   f"{percentile(p['retrieve'], 50):>9.1f}{w50 / base[name]:>6.2f}x{p['cpu']:>7.1f}"
                   f"{p['rescored']:>6}{p['embedded']:>5}{p['partial']:>5}")
-    print(f"ms; x 1x: whole p50 / the {rows[0][0]}x whole p50 of the same pass. Questions (of {n}): resc = "
+    print(f"ms; x 1x: whole p50 / the {first[0]}x whole p50 of the same pass. Questions (of {n}): resc = "
           "rescore acted on, emb = embedded a vector then (cold), part = 'no vector yet' (must be 0)")
 
 
@@ -172,11 +196,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vectors-from", type=Path, help="an ingested data dir whose embed_cache.sqlite to copy "
                     "(its rescore vectors; the dir is left as it is); default: one real embedding pass")
+    ap.add_argument("--profile", type=int, default=0, help="instead of timing, cProfile the cold pass over "
+                    "this many questions at each scale and print the top functions")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     questions = draw_questions(args.n, args.seed)
     if args.child:
-        print(json.dumps(measure(args.child, questions)))
+        print(json.dumps(measure(args.child, questions, args.profile)))
         return
     if args.vectors_from and not (args.vectors_from / "embed_cache.sqlite").is_file():
         sys.exit(f"--vectors-from {args.vectors_from}: no embed_cache.sqlite there; give an ingested data dir")
@@ -195,12 +221,16 @@ def main() -> None:
         for scale in scales:
             settings = default_settings(root / f"{scale}x")
             chunks = build_scale(settings, info, parsed, scale, vectors, originals.cache_path)
-            r = run_child(settings.data_dir, args.n, args.seed)
+            r = run_child(settings.data_dir, args.n, args.seed, args.profile)
+            if args.profile:
+                print(f"--- {scale}x ({chunks} chunks): {r['profile']}", flush=True)
+                continue
             print(f"{scale}x: {chunks} chunks, levers {r['levers']}, cold whole p50 "
                   f"{percentile(r['cold']['whole'], 50):.1f} ms", flush=True)
             rows.append((scale, chunks, r))
             shutil.rmtree(settings.data_dir)
-    report(rows, args.n)
+    if rows:
+        report(rows, args.n)
 
 
 if __name__ == "__main__":
