@@ -78,8 +78,9 @@ def collection_info(settings: Settings, chunker, parsed):
     return info
 
 
-def original_vectors(settings: Settings, info, parsed, vectors_from: Path | None) -> tuple[dict, int]:
-    """Every original chunk's rescore vector by indexed text, and how many were embedded now."""
+def original_vectors(settings: Settings, info, parsed, vectors_from: Path | None) -> tuple[dict, str, int]:
+    """Every original chunk's rescore vector by indexed text, the embedding cache's model key for them,
+    and how many were embedded now."""
     from rag_app.levers import rescore_embeddings
     from rag_app.rescore_pass import chunk_texts, fill_rescore_vectors
     from rag_app.store import open_store
@@ -95,19 +96,18 @@ def original_vectors(settings: Settings, info, parsed, vectors_from: Path | None
         texts = chunk_texts(store, info.name)
     vectors, _ = rescorer.cached_with_stats(texts)
     assert len(vectors) == len(texts), "rescore vectors missing after the embedding pass"
-    return vectors, done.cache_misses
+    return vectors, rescorer.cache_model, done.cache_misses
 
 
-def build_scale(settings: Settings, info, parsed, scale: int, vectors: dict, cache_from: Path) -> int:
-    """A data dir holding `scale` copies of the corpus and a rescore vector for each chunk; returns
-    the chunk count."""
+def build_scale(settings: Settings, info, parsed, scale: int, vectors: dict, model_key: str,
+                cache_from: Path) -> int:
+    """A data dir holding `scale` copies of the corpus, its embedding cache a copy of `cache_from` plus
+    each replica's vector under `model_key`; returns the chunk count."""
     from rag_app.embedding_cache import EmbeddingCache
-    from rag_app.levers import rescore_embeddings
 
     copies = list(replicate(parsed, scale))
     fill(settings, info, build_points(copies, info.avgdl))
     shutil.copyfile(cache_from, settings.cache_path)
-    model_key = rescore_embeddings(settings.rescore_model, cache_from, required=True).cache_model
     replica = {}
     for (_, originals), (_, chunks) in zip(itertools.cycle(parsed), copies):
         for o, c in zip(originals, chunks):
@@ -213,14 +213,14 @@ def main() -> None:
         chunker, parsed = parse_corpus(originals)
         info = collection_info(originals, chunker, parsed)
         t = time.perf_counter()
-        vectors, embedded = original_vectors(originals, info, parsed, args.vectors_from)
+        vectors, model_key, embedded = original_vectors(originals, info, parsed, args.vectors_from)
         print(f"{len(questions)} questions drawn at random (seed {args.seed}) from {QA_ZH.name}; collection: "
               f"{info.dense_disabled_reason or 'dense'}; originals' rescore vectors: {len(vectors)} texts, "
               f"{embedded} embedded now ({time.perf_counter() - t:.0f} s)", flush=True)
         rows = []
         for scale in scales:
             settings = default_settings(root / f"{scale}x")
-            chunks = build_scale(settings, info, parsed, scale, vectors, originals.cache_path)
+            chunks = build_scale(settings, info, parsed, scale, vectors, model_key, originals.cache_path)
             r = run_child(settings.data_dir, args.n, args.seed, args.profile)
             if args.profile:
                 print(f"--- {scale}x ({chunks} chunks): {r['profile']}", flush=True)
