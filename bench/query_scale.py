@@ -54,6 +54,17 @@ def draw_questions(n: int, seed: int) -> list[str]:
 
 
 # -- the stores ------------------------------------------------------------------------------------
+def copy_cache(source: Path, dest: Path) -> None:
+    """A copy of an embedding cache that never opens the source (opening it, even read-only, writes
+    a -shm file beside it): the file and, when there is one, its WAL (writes not yet checkpointed),
+    which the copy's first connection replays."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, dest)
+    wal = source.with_name(source.name + "-wal")
+    if wal.is_file():
+        shutil.copyfile(wal, dest.with_name(dest.name + "-wal"))
+
+
 def parse_corpus(settings: Settings):
     from rag_app.chunking.registry import build_chunker
     from rag_app.indexing import expand_paths
@@ -85,10 +96,8 @@ def original_vectors(settings: Settings, info, parsed, vectors_from: Path | None
     from rag_app.rescore_pass import chunk_texts, fill_rescore_vectors
     from rag_app.store import open_store
 
-    data_dir = settings.data_dir
     if vectors_from is not None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(vectors_from / "embed_cache.sqlite", settings.cache_path)
+        copy_cache(vectors_from / "embed_cache.sqlite", settings.cache_path)
     fill(settings, info, build_points(parsed, info.avgdl))
     rescorer = rescore_embeddings(settings.rescore_model, settings.cache_path, required=True)
     with open_store(settings) as store:
@@ -99,15 +108,13 @@ def original_vectors(settings: Settings, info, parsed, vectors_from: Path | None
     return vectors, rescorer.cache_model, done.cache_misses
 
 
-def build_scale(settings: Settings, info, parsed, scale: int, vectors: dict, model_key: str,
-                cache_from: Path) -> int:
-    """A data dir holding `scale` copies of the corpus, its embedding cache a copy of `cache_from` plus
-    each replica's vector under `model_key`; returns the chunk count."""
+def build_scale(settings: Settings, info, parsed, scale: int, vectors: dict, model_key: str) -> int:
+    """A data dir holding `scale` copies of the corpus and an embedding cache with each chunk's vector
+    (copy 0's are the originals') under `model_key`, nothing else; returns the chunk count."""
     from rag_app.embedding_cache import EmbeddingCache
 
     copies = list(replicate(parsed, scale))
     fill(settings, info, build_points(copies, info.avgdl))
-    shutil.copyfile(cache_from, settings.cache_path)
     replica = {}
     for (_, originals), (_, chunks) in zip(itertools.cycle(parsed), copies):
         for o, c in zip(originals, chunks):
@@ -220,7 +227,7 @@ def main() -> None:
         rows = []
         for scale in scales:
             settings = default_settings(root / f"{scale}x")
-            chunks = build_scale(settings, info, parsed, scale, vectors, model_key, originals.cache_path)
+            chunks = build_scale(settings, info, parsed, scale, vectors, model_key)
             r = run_child(settings.data_dir, args.n, args.seed, args.profile)
             if args.profile:
                 print(f"--- {scale}x ({chunks} chunks): {r['profile']}", flush=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.query_scale import build_scale, default_settings
+from bench.query_scale import build_scale, copy_cache, default_settings
 from rag_app import sparse
 from rag_app.chunking.registry import build_chunker
 from rag_app.embedding_cache import EmbeddingCache
@@ -27,10 +27,8 @@ def test_each_replica_is_cached_with_its_originals_vector(tmp_path):
                           unk_rate=0.6, avgdl=200.0, chunker=f"{chunker.name}@{chunker.version}",
                           dense_disabled_reason="test", sparse_tokenizer=sparse.TOKENIZER_VERSION)
     vectors = {c.indexed_text(): np.full(4, i, dtype=np.float32) for i, c in enumerate(originals)}
-    source = tmp_path / "originals.sqlite"
-    EmbeddingCache(source).put_many("rescore@1", vectors)
 
-    n = build_scale(settings, info, parsed, 3, vectors, "rescore@1", source)
+    n = build_scale(settings, info, parsed, 3, vectors, "rescore@1")
 
     assert n == 3 * len(originals)
     with open_store(settings) as store:
@@ -45,3 +43,13 @@ def test_each_replica_is_cached_with_its_originals_vector(tmp_path):
         for payload in store.all_payloads(info.name):
             chunk = Chunk.from_payload(payload)
             np.testing.assert_array_equal(cached[chunk.indexed_text()], by_body[chunk.text])
+
+
+def test_a_cache_copy_keeps_the_writes_still_in_its_wal(tmp_path):
+    source = tmp_path / "ingested" / "embed_cache.sqlite"
+    held = EmbeddingCache(source)  # its connection stays open: the write stays in the WAL
+    held.put_many("m", {"a text": np.ones(3, dtype=np.float32)})
+
+    copy_cache(source, tmp_path / "copy" / "embed_cache.sqlite")
+
+    assert list(EmbeddingCache(tmp_path / "copy" / "embed_cache.sqlite").get_many("m", ["a text"])) == ["a text"]
