@@ -9,6 +9,9 @@ Latencies are read from the ledger the CostTracer writes (stage `retrieve`, whol
     .venv/bin/python bench/store_scale.py [--scales 1,4,16] [--n 100] [--baseline-n 20]
                                           [--baseline-scales 1,4,16] [--rss]
 
+This times the store (levers off, questions in file order); the default query path at the same scales,
+levers on and questions drawn at random, cold then warm, is bench/query_scale.py.
+
 Local mode takes minutes per query batch at 16x (and its fill ~20 min on 2 cores): the README
 figures ran it at 1x (and 1x, 4x in an earlier run) with `--baseline-scales`.
 """
