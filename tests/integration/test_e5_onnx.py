@@ -71,3 +71,39 @@ def test_the_cache_key_names_how_vectors_are_made(encoders):
         assert onnx.cache_name.startswith("e5-onnx:128@")
     finally:
         onnx.max_tokens = 512
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_a_question_gets_the_batch_graphs_vector_from_the_query_graph(encoders):
+    # encode_query runs a question on its own graph (batch of one, no mask; rag_app/e5_onnx.py build_query):
+    # passages stay on the batch graph, so a question's vector must be the one the batch graph gives it
+    import json
+
+    from rag_app import e5_onnx
+    from tests.conftest import LEGAL_ZH
+
+    onnx, _ = encoders
+    runs: list[int] = []
+
+    class Counted:  # the query graph's session, counting the tokens of each run on it
+        def __init__(self, session):
+            self.session = session
+
+        def run(self, names, feed):
+            runs.append(feed["words"].shape[1])
+            return self.session.run(names, feed)
+
+    lines = (LEGAL_ZH / "qa_dev.jsonl").read_text(encoding="utf-8").splitlines()
+    questions = [json.loads(line)["question"][:160] for line in lines[::60]]  # 11 real questions, 12-130 tokens
+    rows = [onnx.token_ids([q], "query: ")[0] for q in questions + ["法"]]
+    batch_graph = [onnx._run(row) for row in rows]
+    onnx._query = Counted(onnx._query)
+    try:
+        vecs = [onnx.encode_query(q) for q in questions + ["法"]]
+    finally:
+        onnx._query = onnx._query.session
+    for q, vec, ref in zip(questions + ["法"], vecs, batch_graph):
+        assert float(vec @ ref) >= 0.999, q
+    # every question up to WIDE_TOKENS ran on the query graph (the longer one on the two-thread batch graph)
+    assert runs == [len(row) for row in rows if len(row) <= e5_onnx.WIDE_TOKENS] and len(runs) >= 11
