@@ -354,10 +354,11 @@ def search_with_usage(store, info, question: str, query_vector, *, mode: str, le
                         dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite, where=where), EmbedUsage()
     use_dense, use_sparse = legs_for(mode, info)
     depth = max(top_k * 2, params.depth)
+    embedded_text = rescore_text(question, params.rescore_query_chars)  # what rescore embeds of the question
     ahead = None  # the question's rescore vector, started before the search when nothing else gives one
     if ("rescore" in levers and "wide" not in levers and embeddings is not None
             and not (use_dense and query_vector is not None)):
-        ahead = QuestionVector(rescore_text(question, params.rescore_query_chars), embeddings, rescore_wait_s)
+        ahead = QuestionVector(embedded_text, embeddings, rescore_wait_s)
     legs, weights = [], []
     if use_dense and query_vector is not None:
         legs.append(store.search_dense(info.name, query_vector, depth, where))
@@ -385,13 +386,11 @@ def search_with_usage(store, info, question: str, query_vector, *, mode: str, le
         if qv is None and ahead is not None:
             qv = ahead
         if "wide" in levers:
-            qv, q_used = _question_vector(rescore_text(question, params.rescore_query_chars), embeddings,
-                                          rescore_wait_s)
+            qv, q_used = _question_vector(embedded_text, embeddings, rescore_wait_s)
             near, wide_payloads = wide_candidates(store, info.name, embeddings, qv, params.wide_depth, embed_missing)
             payloads = {**wide_payloads, **payloads}
             pool = list(dict.fromkeys([*pool, *near]))
-        dense, embedded = dense_order(rescore_text(question, params.rescore_query_chars), payloads, pool, embeddings,
-                                      qv, rescore_wait_s, embed_missing)
+        dense, embedded = dense_order(embedded_text, payloads, pool, embeddings, qv, rescore_wait_s, embed_missing)
         if "wide" in levers:
             embedded += q_used
         rankings.append([cid for cid, _ in dense])
