@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH, best_of  # noqa: E402
+from bench.common import CORPUS_ZH, best_of, machine_line  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
 from rag_app.embedding import load_embeddings  # noqa: E402
@@ -18,6 +18,7 @@ from rag_app.ingest.loaders import load_document  # noqa: E402
 
 
 def main() -> None:
+    print(machine_line())
     settings = Settings(_env_file=None)
     docs = [load_document(p) for p in sorted(CORPUS_ZH.rglob("*.md"))]
     mb = sum(len(d.text.encode()) for d in docs) / 1e6

@@ -26,7 +26,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH, QA_ZH  # noqa: E402
+from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
 from tests.fakes.serve_proc import Serve, serve_env  # noqa: E402
 from tracing.ledger import percentile  # noqa: E402
 
@@ -80,6 +80,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", type=Path, help="reuse this data dir's ingest (default: a fresh one)")
     args = ap.parse_args()
+    print(machine_line())
     rows = [json.loads(line) for line in QA_ZH.read_text(encoding="utf-8").splitlines() if line.strip()]
     questions = list(dict.fromkeys(r["question"] for r in random.Random(args.seed).sample(rows, args.questions)))
     with tempfile.TemporaryDirectory() as tmp:

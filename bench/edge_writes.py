@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH  # noqa: E402
+from bench.common import CORPUS_ZH, machine_line  # noqa: E402
 from bench.store_scale import build_points, replicate  # noqa: E402
 from rag_app import sparse  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
@@ -79,6 +79,7 @@ def main() -> None:
     ap.add_argument("--indexing-threshold", type=int, default=None, help="KB; adds an arm with this threshold")
     ap.add_argument("--opens", type=int, default=3)
     args = ap.parse_args()
+    print(machine_line())
     scales = [int(x) for x in args.scales.split(",")]
     arms: list[int | None] = [None] + ([args.indexing_threshold] if args.indexing_threshold is not None else [])
     settings = Settings(_env_file=None)

@@ -23,7 +23,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 
-from bench.common import CORPUS_ZH  # noqa: E402
+from bench.common import CORPUS_ZH, machine_line  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
 from rag_app.e5_onnx import E5OnnxEncoder, _deq, build  # noqa: E402
@@ -69,6 +69,7 @@ def main() -> None:
     ap.add_argument("--caps", default="512", help="token caps to time e5-onnx at (e.g. 512,128)")
     ap.add_argument("--all", action="store_true", help="every chunk of the corpus; anchor and current code only")
     args = ap.parse_args()
+    print(machine_line())
     import onnxruntime as ort
 
     # 15 chunks from every fifth law: a spread of lengths

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH  # noqa: E402
+from bench.common import CORPUS_ZH, machine_line  # noqa: E402
 from rag_app import app as app_mod, indexing, sparse  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
@@ -50,6 +50,7 @@ BUCKETS = [  # (owner, attribute, bucket); buckets nest: chunking = parse_chunk 
 
 
 def main() -> None:
+    print(machine_line())
     for owner, attr, bucket in BUCKETS:
         timed(owner, attr, bucket)
     results = {}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH  # noqa: E402
+from bench.common import CORPUS_ZH, machine_line  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -57,6 +57,7 @@ def main() -> None:
     ap.add_argument("--rescore-vectors", default="query")
     ap.add_argument("extra", nargs="*")
     args = ap.parse_args()
+    print(machine_line())
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed: this measurement needs Linux")
     root = str(Path(__file__).resolve().parents[1])

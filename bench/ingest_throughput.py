@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH  # noqa: E402
+from bench.common import CORPUS_ZH, machine_line  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
 from rag_app.embedding import load_embeddings  # noqa: E402
@@ -28,6 +28,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--model", default=None)
     args = ap.parse_args()
+    print(machine_line())
     settings = Settings(_env_file=None)
     emb = load_embeddings(args.model or settings.embed_model, cache=None)
     files = sorted(CORPUS_ZH.rglob("*.md"))[: args.files]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import best_of  # noqa: E402
+from bench.common import best_of, machine_line  # noqa: E402
 from bench.ledger_writer import query_rows, raw_seconds, writer_seconds  # noqa: E402
 from rag_app.ledger_location import as_target, parse_ledger_url  # noqa: E402
 from tracing.ledger import Ledger, bulk, url_for_path  # noqa: E402
@@ -230,6 +230,7 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="--url names a ledger built before: time it, build nothing")
     ap.add_argument("--skip-json", action="store_true", help="skip the full JSON export (minutes at 1M queries)")
     a = ap.parse_args()
+    print(machine_line())
 
     cluster = None
     if a.start_postgres:

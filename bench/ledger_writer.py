@@ -21,6 +21,7 @@ from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import machine_line  # noqa: E402
 from tracing.ledger import Ledger, LedgerWriter, url_for_path  # noqa: E402
 
 STAGES = ("embed_query", "retrieve", "rerank", "generate")
@@ -131,6 +132,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="raw and writer arms run alternately this often")
     ap.add_argument("--engines", default="sqlite,postgresql")
     args = ap.parse_args()
+    print(machine_line())
     from tests.fakes.pg_cluster import PgCluster, binaries_missing
 
     engines = args.engines.split(",")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import machine_line  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
 from tests.conftest import LAWS, SMALL_LAWS  # noqa: E402
@@ -41,6 +42,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200)
     args = ap.parse_args()
+    print(machine_line())
     with tempfile.TemporaryDirectory() as tmp, OtlpReceiver() as ok, OtlpReceiver(hang_s=600) as hung:
         corpus = Path(tmp) / "corpus"
         for rel in SMALL_LAWS:

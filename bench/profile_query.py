@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH, QA_ZH  # noqa: E402
+from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
 
@@ -28,6 +28,7 @@ def main() -> None:
     ap.add_argument("--backend", default="edge", choices=["edge", "local"])
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
+    print(machine_line())
     questions = [json.loads(l)["question"] for l in QA_ZH.read_text(encoding="utf-8").splitlines()][: args.n]
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(_env_file=None, data_dir=Path(tmp), llm_mode="extractive", rerank_model=None,

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from bench.common import QA_ZH
+from bench.common import QA_ZH, machine_line
 from rag_app.e5_onnx import WIDE_TOKENS, E5OnnxEncoder, _deq, build
 from rag_app.embedding import default_models_dir
 
@@ -38,6 +38,7 @@ def main() -> None:
     ap.add_argument("--qa", type=Path, default=QA_ZH)
     ap.add_argument("--passages", type=int, default=0, help="also time this many corpus chunks")
     args = ap.parse_args()
+    print(machine_line())
     import onnxruntime as ort
 
     enc = E5OnnxEncoder(default_models_dir())

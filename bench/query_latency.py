@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH, QA_ZH  # noqa: E402
+from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
 from rag_app import sparse  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--levers", default="auto", help="RAG_RETRIEVAL_LEVERS: auto (the default: rescore offline) or none")
     ap.add_argument("--data-dir", type=Path, help="reuse this data dir's ingest and embedding pass (default: a fresh one)")
     args = ap.parse_args()
+    print(machine_line())
     rows = [json.loads(line) for line in QA_ZH.read_text(encoding="utf-8").splitlines() if line.strip()]
     questions = [r["question"] for r in random.Random(args.seed).sample(rows, args.n)]
     with tempfile.TemporaryDirectory() as tmp:

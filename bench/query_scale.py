@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH, QA_ZH, REPO  # noqa: E402
+from bench.common import CORPUS_ZH, QA_ZH, REPO, machine_line  # noqa: E402
 from bench.store_scale import build_points, fill, replicate  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
 from tracing.ledger import percentile  # noqa: E402
@@ -207,6 +207,7 @@ def main() -> None:
                     "this many questions at each scale and print the top functions")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    print(machine_line())
     questions = draw_questions(args.n, args.seed)
     if args.child:
         print(json.dumps(measure(args.child, questions, args.profile)))

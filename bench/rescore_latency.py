@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH, QA_ZH  # noqa: E402
+from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
 from rag_app.levers import LeverParams, rescore_embeddings, search  # noqa: E402
@@ -33,6 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20)
     args = ap.parse_args()
+    print(machine_line())
     lines = QA_ZH.read_text(encoding="utf-8").splitlines()
     questions = [json.loads(l)["question"] for l in lines][: args.n]
     with tempfile.TemporaryDirectory() as tmp:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH, QA_ZH, REPO  # noqa: E402
+from bench.common import CORPUS_ZH, QA_ZH, REPO, machine_line  # noqa: E402
 from rag_app import sparse  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
@@ -142,6 +142,7 @@ def main() -> None:
     ap.add_argument("--baseline-n", type=int, default=20, help="questions per local-mode run (it is slow)")
     ap.add_argument("--rss", action="store_true", help="peak RSS of `rag serve` at the largest scale")
     args = ap.parse_args()
+    print(machine_line())
     scales = [int(x) for x in args.scales.split(",")]
     base_scales = {int(x) for x in args.baseline_scales.split(",") if x}
     questions = [json.loads(l)["question"] for l in QA_ZH.read_text(encoding="utf-8").splitlines()]
