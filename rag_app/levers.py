@@ -154,7 +154,9 @@ def rescore_embeddings(model: str, cache_path, required: bool = False):
 
     key = (model, str(cache_path))
     with _rescorers_lock:
-        if key not in _rescorers:
+        # a lenient load that failed (None) is tried again when required: evaluation must not score
+        # without the lever it was asked to measure because a warm-up could not load it first
+        if key not in _rescorers or (required and _rescorers[key] is None):
             try:
                 _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False)
             except ModelLoadError as e:

@@ -1,6 +1,10 @@
 """Retrieval levers' pure parts: spec parsing, PRF terms, corpus-mined definitions, the law prior."""
 from __future__ import annotations
 
+import pytest
+
+from rag_app import embedding, levers
+from rag_app.errors import ModelLoadError
 from rag_app.levers import (expansion_terms, law_prior, mine_definitions, parse_retriever, prf_terms)
 
 
@@ -75,3 +79,16 @@ def test_rescore_embeds_a_long_question_as_its_head_and_tail():
     assert cut.startswith("事实:经审理查明") and cut.endswith("罪名:诈骗。")
     assert rescore_text("股东会决议无效怎么办？", 160) == "股东会决议无效怎么办？"  # short: whole
     assert rescore_text(case, 0) == case  # 0: the whole question, as before
+
+
+def test_a_required_rescorer_load_is_tried_again_after_a_lenient_one_failed(tmp_path, monkeypatch):
+    """A warm-up that could not load the rescore model leaves None; evaluation (required) must then raise,
+    not score without the lever it measures."""
+    def cannot_load(model, cache, allow_fallback=True):
+        raise ModelLoadError(f"cannot load {model!r}")
+
+    monkeypatch.setattr(embedding, "load_embeddings", cannot_load)
+    monkeypatch.setattr(levers, "_rescorers", {})
+    assert levers.rescore_embeddings("e5-onnx", tmp_path / "cache.sqlite") is None  # lenient: left out, warned
+    with pytest.raises(ModelLoadError):
+        levers.rescore_embeddings("e5-onnx", tmp_path / "cache.sqlite", required=True)
