@@ -216,7 +216,9 @@ class RagApp:
         comparisons count `kind=query` rows only). None, and nothing booked, when there is no collection."""
         import time
 
-        from rag_app import sparse
+        from langchain_core.callbacks.manager import CallbackManager
+
+        from rag_app import colloquial, sparse
         from rag_app.attempts import utcnow
         from rag_app.charges import charge_index
         from rag_app.errors import RagError
@@ -225,6 +227,7 @@ class RagApp:
         from rag_app.retrieval import legs_for
         from rag_app.scope import catalogue
         from rag_app.tokens import encoding
+        from rag_app.usage import StageUsage
 
         t0, started = time.perf_counter(), utcnow()
         try:
@@ -240,10 +243,21 @@ class RagApp:
         encoding()  # cl100k: packing and excerpts count with it
         tokenizer_for(config.llm_model)  # the prompt's count, for its cost or shadow cost (o200k: ~1.5 s)
         catalogue(self.store, info.name)  # the documents a question or scope names (`named`, --doc)
+        if self._rag is None:  # the chain's own imports (langchain_core's runnables: ~1.5 s of CPU here)
+            from chains.rag import build_rag
+
+            self._rag = build_rag(self.pipeline())
+        # the price table's first lookup (~0.4 s), else inside the first question's row
+        self.pricer.price(StageUsage("generate", model=config.llm_model, billing="shadow", price_basis="llm"))
+        CallbackManager.configure()  # its first call imports the tracers a run may need (~0.1 s)
+        if not config.use_llm:  # the extractive answer's shadow reply: the ledger's mean, read once a minute
+            self.reply_stats.mean_output_tokens(config.llm_model)
         if "rescore" in levers:
             self.rescorer()
         if "charge" in levers:  # the criminal law's paragraphs: ~150 ms, else paid by the first case question
             charge_index(self.store, info.name)
+        if "colloquial" in levers:
+            colloquial.table()
         self.reranker()
         if self.uses_llm:
             self.chat_model()

@@ -60,8 +60,10 @@ def _jieba():
 
 
 def warm() -> None:
-    """Load jieba's dictionary now (about a second), e.g. before a worker's budget starts."""
+    """Load jieba's dictionary (about a second) and the English stemmer now, e.g. before a worker's
+    budget starts or a process's first question."""
     _jieba()
+    _stemmer()
 
 
 def normalize_query(question: str) -> str:

@@ -54,3 +54,30 @@ def test_the_first_question_loads_nothing_that_warm_up_did_not(tmp_path, monkeyp
         app.ask("劳动合同的试用期最长多久？")
         assert [load.cache_info().misses for load in loaders] == misses
         assert listed == []  # the catalogue of documents was built by warm_up
+
+
+def test_a_fresh_process_first_question_imports_no_module(tmp_path):
+    """What warm_up does not load, the first question imports: in a fresh process (as `rag ask` is) that
+    was langchain_core's runnables and tracers (~1.5 s) and the price table, inside the question's row."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.conftest import REPO
+
+    with ingested_app(tmp_path, {"劳动法.md": (LAWS / LAW).read_text(encoding="utf-8")}):
+        pass
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from rag_app.app import RagApp
+        from tests.conftest import make_settings
+        with RagApp(make_settings(Path({str(tmp_path)!r}))) as app:
+            app.warm_up()
+            before = set(sys.modules)
+            app.ask("劳动合同的试用期最长多久？")
+            print(sorted(set(sys.modules) - before))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
