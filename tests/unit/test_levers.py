@@ -84,11 +84,33 @@ def test_rescore_embeds_a_long_question_as_its_head_and_tail():
 def test_a_required_rescorer_load_is_tried_again_after_a_lenient_one_failed(tmp_path, monkeypatch):
     """A warm-up that could not load the rescore model leaves None; evaluation (required) must then raise,
     not score without the lever it measures."""
-    def cannot_load(model, cache, allow_fallback=True):
+    def cannot_load(model, batch_size=32, models_dir=None):
         raise ModelLoadError(f"cannot load {model!r}")
 
-    monkeypatch.setattr(embedding, "load_embeddings", cannot_load)
+    monkeypatch.setattr(embedding, "load_encoder", cannot_load)
     monkeypatch.setattr(levers, "_rescorers", {})
+    monkeypatch.setattr(levers, "_rescore_encoders", {})
     assert levers.rescore_embeddings("e5-onnx", tmp_path / "cache.sqlite") is None  # lenient: left out, warned
     with pytest.raises(ModelLoadError):
         levers.rescore_embeddings("e5-onnx", tmp_path / "cache.sqlite", required=True)
+
+
+def test_embedders_over_two_caches_share_one_encoder(tmp_path, monkeypatch):
+    """The model is loaded once per process, whatever the number of data dirs (caches) asked about."""
+    loads = []
+
+    class Encoder:
+        def encode_query(self, text):
+            raise AssertionError("not called")
+
+    def load(model, batch_size=32, models_dir=None):
+        loads.append(model)
+        return Encoder()
+
+    monkeypatch.setattr(embedding, "load_encoder", load)
+    monkeypatch.setattr(levers, "_rescorers", {})
+    monkeypatch.setattr(levers, "_rescore_encoders", {})
+    one = levers.rescore_embeddings("e5-onnx", tmp_path / "a.sqlite")
+    two = levers.rescore_embeddings("e5-onnx", tmp_path / "b.sqlite")
+    assert one is not two and one.encoder is two.encoder and loads == ["e5-onnx"]
+    assert levers.rescore_embeddings("e5-onnx", tmp_path / "a.sqlite") is one
