@@ -60,10 +60,8 @@ def _jieba():
 
 
 def warm() -> None:
-    """Load jieba's dictionary (about a second) and the English stemmer now, e.g. before a worker's
-    budget starts or a process's first question."""
+    """Load jieba's dictionary now (about a second), e.g. before a worker's budget starts."""
     _jieba()
-    _stemmer()
 
 
 def normalize_query(question: str) -> str:
