@@ -181,8 +181,8 @@ class BudgetGate:
             for b, value in applicable:
                 start, reset = period_bounds(b.period, now)
                 limit, fx = self.limits.nano(b, start)
-                spent = tx.spend(b.dim, value, stamp(start))
-                n_flight, flight = tx.in_flight(b.dim, value, stamp(max(start, now - RESERVATION_TTL)))
+                spent, n_flight, flight = tx.headroom(b.dim, value, stamp(start),
+                                                      stamp(max(start, now - RESERVATION_TTL)))
                 priced, unpriced = spent["priced_nano_usd"], spent["unpriced_calls"]
                 base = {"budget": b.label, "dim": b.dim, "value": value, "period_start": stamp(start),
                         "limit_nano_usd": limit, "unpriced_calls": unpriced}

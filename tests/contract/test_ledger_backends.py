@@ -107,6 +107,7 @@ def _budget_steps(tx) -> list:
                   "period_start": T0, "spend_nano_usd": BIG, "limit_nano_usd": 5 * 10**9, "unpriced_calls": 0,
                   "webhook": "pending"})
     steps.append(tx.last_event_at("user=* day", "u1", "hard"))
+    steps += [tx.headroom("user", "u1", _t(0), _t(0)), tx.headroom("user", "u3", _t(0), _t(51))]  # one statement
     return steps
 
 
@@ -309,6 +310,7 @@ def test_every_reader_gives_identical_results(ledger_url, sqlite_reference, tmp_
     assert steps[4] == 0 and steps[5] == (0, 0)  # no history: no estimate; nothing reserved yet
     assert steps[6:11] == [(1, 500), (0, 0), (1, 500), (1, 500), (0, 0)] and steps[11] is None
     assert steps[12] == _t(50) and snap["budget_events"][0]["spend_nano_usd"] == BIG
+    assert steps[13] == (spend["user"]["u1"], 1, 500) and steps[14] == (spend["user"]["u3"], 0, 0)
     assert snap["budget_pruned"] == (0, 2)  # made at _t(50): kept by a cut at _t(50), dropped by one at _t(51)
     assert snap == sqlite_reference
 

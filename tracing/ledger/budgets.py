@@ -6,13 +6,14 @@ Admission runs in one transaction under one lock for every replica (`BudgetTx`):
 transaction-scoped advisory lock, SQLite's write lock (BEGIN IMMEDIATE). Reading the spend, the
 estimates in flight and booking this query's own estimate are one step, so two replicas can never both
 admit against the same headroom: a hard limit is overshot by at most what the admitted queries cost
-beyond their estimates.
+beyond their estimates. The spend and the estimates in flight are read by one statement (`headroom`):
+writers land rows without the lock, and a query landing between two reads would be in neither.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, exists, func, insert, select, update
+from sqlalchemy import Connection, and_, case, exists, func, insert, select, true, update
 
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import budget_events, budget_reservations, queries, query_totals, stage_calls
@@ -28,15 +29,28 @@ ESTIMATE_FROM = 20  # recent priced queries whose mean cost is a new query's est
 def spend(db: Connection, dim: str, since: str, value: str | None = None) -> dict[str, dict[str, int]]:
     """value -> {"priced_nano_usd", "unpriced_calls", "queries"} of queries started at or after `since`
     (one value, or every value seen). `unpriced_calls`: stage rows whose cost is unknown."""
-    col, q, s = _QUERY_COL[dim], queries, stage_calls
-    where = [q.c.kind == "query", q.c.started_at >= since, col.is_not(None)]
+    col = _QUERY_COL[dim]
+    sel = _spend(dim, since, value).add_columns(col).where(col.is_not(None)).group_by(col)
+    return {row[3]: {"priced_nano_usd": int(number(row[0])), "unpriced_calls": int(number(row[1])),
+                     "queries": int(number(row[2]))} for row in db.execute(sel)}
+
+
+def _spend(dim: str, since: str, value: str | None):
+    q, s = queries, stage_calls
+    where = [q.c.kind == "query", q.c.started_at >= since]
     if value is not None:
-        where.append(col == value)
-    sel = (select(col, func.sum(s.c.cost_nano_usd), func.sum(case((s.c.cost_nano_usd.is_(None), 1), else_=0)),
-                  func.count(func.distinct(q.c.query_id)))
-           .select_from(q.join(s, s.c.query_id == q.c.query_id)).where(*where).group_by(col))
-    return {row[0]: {"priced_nano_usd": int(number(row[1])), "unpriced_calls": int(number(row[2])),
-                     "queries": int(number(row[3]))} for row in db.execute(sel)}
+        where.append(_QUERY_COL[dim] == value)
+    return (select(func.coalesce(func.sum(s.c.cost_nano_usd), 0).label("priced"),
+                   func.coalesce(func.sum(case((s.c.cost_nano_usd.is_(None), 1), else_=0)), 0).label("unpriced"),
+                   func.count(func.distinct(q.c.query_id)).label("queries"))
+            .select_from(q.join(s, s.c.query_id == q.c.query_id)).where(*where))
+
+
+def _in_flight(dim: str, value: str, since: str):
+    r = budget_reservations
+    landed = exists(select(queries.c.query_id).where(queries.c.query_id == r.c.query_id))
+    return select(func.count().label("n"), func.coalesce(func.sum(r.c.estimate_nano_usd), 0).label("est")).where(
+        _RESERVATION_COL[dim] == value, r.c.created_at >= since, ~landed)
 
 
 class BudgetTx:
@@ -50,11 +64,19 @@ class BudgetTx:
 
     def in_flight(self, dim: str, value: str, since: str) -> tuple[int, int]:
         """(queries, estimated nano-dollars) admitted since `since` whose query row has not landed."""
-        r = budget_reservations
-        landed = exists(select(queries.c.query_id).where(queries.c.query_id == r.c.query_id))
-        n, est = self.db.execute(select(func.count(), func.coalesce(func.sum(r.c.estimate_nano_usd), 0)).where(
-            _RESERVATION_COL[dim] == value, r.c.created_at >= since, ~landed)).one()
+        n, est = self.db.execute(_in_flight(dim, value, since)).one()
         return int(n), int(number(est))
+
+    def headroom(self, dim: str, value: str, since: str, flight_since: str) -> tuple[dict[str, int], int, int]:
+        """(spend since `since`, queries in flight, their estimates) read by ONE statement. On PostgreSQL
+        (read committed) each statement sees what was committed when it began, and the writers land rows
+        without the budget lock: a query landing between two separate reads would be in neither, not yet
+        spent in the first and no longer in flight in the second, and its cost would be headroom."""
+        spent, flight = _spend(dim, since, value).subquery("spent"), _in_flight(dim, value, flight_since).subquery("flight")
+        row = self.db.execute(select(spent.c.priced, spent.c.unpriced, spent.c.queries, flight.c.n, flight.c.est)
+                              .select_from(spent.join(flight, true()))).one()
+        return ({"priced_nano_usd": int(number(row[0])), "unpriced_calls": int(number(row[1])),
+                 "queries": int(number(row[2]))}, int(row[3]), int(number(row[4])))
 
     def estimate(self, variant: str | None) -> int:
         """Mean priced cost of the variant's last ESTIMATE_FROM live queries (0 with none yet)."""
