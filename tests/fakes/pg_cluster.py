@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import shlex
 import shutil
 import signal
 import socket
@@ -15,6 +16,8 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
+
+from tests.fakes.reaper import Reaper
 
 
 def find_bin(name: str) -> str | None:
@@ -46,12 +49,14 @@ class PgCluster:
         self.port: int | None = None
         self.user = None
         self.databases: list[str] = []
+        self._reaper: Reaper | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
+    def _owner_args(self, args: list[str]) -> list[str]:
+        return ["runuser", "-u", self.user, "--", *args] if os.geteuid() == 0 else args
+
     def _as_owner(self, args: list[str], **kw) -> subprocess.CompletedProcess:
-        if os.geteuid() == 0:
-            args = ["runuser", "-u", self.user, "--", *args]
-        return subprocess.run(args, check=True, capture_output=True, text=True, timeout=120, **kw)
+        return subprocess.run(self._owner_args(args), check=True, capture_output=True, text=True, timeout=120, **kw)
 
     def start(self) -> "PgCluster":
         if self.external:
@@ -74,6 +79,10 @@ class PgCluster:
             opts += " -c fsync=off -c full_page_writes=off"
         self._as_owner([find_bin("pg_ctl"), "-D", str(self.dir / "data"), "-l", str(self.dir / "log"),
                         "-o", opts, "-w", "-t", "60", "start"])
+        if self._reaper is None:  # pg_ctl detaches the server: it would outlive a killed test process
+            stop = " ".join(map(shlex.quote, self._owner_args([find_bin("pg_ctl"), "-D", str(self.dir / "data"),
+                                                               "-m", "immediate", "-w", "stop"])))
+            self._reaper = Reaper(["sh", "-c", f"{stop}; rm -rf {shlex.quote(str(self.dir))}"])
         return self
 
     def stop(self, mode: str = "fast") -> None:
@@ -111,6 +120,8 @@ class PgCluster:
         except subprocess.SubprocessError:
             pass
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self._reaper is not None:
+            self._reaper.cancel()
 
     def add_password_user(self, user: str, password: str) -> str:
         """A login role that must give its password over TCP (scram-sha-256); returns a URL template

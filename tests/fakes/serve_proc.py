@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.fakes.reaper import Reaper
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -40,6 +42,7 @@ class Serve:
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL if module else self.log,
                                      stderr=subprocess.DEVNULL if module else subprocess.STDOUT,
                                      cwd=Path(__file__).resolve().parents[2])
+        self._reaper = Reaper(["kill", "-9", str(self.proc.pid)])  # if this test process dies first
 
     def __enter__(self):
         deadline = time.time() + 90
@@ -56,6 +59,7 @@ class Serve:
     def kill9(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
+        self._reaper.cancel()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -65,6 +69,7 @@ class Serve:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        self._reaper.cancel()
 
     def __exit__(self, *exc):
         self.stop()
