@@ -25,13 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH, machine_line  # noqa: E402
-from bench.store_scale import build_points, replicate  # noqa: E402
-from rag_app import sparse  # noqa: E402
-from rag_app.chunking.registry import build_chunker  # noqa: E402
-from rag_app.config import Settings  # noqa: E402
-from rag_app.indexing import expand_paths  # noqa: E402
-from rag_app.ingest.loaders import load_document  # noqa: E402
+from bench.common import machine_line  # noqa: E402
+from bench.store_scale import bm25_corpus, build_points, replicate  # noqa: E402
 from rag_app.store import CollectionInfo  # noqa: E402
 from rag_app.store.edge import EdgeStore  # noqa: E402
 
@@ -82,15 +77,7 @@ def main() -> None:
     print(machine_line())
     scales = [int(x) for x in args.scales.split(",")]
     arms: list[int | None] = [None] + ([args.indexing_threshold] if args.indexing_threshold is not None else [])
-    settings = Settings(_env_file=None)
-    chunker = build_chunker("legal", settings)
-    files, _ = expand_paths([CORPUS_ZH])
-    parsed = [(d, chunker.chunk(d)) for d in map(load_document, files)]
-    texts = [c.indexed_text() for _, cs in parsed for c in cs]
-    avgdl = round(sparse.mean_length(texts[:: max(1, len(texts) // 300)]), 2)
-    info = CollectionInfo(name="legal", embed_model=settings.embed_model, dimension=384, dense_enabled=False,
-                          unk_rate=0.62, avgdl=avgdl, chunker=f"{chunker.name}@{chunker.version}",
-                          dense_disabled_reason="bench: BM25 only", sparse_tokenizer=sparse.TOKENIZER_VERSION)
+    parsed, avgdl, info = bm25_corpus()
     results: dict[tuple[int | None, int], tuple[dict[str, float], float]] = {}
     chunks: dict[int, int] = {}
     with tempfile.TemporaryDirectory() as tmp:

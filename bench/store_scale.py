@@ -56,6 +56,21 @@ def replicate(parsed, copies: int):
                               chunk_id=str(uuid.uuid5(uuid.UUID(c.chunk_id), str(j)))) for c in chunks]
 
 
+def bm25_corpus() -> tuple[list, float, CollectionInfo]:
+    """legal_zh parsed and chunked as ingest does, its BM25 mean length, and a BM25-only collection's info
+    (the dense leg is dropped offline): what the store benches write, at any scale."""
+    settings = Settings(_env_file=None)
+    chunker = build_chunker("legal", settings)
+    files, _ = expand_paths([CORPUS_ZH])
+    parsed = [(d, chunker.chunk(d)) for d in map(load_document, files)]
+    texts = [c.indexed_text() for _, cs in parsed for c in cs]
+    avgdl = round(sparse.mean_length(texts[:: max(1, len(texts) // 300)]), 2)
+    info = CollectionInfo(name="legal", embed_model=settings.embed_model, dimension=384, dense_enabled=False,
+                          unk_rate=0.62, avgdl=avgdl, chunker=f"{chunker.name}@{chunker.version}",
+                          dense_disabled_reason="bench: BM25 only, as offline", sparse_tokenizer=sparse.TOKENIZER_VERSION)
+    return parsed, avgdl, info
+
+
 def build_points(parsed, avgdl: float) -> list[tuple[str, str, list[StoredPoint]]]:
     out = []
     for doc, chunks in parsed:
@@ -146,15 +161,7 @@ def main() -> None:
     scales = [int(x) for x in args.scales.split(",")]
     base_scales = {int(x) for x in args.baseline_scales.split(",") if x}
     questions = [json.loads(l)["question"] for l in QA_ZH.read_text(encoding="utf-8").splitlines()]
-    settings = Settings(_env_file=None)
-    chunker = build_chunker("legal", settings)
-    files, _ = expand_paths([CORPUS_ZH])
-    parsed = [(d, chunker.chunk(d)) for d in map(load_document, files)]
-    texts = [c.indexed_text() for _, cs in parsed for c in cs]
-    avgdl = round(sparse.mean_length(texts[:: max(1, len(texts) // 300)]), 2)
-    info = CollectionInfo(name="legal", embed_model=settings.embed_model, dimension=384, dense_enabled=False,
-                          unk_rate=0.62, avgdl=avgdl, chunker=f"{chunker.name}@{chunker.version}",
-                          dense_disabled_reason="bench: BM25 only, as offline", sparse_tokenizer=sparse.TOKENIZER_VERSION)
+    parsed, avgdl, info = bm25_corpus()
     rows, rss = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for scale in scales:
