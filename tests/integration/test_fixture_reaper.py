@@ -58,6 +58,22 @@ def test_a_cancelled_watcher_is_gone():
     assert r.proc.poll() is not None
 
 
+def test_a_killed_test_process_leaves_no_rag_serve_behind(tmp_path):
+    owner, pid = _owner(f"""
+        import time
+        from pathlib import Path
+        from tests.fakes.serve_proc import Serve, serve_env
+        srv = Serve(serve_env(Path({str(tmp_path)!r}), None), Path({str(tmp_path / "serve.log")!r}))
+        print(srv.proc.pid, flush=True)
+        time.sleep(600)
+    """)
+    serve = int(pid)
+    assert _alive(serve)
+    os.kill(owner.pid, signal.SIGKILL)
+    owner.wait(10)
+    wait_until(lambda: not _alive(serve), "the orphaned rag serve killed")
+
+
 @pytest.mark.postgres
 def test_a_killed_test_process_leaves_no_postgres_behind():
     why = binaries_missing()
