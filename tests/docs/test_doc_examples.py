@@ -405,3 +405,5 @@ def test_make_demo_runs_the_main_job_on_the_shared_data(tmp_path):
     assert "46 written, 0 unchanged, 0 failed" in " ".join(proc.stdout.split())
     assert sum(int(n) for n in re.findall(r"^written\s+(\d+) chunks", proc.stdout, flags=re.MULTILINE)) == 3794
     assert proc.stdout.count("cost of query") == 3 and (tmp_path / ".rag" / "ledger.sqlite").exists()
+    # the models' loading is booked apart (as `rag ask` does), said once, under the first answer
+    assert proc.stdout.count("loading models, booked apart") == 1
