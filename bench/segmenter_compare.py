@@ -1,0 +1,95 @@
+"""Could another Chinese segmenter replace jieba in BM25 without changing a token? jieba's `cut_for_search`
+is about half of ingest's BM25 CPU. This compares a drop-in candidate with jieba on what BM25 reads (every
+legal_zh chunk, the Chinese and English dev questions, article references taken out as sparse.tokenize
+does), after BM25's own token filter, plus text no dictionary knows (random CJK characters, where jieba's
+HMM takes over). Same tokens everywhere is the bar: anything else needs a new TOKENIZER_VERSION and
+every collection rebuilt. CPU seconds of each, in this process.
+
+    pip install --target DIR jieba-next   # or rjieba, jieba-fast-dat: kept out of the project's venv
+    .venv/bin/python bench/segmenter_compare.py --module jieba_next --path DIR
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import CORPUS_ZH, QA_ZH, SHARED, machine_line  # noqa: E402
+from bench.store_scale import bm25_corpus  # noqa: E402
+from rag_app import sparse  # noqa: E402
+from rag_app.legal_numbers import ARTICLE_REF  # noqa: E402
+
+QA_EN = SHARED / "data" / "legal_en" / "qa_dev.jsonl"
+
+
+def bm25_tokens(words) -> list[str]:
+    """sparse.tokenize's filter over a segmenter's output."""
+    out = []
+    for tok in words:
+        tok = tok.strip().lower()
+        if tok and sparse._WORD.search(tok) and tok not in sparse._STOP:
+            out.append(tok)
+    return out
+
+
+def load(module: str):
+    m = importlib.import_module(module)
+    for name in ("set_log_level", "setLogLevel"):
+        if hasattr(m, name):
+            getattr(m, name)(logging.WARNING)
+            break
+    if hasattr(m, "initialize"):
+        m.initialize()
+    if module == "rjieba":
+        return lambda text: m.cut_for_search(text, True)
+    return lambda text: list(m.cut_for_search(text))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--module", required=True, help="the candidate's import name, e.g. jieba_next, rjieba")
+    ap.add_argument("--path", type=Path, help="a folder to import it from (pip install --target)")
+    ap.add_argument("--random-chars", type=int, default=100_000, help="length of the unknown-text sample")
+    args = ap.parse_args()
+    print(machine_line())
+    if args.path:
+        sys.path.insert(0, str(args.path))
+    parsed, _, _ = bm25_corpus()
+    sets = {"chunks": [c.indexed_text() for _, cs in parsed for c in cs],
+            "zh questions": [json.loads(line)["question"] for line in QA_ZH.read_text(encoding="utf-8").splitlines()],
+            "en questions": ([json.loads(line)["question"] for line in QA_EN.read_text(encoding="utf-8").splitlines()]
+                             if QA_EN.exists() else [])}
+    rng = random.Random(3)
+    sets["random CJK"] = ["".join(chr(rng.randint(0x4E00, 0x9FA5)) for _ in range(args.random_chars))]
+    jieba, other = load("jieba"), load(args.module)
+    print(f"{args.module} against jieba over {CORPUS_ZH.parent.name} (tokens after BM25's filter)")
+    print(f"{'texts':<14}{'n':>6}{'differ':>8}{'jieba s':>9}{'other s':>9}{'speed':>7}")
+    for name, texts in sets.items():
+        texts = [ARTICLE_REF.sub(" ", t) for t in texts]
+        t = time.process_time()
+        ref = [jieba(x) for x in texts]
+        tj = time.process_time() - t
+        t = time.process_time()
+        got = [other(x) for x in texts]
+        to = time.process_time() - t
+        differ = [i for i, (a, b) in enumerate(zip(ref, got)) if bm25_tokens(a) != bm25_tokens(b)]
+        print(f"{name:<14}{len(texts):>6}{len(differ):>8}{tj:>9.2f}{to:>9.2f}{tj / max(to, 1e-9):>6.1f}x")
+        changed = Counter()
+        for i in differ:
+            a, b = Counter(bm25_tokens(ref[i])), Counter(bm25_tokens(got[i]))
+            changed.update({f"-{k}": v for k, v in (a - b).items()})
+            changed.update({f"+{k}": v for k, v in (b - a).items()})
+        if changed:
+            print("   most changed tokens:", ", ".join(f"{k[:20]} x{v}" for k, v in changed.most_common(6)))
+
+
+if __name__ == "__main__":
+    main()
