@@ -2,7 +2,7 @@
 is about half of ingest's BM25 CPU. This compares a drop-in candidate with jieba on what BM25 reads (every
 legal_zh chunk, the Chinese and English dev questions, article references taken out as sparse.tokenize
 does), after BM25's own token filter, plus text no dictionary knows (random CJK characters, where jieba's
-HMM takes over). Same tokens everywhere is the bar: anything else needs a new TOKENIZER_VERSION and
+HMM takes over) and random short strings of mixed scripts and punctuation. Same tokens everywhere is the bar: anything else needs a new TOKENIZER_VERSION and
 every collection rebuilt. CPU seconds of each, in this process.
 
     pip install --target DIR jieba-next   # or rjieba, jieba-fast-dat: kept out of the project's venv
@@ -40,6 +40,30 @@ def bm25_tokens(words) -> list[str]:
     return out
 
 
+# Latin letters and digits, ASCII and full-width punctuation, whitespace, common CJK (the legal corpus's own
+# characters) and rare CJK jieba's Han class leaves out (U+3400-U+341F, U+9FD6-U+9FEE)
+_FUZZ = (list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789") * 3 + list("-_.%+#&@/:'\"()[]") + [" ", " ", "\n", "\t"]
+         + list("，。、：；（）《》“”！？１２３ＡＢＣａｂｃ　") + [chr(c) for c in range(0x3400, 0x3420)]
+         + [chr(c) for c in range(0x9FD6, 0x9FEF)])
+
+
+def fuzz_string(rng: random.Random) -> str:
+    common = _common_cjk()
+    return "".join(rng.choice(_FUZZ) if rng.random() < 0.45 else rng.choice(common) for _ in range(rng.randint(3, 60)))
+
+
+_COMMON: list[str] = []
+
+
+def _common_cjk() -> list[str]:
+    """The 500 most frequent CJK characters of the Chinese dev questions."""
+    if not _COMMON:
+        counts = Counter(ch for line in QA_ZH.read_text(encoding="utf-8").splitlines() for ch in line
+                         if "\u4e00" <= ch <= "\u9fa5")
+        _COMMON.extend(ch for ch, _ in counts.most_common(500))
+    return _COMMON
+
+
 def load(module: str):
     m = importlib.import_module(module)
     for name in ("set_log_level", "setLogLevel"):
@@ -58,6 +82,7 @@ def main() -> None:
     ap.add_argument("--module", required=True, help="the candidate's import name, e.g. jieba_next, rjieba")
     ap.add_argument("--path", type=Path, help="a folder to import it from (pip install --target)")
     ap.add_argument("--random-chars", type=int, default=100_000, help="length of the unknown-text sample")
+    ap.add_argument("--fuzz", type=int, default=3000, help="random short strings of mixed scripts and punctuation")
     args = ap.parse_args()
     print(machine_line())
     if args.path:
@@ -69,6 +94,7 @@ def main() -> None:
                              if QA_EN.exists() else [])}
     rng = random.Random(3)
     sets["random CJK"] = ["".join(chr(rng.randint(0x4E00, 0x9FA5)) for _ in range(args.random_chars))]
+    sets["fuzz"] = [fuzz_string(rng) for _ in range(args.fuzz)]
     jieba, other = load("jieba"), load(args.module)
     print(f"{args.module} against jieba over {CORPUS_ZH.parent.name} (tokens after BM25's filter)")
     print(f"{'texts':<14}{'n':>6}{'differ':>8}{'jieba s':>9}{'other s':>9}{'speed':>7}")
