@@ -77,16 +77,22 @@ def tokenize(text: str) -> list[str]:
     """
     tokens = [f"§{key}" for key in find_article_refs(text)]
     rest = ARTICLE_REF.sub(" ", text)
-    for tok in _jieba().cut_for_search(rest):
-        tok = tok.strip().lower()
-        if tok and _WORD.search(tok) and tok not in _STOP:
-            tokens.append(tok)
+    tokens.extend(word_tokens(_jieba().cut_for_search(rest)))
     for run in _CJK_RUN.findall(rest):
         tokens.extend("~" + run[i:i + 2] for i in range(len(run) - 1))
     if _mostly_latin(rest):
         words = [t for t in tokens if t.isascii() and t.isalpha() and len(t) > 2 and t not in _EN_STOP]
         tokens.extend(STEM + s for s in _stemmer().stemWords(words))
     return tokens
+
+
+def word_tokens(words):
+    """The segmenter's words BM25 keeps: stripped, lower-cased, with a letter, digit or CJK character,
+    not a stop word."""
+    for tok in words:
+        tok = tok.strip().lower()
+        if tok and _WORD.search(tok) and tok not in _STOP:
+            yield tok
 
 
 def _mostly_latin(text: str) -> bool:

@@ -31,8 +31,13 @@ def spend(db: Connection, dim: str, since: str, value: str | None = None) -> dic
     (one value, or every value seen). `unpriced_calls`: stage rows whose cost is unknown."""
     col = _QUERY_COL[dim]
     sel = _spend(dim, since, value).add_columns(col).where(col.is_not(None)).group_by(col)
-    return {row[3]: {"priced_nano_usd": int(number(row[0])), "unpriced_calls": int(number(row[1])),
-                     "queries": int(number(row[2]))} for row in db.execute(sel)}
+    return {row[3]: _spent(row) for row in db.execute(sel)}
+
+
+def _spent(row) -> dict[str, int]:
+    """A `_spend` row's first three columns as the spend dict."""
+    return {"priced_nano_usd": int(number(row[0])), "unpriced_calls": int(number(row[1])),
+            "queries": int(number(row[2]))}
 
 
 def _spend(dim: str, since: str, value: str | None):
@@ -75,8 +80,7 @@ class BudgetTx:
         spent, flight = _spend(dim, since, value).subquery("spent"), _in_flight(dim, value, flight_since).subquery("flight")
         row = self.db.execute(select(spent.c.priced, spent.c.unpriced, spent.c.queries, flight.c.n, flight.c.est)
                               .select_from(spent.join(flight, true()))).one()
-        return ({"priced_nano_usd": int(number(row[0])), "unpriced_calls": int(number(row[1])),
-                 "queries": int(number(row[2]))}, int(row[3]), int(number(row[4])))
+        return _spent(row), int(row[3]), int(number(row[4]))
 
     def estimate(self, variant: str | None) -> int:
         """Mean priced cost of the variant's last ESTIMATE_FROM live queries (0 with none yet)."""
