@@ -188,9 +188,12 @@ def _print_answer(p: dict) -> None:
     for i, c in enumerate(p["citations"], 1):
         out.print(f"  [{i}] {citation_label({**c, 'doc': _short(c['doc'])})}", markup=False)
     out.print(stage_table(p["stages"], title=f"cost of query {p['query_id']}"))
-    unpriced = p["unpriced_rows"]
-    billed = f"{usd(p['total_cost_usd'])} + {unpriced} unpriced rows" if unpriced else usd(p["total_cost_usd"])
-    out.print(f"total {billed} billed, {usd(p['total_shadow_cost_usd'])} shadow ({p['mode']} mode)")
+    def total(known, priced) -> str:  # an unknown total shows what is priced and that the rest is not
+        rows = p["unpriced_rows"]
+        return usd(known) if known is not None else f"{usd(priced)} + {rows} unpriced row{'s' * (rows != 1)}"
+
+    out.print(f"total {total(p['total_cost_usd'], p['priced_cost_usd'])} billed, "
+              f"{total(p['total_shadow_cost_usd'], p['priced_shadow_cost_usd'])} shadow ({p['mode']} mode)")
     if p.get("startup_ms"):
         out.print(f"start-up {p['startup_ms'] / 1000:.1f} s loading models, booked apart (not in this query's latency)")
 

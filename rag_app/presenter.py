@@ -28,7 +28,9 @@ def answer_payload(answer: Answer, *, doc_path: Callable[[str], str] = str) -> d
             "levers": list(answer.levers),
             "scope": ({"docs": list(answer.scope.labels), "how": answer.scope.how} if answer.scope else None),
             "stages": stage_dicts(answer),
-            "total_cost_usd": usd_json(t.cost_nano), "total_shadow_cost_usd": usd_json(t.shadow_nano),
+            # null when a row is unpriced, as the ledger's per-query totals; the priced part is apart
+            "total_cost_usd": usd_json(t.known_cost_nano), "total_shadow_cost_usd": usd_json(t.known_shadow_nano),
+            "priced_cost_usd": usd_json(t.cost_nano), "priced_shadow_cost_usd": usd_json(t.shadow_nano),
             "unpriced": t.unpriced, "unpriced_rows": t.unpriced_rows}
 
 

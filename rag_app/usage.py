@@ -122,24 +122,36 @@ class RerankUsage:
 
 @dataclass(frozen=True)
 class UsageTotals:
-    """What a list of priced usages adds up to, as one presenter shows it on every front door."""
+    """What a list of priced usages adds up to, as one presenter shows it on every front door, by the
+    ledger's rules for a query's totals (tracing/ledger/rollups.py): a row with no cost makes the total
+    cost unknown (None), an unpriced row the total shadow cost, never the sum of the rest; those sums
+    are `cost_nano` and `shadow_nano`, lower bounds."""
 
-    cost_nano: int  # billed, priced rows only
-    shadow_nano: int
-    unpriced_rows: int
+    cost_nano: int  # the priced rows' costs
+    shadow_nano: int  # the priced rows' shadow costs
+    unpriced_rows: int  # price_source "unpriced" (an extractive answer's generate row: $0 billed, shadow unknown)
+    null_cost_rows: int = 0  # rows whose billed cost is unknown
 
     @property
     def unpriced(self) -> bool:
-        return self.unpriced_rows > 0
+        return self.unpriced_rows > 0 or self.null_cost_rows > 0
+
+    @property
+    def known_cost_nano(self) -> int | None:
+        return None if self.null_cost_rows else self.cost_nano
+
+    @property
+    def known_shadow_nano(self) -> int | None:
+        return None if self.unpriced else self.shadow_nano
 
 
 def totals(usages: Iterable[StageUsage]) -> UsageTotals:
-    cost = shadow = unpriced = 0
+    cost = shadow = unpriced = null_cost = 0
     for u in usages:
         p = u.price
-        if p is None or p.cost_nano is None:
-            unpriced += 1
-            continue
-        cost += p.cost_nano
-        shadow += p.shadow_nano or 0
-    return UsageTotals(cost, shadow, unpriced)
+        null_cost += p is None or p.cost_nano is None
+        unpriced += p is None or p.unpriced
+        if p is not None:
+            cost += p.cost_nano or 0
+            shadow += p.shadow_nano or 0
+    return UsageTotals(cost, shadow, unpriced, null_cost)

@@ -235,7 +235,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         answer = p.run(route, question, scope, callbacks)
         payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, settings.data_dir))
         if cache is not None and key is not None and not answer.incomplete:
-            cache.put(store, collection, key, Cached(payload, totals(answer.usage).cost_nano))
+            cache.put(store, collection, key, Cached(payload, totals(answer.usage).known_cost_nano))
         return {**payload, "cache_hit": False, "saved_cost_usd": None}, route
 
     def presented(result: tuple[dict, Route]) -> dict:

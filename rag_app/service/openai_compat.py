@@ -87,7 +87,8 @@ def usage_of(payload: dict) -> dict:
     prompt = sum(s["input_tokens"] for s in gen)
     completion = sum(s["output_tokens"] for s in gen)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "cost_usd": payload["total_cost_usd"], "unpriced": payload["unpriced"]}
+            "cost_usd": payload["total_cost_usd"], "priced_cost_usd": payload.get("priced_cost_usd"),
+            "unpriced": payload["unpriced"]}
 
 
 def extras(payload: dict) -> dict:

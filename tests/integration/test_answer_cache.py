@@ -68,6 +68,22 @@ def test_a_repeated_question_is_a_hit_that_books_what_it_saved(indexed, tmp_path
     assert (hits, saved / 1e9) == (1, pytest.approx(first["total_cost_usd"]))
 
 
+def test_a_hit_on_an_unpriced_answer_saved_an_unknown_amount(indexed):
+    """An unpriced model's answer costs an unknown amount, and so does what a hit on it saved: never $0."""
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, openai_base_url=llm.base_url, llm_model="acme-secret-7b")
+        with Server(settings) as url:
+            first, again = ask(url), ask(url)
+            assert (first["cache_hit"], again["cache_hit"]) == (False, True)
+            assert first["unpriced"] is True and first["total_cost_usd"] is None
+            assert again["saved_cost_usd"] is None
+            wait_until(lambda: httpx.get(f"{url}/v1/queries/{again['query_id']}").status_code == 200, "hit row")
+            summary = httpx.get(f"{url}/v1/reports/summary").json()
+            assert (summary["answer_cache_hits"], summary["saved_unknown_hits"]) == (1, 1)
+    [(saved,)] = select_rows(settings.ledger, "SELECT saved_cost_nano_usd FROM queries WHERE cache_hit = 1")
+    assert saved is None
+
+
 def test_a_changed_document_drops_the_cached_answers(indexed, tmp_path):
     with FakeOpenAI() as llm:
         settings = make_settings(indexed, openai_base_url=llm.base_url)

@@ -202,6 +202,9 @@ def test_a_broken_tracer_never_breaks_the_query(indexed, monkeypatch):
             # and the answer says the same: unpriced, not $0
             payload = answer_payload(answer)
             assert payload["unpriced"] is True and payload["unpriced_rows"] == 1
+            # the total is unknown, as the ledger's per-query total (a client summing it must not count $0)
+            assert (payload["total_cost_usd"], payload["priced_cost_usd"]) == (None, 0.0)
+            assert payload["total_shadow_cost_usd"] is None
 
 
 def test_an_extractive_answer_keeps_its_generate_row_when_the_price_table_fails(indexed):
@@ -222,6 +225,9 @@ def test_an_extractive_answer_keeps_its_generate_row_when_the_price_table_fails(
     assert (rs[0]["status"], rs[0]["cost_nano_usd"], rs[0]["shadow_cost_nano_usd"], rs[0]["price_source"]) == \
         ("skipped", 0, None, "unpriced")  # nothing billed; what the reply would have cost is unknown, and says so
     assert rs[0]["input_tokens"] == generate[0].input_tokens > 0
+    payload = answer_payload(answer)  # the answer says what the ledger says: $0 billed, shadow unknown
+    assert (payload["total_cost_usd"], payload["total_shadow_cost_usd"]) == (0.0, None)
+    assert (payload["unpriced"], payload["unpriced_rows"]) == (True, 1)
 
 
 def test_the_attempt_is_on_disk_before_the_request_leaves(indexed, monkeypatch):
