@@ -95,11 +95,22 @@ def secrets_in(url: str) -> list[str]:
     return sorted(out, key=len, reverse=True)
 
 
+# A password this long is masked wherever it occurs; a shorter one also occurs inside ordinary words
+# ("on" in "connection"), where masking it would garble the message and show which letters it is
+MASK_MIN_CHARS = 8
+WITHHELD = "the driver's message is withheld: it contains text equal to the ledger's password"
+
+
 def scrub(text: str, url: str) -> str:
-    """`text` with every password of `url` replaced by ***, and any URL in it redacted."""
+    """`text` with every password of `url` replaced by ***, and any URL in it redacted; a text that
+    contains a short password anywhere is withheld whole."""
+    text = redact(text)
     for secret in secrets_in(url):
-        text = text.replace(secret, "***")
-    return redact(text)
+        if secret in text:
+            if len(secret) < MASK_MIN_CHARS:
+                return WITHHELD
+            text = text.replace(secret, "***")
+    return text
 
 
 def parse_ledger_url(url: str | None, default_path: Path) -> LedgerTarget:

@@ -8,7 +8,7 @@ import pytest
 
 from rag_app.errors import ConfigError
 from tests.conftest import make_settings
-from rag_app.ledger_location import parse_ledger_url, redact, scrub
+from rag_app.ledger_location import WITHHELD, parse_ledger_url, redact, scrub
 from tracing.ledger import is_transient
 from tracing.ledger.engine import pg_is_transient
 
@@ -62,6 +62,15 @@ def test_no_password_survives_redaction_encoded_or_not(url, secret):
     # a driver error echoing a fragment of a URL it could not parse: scrubbed by the known password
     echoed = f'invalid dsn: missing "=" after "{url[len("postgresql://rag:"):]}" in connection info string'
     assert secret not in scrub(echoed, url)
+
+
+def test_a_short_password_inside_ordinary_words_is_neither_garbled_nor_shown():
+    refused = 'connection failed: connection to server at "127.0.0.1", port 1 failed: Connection refused'
+    # masking "on" everywhere gave "c***necti***", which both garbles the message and shows the password
+    assert scrub(refused, "postgresql://rag:on@127.0.0.1:1/ledger") == WITHHELD
+    assert scrub(refused, "postgresql://rag:zz@127.0.0.1:1/ledger") == refused  # not in it: whole
+    long = "postgresql://rag:connection-secret@127.0.0.1:1/ledger"
+    assert scrub(f"auth failed for connection-secret; {refused}", long) == f"auth failed for ***; {refused}"
 
 
 def test_a_bad_password_never_reaches_a_message(tmp_path):
