@@ -104,7 +104,9 @@ def summary_lines(tot: dict, cur=None) -> list[str]:
     lines = [f"{tot['queries']} queries ({tot.get('prices', 'original')} prices): cost {known}"
              + (" + unpriced" if tot.get("cost_is_lower_bound") else "") + f", shadow {usd(tot['shadow_cost_usd'])}",
              f"per query: p50 {usd(tot['cost_per_query_p50_usd'])}, p95 {usd(tot['cost_per_query_p95_usd'])}, "
-             f"mean {per_1k(None if tot.get('cost_per_1k_queries_usd') is None else tot['cost_per_1k_queries_usd'] / 1000, cur)}",
+             f"mean {per_1k(None if tot.get('cost_per_1k_queries_usd') is None else tot['cost_per_1k_queries_usd'] / 1000, cur)}"
+             + (f"\n  (over the {tot['priced_queries']:,} priced queries; {tot['unpriced_queries']:,} unpriced left out)"
+                if tot.get("unpriced_queries") else ""),
              f"shadow per query: p50 {usd(tot['shadow_cost_per_query_p50_usd'])}, "
              f"p95 {usd(tot['shadow_cost_per_query_p95_usd'])}",
              f"retry/timeout waste {usd(tot['retry_timeout_waste_usd'])} ({tot['retry_timeout_waste_pct']}%; "

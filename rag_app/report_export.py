@@ -89,8 +89,12 @@ def by_table(dim: str, rows: list[dict]) -> Table:
         cost = ("unpriced" if r["cost_is_lower_bound"] and not r["cost_usd"]  # nothing of it is priced: not $0+
                 else usd(r["cost_usd"]) + ("+" if r["cost_is_lower_bound"] else ""))
         mean = per_1k(None if r["cost_per_1k_queries_usd"] is None else r["cost_per_1k_queries_usd"] / 1000)
+        if r["cost_per_1k_queries_usd"] is not None and r.get("unpriced_queries"):
+            mean += "*"  # a mean over the priced queries alone: the unpriced ones are left out, not $0
         t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}", cost, mean,
                   usd(r["shadow_cost_usd"]), f"{r['input_tokens'] + r['output_tokens']:,}",
                   f"{r['unpriced_rows']:,} rows" if r["unpriced_rows"] else "-")
     t.caption = "cost+ = known part; unpriced rows (no price for the model) are not counted as $0"
+    if any(r.get("unpriced_queries") and r["cost_per_1k_queries_usd"] is not None for r in shown):
+        t.caption += "; per query* = over the priced queries only"
     return t

@@ -5,6 +5,7 @@ import pytest
 from rich.console import Console
 
 from rag_app.cost_render import per_1k, report_tables, stage_table, usd
+from rag_app.report_export import by_table
 from tests.fakes.sql_ledger import SqlLedger
 
 
@@ -66,6 +67,11 @@ def test_report_tables_fit_80_columns_and_show_unpriced(tmp_path):
     assert "…" not in text
     assert "$0.000129" in text and "unpriced (1)" in text and "unpriced: 1 rows in 1 queries" in text
     assert "$0.13/1k q" in text  # mean of the two priced queries, per 1,000 queries
+    # ... and it says so: the unpriced query is left out of the per-query figures, not counted as $0
+    assert "(over the 2 priced queries; 1 unpriced left out)" in text
+    day = render(by_table("day", conn.by("day")))
+    assert max(len(line) for line in day) <= 80
+    assert "$0.13/1k q*" in "\n".join(day) and "over the priced queries only" in " ".join(day)
 
 
 def test_report_in_cny_at_the_dated_rate_shown(tmp_path):
