@@ -175,3 +175,26 @@ def fits_760(page, selector):
     assert page.evaluate("document.documentElement.scrollWidth") <= 760
     box = page.locator(selector).bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= 760, box
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium not installed (.ci/run installs it)")
+def test_an_unpriced_stage_is_marked_in_the_chart_never_drawn_as_zero(seeded):
+    from playwright.sync_api import sync_playwright
+
+    root, _ = seeded
+    with FakeOpenAI() as llm:
+        for model in ("gpt-4o-mini", "acme-secret-7b"):  # one priced answer, then one from a model with no price
+            settings = make_settings(root, openai_base_url=llm.base_url, llm_model=model, answer_cache_size=0)
+            with Server(settings) as url:
+                assert httpx.post(f"{url}/v1/ask", json={"question": "股东会的职权有哪些？"}, timeout=HANG_S).status_code == 200
+        with Server(settings) as url, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.goto(f"{url}/dashboard")
+            page.wait_for_selector("#chart-stages rect", state="attached")
+            titles = page.locator("#chart-stages rect title").all_text_contents()
+            assert [t.split()[1:] for t in titles if "unpriced" in t] == [["generate", "unpriced"]]
+            assert page.locator("#chart-stages rect[data-unpriced]").count() == 1
+            assert not any(t.endswith("generate $0") for t in titles), titles
+            assert "dashed: unpriced" in page.inner_text("#chart-stages .legend")
+            browser.close()
