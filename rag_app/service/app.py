@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, Uploa
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
@@ -45,11 +45,14 @@ MAX_INT = 2**62  # SQLite integers are signed 64-bit; larger offsets were a 500
 
 class AskScope(BaseModel):
     """Documents to search within: file names, titles or ids (`docs`), law titles or short names (`laws`)."""
+    # a misspelled key ("doc") was ignored and the answer drawn from the whole collection: refuse it
+    model_config = ConfigDict(extra="forbid")
     docs: list[str] = Field(default_factory=list, max_length=50)
     laws: list[str] = Field(default_factory=list, max_length=50)
 
 
 class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # {"scopes": ...} was ignored: the answer came unscoped
     question: str = Field(min_length=1, max_length=8000)
     user_id: str | None = Field(None, max_length=200)
     session_id: str | None = Field(None, max_length=200)

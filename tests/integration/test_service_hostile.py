@@ -104,6 +104,8 @@ def test_non_ascii_tokens_are_a_401_not_a_500(token_url):
     ({"question": "x", "user_id": "\udc80"}, "user_id"),
     ({"question": "x" * 9000}, "question"),
     ({"question": "x" * 900_000}, "question"),  # 0.9 MB: under the 1 MB JSON cap, so it reaches validation
+    ({"question": "x", "scopes": {"docs": ["a.md"]}}, "scopes"),  # a misspelled key was ignored: answered unscoped
+    ({"question": "x", "scope": {"doc": ["a.md"]}}, "doc"),
 ])
 def test_bad_questions_are_a_422_naming_the_field(open_url, body, field):
     if isinstance(body, str):
