@@ -132,6 +132,8 @@ def _ingest_with_progress(rag, paths, rebuild, doc_types=()):
         style = {"written": "green", "unchanged": "dim", "skipped": "yellow", "error": "red"}[o.status]
         detail = o.error if o.error else f"{o.chunks} chunks  {o.doc_type or '-':<8}  {_short(o.path)}"
         out.print(f"[{style}]{o.status:<9}[/{style}] {detail}", soft_wrap=True, highlight=False)
+        if o.warning:
+            out.print(f"[yellow]  warning:[/yellow] {o.warning}", soft_wrap=True, highlight=False, markup=True)
     n = {s: sum(o.status == s for o in report.outcomes) for s in ("written", "unchanged", "skipped", "error")}
     info = report.collection
     legs = "dense + bm25" if info and info.dense_enabled else "bm25 only"

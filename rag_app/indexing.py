@@ -15,6 +15,7 @@ from rag_app.chunking.registry import Chunker
 from rag_app.embedding import LocalEmbeddings
 from rag_app.errors import IngestError
 from rag_app.ingest.loaders import load_document, no_chunks_error, supported
+from rag_app.ingest.textdecode import guessed_note
 from rag_app.store import CollectionInfo, SparseVector, StoredPoint, VectorStore
 from rag_app.types import Chunk, ParsedDocument
 from rag_app.usage import EmbedUsage
@@ -30,6 +31,7 @@ class FileOutcome:
     chunks: int = 0
     error: str | None = None
     doc_type: str | None = None  # statute | contract | other, as classified (or overridden) at ingest
+    warning: str | None = None  # written, with a caveat (its text encoding was guessed)
 
 
 @dataclass
@@ -211,7 +213,8 @@ def index_documents(store: VectorStore, info: CollectionInfo, parsed, embeddings
                 total += used
             points = _Points(chunks, texts, version, info.avgdl, dense)
             store.replace_document(info.name, doc.doc_id, version, points)
-            outcomes.append(FileOutcome(doc.source_path, "written", len(chunks), doc_type=chunks[0].doc_type))
+            outcomes.append(FileOutcome(doc.source_path, "written", len(chunks), doc_type=chunks[0].doc_type,
+                                        warning=guessed_note(doc.encoding)))
         if progress:
             progress("index", i, len(parsed))
     if any(o.status == "written" for o in outcomes):

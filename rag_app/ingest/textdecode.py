@@ -6,6 +6,17 @@ from charset_normalizer import from_bytes
 from rag_app.errors import IngestError
 
 
+DECLARED = ("utf-8", "utf-8-sig", "gb18030", "utf-16")  # what decode_text reads without guessing
+
+
+def guessed_note(encoding: str | None) -> str | None:
+    """The warning a file decoded by charset_normalizer's guess carries (a Latin-1 file came out as
+    cp1257 mojibake, ingested in silence): None for the encodings decode_text knows for sure."""
+    if encoding is None or encoding in DECLARED:
+        return None
+    return f"not UTF-8 or GB18030: decoded as {encoding} by guess; if its text looks wrong, re-save it as UTF-8"
+
+
 def looks_binary(data: bytes) -> bool:
     sample = data[:8192]
     return b"\x00" in sample

@@ -109,3 +109,17 @@ def test_missing_path_and_unsupported_type_are_per_file_errors(tmp_path, small_c
     assert result.exit_code == 1
     assert "no such file" in result.output and "unsupported file type .xyz" in " ".join(result.output.split())
     assert "3 written" in " ".join(result.output.split())
+
+
+def test_a_file_whose_encoding_was_guessed_is_written_with_a_warning(tmp_path):
+    """Neither UTF-8 nor GB18030 (Latin-1 here): decoded by charset_normalizer's guess, and the outcome says so."""
+    latin1 = tmp_path / "in" / "latin1.txt"
+    latin1.parent.mkdir()
+    latin1.write_bytes("Café naïve résumé: the Recipient shall keep © confidential. ".encode("latin-1") * 8)
+    utf8 = tmp_path / "in" / "plain.txt"
+    utf8.write_text("The Recipient shall keep the Information confidential. " * 8, encoding="utf-8")
+    result = ingest(tmp_path, latin1.parent)
+    assert result.exit_code == 0, result.output
+    lines = " ".join(result.output.split())
+    assert "warning: not UTF-8 or GB18030: decoded as" in lines and "re-save it as UTF-8" in lines
+    assert lines.count("warning:") == 1  # the UTF-8 file has none
