@@ -41,6 +41,7 @@ DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
 
 RECENT_ANSWERS = 200  # answers kept in memory for the dashboard's query page (service/answers.py)
 MAX_INT = 2**62  # SQLite integers are signed 64-bit; larger offsets were a 500
+MAX_REPORT_ROWS = 10_000  # per-query rows one report request may read (the dashboard asks for 500)
 
 
 class AskScope(BaseModel):
@@ -171,7 +172,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         return HTMLResponse(page, media_type="text/html; charset=utf-8", headers=dashboard_headers(page))
 
     @app.get("/v1/reports/queries", dependencies=[Depends(auth)])
-    def report_queries(last: int | None = Query(200, ge=1, le=MAX_INT), variant: str | None = None):
+    def report_queries(last: int | None = Query(200, ge=1, le=MAX_REPORT_ROWS), variant: str | None = None):
         """Per-query rows exactly as `rag report --format json` prints them (the `last` most recent)."""
         return {"queries": read(lambda L: L.report(last=last, variant=variant)).queries}
 
@@ -331,16 +332,16 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     def queries(variant: str | None = None, status: str | None = None, since: Timestamp | None = None,
                 until: Timestamp | None = None, experiment: str | None = None,
                 limit: int = Query(50, ge=-MAX_INT, le=MAX_INT), offset: int = Query(0, ge=-MAX_INT, le=MAX_INT)):
+        limit, offset = min(max(limit, 1), 500), max(offset, 0)  # a page is 1-500 rows; say which was served
         total, rows = read(lambda L: L.list_queries(variant=variant, status=status, since=since, until=until,
-                                                    experiment=experiment, limit=min(max(limit, 1), 500),
-                                                    offset=max(offset, 0)))
+                                                    experiment=experiment, limit=limit, offset=offset))
         return {"total": total, "limit": limit, "offset": offset, "queries": [_query_json(r) for r in rows]}
 
     @app.get("/v1/queries/{query_id}", dependencies=[Depends(auth)])
     def query(query_id: str):
         row, stages = read(lambda L: (L.query(query_id), L.stage_rows(query_id)))
         if row is None:
-            raise HTTPException(404, f"no query {query_id!r} in the ledger")
+            raise HTTPException(404, f"no query {query_id[:80]!r} in the ledger")  # never echo a long input whole
         return {**_query_json(row), "stages": [stage_json(r) for r in stages]}
 
     @app.get("/v1/queries/{query_id}/answer", dependencies=[Depends(auth)])

@@ -123,6 +123,7 @@ def test_bad_questions_are_a_422_naming_the_field(open_url, body, field):
     ("/v1/queries", {"offset": 2**63}, "offset"),
     ("/v1/queries", {"limit": 2**64}, "limit"),
     ("/v1/reports/queries", {"last": 2**63}, "last"),
+    ("/v1/reports/queries", {"last": 10_001}, "last"),  # the rows one request may read are bounded
     ("/v1/reports/summary", {"last": 2**63}, "last"),
     ("/v1/queries", {"since": "garbage"}, "since"),
     ("/v1/queries", {"until": "yesterday"}, "until"),
@@ -131,6 +132,17 @@ def test_out_of_range_query_params_are_a_422_naming_the_field(open_url, path, pa
     r = httpx.get(f"{open_url}{path}", params=params)
     assert r.status_code == 422, r.text
     assert any(field in d["loc"] for d in r.json()["detail"])
+
+
+def test_a_page_says_the_limit_and_offset_it_served(open_url):
+    for asked, served in (({"limit": -1, "offset": -5}, (1, 0)), ({"limit": 10**9}, (500, 0))):
+        body = httpx.get(f"{open_url}/v1/queries", params=asked).json()
+        assert (body["limit"], body["offset"]) == served
+
+
+def test_an_unknown_query_id_is_not_echoed_whole(open_url):
+    r = httpx.get(f"{open_url}/v1/queries/{'a' * 5000}")
+    assert r.status_code == 404 and len(r.content) < 300
 
 
 def test_since_accepts_an_iso_date(open_url):
