@@ -67,7 +67,8 @@ def load_document(path: Path, *, max_uncompressed_mb: float | None = None) -> Pa
         enc = None
     if not text.strip() or not blocks:
         raise EmptyDocument(str(path), "no text could be extracted",
-                            "a scanned PDF needs OCR first; otherwise check the file opens")
+                            "a scanned PDF needs OCR first; otherwise check the file opens" if fmt == "pdf"
+                            else f"check that the {fmt.upper() if fmt in ('docx', 'html') else fmt} file opens and holds text")
     return ParsedDocument(source_path=str(path.resolve()), doc_id=doc_id_for(path),
                           content_hash=content_hash, title=title or path.stem, text=text,
                           blocks=tuple(blocks), format=fmt, encoding=enc)

@@ -216,3 +216,14 @@ def test_a_worker_that_kept_half_a_budget_from_its_files_is_retired():
     assert _worker_pid(max_mb=200) == before  # a little growth: kept
     assert _run_limited("leaky2.md", "", partial(_keep, 120), timeout_s=60, max_mb=200) == 120
     assert _worker_pid(max_mb=200) != before  # 160 MB kept > half of 200: the next file gets a fresh worker
+
+
+def test_an_html_page_with_no_text_is_not_told_to_ocr(tmp_path):
+    from rag_app.errors import EmptyDocument
+    from rag_app.ingest.loaders import load_document
+
+    page = tmp_path / "empty.html"
+    page.write_text("<html><head><title></title></head><body><div> </div></body></html>", encoding="utf-8")
+    with pytest.raises(EmptyDocument) as e:
+        load_document(page)
+    assert "OCR" not in str(e.value) and "HTML file opens and holds text" in str(e.value)
