@@ -284,10 +284,12 @@ def render_status(rows: list[dict]) -> str:
         who = r["value"] if len(r["value"]) <= 14 else r["value"][:13] + "…"
         spent = _money(r["spend_usd"]) + ("+?" if not r["spend_known"] else "")
         limit = ("" if r["hard"] else "~") + _money(r["limit_usd"])  # ~: a soft limit
-        lines.append(f"{r['budget'][:16]:<16} {who:<14} {limit:>11} {spent:>11} {r['used']:>5.0%} "
+        name = r["budget"] if len(r["budget"]) <= 16 else r["budget"][:15] + "…"
+        used = f"{r['used']:.0%}" + ("+" if not r["spend_known"] else "")  # unpriced calls: at least this much
+        lines.append(f"{name:<16} {who:<14} {limit:>11} {spent:>11} {used:>5} "
                      f"{r['unpriced_calls']:>8} {_left(r['resets_in_s']):>9}")
     if any(not r["spend_known"] for r in rows):
-        lines.append("+?: spend partly unknown (unpriced calls): `rag prices check` names the models")
+        lines.append("+?, %+: spend partly unknown (unpriced calls); `rag prices check` names models")
     if any(not r["hard"] for r in rows):
         lines.append("~: a soft limit (events and webhook, no 429)")
     return "\n".join(lines)

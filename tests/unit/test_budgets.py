@@ -43,6 +43,9 @@ def test_the_table_fits_80_columns_and_marks_unknown_spend():
     out = render_status(rows).splitlines()
     assert max(map(len, out)) <= 80 and "+?" in out[1] and "~$12,345.00" in out[1] and "$1,234.57+?" in out[1] and "2d 7h" in out[1]
     assert any("unknown" in line for line in out) and any("soft" in line for line in out)
+    assert "10%+" in out[1]  # at least 10% used: the unpriced calls' part is unknown, not 0
+    long = render_status([{**rows[0], "budget": "variant=unpriced-model day"}]).splitlines()
+    assert long[1].startswith("variant=unprice…") and max(map(len, long)) <= 80  # cut, and marked as cut
 
 
 def test_rag_serve_refuses_a_bad_budgets_file_with_one_line(tmp_path):
