@@ -246,7 +246,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
             stream = output.open("w", encoding="utf-8", newline="") if output else sys.stdout
             try:
                 if by:
-                    write_by(ledger, by, fmt, stream, out, variant=variant)
+                    write_by(ledger, by, fmt, stream, out, variant=variant, currency=currency)
                 else:
                     write_report(ledger, fmt, stream, out, last=last, variant=variant, prices=prices,
                                  table_rows=TABLE_ROWS, currency=currency)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rag_app.cost_render import per_1k, report_tables, usd
+from rag_app.cost_render import money, per_1k, report_tables
 from rag_app.cost_render import audit_line
 
 BY_TABLE_ROWS = 50  # a person reads the top spenders; CSV/JSON carry every one
@@ -62,10 +62,16 @@ def write_report(ledger, fmt: str, stream: TextIO, console: Console, *, last: in
                  f'"ledger": {json.dumps(ledger_audit, ensure_ascii=False)}}}\n')
 
 
-def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, variant: str | None) -> None:
+def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, variant: str | None,
+             currency=None) -> None:
     rows = ledger.by(dim, variant=variant)
+    converted = currency is not None and currency.rate is not None
+    if converted:  # RAG_REPORT_CURRENCY, as `rag report` without --by: a twin beside each USD figure
+        rows = [with_currency(r, currency) for r in rows]
     if fmt == "json":
-        stream.write(json.dumps({"by": dim, "variant": variant, "rows": rows}, ensure_ascii=False, indent=2) + "\n")
+        extra = {"currency": currency.json()} if converted else {}
+        stream.write(json.dumps({"by": dim, "variant": variant, "rows": rows, **extra}, ensure_ascii=False,
+                                indent=2) + "\n")
         return
     if fmt == "csv":
         if rows:
@@ -74,11 +80,16 @@ def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, va
             w.writerows(rows)
         return
     target = console if stream is console.file else Console(file=stream, width=80)
-    target.print(by_table(dim, rows))
+    target.print(by_table(dim, rows, currency))
+    if converted:
+        target.print(currency.note())
 
 
-def by_table(dim: str, rows: list[dict]) -> Table:
+def by_table(dim: str, rows: list[dict], cur=None) -> Table:
     """Spend per user/key/variant/model/day/stage in 80 columns; unpriced never shown as $0."""
+    def usd(v):  # the report's currency, USD unless asked
+        return money(v, cur)
+
     shown = rows[:BY_TABLE_ROWS]
     more = f" (top {len(shown)} of {len(rows)} by cost; --format csv for all)" if len(rows) > len(shown) else ""
     t = Table(title=f"spend by {dim}{more}", pad_edge=False, collapse_padding=True)
@@ -88,7 +99,7 @@ def by_table(dim: str, rows: list[dict]) -> Table:
     for r in shown:
         cost = ("unpriced" if r["cost_is_lower_bound"] and not r["cost_usd"]  # nothing of it is priced: not $0+
                 else usd(r["cost_usd"]) + ("+" if r["cost_is_lower_bound"] else ""))
-        mean = per_1k(None if r["cost_per_1k_queries_usd"] is None else r["cost_per_1k_queries_usd"] / 1000)
+        mean = per_1k(None if r["cost_per_1k_queries_usd"] is None else r["cost_per_1k_queries_usd"] / 1000, cur)
         if r["cost_per_1k_queries_usd"] is not None and r.get("unpriced_queries"):
             mean += "*"  # a mean over the priced queries alone: the unpriced ones are left out, not $0
         t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}", cost, mean,

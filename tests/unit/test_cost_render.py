@@ -105,3 +105,15 @@ def test_report_in_cny_at_the_dated_rate_shown(tmp_path):
                                           "source": cny.rate.source}
     assert data["queries"][0]["cost_usd"] == pytest.approx(128850e-9)
     assert data["queries"][0]["cost_cny"] == pytest.approx(128850e-9 * 7.0197)
+    # `--by` reports in the same currency: the table converted, the rate named, JSON with `_cny` twins
+    from rag_app.report_export import write_by
+
+    sink, screen = io.StringIO(), io.StringIO()
+    write_by(conn, "day", "table", sink, Console(file=screen), variant=None, currency=cny)
+    by_text = sink.getvalue()
+    assert "¥0.000904" in by_text and "$0.000129" not in by_text and "ledger USD x 7.0197" in by_text
+    sink = io.StringIO()
+    write_by(conn, "day", "json", sink, Console(file=screen), variant=None, currency=cny)
+    by_json = json.loads(sink.getvalue())
+    assert by_json["rows"][0]["cost_cny"] == pytest.approx(128850e-9 * 7.0197)
+    assert by_json["currency"]["code"] == "CNY"
