@@ -47,9 +47,11 @@ def _setup() -> None:
 
 def _app(**overrides):
     from rag_app.app import RagApp
-    from rag_app.config import load_settings
+    from rag_app.config import check_data_dir, load_settings
 
-    return RagApp(load_settings(**overrides))
+    settings = load_settings(**overrides)
+    check_data_dir(settings.data_dir)
+    return RagApp(settings)
 
 
 def _fail(e: Exception) -> None:
@@ -576,13 +578,14 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
                       as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Same labelled questions through both arms: recall@k and cost with paired-bootstrap 95% CIs, verdict."""
     from rag_app.comparison import replay
-    from rag_app.config import load_settings
+    from rag_app.config import check_data_dir, load_settings
     from rag_app.cost_render import usd
     from rag_app.evaluation.qa import load_qa
     from rag_app.service.pool import VariantPool
 
     try:
         settings = load_settings()
+        check_data_dir(settings.data_dir)
         pool = VariantPool(settings)
         exp = pool.config.experiments.get(name)
         if exp is None:
@@ -616,11 +619,12 @@ def chunks_stats(collection: Optional[str] = typer.Option(None, help="collection
     """Chunks per document type (statute / contract / other) and the chunk-length histogram (cl100k
     tokens) of a collection, as text and optionally as a PNG."""
     from rag_app.chunk_stats import by_doc_type, histogram, render_text, render_types, save_png
-    from rag_app.config import load_settings
+    from rag_app.config import check_data_dir, load_settings
     from rag_app.store import open_store
 
     settings = load_settings(**({"collection": collection} if collection else {}))
     try:
+        check_data_dir(settings.data_dir)
         with open_store(settings) as store:
             if store.info(settings.collection) is None:
                 raise RagError(f"collection {settings.collection!r} does not exist; run `rag ingest` first")

@@ -239,6 +239,21 @@ class Settings(BaseSettings):
         return self.data_dir / "embed_cache.sqlite"
 
 
+def check_data_dir(data_dir: Path) -> None:
+    """RAG_DATA_DIR can be created and written, checked before a command's work (the store, the ledger and the
+    caches all live there): a ConfigError of one line rather than a traceback from whichever writes first."""
+    import tempfile
+
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        what = "a file, not a folder" if data_dir.is_file() else f"not writable ({e.strerror})"
+        raise ConfigError(f"{data_dir}: RAG_DATA_DIR: {what}; fix its permissions or point "
+                          "RAG_DATA_DIR at a writable folder") from None
+
+
 def is_http_url(url: str) -> bool:
     """http:// or https://, a host, and a port (if any) in range."""
     parts = urlsplit(url.strip())
