@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from rag_app.cli_args import at_least_one, output_path, positive_ints
+from rag_app.cli_args import at_least_one, export_format, output_path, positive_ints
 from rag_app.errors import RagError
 
 
@@ -208,7 +208,8 @@ TABLE_ROWS = 20  # `rag report` without --last: totals over everything, the late
 
 @app.command("report")
 def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most recent queries"),
-               fmt: str = typer.Option("table", "--format", help="table | csv | json"),
+               fmt: Optional[str] = typer.Option(None, "--format",
+                                                 help="table | csv | json (default: from --out's extension, else table)"),
                variant: Optional[str] = typer.Option(None, help="only this variant"),
                output: Optional[Path] = typer.Option(None, "--out", help="write to a file instead of stdout"),
                prices: str = typer.Option("original", help="original (as recorded) | repriced (latest `rag reprice`)"),
@@ -220,8 +221,10 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
     from rag_app.report_export import write_by, write_report
     from tracing.ledger import BY_DIMS, Ledger
 
-    if fmt not in ("table", "csv", "json"):
-        _fail(ValueError(f"--format must be table, csv or json, not {fmt!r}"))
+    try:
+        fmt = export_format(fmt, output)
+    except RagError as e:
+        _fail(e)
     if prices not in ("original", "repriced"):
         _fail(ValueError(f"--prices must be original or repriced, not {prices!r}"))
     if last is not None and last < 1:

@@ -39,3 +39,13 @@ def at_least_one(flag: str, value: int | None) -> int | None:
     if value is not None and value < 1:
         raise RagError(f"{flag} must be at least 1, not {value}")
     return value
+
+
+def export_format(fmt: str | None, out: Path | None) -> str:
+    """--format, or when it is not given the --out file's extension (.csv, .json), else a table: `--out
+    spend.csv` used to write the box-drawn table into spend.csv."""
+    if fmt is None:
+        fmt = {".csv": "csv", ".json": "json"}.get(out.suffix.lower(), "table") if out is not None else "table"
+    if fmt not in ("table", "csv", "json"):
+        raise RagError(f"--format must be table, csv or json, not {fmt!r}")
+    return fmt

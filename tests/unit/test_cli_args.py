@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rag_app.cli import app
-from rag_app.cli_args import output_path, positive_ints
+from rag_app.cli_args import export_format, output_path, positive_ints
 from rag_app.errors import RagError
 
 EVAL = ["eval", "--qa", "qa.jsonl", "--corpus", "."]
@@ -66,3 +66,23 @@ def test_output_path_accepts_a_new_file_in_an_existing_folder(tmp_path, monkeypa
     assert output_path("--out", Path("e.csv")) == Path("e.csv")
     assert output_path("--out", tmp_path / "e.csv") == tmp_path / "e.csv"
     assert output_path("--out", None) is None
+
+
+@pytest.mark.parametrize("fmt,out,want", [
+    (None, None, "table"), (None, "spend.csv", "csv"), (None, "spend.JSON", "json"), (None, "spend.txt", "table"),
+    ("table", "spend.csv", "table"),  # asked for: kept
+])
+def test_the_export_format_follows_the_out_extension_unless_given(fmt, out, want):
+    assert export_format(fmt, Path(out) if out else None) == want
+
+
+def test_report_out_csv_writes_csv_not_a_table(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    from tracing.ledger import Ledger
+
+    (tmp_path / "data").mkdir()
+    Ledger.open(tmp_path / "data" / "ledger.sqlite").close()
+    result = CliRunner().invoke(app, ["report", "--out", "spend.csv"])
+    assert result.exit_code == 0, result.output
+    assert "│" not in (tmp_path / "spend.csv").read_text(encoding="utf-8")  # no box-drawn table in a .csv
