@@ -398,7 +398,7 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
         ks = positive_ints("--k", k)
         budget_list = positive_ints("--budgets", budgets, "500,1000,2500", allow_empty=True)
         at_least_one("--limit", limit)
-        output_path("--out", output)
+        output_path("--out", output, (".json", ".csv"))
         output_path("--runs", runs)
     except RagError as e:
         _fail(e)
@@ -502,8 +502,10 @@ def _print_eval(result: dict, ks: list[int]) -> None:
 
 
 def _write_eval(result: dict, path: Path) -> None:
-    if path.suffix == ".csv":
-        rows = [r for r in result["results"]]
+    if path.suffix.lower() == ".csv":
+        # a nested value (the per-budget recalls) as JSON, not Python's repr, so other tools can read it
+        rows = [{k: json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v for k, v in r.items()}
+                for r in result["results"]]
         fields = list(dict.fromkeys(k for r in rows for k in r))
         with path.open("w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=fields)

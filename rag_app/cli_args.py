@@ -8,11 +8,14 @@ from pathlib import Path
 from rag_app.errors import RagError
 
 
-def output_path(flag: str, path: Path | None) -> Path | None:
+def output_path(flag: str, path: Path | None, suffixes: tuple[str, ...] = ()) -> Path | None:
     """A file a command will write (--out, --png, --runs): its folder must exist and be writable, and the path
-    itself must not be a folder. Checked first, so an eval of minutes is not lost to a typo at the end."""
+    itself must not be a folder. Checked first, so an eval of minutes is not lost to a typo at the end.
+    `suffixes`: the formats the command writes, told by the extension (`eval --out x.xlsx` wrote JSON)."""
     if path is None:
         return None
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise RagError(f"{flag} {path}: name a {' or '.join(suffixes)} file (the extension picks the format)")
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise RagError(f"{flag} {path}: is a folder; name a file in it, e.g. {path / 'out'}")

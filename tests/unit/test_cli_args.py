@@ -22,6 +22,7 @@ CASES = [
     ([*EVAL, "--limit", "0"], "--limit must be at least 1"),
     ([*EVAL, "--out", "missing/dir/e.csv"], "--out missing/dir/e.csv: folder missing/dir does not exist"),
     ([*EVAL, "--runs", "missing/r.jsonl"], "--runs missing/r.jsonl: folder missing does not exist"),
+    ([*EVAL, "--out", "e.xlsx"], "--out e.xlsx: name a .json or .csv file"),  # it wrote JSON into e.xlsx
     ([*COMPARE, "--out", "missing/x.json"], "--out missing/x.json: folder missing does not exist"),
     ([*COMPARE, "--k", "abc"], "--k must be"),
     (["chunks", "stats", "--bins", "0"], "--bins must be at least 1"),
@@ -86,3 +87,15 @@ def test_report_out_csv_writes_csv_not_a_table(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["report", "--out", "spend.csv"])
     assert result.exit_code == 0, result.output
     assert "│" not in (tmp_path / "spend.csv").read_text(encoding="utf-8")  # no box-drawn table in a .csv
+
+
+def test_the_eval_csv_writes_nested_cells_as_json(tmp_path):
+    import csv
+    import json
+
+    from rag_app.cli import _write_eval
+
+    path = tmp_path / "e.csv"
+    _write_eval({"results": [{"chunker": "legal", "recall@1": 0.64, "budgets": {"recall@1": {"mean": 0.71}}}]}, path)
+    [row] = list(csv.DictReader(path.open(encoding="utf-8")))
+    assert json.loads(row["budgets"]) == {"recall@1": {"mean": 0.71}}  # Python's repr had single quotes
