@@ -590,7 +590,9 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
         out.print(f"costs are re-priced figures ({res['repriced_rows']} stage rows changed by `rag reprice`); "
                   "recorded figures: `rag report`")
     if res["srm"]:
-        out.print(f"sample ratio check: p = {res['srm']['pvalue']}, {'MISMATCH' if res['srm']['flagged'] else 'ok'}")
+        p = res["srm"]["pvalue"]
+        out.print(f"sample ratio check: p = {'n/a' if p is None else f'{p:.3g}'}, "
+                  f"{'MISMATCH' if res['srm']['flagged'] else 'ok'}")
     out.print(f"[bold]verdict: {res['verdict']}[/bold] (decided by {res['decided_by']}) — {res['reason']}")
 
 
