@@ -223,6 +223,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
 
     try:
         fmt = export_format(fmt, output)
+        output_path("--out", output)  # else a missing folder is reported as the ledger unreachable
     except RagError as e:
         _fail(e)
     if prices not in ("original", "repriced"):
@@ -233,10 +234,6 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
         _fail(ValueError(f"--by must be one of {', '.join(BY_DIMS)}, not {by!r}"))
     if by is not None and prices != "original":
         _fail(ValueError("--by reports recorded prices only; drop --prices repriced"))
-    try:
-        output_path("--out", output)  # else a missing folder is reported as the ledger unreachable
-    except RagError as e:
-        _fail(e)
     settings = load_settings()
     currency = _report_currency(settings)
     try:

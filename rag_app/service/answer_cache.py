@@ -83,5 +83,6 @@ class AnswerCache:
 def hit_payload(hit: Cached, query_id: str) -> dict:
     """The cached answer under the new query's id: nothing billed, and what it saved."""
     return {**hit.payload, "query_id": query_id, "stages": [], "total_cost_usd": 0.0, "total_shadow_cost_usd": 0.0,
-            "priced_cost_usd": 0.0, "priced_shadow_cost_usd": 0.0, "unpriced": False, "unpriced_rows": 0, "cache_hit": True, "saved_cost_usd": usd_json(hit.cost_nano),
+            "priced_cost_usd": 0.0, "priced_shadow_cost_usd": 0.0, "unpriced": False, "unpriced_rows": 0,
+            "cache_hit": True, "saved_cost_usd": usd_json(hit.cost_nano),
             "cached_from": hit.payload["query_id"]}

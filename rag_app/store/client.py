@@ -47,7 +47,8 @@ class ClientStore(StoreChecks):
             self.client.get_collections()
         except Exception as e:  # qdrant-client wraps httpx and grpc errors in several types of its own
             self.client.close()
-            raise StoreError(f"QDRANT_URL={url}: Qdrant server unreachable or refusing requests ({' '.join(str(e).split()) or type(e).__name__}); "
+            why = " ".join(str(e).split()) or type(e).__name__
+            raise StoreError(f"QDRANT_URL={url}: Qdrant server unreachable or refusing requests ({why}); "
                              "start it, or fix or unset QDRANT_URL (unset = the embedded store)") from None
 
     @classmethod
