@@ -75,6 +75,7 @@ class RagApp:
             try:
                 self.writer = LedgerWriter(settings.ledger, max_buffer=settings.ledger_buffer_rows,
                                            spill_dir=settings.ledger_spill_dir or settings.data_dir / "spill",
+                                           spill_fallback_dir=settings.ledger_spill_fallback_dir,
                                            direct_timeout_s=settings.ledger_direct_timeout_s)
             except LedgerURLError as e:  # wrong password / database: no retry fixes it
                 raise ConfigError(str(e)) from None

@@ -103,6 +103,8 @@ class Settings(BaseSettings):
     ledger_url: str | None = None
     ledger_buffer_rows: int = Field(10_000, ge=1)
     ledger_spill_dir: Path | None = None
+    # where spill lines go when the spill dir cannot take them (its disk full): best on another disk
+    ledger_spill_fallback_dir: Path | None = None
     ledger_direct_timeout_s: float = Field(1.0, gt=0)
 
     # OpenTelemetry export of every query's stages and LLM attempts (tracing/otel_export.py); off when unset

@@ -208,12 +208,10 @@ def test_a_planted_spill_line_is_quarantined_never_run(tmp_path):
 
 def test_a_link_in_place_of_the_spill_file_is_not_followed(tmp_path):
     path, spill = tmp_path / "l.sqlite", tmp_path / "spill"
-    target = spill_file(spill, path, [])
-    target.unlink()
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
-    target.symlink_to(victim)  # someone links the spill file's name to a file of yours
     w = LedgerWriter(path, spill_dir=spill, max_buffer=1)
+    w.spill_path.symlink_to(victim)  # someone links the spill file's name to a file of yours
     w._stop.set()  # no thread may drain: every put spills
     w.put("stage_calls", row(1))
     w.put("stage_calls", row(2))

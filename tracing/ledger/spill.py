@@ -10,11 +10,18 @@ each line into the same typed insert the writer uses (columns come from the sche
 never from the file): a line from a newer schema, for an unknown table, or with a key that is not a
 column of its table, is quarantined whole with the reason. Nothing in a spill file becomes SQL text.
 
-Replay is resumable: a file is claimed by renaming it to `*.replaying` and holding an exclusive lock
-on it (a dead claimer's lock is gone with it); each chunk of lines is written in one transaction that
-also records how far the file was replayed (ledger_state `spill:<name>`), so a process killed in the
-middle of a replay is resumed by the next one exactly where its last transaction committed: every row
-present once.
+Whose: each writer appends to its own file, `ledger-<ledger key>-<writer id>.spill.jsonl`, so replicas
+sharing a ledger (and even a spill folder) never share a file or a replay position. An append holds an
+exclusive lock on the file and checks, once locked, that the name still points at the file it opened:
+a claim that renamed it meanwhile sends the append to a fresh file instead of one being replayed.
+
+Replay is resumable: a file is claimed by renaming it to a name of its own, `<name>.<claim id>.replaying`,
+and holding an exclusive lock on it (a dead claimer's lock is gone with it). Each chunk of lines is
+written in one transaction that also moves the file's replay position (ledger_state `spill:<claimed
+name>`) from where the chunk started to where it ended, on condition that it still reads the start:
+two processes replaying one file (a lock lost on a network folder) cannot both commit a chunk, so a
+process killed in the middle of a replay is resumed exactly where its last transaction committed and
+every row is present once. A claimed name is never reused, so neither is its position.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ import json
 import logging
 import os
 import stat
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -43,28 +51,61 @@ def ensure_dir(folder: Path) -> Path:
         raise UnsafeSpillDir(f"spill folder {folder} is not a plain folder")
     if st.st_uid != os.getuid():
         raise UnsafeSpillDir(f"spill folder {folder} belongs to uid {st.st_uid}, not to this process")
-    if st.st_mode & 0o022:
+    # A folder others may write is made ours alone, unless it is sticky (a shared drop folder like
+    # /tmp): there others cannot rename or remove our files, which are 0600 and never followed
+    # through a link, and chmod'ing it would lock every other user out of it.
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
         os.chmod(folder, 0o700)
     return folder
 
 
 def append(path: Path, lines: list[str]) -> None:
-    """Append and fsync; the file is created 0600 and never followed through a link."""
+    """Append and fsync; the file is created 0600 and never followed through a link. A write that fails
+    part-way (disk full) is cut back to where it began, so the file never ends in a torn line that
+    would hide the lines appended after it."""
     ensure_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "a", encoding="utf-8") as f:
-            fd = -1
-            f.write("".join(lines))
-            f.flush()
-            os.fsync(f.fileno())
-    finally:
-        if fd >= 0:
+    data = "".join(lines).encode("utf-8")
+    for attempt in range(100):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            try:  # a claim renames the file, then holds this lock while it replays it
+                fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if attempt < 99 else 0))
+            except BlockingIOError:  # claimed: the name is free again, so the next open makes a fresh file
+                continue
+            try:
+                same = os.path.samestat(os.fstat(fd), os.lstat(path))
+            except FileNotFoundError:
+                same = False
+            if not same:  # claimed (renamed) between our open and our lock: append to a fresh file
+                continue
+            start = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except BaseException:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    pass
+                raise
+            return
+        finally:
             os.close(fd)
+    raise OSError(f"spill file {path} was claimed under every append attempt")
 
 
 def encode(table: str, row: dict, version: int) -> str:
-    return json.dumps({"v": version, "table": table, "row": row}, ensure_ascii=False, default=repr) + "\n"
+    """One spill line. Text UTF-8 cannot hold (a lone surrogate) is kept as a JSON escape instead: the
+    line is always writable, and the replay hands the row to the ledger's salvage path."""
+    rec = {"v": version, "table": table, "row": row}
+    line = json.dumps(rec, ensure_ascii=False, default=repr)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(rec, ensure_ascii=True, default=repr)
+    return line + "\n"
 
 
 @dataclass
@@ -72,8 +113,16 @@ class Claim:
     """A spill file being replayed by this process: its lock is held until `release()`."""
 
     path: Path  # the *.replaying file
-    name: str  # the original file name (the progress key)
+    name: str  # the claimed name less `.replaying` (the progress key: never reused)
     handle: IO[str] = field(repr=False)
+    pos: int = 0  # bytes replayed so far, as far as this process knows
+
+    @property
+    def unreplayed(self) -> int:
+        try:
+            return max(0, self.path.stat().st_size - self.pos)
+        except OSError:
+            return 0
 
     @property
     def key(self) -> str:
@@ -103,8 +152,9 @@ class Claim:
 
 
 def claim(folder: Path, prefix: str) -> list[Claim]:
-    """Spill files of this ledger (names starting with `prefix`) that no live process is replaying:
-    new ones are renamed to *.replaying first, so rows spilled from now on go to a fresh file."""
+    """Spill files of this ledger (names starting with `prefix`) that no live process is replaying or
+    appending to: new ones are renamed to a claimed name of their own first, so rows spilled from now
+    on go to a fresh file."""
     try:
         ensure_dir(folder)
     except OSError as e:
@@ -115,15 +165,13 @@ def claim(folder: Path, prefix: str) -> list[Claim]:
         if not p.name.startswith(prefix) or p.is_symlink():
             continue
         if p.name.endswith(SUFFIX):
-            target = p.with_name(p.name + CLAIMED)
-            if target.exists():  # an unfinished replay of the same name: finish it first, this one next time
-                continue
+            target = p.with_name(f"{p.name}.{uuid.uuid4().hex[:12]}{CLAIMED}")
             try:
-                p.rename(target)
+                p.rename(target)  # atomic: of two claimers, one renames it, the other finds it gone
             except OSError:
                 continue
             p = target
-        elif not p.name.endswith(SUFFIX + CLAIMED):
+        elif not (p.name.endswith(CLAIMED) and SUFFIX in p.name):  # a claim a dead process left
             continue
         try:
             fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)

@@ -30,6 +30,7 @@ import atexit
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -56,7 +57,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from rag_app.ledger_location import LedgerTarget, as_target
-from tracing.ledger import rollups, spill
+from tracing.ledger import loss_record, rollups, spill
 from tracing.ledger.engine import (
     Bounds,
     config_error,
@@ -71,6 +72,7 @@ from tracing.ledger.schema import (
     WRITABLE,
     ledger_losses,
     ledger_quarantine,
+    ledger_state,
     ledger_writers,
     stage_calls,
 )
@@ -82,6 +84,8 @@ DEAD_AFTER_S = 60.0  # a writer silent this long is gone; its `started` rows bec
 ORPHAN_STARTED_AFTER_S = 600.0  # `started` rows of writers that never said who they were (0.4.0)
 BACKLOG_PER_BATCH = 200  # dirty queries folded beside each batch's own
 REPLAY_CHUNK = 1000  # spill lines per transaction
+REPLAY_LOOK_S = 5.0  # a writer that spilled while running looks for its file this often to replay it
+POISON_TRIES = 3  # a batch failing this often for a reason a retry will not fix is written row by row
 
 
 def utcnow() -> str:
@@ -187,11 +191,29 @@ def _check(table: str, row: Any) -> str | None:
     return None
 
 
+_UNWRITABLE = re.compile("[\ud800-\udfff]")  # lone surrogates: no encoding, no database takes them
+
+
+def clean_text(s: str) -> str:
+    """A string every engine takes: lone surrogates become U+FFFD, NULs (PostgreSQL refuses them) go."""
+    return _UNWRITABLE.sub("\ufffd", s).replace("\x00", "")
+
+
+def _salvaged(row: Any) -> dict | None:
+    """The row with its text made writable, or None when cleaning would change nothing."""
+    if not isinstance(row, dict):
+        return None
+    out = {k: clean_text(v) if isinstance(v, str) else v for k, v in row.items()}
+    return out if out != row else None
+
+
 def _quarantine(db: Connection, table: str, row: Any, error: str) -> None:
+    """Keep a row the ledger refused, as ASCII JSON: the record itself can always be written (a lone
+    surrogate or a NUL in the row is escaped, never encoded), so quarantining never fails like the row."""
     db.execute(insert(ledger_quarantine).values(
-        target_table=str(table)[:200], row_json=json.dumps(row, ensure_ascii=False, default=repr)[:100_000],
-        error=error[:1000], quarantined_at=utcnow()))
-    log.error("ledger row for %s quarantined: %s", str(table)[:60], error[:300])
+        target_table=clean_text(str(table))[:200], row_json=json.dumps(row, ensure_ascii=True, default=repr)[:100_000],
+        error=clean_text(error)[:1000], quarantined_at=utcnow()))
+    log.error("ledger row for %s quarantined: %s", clean_text(str(table))[:60], clean_text(error)[:300])
 
 
 class BadBatch(Exception):
@@ -199,7 +221,8 @@ class BadBatch(Exception):
     the batch again with `careful=True`, which finds and quarantines that row."""
 
 
-def insert_rows(db: Connection, rows: list[tuple[str, Any]], *, careful: bool = False) -> int:
+def insert_rows(db: Connection, rows: list[tuple[str, Any]], *, careful: bool = False,
+                salvaged: list | None = None) -> int:
     """Every row, or its quarantine record, in the caller's transaction; returns how many were
     quarantined. Rows of one table and shape go as one executemany (on PostgreSQL plain inserts of
     COPY_MIN_ROWS or more as one COPY): `started` attempt rows first (a
@@ -207,7 +230,10 @@ def insert_rows(db: Connection, rows: list[tuple[str, Any]], *, careful: bool = 
     order it first appears, each keeping its rows' order. A transient error propagates (the caller
     retries the batch). A row the database refuses raises BadBatch, unless `careful`: then each row
     goes in its own savepoint and a refused one is quarantined. (Not a savepoint around the whole
-    batch: SQLite journals every page a savepoint touches, which made each batch ~1.7x slower.)"""
+    batch: SQLite journals every page a savepoint touches, which made each batch ~1.7x slower.)
+    A refused row whose text cannot be stored (a lone surrogate, a NUL) is written again with that text
+    replaced (`clean_text`): its query still counts; the original goes to the quarantine beside it and
+    is appended to `salvaged`."""
     groups: dict[tuple, list[dict]] = {}
     quarantined = 0
     for table, row in rows:  # one pass: the writer thread's time is the ledger's throughput
@@ -242,9 +268,31 @@ def insert_rows(db: Connection, rows: list[tuple[str, Any]], *, careful: bool = 
                 if is_transient(e):
                     raise
                 one.rollback()
+                if _write_salvaged(db, table, upsert, row, e):
+                    if salvaged is not None:
+                        salvaged.append(row)
+                    continue
                 _quarantine(db, table, row, redacted_error(e))
                 quarantined += 1
     return quarantined
+
+
+def _write_salvaged(db: Connection, table: str, upsert: bool, row: dict, error: BaseException) -> bool:
+    """Write the row with its text cleaned; True when that landed (the original is quarantined beside it)."""
+    clean = _salvaged(row)
+    if clean is None:
+        return False
+    one = db.begin_nested()
+    try:
+        _execute_run(db, table, tuple(clean), upsert, [clean])
+        one.commit()
+    except Exception as e:
+        if is_transient(e):
+            raise
+        one.rollback()
+        return False
+    _quarantine(db, table, row, "salvaged (unwritable text replaced, the row kept): " + redacted_error(error))
+    return True
 
 
 def query_ids(rows) -> set[str]:
@@ -254,8 +302,10 @@ def query_ids(rows) -> set[str]:
 
 class LedgerWriter:
     def __init__(self, where, *, max_buffer: int = 10_000, batch: int = 1000, spill_dir: Path | None = None,
-                 direct_timeout_s: float = 1.0, statement_timeout_s: float = 30.0):
-        """`where`: a LedgerTarget, a RAG_LEDGER_URL string, or a SQLite file path."""
+                 spill_fallback_dir: Path | None = None, direct_timeout_s: float = 1.0,
+                 statement_timeout_s: float = 30.0):
+        """`where`: a LedgerTarget, a RAG_LEDGER_URL string, or a SQLite file path. `spill_fallback_dir`:
+        where spill lines go when `spill_dir` cannot take them (its disk full): best on another disk."""
         self.target = as_target(where)
         self.path = self.target.path  # the SQLite file; None on PostgreSQL
         self.writer_id = uuid.uuid4().hex
@@ -263,7 +313,11 @@ class LedgerWriter:
         self._batch = batch
         self.direct_timeout_s = direct_timeout_s
         self.spill_dir = Path(spill_dir) if spill_dir else default_spill_dir(self.target)
-        self.spill_path = self.spill_dir / f"ledger-{self.target.key}{spill.SUFFIX}"
+        # this writer's own file: replicas sharing a ledger never share a spill file or a replay position
+        self._spill_prefix = f"ledger-{self.target.key}"
+        own = f"{self._spill_prefix}-{self.writer_id[:12]}{spill.SUFFIX}"
+        self.spill_path = self.spill_dir / own
+        self.fallback_path = Path(spill_fallback_dir) / own if spill_fallback_dir else None
         self._engine = make_engine(self.target, bounds=Bounds(connect_s=10.0, statement_s=statement_timeout_s,
                                                                 pool_size=1, max_overflow=0))
         self._direct = make_engine(self.target, bounds=Bounds(connect_s=direct_timeout_s, statement_s=direct_timeout_s,
@@ -275,12 +329,15 @@ class LedgerWriter:
         self._unrecorded: list[dict] = []  # loss accounting not yet in ledger_losses
         self._spill_lock = threading.Lock()
         self._claims: list[spill.Claim] = []
+        self._late: list[dict] = []  # losses after close began: no batch will record them; the loss record does
+        self._spills_looked = 0  # self.spilled when this writer last looked for its spill file to replay
+        self._last_look = 0.0
         self._connected = False
         self._last_beat = 0.0
         self.failing: str | None = None
         self.failing_since: float | None = None
-        self.written = self.quarantined = self.spilled = self.lost = self.replayed = 0
-        self.replay_pending = 0  # bytes of claimed spill files not replayed yet
+        self.written = self.quarantined = self.spilled = self.lost = self.replayed = self.salvaged = 0
+        self._poison_tries = 0  # consecutive failures of one batch for a reason a retry will not fix
         self.backlog = 0  # queries whose totals wait to be folded in
         self.failed_batches = 0
         try:
@@ -294,11 +351,41 @@ class LedgerWriter:
             self._set_failing(e)  # disk full / read-only / server down: start degraded, the thread retries
             log.error("ledger %s not writable at start (%s); rows wait in memory", self.target,
                       self.target.scrub(redacted_error(e)))
-        self._claims = spill.claim(self.spill_dir, self.spill_path.name)
-        self.replay_pending = sum(c.path.stat().st_size for c in self._claims if c.path.exists())
+        self._loss_record = self._open_loss_record()
+        self._claims = self._claim_spills()
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
         self._thread.start()
         atexit.register(self.close)
+
+    def _spill_dirs(self) -> list[Path]:
+        return [self.spill_dir] + ([self.fallback_path.parent] if self.fallback_path else [])
+
+    def _claim_spills(self) -> list[spill.Claim]:
+        with self._spill_lock:  # never while this writer appends to its own file
+            claims = []
+            for folder in self._spill_dirs():
+                claims += spill.claim(folder, self._spill_prefix)
+        self._last_look, self._spills_looked = time.monotonic(), self.spilled
+        return claims
+
+    def _open_loss_record(self) -> loss_record.LossRecord | None:
+        try:
+            spill.ensure_dir(self.spill_dir)
+        except OSError as e:
+            log.warning("spill folder %s unusable: %s", self.spill_dir, e)
+            return None
+        return loss_record.LossRecord(self.spill_dir, self.target.key, self.writer_id)
+
+    @property
+    def replay_pending(self) -> int:
+        """Bytes of spill waiting for a replay: files claimed and not replayed yet, and this writer's own."""
+        own = 0
+        for p in (self.spill_path, self.fallback_path):
+            try:
+                own += p.stat().st_size if p is not None else 0
+            except OSError:
+                pass
+        return own + sum(c.unreplayed for c in list(self._claims))
 
     # -- the query side: never blocks on I/O ----------------------------------------------------
     def _stamp(self, table: str, row: Any) -> Any:
@@ -357,17 +444,27 @@ class LedgerWriter:
             buffered = len(self._buf)
         alive = self._thread.is_alive() or self._stop.is_set()
         waiting = buffered > 0 and oldest > 5.0
-        degraded = (self.failing is not None or not alive or self.lost > 0 or self.spilled > self.replayed
-                    or self.replay_pending > 0 or waiting)
+        pending = self.replay_pending
+        degraded = self.failing is not None or not alive or self.lost > 0 or pending > 0 or waiting
         return {"status": "degraded" if degraded else "ok", "writer_alive": alive,
                 "buffered_rows": buffered, "buffer_limit": self.max_buffer,
                 "oldest_buffered_age_s": round(oldest, 3), "written_rows": self.written,
-                "quarantined_rows": self.quarantined, "spilled_rows": self.spilled, "lost_rows": self.lost,
-                "replayed_rows": self.replayed, "replay_pending_bytes": self.replay_pending,
+                "quarantined_rows": self.quarantined, "salvaged_rows": self.salvaged,
+                "spilled_rows": self.spilled, "lost_rows": self.lost,
+                "replayed_rows": self.replayed, "replay_pending_bytes": pending,
                 "totals_backlog_queries": self.backlog,
                 "last_error": self.target.scrub(self.failing) if self.failing else None,
                 "failing_for_s": round(time.monotonic() - self.failing_since, 3) if self.failing_since else 0.0,
-                "spill_files": [p.name for p in sorted(self.spill_dir.glob("ledger-*"))] if self.spill_dir.exists() else []}
+                "spill_files": self._spill_files()}
+
+    def _spill_files(self) -> list[str]:
+        out = []
+        for folder in self._spill_dirs():
+            try:
+                out += [p.name for p in sorted(folder.glob(f"{self._spill_prefix}*"))]
+            except OSError:
+                pass
+        return out
 
     def close(self, timeout_s: float = 10.0) -> None:
         if self._stop.is_set():
@@ -388,6 +485,8 @@ class LedgerWriter:
         for c in self._claims:  # a replay not finished: the next writer resumes it from its recorded offset
             c.release()
         self._claims = []
+        if self._loss_record is not None:  # kept only when it holds losses no ledger row records
+            self._loss_record.close(keep=bool(self._late) and self._loss_record.usable)
         if self._connected:
             try:
                 with self._engine.begin() as db:
@@ -407,26 +506,46 @@ class LedgerWriter:
 
     # -- spill and accounting -------------------------------------------------------------------
     def _spill(self, rows: list[tuple[str, Any]], reason: str) -> None:
-        lines = [spill.encode(t, r, SCHEMA_VERSION) for t, r in rows]
+        """Rows to this writer's spill file, or its fallback's when that fails (say a full disk); rows no
+        file takes are counted lost, in the ledger later or, once closing, in the loss record."""
         n = sum(t != "ledger_losses" for t, _ in rows)
-        if self._stop.is_set() and n:  # no later batch will record it: the file carries its own count
-            lines.append(spill.encode("ledger_losses", {"kind": "spilled", "rows": n, "reason": reason[:500],
-                                                        "spill_path": self.spill_path.name, "recorded_at": utcnow()},
-                                      SCHEMA_VERSION))
-        with self._spill_lock:
-            try:
-                spill.append(self.spill_path, lines)
-            except OSError as e:
-                self._account("lost", n, reason, None)
-                log.critical("%d ledger rows LOST: spill file %s not writable (%s)", n, self.spill_path, e)
-                return
-        self._account("spilled", n, reason, self.spill_path.name)
-        if self.spilled - n == 0 or len(rows) > 1:  # first spill and bulk spills; not every row
-            log.error("ledger rows kept in %s for replay (%s); %d so far", self.spill_path, reason, self.spilled)
+        for path in (self.spill_path, self.fallback_path):
+            if path is None:
+                continue
+            lines = [spill.encode(t, r, SCHEMA_VERSION) for t, r in rows]
+            if self._stop.is_set() and n:  # no later batch will record it: the file carries its own count
+                lines.append(spill.encode("ledger_losses", {"kind": "spilled", "rows": n, "reason": reason[:500],
+                                                            "spill_path": path.name, "recorded_at": utcnow()},
+                                          SCHEMA_VERSION))
+            with self._spill_lock:
+                try:
+                    spill.append(path, lines)
+                except Exception as e:  # any reason at all: the next place, then counted lost
+                    log.critical("ledger spill file %s not writable (%s)", path, e)
+                    continue
+            self._account("spilled", n, reason, path.name, late=False)
+            if path != self.spill_path:
+                log.error("ledger rows kept in the fallback spill file %s (%s)", path, reason)
+            elif self.spilled - n == 0 or len(rows) > 1:  # first spill and bulk spills; not every row
+                log.error("ledger rows kept in %s for replay (%s); %d so far", path, reason, self.spilled)
+            return
+        with self._cv:  # the accounting rows that rode with these rows are gone too: keep what they said
+            if self._stop.is_set():
+                self._late += [dict(r) for t, r in rows if t == "ledger_losses" and isinstance(r, dict)]
+        self._account("lost", n, reason, None)
+        if not n and self._stop.is_set() and self._loss_record is not None:
+            self._loss_record.write(list(self._late))
+        log.critical("%d ledger rows LOST: no spill file could take them (%s)%s", n, reason,
+                     f"; counted in {self._loss_record.path}" if self._stop.is_set() and self._loss_record
+                     and self._loss_record.usable else "")
 
-    def _account(self, kind: str, n: int, reason: str, spill_path: str | None) -> None:
+    def _account(self, kind: str, n: int, reason: str, spill_path: str | None, *, late: bool = True) -> None:
+        """Count rows spilled or lost: into `ledger_losses` with the next batch, or, once closing (no
+        batch left), into the loss record the next start folds in. A spill made while closing carries
+        its own count in its file (`late=False`)."""
         if n <= 0:
             return
+        event = {"kind": kind, "rows": n, "reason": reason[:500], "spill_path": spill_path, "recorded_at": utcnow()}
         with self._cv:
             setattr(self, kind, getattr(self, kind) + n)
             if not self._stop.is_set():
@@ -434,9 +553,15 @@ class LedgerWriter:
                 if last and (last["kind"], last["reason"], last["spill_path"]) == (kind, reason[:500], spill_path):
                     last["rows"] += n  # one accounting row per burst, not per row
                 else:
-                    self._unrecorded.append({"kind": kind, "rows": n, "reason": reason[:500],
-                                             "spill_path": spill_path, "recorded_at": utcnow()})
+                    self._unrecorded.append(event)
                 self._cv.notify_all()
+                return
+            if not late:
+                return
+            self._late.append(event)
+            late_events = list(self._late)
+        if self._loss_record is not None:
+            self._loss_record.write(late_events)
 
     def _set_failing(self, e: BaseException) -> None:
         with self._cv:
@@ -456,7 +581,8 @@ class LedgerWriter:
             with self._cv:
                 while not self._has_work():
                     self._cv.wait(0.5)
-                    if time.monotonic() - self._last_beat > HEARTBEAT_S:
+                    if time.monotonic() - self._last_beat > HEARTBEAT_S or (
+                            self.spilled > self._spills_looked and time.monotonic() - self._last_look > REPLAY_LOOK_S):
                         break
                 if self._stop.is_set() and (not (self._buf or self._unrecorded) or self.failing):
                     break
@@ -475,11 +601,16 @@ class LedgerWriter:
                 self._set_failing(e)
                 if not is_transient(e):
                     log.exception("ledger writer fault (rows kept, retrying)")
+                    self._poison_tries += 1
+                    if self._poison_tries >= POISON_TRIES and rows:
+                        self._isolate(len(rows), e)  # a batch a retry will not fix never blocks later rows
+                        continue
                 self._engine.dispose()  # a lost server connection stays lost: open anew
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
             backoff = 0.05
+            self._poison_tries = 0
             with self._cv:
                 for _ in rows:
                     self._buf.popleft()
@@ -489,6 +620,39 @@ class LedgerWriter:
                 self._busy = False
                 self._cv.notify_all()
             self._background_step()
+
+    def _isolate(self, n: int, error: BaseException) -> None:
+        """The first `n` buffered rows failed POISON_TRIES times for a reason that is not the ledger's
+        state: write each in its own transaction; a row that still fails is quarantined, and a row that
+        cannot even be quarantined is counted lost (with its reason). Then the buffer moves on."""
+        with self._cv:
+            rows = [(t, r) for t, r, _ in islice(self._buf, n)]
+        log.error("a ledger batch failed %d times (%s): writing its %d rows one by one", self._poison_tries,
+                  redacted_error(error), len(rows))
+        done = landed = quarantined = 0
+        for table, row in rows:
+            try:
+                q = self._write_batch_once([(table, row)], [], careful=True)
+                quarantined, landed, done = quarantined + q, landed + 1 - q, done + 1
+                continue
+            except Exception as e:
+                if is_transient(e):  # the ledger itself fails now: the rest stays buffered for the retry
+                    break
+                why = redacted_error(e)
+            try:
+                with self._engine.begin() as db:
+                    _quarantine(db, table, row, why)
+                quarantined += 1
+            except Exception as e:
+                self._account("lost", 1, f"a row neither the ledger nor its quarantine took: {redacted_error(e)}", None)
+            done += 1
+        with self._cv:
+            for _ in range(done):
+                self._buf.popleft()
+            self.written += landed
+            self.quarantined += quarantined
+            self._cv.notify_all()
+        self._poison_tries = 0
 
     def _write_batch(self, rows: list[tuple[str, Any]], events: list[dict]) -> int:
         try:
@@ -501,18 +665,23 @@ class LedgerWriter:
             return self._write_batch_once(rows, events, careful=True)
 
     def _write_batch_once(self, rows: list[tuple[str, Any]], events: list[dict], careful: bool) -> int:
+        salvaged: list = []
         with self._engine.begin() as db:
-            q = insert_rows(db, rows, careful=careful) if rows else 0
+            q = insert_rows(db, rows, careful=careful, salvaged=salvaged) if rows else 0
             if events:
                 db.execute(insert(ledger_losses), events)
             rollups.fold_dirty(db, query_ids(rows), BACKLOG_PER_BATCH if rows else 0, guarded=careful)
-            return q
+        self.salvaged += len(salvaged)
+        return q
 
     def _background_step(self) -> None:
         """Between batches: heartbeat, a chunk of spill replay, a slice of the totals backlog."""
         try:
             if time.monotonic() - self._last_beat > HEARTBEAT_S:
                 self._beat()
+            if (not self._claims and self.spilled > self._spills_looked and self.failing is None
+                    and time.monotonic() - self._last_look > REPLAY_LOOK_S):
+                self._claims = self._claim_spills()  # rows spilled while running are replayed while running
             if self._claims:
                 self._replay_chunk()
             elif not self._buf and self.backlog:
@@ -535,8 +704,26 @@ class LedgerWriter:
             self._mark_dead_attempts(db)
             self.backlog = self._backlog(db)
             rollups.prepare(db)
+        self._fold_loss_records()
         self._last_beat = time.monotonic()
         self._connected = True
+
+    def _fold_loss_records(self) -> None:
+        """Losses ended writers counted in their loss records (a full disk at shutdown) become rows of
+        `ledger_losses`, each record once: its name is noted in the same transaction."""
+        own = self._loss_record.path if self._loss_record is not None else None
+        for rec in loss_record.left_behind(self._spill_dirs(), self.target.key, own):
+            try:
+                with self._engine.begin() as db:
+                    if rec.events and rollups.get_state(db, rec.key) is None:
+                        db.execute(insert(ledger_losses), rec.events)
+                        rollups.set_state(db, rec.key, utcnow())
+                        log.error("%d ledger rows lost by an ended writer, recorded in %s, are now in ledger_losses",
+                                  sum(e["rows"] for e in rec.events if e["kind"] == "lost"), rec.path.name)
+            except Exception:
+                rec.release()
+                raise
+            rec.remove()
 
     def _beat(self) -> None:
         with self._engine.begin() as db:
@@ -575,9 +762,34 @@ class LedgerWriter:
 
     def _replay_chunk_once(self, careful: bool) -> None:
         c = self._claims[0]
+        salvaged: list = []
+        try:
+            n, rows, quarantined, end = self._replay_lines(c, careful, salvaged)
+        except _Raced:
+            # another process moved this file's position since we read it (a lock that did not hold
+            # on a network folder): it replays the file; our chunk rolled back whole, no row twice
+            log.warning("spill file %s is being replayed by another process; leaving it", c.name)
+            c.release()
+            self._claims.pop(0)
+            return
+        if end is None:
+            self._replayed_whole(c)
+            return
+        c.pos = end
+        with self._cv:
+            self.replayed += n
+            self.quarantined += quarantined
+            self.salvaged += len(salvaged)
+            self.written += len(rows) - quarantined
+
+    def _replay_lines(self, c: spill.Claim, careful: bool, salvaged: list):
+        """One chunk of a claimed file in one transaction with its new position; `end` None: no lines left."""
         with self._engine.begin() as db:
-            offset = int(rollups.get_state(db, c.key) or 0)
+            recorded = rollups.get_state(db, c.key)
+            offset = int(recorded or 0)
             lines, end = c.lines_from(offset, REPLAY_CHUNK)
+            if not lines:
+                return 0, [], 0, None
             rows: list[tuple[str, Any]] = []
             quarantined = 0
             for line in lines:
@@ -587,19 +799,34 @@ class LedgerWriter:
                     quarantined += 1
                 else:
                     rows.append(got)
-            quarantined += insert_rows(db, rows, careful=careful)
+            quarantined += insert_rows(db, rows, careful=careful, salvaged=salvaged)
             n = sum(t != "ledger_losses" for t, _ in rows)
             if n:
                 db.execute(insert(ledger_losses).values(kind="replayed", rows=n, reason="spill file replayed",
                                                         spill_path=c.name, recorded_at=utcnow()))
             rollups.fold_dirty(db, query_ids(rows), guarded=careful)
-            rollups.set_state(db, c.key, None if not lines else str(end))
-        with self._cv:
-            self.replayed += n
-            self.quarantined += quarantined
-            self.written += len(rows) - quarantined
-        self.replay_pending = max(0, self.replay_pending - (end - offset))
-        if not lines:  # the whole file is in the ledger
-            c.done()
-            self._claims.pop(0)
-            log.warning("spill file %s replayed", c.name)
+            if not _advance(db, c.key, recorded, str(end)):
+                raise _Raced()
+        return n, rows, quarantined, end
+
+    def _replayed_whole(self, c: spill.Claim) -> None:
+        """The whole file is in the ledger: remove it. Its position stays, at the file's end: a claimed
+        name is never used again, and a twin still reading the file (a lock that did not hold) finds
+        nothing left to replay instead of starting over."""
+        c.done()
+        self._claims.pop(0)
+        log.warning("spill file %s replayed", c.name)
+
+
+class _Raced(Exception):
+    """Another process advanced the replay position of the file this chunk came from."""
+
+
+def _advance(db: Connection, key: str, was: str | None, to: str) -> bool:
+    """Move a replay position from `was` to `to`, only if it still reads `was` (compare-and-set)."""
+    state = ledger_state
+    if was is None:
+        ins = rollups._insert(db, state).values(name=key, value=to).on_conflict_do_nothing(index_elements=["name"])
+        return db.execute(ins.returning(state.c.name)).first() is not None
+    moved = update(state).where(state.c.name == key, state.c.value == was).values(value=to)
+    return db.execute(moved.returning(state.c.name)).first() is not None
