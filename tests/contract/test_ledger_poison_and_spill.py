@@ -259,3 +259,41 @@ def test_a_planted_loss_record_adds_nothing_it_cannot_parse(tmp_path, planted):
     (folder / f"losses-{key}-planted.json").write_text(planted)
     LedgerWriter(tmp_path / "l.sqlite", spill_dir=folder).close()
     assert rows_of(f"sqlite:///{tmp_path / 'l.sqlite'}", "SELECT COUNT(*) FROM ledger_losses WHERE kind = 'lost'") == [(0,)]
+
+
+def _replay_one_chunk_then_die(url, folder):
+    def once_then_exit(self):
+        writer_mod.LedgerWriter._replay_chunk_real(self)
+        os._exit(9)  # kill -9 between two chunks
+
+    writer_mod.LedgerWriter._replay_chunk_real = writer_mod.LedgerWriter._replay_chunk
+    writer_mod.LedgerWriter._replay_chunk = once_then_exit
+    LedgerWriter(url, spill_dir=folder)
+    time.sleep(60)
+
+
+def test_a_replica_killed_mid_replay_is_resumed_by_two_replicas_once(ledger_url, tmp_path):
+    """Two replicas' spills in one folder; one replica is killed -9 after a chunk of a replay; then two
+    replicas start at once: every row is in the ledger once, and both say ok."""
+    import multiprocessing as mp
+
+    folder = tmp_path / "shared-spill"
+    for tag in ("a", "b"):
+        w = LedgerWriter(ledger_url, spill_dir=folder, max_buffer=1)
+        w._stop.set()
+        for i in range(1500):
+            w.put("stage_calls", row(f"{tag}{i}"))
+        w._stop.clear()
+        w.close()
+    proc = mp.get_context("fork").Process(target=_replay_one_chunk_then_die, args=(ledger_url, str(folder)))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 9
+    assert rows_of(ledger_url, "SELECT COUNT(*) FROM stage_calls") == [(writer_mod.REPLAY_CHUNK,)]
+    starters = [LedgerWriter(ledger_url, spill_dir=folder) for _ in range(2)]
+    assert wait_until(lambda: all(s.health()["replay_pending_bytes"] == 0 for s in starters), 60)
+    assert all(s.flush(10) and s.health()["status"] == "ok" for s in starters)
+    for s in starters:
+        s.close()
+    ids = [r[0] for r in rows_of(ledger_url, "SELECT query_id FROM stage_calls")]
+    assert len(ids) == 3000 and len(set(ids)) == 3000
