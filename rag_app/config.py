@@ -124,6 +124,8 @@ class Settings(BaseSettings):
     # RAG_BUDGET_UNPRICED: block = a hard budget whose period holds unpriced calls (spend unknown) refuses
     # further queries; allow = only the priced part counts (reported as partly unpriced)
     budget_unpriced: Literal["block", "allow"] = "block"
+    # the ledger cannot be read to admit a query under a budget: refuse it (503) or admit it unchecked
+    budget_ledger_down: Literal["closed", "open"] = "closed"
     # answers `rag serve` keeps per collection (rag_app/service/answer_cache.py); 0 = no answer cache
     answer_cache_size: int = Field(1000, ge=0)
     max_upload_mb: float = Field(20.0, gt=0)

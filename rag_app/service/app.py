@@ -18,7 +18,16 @@ from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.presenter import answer_payload
 from rag_app.service.answers import AnswerArchive, RecentAnswers
-from rag_app.service.budgets import BudgetGate, Limits, OverBudget, budget_status, event_json, load_budgets
+from rag_app.service.budgets import (
+    BudgetGate,
+    LedgerDown,
+    Limits,
+    OverBudget,
+    budget_status,
+    event_json,
+    load_budgets,
+    price_of_a_question,
+)
 from rag_app.service.webhook import Webhook
 from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
@@ -144,12 +153,19 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     # rows are still buffered here counts by its reservation)
     webhook = (Webhook(settings.alert_webhook, lambda event_id, status: read(
         lambda L: L.set_budget_webhook(event_id, status), flush=False)) if settings.alert_webhook else None)
-    gate = BudgetGate(budgets, limits, lambda fn: read(fn, flush=False), settings.budget_unpriced, webhook)
+    gate = BudgetGate(budgets, limits, lambda fn: read(fn, flush=False), settings.budget_unpriced, webhook,
+                      first_estimate=price_of_a_question(state["pool"].base.prices, settings),
+                      ledger_down=settings.budget_ledger_down)
     state["pool"].start_ramp(webhook)  # a ramped experiment moves by itself (rag_app/service/ramp.py)
 
     @app.exception_handler(OverBudget)
     async def over_budget(request: Request, exc: OverBudget):
         return JSONResponse(exc.body, status_code=429, headers={"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(LedgerDown)
+    async def budgets_unchecked(request: Request, exc: LedgerDown):
+        return JSONResponse({"detail": str(exc), "type": "budget_ledger_down"}, status_code=503,
+                            headers={"Retry-After": "5"})
 
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError):
@@ -233,7 +249,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
                     # origin `cache`: an experiment's comparison reads live runs of its arms, never hits
                     "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": hit.cost_nano})
                 return hit_payload(hit, route.query_id), route
-        gate.admit(route.query_id, {"key": key_id, "user": user_id, "variant": route.variant})
+        gate.admit(route.query_id, {"key": key_id, "user": user_id, "variant": route.variant}, question)
         if admitted is not None:
             admitted(route.query_id, route.variant)
         answer = p.run(route, question, scope, callbacks)

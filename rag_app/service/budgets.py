@@ -11,6 +11,11 @@ month (UTC: a day resets at 00:00 UTC, a month on the 1st), `hard` (default true
 Spend is what the ledger holds (every replica reads the same rows): billed stage costs of the queries
 started in the period; unpriced calls are unknown, never $0 (RAG_BUDGET_UNPRICED decides whether a hard
 budget lets queries past while its spend is unknown). A cache hit bills nothing, so it spends nothing.
+Admission counts what is in flight and what this query may cost: the mean cost of the variant's last
+20 priced queries, or, on a fresh ledger with no history, the price of a question (the passages' token
+budget, the prompt and the question at the model's input price, plus RAG_LLM_MAX_TOKENS at its output
+price): a burst of first queries cannot overshoot a hard limit. When the ledger cannot be read,
+RAG_BUDGET_LEDGER_DOWN decides: `closed` (the default) refuses with 503, `open` admits and logs it.
 Events (alert, soft, hard) are rows in `budget_events`, each POSTed to RAG_ALERT_WEBHOOK by a background
 thread with retries: a slow or dead webhook never holds a query.
 """
@@ -22,7 +27,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +35,14 @@ from rag_app.errors import ConfigError
 from rag_app.money import usd_json
 from rag_app.service.webhook import Webhook
 from tracing.fx import FxTable
-from tracing.ledger import Ledger
+from tracing.ledger import Ledger, LedgerUnavailable, is_transient
 from tracing.ledger.budgets import DIMS, BudgetTx
 
 log = logging.getLogger(__name__)
 NANO = Decimal(10**9)
 PERIODS = ("day", "month")
 ROLLING = {"day": timedelta(days=1), "month": timedelta(days=30)}  # the alert's rolling window per period
+PROMPT_OVERHEAD_TOKENS = 200  # the prompt template and its instructions around the passages and question
 RESERVATION_TTL = timedelta(minutes=10)  # an admitted query whose row never lands stops counting after this
 PRUNE_EVERY = timedelta(hours=1)
 FIELDS = {"key", "user", "variant", "period", "limit_usd", "limit_cny", "hard", "alert_at"}
@@ -159,25 +165,76 @@ class Limits:
         return int(b.limit / rate.per_usd * NANO), rate.label()
 
 
+def price_of_a_question(prices: Any, settings: Any) -> Callable[[str], int | None]:
+    """What one question may cost before any history says: its prompt (the passages' token budget, the
+    template, the question: a token per character at most for Chinese) at the model's input price and
+    RAG_LLM_MAX_TOKENS at its output price. None when the model is unpriced; 0 without an LLM."""
+    def estimate(question: str) -> int | None:
+        if not settings.use_llm:
+            return 0
+        prompt = settings.context_tokens + PROMPT_OVERHEAD_TOKENS + len(question)
+        return prices.quote(settings.llm_model, prompt, settings.llm_max_tokens,
+                            provider=settings.llm_provider).cost_nano
+    return estimate
+
+
+def ledger_unreadable(e: BaseException) -> bool:
+    """The ledger is down, frozen or unreachable (the service's reader answers 503), not a bug or a refusal."""
+    return getattr(e, "status_code", None) == 503 or isinstance(e, LedgerUnavailable) or is_transient(e)
+
+
+class LedgerDown(Exception):
+    """The ledger could not be read to admit a query, and RAG_BUDGET_LEDGER_DOWN=closed: a 503."""
+
+
 class BudgetGate:
     """Admits a query against every budget that applies to it, or raises OverBudget (the 429)."""
 
     def __init__(self, budgets: list[Budget], limits: Limits, ledger: Callable[[Callable[[Ledger], Any]], Any],
                  unpriced: str = "block", webhook: Webhook | None = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 first_estimate: Callable[[str], int | None] = lambda question: None,
+                 ledger_down: str = "closed"):
         self.budgets, self.limits, self.ledger, self.unpriced = budgets, limits, ledger, unpriced
-        self.webhook, self.clock = webhook, clock
+        self.webhook, self.clock, self.first_estimate, self.ledger_down = webhook, clock, first_estimate, ledger_down
         self._pruned_at: datetime | None = None
+        self.admitted_unchecked = 0  # queries let through while the ledger was down (ledger_down=open)
 
-    def admit(self, query_id: str, who: dict[str, str | None]) -> None:
+    def admit(self, query_id: str, who: dict[str, str | None], question: str = "") -> None:
         applicable = [(b, v) for b in self.budgets if (v := b.applies(who)) is not None]
         if not applicable:
             return
+        try:
+            self._admit(query_id, who, question, applicable)
+        except Exception as e:
+            if not ledger_unreadable(e):
+                raise
+            if self.ledger_down == "open":
+                self.admitted_unchecked += 1
+                log.error("budget admission could not read the ledger (%s): query %s admitted unchecked "
+                          "(RAG_BUDGET_LEDGER_DOWN=open)", getattr(e, "detail", e), query_id)
+                return
+            raise LedgerDown(f"budgets cannot be checked: {getattr(e, 'detail', e)}; queries under a budget "
+                             "are refused while the ledger is down (RAG_BUDGET_LEDGER_DOWN=closed; "
+                             "`open` admits them unchecked)") from e
+
+    def _admit(self, query_id: str, who: dict[str, str | None], question: str,
+               applicable: list[tuple[Budget, str]]) -> None:
         now = self.clock()
+        first: list[int | None] = []  # the price-based estimate, computed once and only when needed
+
+        def estimate(tx: BudgetTx) -> int:
+            mean = tx.estimate(who.get("variant"))
+            if mean:
+                return mean
+            if not first:
+                first.append(self.first_estimate(question))
+            return first[0] or 0  # unpriced: unknown, counted by RAG_BUDGET_UNPRICED instead
 
         def decide(tx: BudgetTx) -> tuple[dict | None, list[tuple[int, dict]]]:
             refusal: dict | None = None
             events: list[dict] = []
+            mine = estimate(tx)  # this query's own cost counts: a limit of 5.5 queries admits 5
             for b, value in applicable:
                 start, reset = period_bounds(b.period, now)
                 limit, fx = self.limits.nano(b, start)
@@ -192,11 +249,12 @@ class BudgetGate:
                     last = tx.last_event_at(b.label, value, "alert")
                     if rolling >= b.alert_at * limit and (last is None or last < stamp(window)):
                         events.append({**base, "kind": "alert", "spend_nano_usd": rolling})
-                over = priced + flight >= limit
+                over = priced + flight >= limit or priced + flight + mine > limit
                 unknown = unpriced > 0 and self.unpriced == "block"
                 if b.hard and (over or unknown):
                     if refusal is None:
-                        refusal = _refusal(b, value, limit, fx, priced, flight, n_flight, unpriced, reset, now, over)
+                        refusal = _refusal(b, value, limit, fx, priced, flight, n_flight, unpriced, reset, now, over,
+                                           mine)
                     last = tx.last_event_at(b.label, value, "hard")
                     if last is None or last < stamp(start):
                         events.append({**base, "kind": "hard", "spend_nano_usd": priced})
@@ -209,8 +267,7 @@ class BudgetGate:
                 row = {**e, "at": stamp(now), "webhook": "pending" if self.webhook else "none"}
                 written.append((tx.add_event(row), row))
             if refusal is None:
-                tx.reserve(query_id, who.get("key"), who.get("user"), who.get("variant"),
-                           tx.estimate(who.get("variant")), stamp(now))
+                tx.reserve(query_id, who.get("key"), who.get("user"), who.get("variant"), mine, stamp(now))
             return refusal, written
 
         refusal, written = self.ledger(lambda L: L.budget_tx(decide))
@@ -228,19 +285,26 @@ class BudgetGate:
 
 
 def _refusal(b: Budget, value: str, limit: int, fx: str | None, priced: int, flight: int, n_flight: int,
-             unpriced: int, reset: datetime, now: datetime, over: bool) -> dict:
-    why = (f"spent ${_usd(priced)} of ${_usd(limit)}" + (f" (+${_usd(flight)} in flight)" if flight else "")
+             unpriced: int, reset: datetime, now: datetime, over: bool, mine: int) -> dict:
+    why = (f"spent {_usd(priced)} of {_usd(limit)}" + (f" (+{_usd(flight)} in flight)" if flight else "")
+           + (f"; this query may cost {_usd(mine)}" if mine else "")
            if over else f"{unpriced} unpriced call(s) this {b.period}: spend unknown (RAG_BUDGET_UNPRICED=block)")
     return {"detail": f"budget {b.label} for {b.dim} {value!r} exhausted: {why}; resets at {stamp(reset)}",
             "type": "budget_exceeded", "budget": b.label, "dim": b.dim, "value": value, "period": b.period,
             "limit_usd": usd_json(limit), "spend_usd": usd_json(priced), "in_flight_usd": usd_json(flight),
-            "in_flight_queries": n_flight, "unpriced_calls": unpriced, "spend_known": unpriced == 0,
+            "in_flight_queries": n_flight, "estimate_usd": usd_json(mine), "unpriced_calls": unpriced, "spend_known": unpriced == 0,
             **({"limit_cny": float(b.limit), "fx": fx} if b.currency == "CNY" else {}),
             "reset_at": stamp(reset), "retry_after_s": max(1, int((reset - now).total_seconds()) + 1)}
 
 
 def _usd(nano: int) -> str:
-    return f"{Decimal(nano) / NANO:.4f}".rstrip("0").rstrip(".") if nano % 10**7 else f"{Decimal(nano) / NANO:.2f}"
+    """Dollars for a person: four significant digits under $1 ($0.00096, never "$0.001"; $0.00001,
+    never "$0"), cents above."""
+    d = Decimal(nano) / NANO
+    if d >= 1 or not d:
+        return _money(float(d))
+    places = max(2, 3 - d.adjusted())  # adjusted(): the exponent of the first significant digit
+    return "$" + f"{d.quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP):f}".rstrip("0").rstrip(".")
 
 
 def event_json(row: dict) -> dict:
@@ -285,7 +349,8 @@ def render_status(rows: list[dict]) -> str:
         spent = _money(r["spend_usd"]) + ("+?" if not r["spend_known"] else "")
         limit = ("" if r["hard"] else "~") + _money(r["limit_usd"])  # ~: a soft limit
         name = r["budget"] if len(r["budget"]) <= 16 else r["budget"][:15] + "…"
-        used = f"{r['used']:.0%}" + ("+" if not r["spend_known"] else "")  # unpriced calls: at least this much
+        used = (f"{r['used']:.0%}" if r["used"] < 10 else f"{int(r['used'])}x" if r["used"] < 1000 else ">999x"
+                ) + ("+" if not r["spend_known"] else "")  # 5 columns: 1234% would push the row past 80  # unpriced calls: at least this much
         lines.append(f"{name:<16} {who:<14} {limit:>11} {spent:>11} {used:>5} "
                      f"{r['unpriced_calls']:>8} {_left(r['resets_in_s']):>9}")
     if any(not r["spend_known"] for r in rows):

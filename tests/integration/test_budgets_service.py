@@ -23,6 +23,9 @@ from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.integration.test_service import Server
 
 Q = "一人有限责任公司是什么？"
+MORE_QUESTIONS = ["股东会的职权有哪些？", "董事会由几人组成？", "监事会的职权是什么？", "公司可以发行哪些股份？",
+                  "有限责任公司的股东人数有限制吗？", "公司合并需要什么程序？", "公司解散的原因有哪些？",
+                  "清算组在清算期间行使哪些职权？", "公司的法定代表人由谁担任？", "股东可以查阅哪些公司资料？"]
 
 
 @pytest.fixture(scope="module")
@@ -43,39 +46,46 @@ def ask(url, user, question=Q, **kw):
 
 def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
     hook = WebhookReceiver()
-    # one query costs ~$0.0001 at gpt-4o-mini prices: a $0.00001 limit is spent by the first query
+    # one query costs ~$0.0001 at gpt-4o-mini prices; before any history a question is priced at its
+    # token budget and RAG_LLM_MAX_TOKENS (~$0.0005), so a $0.0006 limit admits the first, then each query
+    # at the mean cost so far until the next one would pass the limit
     budgets = write_budgets(tmp_path / "budgets.json", [
-        {"user": "*", "period": "day", "limit_usd": 0.00001, "hard": True},
+        {"user": "*", "period": "day", "limit_usd": 0.0006, "hard": True},
         {"variant": "*", "period": "month", "limit_usd": 0.00001, "hard": False, "alert_at": 0.5}])
     with FakeOpenAI() as llm:
         settings = make_settings(indexed, openai_base_url=llm.base_url, budgets_file=budgets,
                                  alert_webhook=hook.url)
         with Server(settings) as url:
-            first = ask(url, "u1")
-            assert first.status_code == 200, first.text
-            cost = first.json()["total_cost_usd"]
-            assert cost > 0.00001
-            wait_until(lambda: httpx.get(f"{url}/v1/queries/{first.json()['query_id']}").status_code == 200,
-                       "first query's rows in the ledger")
-            refused = ask(url, "u1", question="股东会的职权有哪些？")  # a new question (a repeat is a free cache hit)
-            assert refused.status_code == 429, refused.text
+            costs, refused = [], None
+            for question in [Q] + MORE_QUESTIONS:  # new questions each time (a repeat is a free cache hit)
+                r = ask(url, "u1", question=question)
+                if r.status_code != 200:
+                    refused = r
+                    break
+                costs.append(r.json()["total_cost_usd"])
+                wait_until(lambda: httpx.get(f"{url}/v1/queries/{r.json()['query_id']}").status_code == 200,
+                           "the query's rows in the ledger")
+            assert refused is not None and refused.status_code == 429, refused and refused.text
+            cost = sum(costs)
+            assert 2 <= len(costs) and cost <= 0.0006  # admitted while they fit, never past the limit
             body = refused.json()
             assert body["type"] == "budget_exceeded" and body["budget"] == "user=* day" and body["value"] == "u1"
-            assert body["limit_usd"] == pytest.approx(0.00001)
+            assert body["limit_usd"] == pytest.approx(0.0006) and body["estimate_usd"] > 0
+            assert cost + body["estimate_usd"] > 0.0006  # refused because its own estimate does not fit
             assert body["spend_usd"] == pytest.approx(cost) and body["unpriced_calls"] == 0
             tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
             assert body["reset_at"].startswith(f"{tomorrow}T00:00:00")
             assert 0 < int(refused.headers["Retry-After"]) <= 86_401
-            assert len(llm.requests) == 1  # the refused query never reached the LLM
+            assert len(llm.requests) == len(costs)  # the refused query never reached the LLM
             with pytest.raises(openai.RateLimitError) as over:  # the OpenAI-compatible door has the same budgets
                 openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0).chat.completions.create(
                     model="legal-rag", user="u1", messages=[{"role": "user", "content": "董事的任期是几年？"}])
-            assert over.value.response.json()["budget"] == "user=* day" and len(llm.requests) == 1
-            assert ask(url, "u2", question="董事会由几人组成？").status_code == 200  # "*": each user has a budget of its own
+            assert over.value.response.json()["budget"] == "user=* day" and len(llm.requests) == len(costs)
+            assert ask(url, "u2", question="公司债券如何发行？").status_code == 200  # "*": each user has a budget of its own
             status = httpx.get(f"{url}/v1/budgets").json()
             users = {r["value"]: r for r in status["budgets"] if r["budget"] == "user=* day"}
             assert set(users) == {"u1", "u2"} and users["u1"]["spend_usd"] == pytest.approx(cost)
-            assert users["u1"]["used"] > 1 and users["u1"]["spend_known"]
+            assert 0.5 < users["u1"]["used"] <= 1 and users["u1"]["spend_known"]
             # the soft variant budget and its alert each fired once (the second crossing writes nothing)
             wait_until(lambda: len(hook.events) >= 3, "webhook deliveries")
             kinds = sorted((e["kind"], e["value"]) for e in hook.events)
@@ -97,6 +107,34 @@ def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
     js = json.loads(subprocess.run([sys.executable, "-m", "rag_app.cli", "budgets", "--json"], env=env,
                                    capture_output=True, text=True, timeout=HANG_S).stdout)
     assert {r["value"] for r in js["budgets"] if r["dim"] == "user"} == {"u1", "u2"}
+
+
+def test_a_burst_on_a_fresh_ledger_stops_at_the_limit(indexed, tmp_path):
+    """20 asks at once, a hard limit of 5.5 questions' price, no history: 5 answered, 15 refused (0.7.0
+    admitted all 20: its estimate was the mean of past queries, $0 with none). Every admitted request is
+    held at the LLM until all 20 are decided, so none finishes early and lowers the estimate."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rag_app.service.budgets import price_of_a_question
+    from tests.fakes.openai_server import Held
+    from tracing.pricing import PriceTable
+
+    questions = [f"{Q}第{i:02d}问" for i in range(20)]  # one length: one price each
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, openai_base_url=llm.base_url, budgets_file=tmp_path / "budgets.json",
+                                 data_dir=indexed / "data", ledger_url=f"sqlite:///{tmp_path}/l.sqlite")
+        price = price_of_a_question(PriceTable.load(None), settings)(questions[0])
+        write_budgets(tmp_path / "budgets.json", [{"user": "*", "period": "day", "limit_usd": 5.5 * price / 1e9}])
+        gate = threading.Event()
+        llm.script = [Held(gate) for _ in questions]
+        with Server(settings) as url, ThreadPoolExecutor(20) as pool:
+            futures = [pool.submit(ask, url, "u1", q) for q in questions]
+            wait_until(lambda: sum(f.done() for f in futures) + len(llm.requests) >= 20, "every ask decided")
+            gate.set()
+            codes = [f.result().status_code for f in futures]
+    print(f"\n[burst] 20 asks, limit 5.5 x ${price / 1e9:.7f}: answered {codes.count(200)}, "
+          f"refused {codes.count(429)}")
+    assert (codes.count(200), codes.count(429)) == (5, 15)
 
 
 @pytest.mark.parametrize("policy", ["block", "allow"])

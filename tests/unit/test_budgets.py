@@ -55,3 +55,69 @@ def test_rag_serve_refuses_a_bad_budgets_file_with_one_line(tmp_path):
                        env=serve_env(tmp_path / "data", None, RAG_BUDGETS_FILE=str(path)), timeout=HANG_S)
     assert r.returncode == 2 and "budgets[0].limit_usd" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_usage_past_ten_times_the_limit_still_fits_its_column():
+    row = {"budget": "user=* day", "value": "u1", "hard": True, "limit_usd": 0.00001, "spend_usd": 0.0489,
+           "spend_known": True, "used": 4890.0, "unpriced_calls": 0, "resets_in_s": 3600}
+    out = render_status([row, {**row, "used": 12.3}]).splitlines()
+    assert max(map(len, out)) <= 80 and " >999x " in out[1] and " 12x " in out[2]
+
+
+@pytest.mark.parametrize("nano, shown", [(960_000, "$0.00096"), (10_000, "$0.00001"), (489_750, "$0.0004898"),
+                                         (1_500_000_000, "$1.50")])
+def test_refusals_show_money_to_four_significant_digits(nano, shown):
+    from rag_app.service.budgets import _usd
+
+    assert _usd(nano) == shown
+
+
+def _gate(tmp_path, limit_usd, **kw):
+    from rag_app.service.budgets import BudgetGate
+    from tracing.ledger import Ledger, url_for_path
+
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"budgets": [{"user": "*", "period": "day", "limit_usd": limit_usd}]}))
+    budgets = load_budgets(path)
+    ledger = Ledger.open(url_for_path(tmp_path / "l.sqlite"))
+    return BudgetGate(budgets, Limits(FxTable()), lambda fn: fn(ledger), **kw), ledger
+
+
+def test_on_a_fresh_ledger_each_query_counts_its_price_so_a_burst_stops_at_the_limit(tmp_path):
+    """No history: the estimate is the question's price; a limit of 5.5 questions admits 5, not 20."""
+    from rag_app.service.budgets import OverBudget
+
+    price = 100_000  # nano-$ per question
+    gate, ledger = _gate(tmp_path, 5.5 * price / 1e9, first_estimate=lambda q: price)
+    admitted = refused = 0
+    for i in range(20):  # none has finished: each admitted one is in flight at its estimate
+        try:
+            gate.admit(f"q{i}", {"user": "u1", "variant": "default"}, "工资被拖欠怎么办")
+            admitted += 1
+        except OverBudget as e:
+            refused += 1
+            assert e.body["estimate_usd"] == pytest.approx(price / 1e9) and "may cost $0.0001" in e.body["detail"]
+    ledger.close()
+    assert (admitted, refused) == (5, 15)
+
+
+@pytest.mark.parametrize("policy", ["closed", "open"])
+def test_admission_with_the_ledger_down_follows_the_setting(tmp_path, policy):
+    from rag_app.service.budgets import BudgetGate, LedgerDown
+    from tracing.ledger import LedgerUnavailable
+
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"budgets": [{"user": "*", "period": "day", "limit_usd": 1}]}))
+
+    def down(fn):
+        raise LedgerUnavailable("ledger postgresql://db/ledger unreachable")
+
+    gate = BudgetGate(load_budgets(path), Limits(FxTable()), down, ledger_down=policy)
+    if policy == "closed":
+        with pytest.raises(LedgerDown, match="RAG_BUDGET_LEDGER_DOWN=closed"):
+            gate.admit("q1", {"user": "u1"})
+    else:
+        gate.admit("q1", {"user": "u1"})
+        assert gate.admitted_unchecked == 1
+    with pytest.raises(ZeroDivisionError):  # a bug is a bug, under either setting: never admitted unchecked
+        BudgetGate(load_budgets(path), Limits(FxTable()), lambda fn: 1 / 0, ledger_down="open").admit("q2", {"user": "u"})
