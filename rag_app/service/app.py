@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rag_app.edge_text import EdgeText
 from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.presenter import answer_payload
@@ -30,7 +31,7 @@ from rag_app.service.budgets import (
 )
 from rag_app.service.webhook import Webhook
 from rag_app.service.guards import Guard, token_matches
-from rag_app.service.inputs import (Timestamp, dashboard_headers, display_path, public_message,
+from rag_app.service.inputs import (AskScope, Timestamp, dashboard_headers, display_path, public_message,
                                     public_validation_errors, save_uploads)
 from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
 from rag_app.service.pool import Route, VariantPool
@@ -53,19 +54,11 @@ MAX_INT = 2**62  # SQLite integers are signed 64-bit; larger offsets were a 500
 MAX_REPORT_ROWS = 10_000  # per-query rows one report request may read (the dashboard asks for 500)
 
 
-class AskScope(BaseModel):
-    """Documents to search within: file names, titles or ids (`docs`), law titles or short names (`laws`)."""
-    # a misspelled key ("doc") was ignored and the answer drawn from the whole collection: refuse it
-    model_config = ConfigDict(extra="forbid")
-    docs: list[str] = Field(default_factory=list, max_length=50)
-    laws: list[str] = Field(default_factory=list, max_length=50)
-
-
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")  # {"scopes": ...} was ignored: the answer came unscoped
-    question: str = Field(min_length=1, max_length=8000)
-    user_id: str | None = Field(None, max_length=200)
-    session_id: str | None = Field(None, max_length=200)
+    question: EdgeText = Field(min_length=1, max_length=8000)
+    user_id: EdgeText | None = Field(None, max_length=200)
+    session_id: EdgeText | None = Field(None, max_length=200)
     scope: AskScope | None = None
     stream: bool = False  # SSE: tokens as they come, the answer and its cost in the last event
 
@@ -312,7 +305,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         variant = variant_for(req.model, sorted(pool().config.variants))
         question = question_of(req.messages)
         try:
-            scope = _scope(AskScope(**req.scope) if req.scope is not None else None)
+            scope = _scope(req.scope)
         except ValueError as e:
             raise HTTPException(422, f"scope: {e}") from None
         key_id = key_of(creds)

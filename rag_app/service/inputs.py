@@ -14,9 +14,10 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated
 
 from fastapi.exceptions import RequestValidationError
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from rag_app.config import Settings
+from rag_app.edge_text import EdgeText
 from rag_app.ingest.loaders import FORMATS
 
 MAX_NAME_BYTES = 200  # file systems stop at 255 bytes; a longer upload name was a 500 for the batch
@@ -40,10 +41,31 @@ def _utc_timestamp(v: str) -> str:
 Timestamp = Annotated[str, AfterValidator(_utc_timestamp)]
 
 
+class AskScope(BaseModel):
+    """Documents to search within: file names, titles or ids (`docs`), law titles or short names (`laws`)."""
+    # a misspelled key ("doc") was ignored and the answer drawn from the whole collection: refuse it
+    model_config = ConfigDict(extra="forbid")
+    docs: list[EdgeText] = Field(default_factory=list, max_length=50)
+    laws: list[EdgeText] = Field(default_factory=list, max_length=50)
+
+
 def public_validation_errors(exc: RequestValidationError) -> list[dict]:
-    """Field and reason only: echoing the input sent a 1 MB question back (and a lone surrogate broke it)."""
-    return [{"loc": [str(x)[:100] for x in e.get("loc", ())], "msg": _printable(str(e.get("msg", "")))[:300],
-             "type": e.get("type")} for e in exc.errors()[:20]]
+    """Field and reason only: echoing the input sent a 1 MB question back (and a lone surrogate broke it).
+    `field` names it as a client writes it (`messages[0].content[1].text`), without pydantic's union tags."""
+    out = []
+    for e in exc.errors()[:20]:
+        loc = [x for x in e.get("loc", ()) if not (isinstance(x, str) and ("[" in x or x.startswith("function-")))]
+        out.append({"loc": [str(x)[:100] for x in loc], "field": _field(loc),
+                    "msg": _printable(str(e.get("msg", "")))[:300], "type": e.get("type")})
+    return out
+
+
+def _field(loc: list) -> str:
+    parts = loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc
+    text = ""
+    for x in parts:
+        text += f"[{x}]" if isinstance(x, int) else ("." if text else "") + _printable(str(x))[:100]
+    return text or "body"
 
 
 def dashboard_headers(page: str) -> dict[str, str]:

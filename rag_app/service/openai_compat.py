@@ -16,31 +16,49 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import HTTPException
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from rag_app.edge_text import EdgeText
+from rag_app.service.inputs import AskScope
 from rag_app.presenter import citation_label
 
 ROUTED_MODEL = "legal-rag"  # the model that routes like /v1/ask
 OWNER = "legal-rag"
 
 
+class ContentPart(BaseModel):
+    """One part of a message's content list: a text part is read; an image, audio or file part a chat
+    client sends beside it is accepted and not read. Any other shape is a 422 naming the part (a
+    number, list, object or null as `text` was a 500)."""
+    model_config = ConfigDict(extra="allow")
+    type: Literal["text", "image_url", "input_audio", "file", "refusal"]
+    text: EdgeText | None = Field(None, max_length=8000, validate_default=True)
+
+    @field_validator("text")
+    @classmethod
+    def _text_part_has_text(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None and info.data.get("type") == "text":
+            raise ValueError("a text part needs `text`, a string")
+        return v
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
-    role: str = Field(max_length=50)
-    content: str | list[dict[str, Any]] | None = None
+    role: EdgeText = Field(max_length=50)
+    content: EdgeText | list[ContentPart] | None = Field(None, union_mode="left_to_right")
 
 
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="allow")  # temperature, max_tokens, ...: the variant's settings decide
-    model: str = Field(min_length=1, max_length=200)
+    model: EdgeText = Field(min_length=1, max_length=200)
     messages: list[ChatMessage] = Field(min_length=1, max_length=500)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
-    user: str | None = Field(None, max_length=200)
-    scope: dict[str, Any] | None = None
+    user: EdgeText | None = Field(None, max_length=200)
+    scope: AskScope | None = None
 
 
 def question_of(messages: list[ChatMessage]) -> str:
@@ -51,7 +69,7 @@ def question_of(messages: list[ChatMessage]) -> str:
         if isinstance(m.content, str):
             text = m.content
         else:
-            text = "".join(p.get("text", "") for p in (m.content or []) if p.get("type") == "text")
+            text = "".join(p.text or "" for p in (m.content or []) if p.type == "text")
         if not text.strip():
             raise HTTPException(400, "messages: the last user message has no text; put the question in it")
         if len(text) > 8000:

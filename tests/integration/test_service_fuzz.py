@@ -102,3 +102,81 @@ def test_upload_names(url, names, data):
     no_5xx(r)
     if r.status_code == 200:
         assert len(r.json()["files"]) == len(names)  # every file answered, the batch never lost
+
+
+part = st.one_of(st.fixed_dictionaries({"type": st.sampled_from(["text", "image_url", "bogus"])},
+                                       optional={"text": json_value}), json_value)
+
+
+@FUZZ
+@given(body=st.one_of(
+    st.fixed_dictionaries({"model": st.one_of(st.just("legal-rag"), json_value),
+                           "messages": st.lists(st.fixed_dictionaries(
+                               {"role": st.one_of(st.just("user"), json_value)},
+                               optional={"content": st.one_of(text, st.lists(part, max_size=3), json_value)}),
+                               max_size=3)},
+                          optional={"user": json_value, "scope": json_value, "stream": json_value}),
+    json_value))
+def test_chat_bodies(url, body):
+    payload = json.dumps(body, allow_nan=True).encode()
+    r = httpx.post(f"{url}/v1/chat/completions", content=payload,
+                   headers={**AUTH, "Content-Type": "application/json"}, timeout=HANG_S)
+    no_5xx(r)
+    if 400 <= r.status_code < 500:
+        assert r.headers["content-type"].startswith("application/json") and r.json()["detail"]
+
+
+def chat(url, content, **kw):
+    body = {"model": "legal-rag", "messages": [{"role": "user", "content": content}], **kw}
+    return httpx.post(f"{url}/v1/chat/completions", content=json.dumps(body).encode(),
+                      headers={**AUTH, "Content-Type": "application/json"}, timeout=HANG_S)
+
+
+def ask_raw(url, **body):
+    return httpx.post(f"{url}/v1/ask", content=json.dumps(body).encode(),
+                      headers={**AUTH, "Content-Type": "application/json"}, timeout=HANG_S)
+
+
+@pytest.mark.parametrize("bad", ["仲裁\ud800费用", "仲裁\x00费用", "\udcff"], ids=["surrogate", "NUL", "argv byte"])
+def test_text_no_database_can_store_is_a_422_at_every_front_door(url, bad):
+    """One rule at the edge (rag_app/edge_text.py): the question, the user, a text part, a scope name."""
+    cases = {
+        "question": ask_raw(url, question=bad),
+        "user_id": ask_raw(url, question="申请仲裁应当交纳哪些费用？", user_id=bad),
+        "question (stream)": ask_raw(url, question=bad, stream=True),
+        "docs": ask_raw(url, question="申请仲裁应当交纳哪些费用？", scope={"docs": [bad]}),
+        "content": chat(url, bad),
+        "text": chat(url, [{"type": "text", "text": bad}]),
+        "user": chat(url, "申请仲裁应当交纳哪些费用？", user=bad),
+    }
+    for field, r in cases.items():
+        assert r.status_code == 422, (field, r.status_code, r.text[:300])
+        fields = [e["field"] for e in r.json()["detail"]]
+        want = {"docs": "scope.docs[0]", "content": "messages[0].content", "text": "messages[0].content[0].text",
+                "user": "user"}.get(field.split()[0], field.split()[0])
+        assert want in fields, (field, r.json())
+    # and the ledger still takes rows: a good question after them is recorded
+    ok = ask_raw(url, question="申请仲裁应当交纳哪些费用？")
+    assert ok.status_code == 200
+    qid = ok.json()["query_id"]
+    from tests.conftest import wait_until
+    wait_until(lambda: httpx.get(f"{url}/v1/queries/{qid}", headers=AUTH).status_code == 200, "the row lands")
+
+
+@pytest.mark.parametrize("value", [7, 1.5, ["a"], {"x": 1}, None, True], ids=repr)
+def test_a_text_part_of_any_json_type_is_a_422_naming_the_field(url, value):
+    r = chat(url, [{"type": "text", "text": "费用"}, {"type": "text", "text": value}])
+    assert r.status_code == 422, r.text
+    assert "messages[0].content[1].text" in [e["field"] for e in r.json()["detail"]], r.json()
+
+
+@pytest.mark.parametrize("parts", [[7], [None], ["text"], [{"text": "no type"}], [{"type": "video", "text": "x"}]],
+                         ids=repr)
+def test_a_content_part_that_is_not_a_part_is_a_422(url, parts):
+    r = chat(url, parts)
+    assert r.status_code == 422 and any(e["field"].startswith("messages[0].content") for e in r.json()["detail"]), r.text
+
+
+def test_an_image_part_beside_the_text_is_accepted_and_not_read(url):
+    r = chat(url, [{"type": "image_url", "image_url": {"url": "data:,"}}, {"type": "text", "text": "申请仲裁应当交纳哪些费用？"}])
+    assert r.status_code == 200, r.text
