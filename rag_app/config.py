@@ -121,6 +121,8 @@ class Settings(BaseSettings):
     # RAG_ALERT_WEBHOOK: http(s) URL POSTed each budget event and each ramp roll back (JSON; retried in the
     # background, never on a query's path)
     alert_webhook: str | None = None
+    # one alert's delivery, all its tries, ends by then: a receiver that trickles never holds later alerts
+    alert_webhook_deadline_s: float = Field(10.0, gt=0, le=300)
     # RAG_BUDGET_UNPRICED: block = a hard budget whose period holds unpriced calls (spend unknown) refuses
     # further queries; allow = only the priced part counts (reported as partly unpriced)
     budget_unpriced: Literal["block", "allow"] = "block"
@@ -179,7 +181,10 @@ class Settings(BaseSettings):
 
             url = urlsplit(self.alert_webhook)
             if url.scheme not in ("http", "https") or not url.hostname:
-                raise ConfigError(f"RAG_ALERT_WEBHOOK must be an http(s) URL, got {self.alert_webhook!r}")
+                from rag_app.url_redaction import shown_url
+
+                # the URL is a secret (a Slack hook's token is its path): never echoed whole
+                raise ConfigError(f"RAG_ALERT_WEBHOOK must be an http(s) URL, got {shown_url(self.alert_webhook, path=False)}")
         if self.retrieval_levers.strip() not in ("auto", "none", ""):
             from rag_app.levers import parse_retriever
 
@@ -272,7 +277,10 @@ def normalise_endpoint(url: str) -> str:
     """The OTLP/HTTP traces URL (RAG_OTEL_ENDPOINT): used as given, `/v1/traces` appended when it has no path."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"RAG_OTEL_ENDPOINT must be an http(s) URL such as http://127.0.0.1:6006/v1/traces, got {url!r}")
+        from rag_app.url_redaction import shown_url
+
+        raise ValueError("RAG_OTEL_ENDPOINT must be an http(s) URL such as http://127.0.0.1:6006/v1/traces, got "
+                         + shown_url(url))
     return url.rstrip("/") + "/v1/traces" if parts.path in ("", "/") else url
 
 

@@ -128,6 +128,11 @@ def parse_ledger_url(url: str | None, default_path: Path) -> LedgerTarget:
         return LedgerTarget("sqlite", path=Path(path))
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         pg = "postgresql" + url[len(scheme):]
+        unencoded = _unencoded_in_userinfo(pg)
+        if unencoded:  # libpq would read part of the password as the host, port or database, then print it
+            raise LedgerURLError(f"{ENV}: the password holds an unencoded {unencoded}; percent-encode it "
+                                 "(@ as %40, / as %2F, : as %3A, ? as %3F, # as %23), e.g. in Python "
+                                 "urllib.parse.quote(password, safe='')")
         try:
             import psycopg.conninfo
         except ImportError as e:
@@ -136,11 +141,11 @@ def parse_ledger_url(url: str | None, default_path: Path) -> LedgerTarget:
         try:
             info = psycopg.conninfo.conninfo_to_dict(pg)
         except psycopg.Error as e:
-            raise LedgerURLError(f"{ENV}={redact(url)} is not a valid PostgreSQL URL ({redact(str(e))}); "
+            raise LedgerURLError(f"{ENV}={redact(url)} is not a valid PostgreSQL URL ({scrub(str(e), url)}); "
                                  "write postgresql://USER:PASSWORD@HOST:5432/DBNAME") from None
         port = str(info.get("port") or "5432")
         if not all(p.strip().isdigit() for p in port.split(",")):
-            raise LedgerURLError(f"{ENV}={redact(url)} is not a valid PostgreSQL URL (port {port!r} is not a number); "
+            raise LedgerURLError(f"{ENV}={redact(url)} is not a valid PostgreSQL URL (its port is not a number); "
                                  "write postgresql://USER:PASSWORD@HOST:5432/DBNAME")
         if not info.get("dbname"):
             raise LedgerURLError(f"{ENV}={redact(url)} names no database; "
@@ -148,6 +153,20 @@ def parse_ledger_url(url: str | None, default_path: Path) -> LedgerTarget:
         return LedgerTarget("postgresql", url=pg)
     raise LedgerURLError(f"{ENV}={redact(url)} has an unknown scheme {scheme or '(none)'!r}; use "
                          "sqlite:////absolute/ledger.sqlite or postgresql://USER:PASSWORD@HOST:5432/DBNAME")
+
+
+def _unencoded_in_userinfo(url: str) -> str | None:
+    """`'@'` or `'/, ? or #'` when the URL's user information holds one unencoded, else None."""
+    m = _SCHEME.match(url)
+    if not m:
+        return None
+    rest = m.group(2)
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if authority.count("@") > 1:
+        return "'@'"
+    if "@" not in authority and "@" in rest and ":" in authority:
+        return "'/', '?' or '#'"
+    return None
 
 
 def as_target(where) -> LedgerTarget:

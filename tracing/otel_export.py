@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, TraceFlags
 
 from rag_app.config import normalise_endpoint  # noqa: F401  (re-exported for callers of this module)
+from rag_app.url_redaction import scrub_urls, shown_url
 from tracing.otel_attributes import attempt_attrs, generate_call_attrs, query_attrs, span_status, span_times, stage_attrs
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,8 @@ class OtelExporter:
                  span_exporter: SpanExporter | None = None):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        self.endpoint = normalise_endpoint(endpoint)
+        self.endpoint = normalise_endpoint(endpoint)  # what the exporter posts to: may carry user:password
+        self.shown = shown_url(self.endpoint)  # what logs and /healthz show of it
         self.timeout_s = timeout_s
         self.max_queue_spans = max_queue_spans
         self.max_pending_queries = max_pending_queries
@@ -305,7 +307,7 @@ class OtelExporter:
                 return True
         if log_it:
             log.warning("OpenTelemetry export is behind (%s): %d spans dropped so far, queries unaffected",
-                        self.endpoint, dropped)
+                        self.shown, dropped)
         return False
 
     # -- accounting (the SDK's worker thread) ---------------------------------------------------
@@ -323,20 +325,21 @@ class OtelExporter:
                 return
             first = self.failed_spans == 0
             self.failed_spans += n
-            self.last_error = error
+            self.last_error = scrub_urls(error)
             failed = self.failed_spans
         if first or failed % 1000 < n:
-            log.warning("OpenTelemetry export to %s failed (%s): %d spans not delivered so far", self.endpoint, error, failed)
+            log.warning("OpenTelemetry export to %s failed (%s): %d spans not delivered so far", self.shown,
+                        scrub_urls(error), failed)
 
     def _fault(self, e: Exception) -> None:
         with self._lock:
             self.faults += 1
-            self.last_error = f"{type(e).__name__}: {e}"
+            self.last_error = scrub_urls(f"{type(e).__name__}: {e}")
         log.exception("OpenTelemetry export fault (query unaffected)")
 
     def health(self) -> dict:
         with self._lock:
-            return {"endpoint": self.endpoint, "traces": self.traces, "exported_spans": self.exported_spans,
+            return {"endpoint": self.shown, "traces": self.traces, "exported_spans": self.exported_spans,
                     "failed_spans": self.failed_spans, "dropped_spans": self.dropped_spans,
                     "queued_spans": self.spans_ended - self.spans_taken, "queue_limit": self.max_queue_spans,
                     "sending_spans": self.spans_taken - self.exported_spans - self.failed_spans,

@@ -1,6 +1,12 @@
 """RAG_ALERT_WEBHOOK: budget events and ramp roll backs are POSTed as JSON from one background thread,
 a few tries with backoff each. Nothing here runs on a query's path: a slow or dead receiver never holds
-a request, and a full queue drops (and logs) an event rather than grow."""
+a request, and a full queue drops (and logs) an event rather than grow.
+
+Each delivery, all its tries, has a total deadline (RAG_ALERT_WEBHOOK_DEADLINE_S): httpx's timeouts
+bound each read, so a receiver that trickles a byte every few seconds kept one delivery, and every
+alert queued behind it, waiting for good. A delivery past its deadline is abandoned (failed, logged)
+and the next alert goes; its thread ends when the receiver lets go, and at most MAX_ABANDONED of them
+wait at once (past that, alerts fail at once, logged, until one ends)."""
 from __future__ import annotations
 
 import logging
@@ -12,6 +18,7 @@ from collections.abc import Callable
 import httpx
 
 log = logging.getLogger(__name__)
+MAX_ABANDONED = 4  # deliveries past their deadline still holding a thread
 
 
 class Webhook:
@@ -19,8 +26,11 @@ class Webhook:
     where the event has a row for it (budget events; a ramp's event is sent with id None)."""
 
     def __init__(self, url: str, mark: Callable[[int, str], None] | None = None, tries: int = 4,
-                 timeout_s: float = 5.0, backoff_s: float = 0.5, max_queue: int = 1000):
+                 timeout_s: float = 5.0, backoff_s: float = 0.5, max_queue: int = 1000, deadline_s: float = 10.0):
         self.url, self.mark, self.tries, self.timeout_s, self.backoff_s = url, mark, tries, timeout_s, backoff_s
+        self.deadline_s = deadline_s
+        self._abandoned: list[threading.Thread] = []
+        self.abandoned = 0
         self._q: queue.Queue[tuple[int | None, dict] | None] = queue.Queue(max_queue)
         self.sent = self.failed = self.dropped = 0
         self._thread = threading.Thread(target=self._run, name="alert-webhook", daemon=True)
@@ -49,16 +59,37 @@ class Webhook:
                 self._q.task_done()
         self._q.task_done()
 
-    def _deliver(self, event_id: int | None, event: dict) -> None:
-        ok = False
+    def _tries(self, event: dict, outcome: list[bool], give_up_at: float) -> None:
         for attempt in range(self.tries):
+            left = give_up_at - time.monotonic()
+            if left <= 0:
+                return
             try:
-                ok = httpx.post(self.url, json=event, timeout=self.timeout_s).is_success
+                if httpx.post(self.url, json=event, timeout=min(self.timeout_s, left)).is_success:
+                    outcome.append(True)
+                    return
             except httpx.HTTPError:
-                ok = False
-            if ok or attempt == self.tries - 1:
-                break
-            time.sleep(self.backoff_s * 2 ** attempt)
+                pass
+            if attempt < self.tries - 1:
+                time.sleep(min(self.backoff_s * 2 ** attempt, max(0.0, give_up_at - time.monotonic())))
+
+    def _deliver(self, event_id: int | None, event: dict) -> None:
+        outcome: list[bool] = []
+        self._abandoned = [t for t in self._abandoned if t.is_alive()]
+        if len(self._abandoned) >= MAX_ABANDONED:
+            log.warning("alert webhook: %d deliveries still held by the receiver; %s not sent",
+                        len(self._abandoned), event.get("event", event_id))
+        else:
+            worker = threading.Thread(target=self._tries, args=(event, outcome, time.monotonic() + self.deadline_s),
+                                      name="alert-webhook-delivery", daemon=True)
+            worker.start()
+            worker.join(self.deadline_s + 0.5)  # the tries stop at the deadline unless a read is held past it
+            if worker.is_alive():
+                self._abandoned.append(worker)
+                self.abandoned += 1
+                log.warning("alert webhook: the receiver held %s past RAG_ALERT_WEBHOOK_DEADLINE_S=%gs; "
+                            "abandoned, the next alert goes", event.get("event", event_id), self.deadline_s)
+        ok = bool(outcome)
         self.sent += ok
         self.failed += not ok
         if not ok:

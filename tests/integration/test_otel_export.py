@@ -3,6 +3,7 @@ opentelemetry-proto): the trace tree and every token and cost attribute equal th
 a dead or hanging collector never slows or breaks a query (what cannot be sent is counted)."""
 from __future__ import annotations
 
+import json
 import socket
 import sqlite3
 import time
@@ -285,3 +286,35 @@ def test_traces_waiting_to_be_built_are_bounded_and_counted():
     assert exp.drain(timeout_s=60)  # a hang guard
     assert exp.health()["traces"] == 3
     exp.close(timeout_s=0.5)
+
+
+def test_the_endpoints_credentials_never_show_in_health_logs_or_errors(caplog, tmp_path):
+    """user:password and a query token are for the exporter alone: /healthz, warnings and last_error
+    show scheme, host, port and path."""
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    class Refusing(SpanExporter):
+        def export(self, spans):
+            raise ConnectionError("POST http://otlpuser:Hunter2pw@127.0.0.1:9/v1/traces?token=Tok3nXYZ refused")
+
+        def shutdown(self):
+            pass
+
+    exp = OtelExporter("http://otlpuser:Hunter2pw@127.0.0.1:9/v1/traces?token=Tok3nXYZ", span_exporter=Refusing())
+    exp.on_row("queries", {"query_id": "q1", "status": "ok", "started_at": "2026-11-30T10:00:00.000+00:00",
+                           "latency_ms": 1.0})
+    exp.flush()
+    h = exp.health()
+    exp.close()
+    shown = json.dumps(h) + caplog.text
+    assert h["endpoint"] == "http://127.0.0.1:9/v1/traces" and h["failed_spans"] == 1
+    assert "Hunter2pw" not in shown and "otlpuser" not in shown and "Tok3nXYZ" not in shown
+    with pytest.raises(ConfigError) as e:
+        make_settings(tmp_path, otel_endpoint="ftp://u:Hunter2pw@collector/v1/traces?token=Tok3nXYZ")
+    assert "Hunter2pw" not in str(e.value) and "Tok3nXYZ" not in str(e.value)
+
+
+def test_a_webhook_url_is_never_echoed_whole(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        make_settings(tmp_path, alert_webhook="hxxps://hooks.example.com/services/T00/B00/SecretTok3n")
+    assert "SecretTok3n" not in str(e.value) and "RAG_ALERT_WEBHOOK" in str(e.value)

@@ -45,6 +45,39 @@ def test_a_bad_url_is_refused_at_startup_naming_the_setting_never_the_password(t
     assert "postgresql://USER:PASSWORD@HOST:5432/DBNAME" in msg or "sqlite:///" in msg
 
 
+@pytest.mark.parametrize("url, fragments", [
+    ("postgresql://rag:paQ7/sswordZ9@db:5432/ledger", ["paQ7", "sswordZ9"]),  # gave "port 'paQ7' is not a number"
+    ("postgresql://rag:secr3tpw/x@db/ledger", ["secr3tpw"]),
+    ("postgresql://rag:p@ssword42@db/ledger", ["ssword42"]),  # started, and libpq's host was "ssword42@db"
+    ("postgresql://rag:hunter2?x@db/ledger", ["hunter2"]),
+])
+def test_an_unencoded_character_in_the_password_is_refused_quoting_none_of_it(tmp_path, url, fragments):
+    with pytest.raises(ConfigError) as e:
+        make_settings(tmp_path, ledger_url=url)
+    msg = str(e.value)
+    assert msg.startswith("RAG_LEDGER_URL: the password holds an unencoded") and "percent-encode" in msg
+    assert not [f for f in fragments if f in msg] and "\n" not in msg
+
+
+def test_an_encoded_password_and_an_at_in_the_query_are_fine(tmp_path):
+    assert make_settings(tmp_path, ledger_url="postgresql://rag:p%40ss%2Fw@db/ledger").ledger.dialect == "postgresql"
+    assert make_settings(tmp_path, ledger_url="postgresql://db/ledger?user=a@b").ledger.dialect == "postgresql"
+
+
+def test_rag_commands_refuse_a_malformed_ledger_url_in_one_line_without_its_password(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
+    env.update(RAG_DATA_DIR=str(tmp_path), RAG_LEDGER_URL="postgresql://rag:p@ssword42@db/ledger")
+    for cmd in (["report"], ["budgets"]):
+        out = subprocess.run([sys.executable, "-m", "rag_app.cli", *cmd], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert "ssword42" not in out.stderr + out.stdout and "RAG_LEDGER_URL" in out.stderr
+
+
 def test_redact():
     assert redact("postgresql://u:p%40ss@h/d?password=x&sslmode=require") == \
         "postgresql://u:***@h/d?password=***&sslmode=require"
