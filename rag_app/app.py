@@ -273,12 +273,24 @@ class RagApp:
         """`doc_types`: (glob, type) pairs that override the document-type classification per file."""
         from chains.ingestion import run_ingestion
 
+        self.require_space(_input_bytes(paths))  # before the first byte reaches the store
         if rebuild:
             self.store.drop(self.settings.collection)
             self._collection = None
         report = run_ingestion(self, paths, progress=progress, doc_types=doc_types)
         self._collection = None
         return report
+
+    def require_space(self, new_bytes: int) -> None:
+        """DiskFull (nothing written) unless the data dir's disk can take `new_bytes` of documents into
+        the embedded store (rag_app/store/space.py says what that needs). A Qdrant server keeps its own
+        disk: only the copies kept under the data dir count then."""
+        from rag_app.store.space import require_free, write_need
+
+        collection_dir = getattr(self.store, "_dir", None)
+        need = (write_need(new_bytes, collection_dir(self.settings.collection)) if collection_dir is not None
+                else 2 * new_bytes)
+        require_free(self.settings.data_dir, need, f"adding {new_bytes:,} bytes of documents")
 
     def close(self) -> None:
         self._stopping.set()
@@ -294,3 +306,17 @@ class RagApp:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _input_bytes(paths: list[Path]) -> int:
+    """What the documents to ingest take on disk (files, and the files under folders)."""
+    total = 0
+    for p in map(Path, paths):
+        try:
+            if p.is_dir():
+                total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+            elif p.exists():
+                total += p.stat().st_size
+        except OSError:
+            pass  # unreadable: its own error comes with its outcome
+    return total

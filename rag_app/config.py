@@ -261,6 +261,12 @@ def check_data_dir(data_dir: Path) -> None:
         what = "a file, not a folder" if data_dir.is_file() else f"not writable ({e.strerror})"
         raise ConfigError(f"{data_dir}: RAG_DATA_DIR: {what}; fix its permissions or point "
                           "RAG_DATA_DIR at a writable folder") from None
+    from rag_app.store.space import MIN_START_BYTES, free_bytes
+
+    free = free_bytes(data_dir)
+    if free < MIN_START_BYTES:  # the ledger's migration and the store's files would fail mid-write
+        raise ConfigError(f"{data_dir}: RAG_DATA_DIR: the disk is full ({free:,} bytes free, at least "
+                          f"{MIN_START_BYTES:,} needed to start); free space on it or point RAG_DATA_DIR elsewhere")
 
 
 def is_http_url(url: str) -> bool:

@@ -18,6 +18,7 @@ from rag_app.edge_text import EdgeText
 from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.presenter import answer_payload
+from rag_app.store.space import DiskFull
 from rag_app.service.answers import AnswerArchive, RecentAnswers
 from rag_app.service.budgets import (
     BudgetGate,
@@ -163,7 +164,8 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 
     @app.exception_handler(RagError)
     async def rag_error(request: Request, exc: RagError):
-        code = 502 if isinstance(exc, LLMError) else 409 if isinstance(exc, (StoreError, ModelMismatch)) else 400
+        code = (502 if isinstance(exc, LLMError) else 409 if isinstance(exc, (StoreError, ModelMismatch))
+                else 507 if isinstance(exc, DiskFull) else 400)
         return JSONResponse({"detail": public_message(str(exc), settings.data_dir), "type": type(exc).__name__},
                             status_code=code)
 
@@ -336,6 +338,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     def ingest(files: list[UploadFile] = File(...)):
         """Each file is known by its name: uploading `劳动法.md` again replaces its old chunks."""
         with upload_lock:  # two uploads of one name must not interleave write and index
+            pool().base.require_space(sum(_upload_size(f) for f in files))  # 507 before anything is written
             return {"files": save_uploads(files, settings, lambda paths: pool().base.ingest(paths))}
 
     @app.get("/v1/queries", dependencies=[Depends(auth)])
@@ -383,6 +386,15 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         return read(lambda L: compare_live(L, exp))
 
     return app
+
+
+def _upload_size(f: UploadFile) -> int:
+    if f.size is not None:
+        return f.size
+    f.file.seek(0, 2)
+    size = f.file.tell()
+    f.file.seek(0)
+    return size
 
 
 def _scope(req: AskScope | None):
