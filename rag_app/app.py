@@ -281,6 +281,31 @@ class RagApp:
         self._collection = None
         return report
 
+    def ingest_uploads(self, paths: list[Path]) -> IngestReport:
+        """Ingest uploaded files; an upload named like exactly one document ingested from elsewhere (an
+        amended law uploaded under the name `rag ingest folder/` gave it) replaces that document, so the
+        answers cite one text, not both. Several documents of that name: none is guessed; the outcome
+        warns and all are kept."""
+        before = self.store.documents(self.settings.collection) if self.store.info(self.settings.collection) else []
+        report = self.ingest(paths)
+        for o in report.outcomes:
+            if o.status not in ("written", "unchanged"):
+                continue
+            mine = Path(o.path).resolve()
+            same = [d for d in before if d.get("source_path") and Path(d["source_path"]).name == mine.name
+                    and Path(d["source_path"]).resolve() != mine]
+            if len(same) == 1:
+                self.store.replace_document(self.settings.collection, same[0]["doc_id"], "", [])  # all its chunks out
+                o.replaced = {"doc_id": same[0]["doc_id"], "source": Path(same[0]["source_path"]).name}
+            elif len(same) > 1:
+                note = (f"{len(same)} documents ingested from elsewhere are also named {mine.name}: all kept beside "
+                        "this upload (re-ingest their folder without the one this replaces)")
+                o.warning = f"{o.warning}; {note}" if o.warning else note
+        if any(o.replaced for o in report.outcomes):
+            self.store.commit(self.settings.collection)
+            self._collection = None
+        return report
+
     def require_space(self, new_bytes: int) -> None:
         """DiskFull (nothing written) unless the data dir's disk can take `new_bytes` of documents into
         the embedded store (rag_app/store/space.py says what that needs). A Qdrant server keeps its own

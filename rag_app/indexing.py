@@ -32,6 +32,7 @@ class FileOutcome:
     error: str | None = None
     doc_type: str | None = None  # statute | contract | other, as classified (or overridden) at ingest
     warning: str | None = None  # written, with a caveat (its text encoding was guessed)
+    replaced: dict | None = None  # an upload that took the place of a document of its name: {doc_id, source}
 
 
 @dataclass

@@ -339,7 +339,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         """Each file is known by its name: uploading `劳动法.md` again replaces its old chunks."""
         with upload_lock:  # two uploads of one name must not interleave write and index
             pool().base.require_space(sum(_upload_size(f) for f in files))  # 507 before anything is written
-            return {"files": save_uploads(files, settings, lambda paths: pool().base.ingest(paths))}
+            return {"files": save_uploads(files, settings, lambda paths: pool().base.ingest_uploads(paths))}
 
     @app.get("/v1/queries", dependencies=[Depends(auth)])
     def queries(variant: str | None = None, status: str | None = None, since: Timestamp | None = None,

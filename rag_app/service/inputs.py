@@ -147,7 +147,8 @@ def save_uploads(files, settings: Settings, ingest: Callable) -> list[dict]:
             except OSError as e:
                 error = f"cannot store the upload ({e.strerror}); check free space and permissions of the data dir"
                 _restore(target, previous)
-        outcomes.append({"file": shown, "status": "error", "chunks": 0, "error": error, "warning": None})
+        outcomes.append({"file": shown, "status": "error", "chunks": 0, "error": error, "warning": None,
+                         "replaced": None})
     if not saved:
         return outcomes
     try:
@@ -168,7 +169,7 @@ def save_uploads(files, settings: Settings, ingest: Callable) -> list[dict]:
         elif previous:
             previous.unlink(missing_ok=True)
         outcomes[slot] = {"file": shown, "status": status, "chunks": o.chunks if o else 0, "error": error,
-                          "warning": o.warning if o else None}
+                          "warning": o.warning if o else None, "replaced": o.replaced if o else None}
     return outcomes
 
 

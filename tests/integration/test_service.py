@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import socket
 import sqlite3
 import threading
@@ -270,6 +271,38 @@ def test_reuploading_an_amended_law_replaces_its_old_chunks(tmp_path):
         body = httpx.post(f"{url}/v1/ask", json=question, timeout=HANG_S).json()
     assert "不得超过九个月" in body["answer"] and "不得超过六个月" not in body["answer"], body["answer"]
     assert {c["doc"] for c in body["citations"]} == {"uploads/劳动法.md"}  # relative to the data dir
+
+
+def test_an_upload_named_like_a_folder_ingested_law_replaces_it(tmp_path):
+    """0.7.0: the amended law became a second document, and answers cited both texts."""
+    src = tmp_path / "laws" / "劳动法.md"
+    src.parent.mkdir()
+    law = (LAWS / "社会法/劳动法(2018-12-29).md").read_text(encoding="utf-8")
+    src.write_text(law, encoding="utf-8")
+    twin = tmp_path / "laws2" / "劳动法.md"
+    settings = make_settings(tmp_path)
+    with RagApp(settings) as app:
+        assert app.ingest([src]).outcomes[0].status == "written"  # `rag ingest laws/`
+    amended = law.replace("试用期最长不得超过六个月", "试用期最长不得超过九个月")
+    question = {"question": "劳动合同的试用期最长不得超过多长时间？"}
+    with Server(settings) as url:
+        r = httpx.post(f"{url}/v1/ingest", files=[("files", ("劳动法.md", amended.encode(), "text/markdown"))],
+                       timeout=HANG_S)
+        out = r.json()["files"][0]
+        assert out["status"] == "written" and out["replaced"]["source"] == "劳动法.md", r.text
+        body = httpx.post(f"{url}/v1/ask", json=question, timeout=HANG_S).json()
+    assert "不得超过九个月" in body["answer"] and "不得超过六个月" not in body["answer"], body["answer"]
+    assert {c["doc"] for c in body["citations"]} == {"uploads/劳动法.md"}
+    with RagApp(settings) as app:
+        docs = app.store.documents(settings.collection)
+        assert [Path(d["source_path"]).name for d in docs] == ["劳动法.md"] and "uploads" in docs[0]["source_path"]
+        # two documents of that name elsewhere: none is guessed, both kept, the reply says so
+        twin.parent.mkdir()
+        twin.write_text(law + "\n\n附：另一份副本。\n", encoding="utf-8")
+        app.ingest([src, twin])
+        report = app.ingest_uploads([settings.data_dir / "uploads" / "劳动法.md"])
+        assert report.outcomes[0].replaced is None and "2 documents" in report.outcomes[0].warning
+        assert len(app.store.documents(settings.collection)) == 3
 
 
 def test_a_ramped_experiment_serves_the_ledgers_step_and_keeps_users_sticky(indexed, tmp_path):
