@@ -235,7 +235,8 @@ def test_rows_lost_at_shutdown_on_a_full_disk_are_counted_at_the_next_start(tmp_
         free(filler)
         for _ in range(2):  # folded once, however often the ledger restarts
             w2 = LedgerWriter(path, spill_dir=folder)
-            assert wait_until(lambda: w2.flush(0.1))
+            assert wait_until(lambda: w2.flush(0.1) and w2._connected)
+            assert w2.health()["lost_rows_recorded"] == w.lost  # what /healthz shows after the restart
             w2.close()
         assert rows_of(f"sqlite:///{path}", "SELECT SUM(rows) FROM ledger_losses WHERE kind = 'lost'") == [(w.lost,)]
         assert not records[0].exists()

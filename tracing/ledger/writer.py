@@ -339,6 +339,7 @@ class LedgerWriter:
         self.written = self.quarantined = self.spilled = self.lost = self.replayed = self.salvaged = 0
         self._poison_tries = 0  # consecutive failures of one batch for a reason a retry will not fix
         self.backlog = 0  # queries whose totals wait to be folded in
+        self.lost_recorded = 0  # rows ledger_losses counts lost, by any writer ever (read at start and each beat)
         self.failed_batches = 0
         try:
             migrate(self._engine)  # in the caller's thread: a broken ledger fails here
@@ -451,6 +452,7 @@ class LedgerWriter:
                 "oldest_buffered_age_s": round(oldest, 3), "written_rows": self.written,
                 "quarantined_rows": self.quarantined, "salvaged_rows": self.salvaged,
                 "spilled_rows": self.spilled, "lost_rows": self.lost,
+                "lost_rows_recorded": self.lost_recorded,  # the ledger's count, every writer, folded records too
                 "replayed_rows": self.replayed, "replay_pending_bytes": pending,
                 "totals_backlog_queries": self.backlog,
                 "last_error": self.target.scrub(self.failing) if self.failing else None,
@@ -705,6 +707,8 @@ class LedgerWriter:
             self.backlog = self._backlog(db)
             rollups.prepare(db)
         self._fold_loss_records()
+        with self._engine.begin() as db:
+            self.lost_recorded = self._lost_recorded(db)
         self._last_beat = time.monotonic()
         self._connected = True
 
@@ -730,7 +734,13 @@ class LedgerWriter:
             db.execute(update(ledger_writers).where(ledger_writers.c.writer_id == self.writer_id)
                        .values(heartbeat_at=utcnow()))
             self.backlog = self._backlog(db)
+            self.lost_recorded = self._lost_recorded(db)
         self._last_beat = time.monotonic()
+
+    @staticmethod
+    def _lost_recorded(db: Connection) -> int:
+        return int(db.execute(select(func.coalesce(func.sum(ledger_losses.c.rows), 0))
+                              .where(ledger_losses.c.kind == "lost")).scalar() or 0)
 
     @staticmethod
     def _backlog(db: Connection) -> int:
