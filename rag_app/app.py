@@ -312,9 +312,8 @@ class RagApp:
         disk: only the copies kept under the data dir count then."""
         from rag_app.store.space import require_free, write_need
 
-        collection_dir = getattr(self.store, "_dir", None)
-        need = (write_need(new_bytes, collection_dir(self.settings.collection)) if collection_dir is not None
-                else 2 * new_bytes)
+        embedded = getattr(self.store, "_dir", None) is not None
+        need = write_need(new_bytes) if embedded else 2 * new_bytes
         require_free(self.settings.data_dir, need, f"adding {new_bytes:,} bytes of documents")
 
     def close(self) -> None:

@@ -1,18 +1,21 @@
 """Free space before a write: a full disk is a refusal of one line, never a crash.
 
-The embedded store (Qdrant Edge) keeps its write-ahead log and segments in sparse, memory-mapped files:
-`wal/open-N` are 32 MiB each and two exist at once, a segment's vector store is a 32 MiB page file,
-each payload index a 4 MiB page file (measured: `du --apparent-size` against `du` on a fresh
-`rag ingest`). Their blocks are taken when a page is first written through the map, so a full disk
-is not an error the engine can return: the kernel kills the process with SIGBUS (0.7.0: an upload with
-300 KB free killed `rag serve` in 1.5 s, without a log line). So every write is checked first:
+The embedded store (Qdrant Edge) keeps its write-ahead log and segments in sparse, memory-mapped files,
+so a full disk is not an error the engine can return: a page first written through the map on a full
+disk kills the process with SIGBUS (0.7.0: an upload with 300 KB free killed `rag serve` in 1.5 s,
+without a log line). Measured (`du --apparent-size` against `du`, one 25 KB law into a fresh folder,
+then the 2 MB legal_zh corpus):
 
-    need = one WAL segment (the engine opens the next one as the current fills)
-         + 4 x the new documents' bytes (chunk payloads, sparse vectors, the WAL's copy, the index)
-         + what the collection takes now (the optimizer rewrites a segment whole after an ingest)
+    wal/open-N          32 MiB apparent each; the next one is created, sparse, ahead of need
+    shard, one law      167 MB apparent, 0.6 MB real on ext4; on tmpfs 8.9 MB after the ingest and
+                        30 MB once reopened (the payload indexes' 4 MiB pages and 1 MiB trackers are
+                        filled whole when a shard opens: opening a store on a full tmpfs is SIGBUS too)
+    growth per document 9.6x its bytes (a 76 KB law), 19x for the whole corpus (the optimizer pass
+                        rewrites the segment as an indexed one)
 
-An upload or `rag ingest` that cannot fit is refused before the first byte is written (HTTP 507).
-Start-up checks MIN_START_BYTES: the ledger's migration and the store's lock need a little.
+So: STORE_RESERVE_BYTES (a WAL segment + the pages an open fills, 56 MiB) to start any command that
+opens the store, and that plus 24 bytes per document byte for a write (`rag ingest`, `/v1/ingest`:
+refused before the first byte, HTTP 507).
 """
 from __future__ import annotations
 
@@ -22,9 +25,11 @@ from pathlib import Path
 from rag_app.errors import RagError
 
 MiB = 2**20
-WAL_SEGMENT_BYTES = 32 * MiB
-DATA_FACTOR = 4
-MIN_START_BYTES = 1 * MiB
+WAL_SEGMENT_BYTES = 32 * MiB  # the engine's WAL segment (wal/open-N), mapped whole
+SHARD_MAPPED_BYTES = 24 * MiB  # measured: 21 MB filled on tmpfs by reopening a one-law shard
+STORE_RESERVE_BYTES = WAL_SEGMENT_BYTES + SHARD_MAPPED_BYTES
+BYTES_PER_DOCUMENT_BYTE = 24  # measured up to 19x (the corpus, optimizer pass included), plus a quarter
+MIN_START_BYTES = STORE_RESERVE_BYTES
 
 
 class DiskFull(RagError):
@@ -46,21 +51,9 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def used_bytes(folder: Path) -> int:
-    """Blocks taken by the files under `folder` (not their sparse apparent size)."""
-    total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                pass
-    return total
-
-
-def write_need(new_bytes: int, collection_dir: Path | None) -> int:
-    current = used_bytes(collection_dir) if collection_dir is not None and collection_dir.exists() else 0
-    return WAL_SEGMENT_BYTES + DATA_FACTOR * new_bytes + current
+def write_need(document_bytes: int) -> int:
+    """What writing documents of `document_bytes` into the embedded store may take."""
+    return STORE_RESERVE_BYTES + BYTES_PER_DOCUMENT_BYTE * max(0, document_bytes)
 
 
 def require_free(path: Path, need: int, what: str) -> None:

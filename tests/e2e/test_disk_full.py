@@ -38,7 +38,7 @@ def upload(url, name="仲裁收费办法.md"):
 
 
 def test_an_upload_on_a_nearly_full_disk_is_a_507_and_the_service_lives(tmp_path, company_law_edge):
-    with small_tmpfs(tmp_path / "fs", "96m") as fs:
+    with small_tmpfs(tmp_path / "fs", "192m") as fs:
         data = fs / "data"
         copy_sparse(company_law_edge, data / "edge")
         with Serve(serve_env(data, None), tmp_path / "serve.log") as srv:
@@ -74,11 +74,11 @@ def test_start_on_a_full_disk_is_one_line(tmp_path):
 
 
 def test_rag_ingest_that_cannot_fit_is_refused_before_the_store_is_touched(tmp_path, company_law_edge):
-    with small_tmpfs(tmp_path / "fs", "64m") as fs:
+    with small_tmpfs(tmp_path / "fs", "128m") as fs:
         data = fs / "data"
         copy_sparse(company_law_edge, data / "edge")
         before = sorted(p.name for p in (data / "edge").rglob("*"))
-        filler = fill_leaving(fs, 8 * 2**20)  # starts, but cannot take a write
+        filler = fill_leaving(fs, 56 * 2**20 + 200 * 1024)  # starts (56 MiB), but cannot take the law too
         out = subprocess.run([sys.executable, "-m", "rag_app.cli", "ingest", str(LAW)], env=serve_env(data, None),
                              capture_output=True, text=True, timeout=HANG_S)
         assert out.returncode == 2 and "needs" in out.stderr and "free" in out.stderr, out.stderr[-2000:]

@@ -6,18 +6,9 @@ import pytest
 from rag_app.store import space
 
 
-def test_the_need_counts_a_wal_segment_the_documents_and_the_collection(tmp_path):
-    coll = tmp_path / "legal"
-    coll.mkdir()
-    (coll / "seg.dat").write_bytes(b"x" * 100_000)
-    sparse = coll / "page_0.dat"
-    with sparse.open("wb") as f:  # 32 MiB apparent, a few KiB of blocks: only the blocks count
-        f.truncate(32 * 2**20)
-        f.write(b"y" * 4096)
-    used = space.used_bytes(coll)
-    assert 100_000 <= used < 200_000
-    assert space.write_need(1000, coll) == space.WAL_SEGMENT_BYTES + 4000 + used
-    assert space.write_need(1000, tmp_path / "absent") == space.WAL_SEGMENT_BYTES + 4000
+def test_the_need_is_the_stores_reserve_and_24_bytes_per_document_byte():
+    assert space.STORE_RESERVE_BYTES == 56 * 2**20 == space.MIN_START_BYTES
+    assert space.write_need(1000) == 56 * 2**20 + 24_000 and space.write_need(-5) == 56 * 2**20
 
 
 def test_a_write_that_cannot_fit_names_the_path_and_both_sizes(tmp_path, monkeypatch):
