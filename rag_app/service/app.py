@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rag_app.edge_text import EdgeText
 from rag_app.config import Settings
 from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
-from rag_app.presenter import answer_payload
 from rag_app.store.space import DiskFull
 from rag_app.service.answers import AnswerArchive, RecentAnswers
 from rag_app.service.budgets import (
@@ -32,13 +30,12 @@ from rag_app.service.budgets import (
 )
 from rag_app.service.webhook import Webhook
 from rag_app.service.guards import Guard, token_matches
-from rag_app.service.inputs import (AskScope, Timestamp, dashboard_headers, display_path, public_message,
+from rag_app.service.inputs import (AskScope, Timestamp, dashboard_headers, public_message,
                                     public_validation_errors, save_uploads)
 from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
 from rag_app.service.pool import Route, VariantPool
-from rag_app.service.answer_cache import AnswerCache, Cached, hit_payload
-from rag_app.attempts import utcnow
-from rag_app.usage import totals
+from rag_app.service.query_service import QueryRequest, QueryService
+from rag_app.service.answer_cache import AnswerCache
 from rag_app.service.streaming import SSE_HEADERS, StreamedQuery, rest_of, sse
 from rag_app.money import usd_json
 from tracing.ledger import BY_DIMS, SERVICE_BOUNDS, Ledger, LedgerUnavailable, is_transient, stage_json
@@ -220,39 +217,12 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         # spend per API key: the ledger keeps a short hash of the bearer token, never the token
         return api_key_id(creds.credentials) if creds and settings.api_token is not None else None
 
+    service = QueryService(pool, gate, cache, settings.data_dir)
+
     def run_query(question: str, user_id: str | None, session_id: str | None, scope, key_id: str | None, *,
                   variant: str | None = None, callbacks=(), admitted=None) -> tuple[dict, Route]:
-        """One ledger query for every front door (/v1/ask, /v1/chat/completions): the answer cache
-        first (a hit bills nothing), then the budgets, then the query path. (answer payload, route)."""
-        p = pool()
-        route = p.route(user_id, session_id, key_id, variant)
-        app_ = p.app_for(route.app_variant)
-        store, collection = app_.store, app_.settings.collection
-        key = None
-        if cache is not None:
-            started, t0 = utcnow(), time.perf_counter()
-            key = cache.key(question, scope, collection=collection, variant=route.variant,
-                            experiment=route.experiment, arm=route.assignment.arm if route.assignment else None,
-                            settings={"overrides": p.config.variants.get(route.app_variant, {}),
-                                      "prompt_version": app_.settings.prompt_version,
-                                      "llm_model": app_.settings.llm_model})
-            hit = cache.get(store, collection, key)
-            if hit is not None:
-                p.base.writer.put("queries", {
-                    "query_id": route.query_id, "kind": "query", "question": question, "mode": hit.payload["mode"],
-                    "status": "ok", "variant": route.variant, "experiment": route.experiment, "started_at": started,
-                    "ended_at": utcnow(), "latency_ms": round((time.perf_counter() - t0) * 1000, 3), **route.extra,
-                    # origin `cache`: an experiment's comparison reads live runs of its arms, never hits
-                    "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": hit.cost_nano})
-                return hit_payload(hit, route.query_id), route
-        gate.admit(route.query_id, {"key": key_id, "user": user_id, "variant": route.variant}, question)
-        if admitted is not None:
-            admitted(route.query_id, route.variant)
-        answer = p.run(route, question, scope, callbacks)
-        payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, settings.data_dir))
-        if cache is not None and key is not None and not answer.incomplete:
-            cache.put(store, collection, key, Cached(payload, totals(answer.usage).known_cost_nano))
-        return {**payload, "cache_hit": False, "saved_cost_usd": None}, route
+        return service.answer(QueryRequest(question, user_id, session_id, scope, key_id, variant),
+                              callbacks=callbacks, admitted=admitted)
 
     def presented(result: tuple[dict, Route]) -> dict:
         payload, route = result

@@ -1,0 +1,84 @@
+"""The query policy without HTTP (rag_app/service/query_service.py): cache, budgets, unpriced, scope."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rag_app.scope import Scope
+from rag_app.service.answer_cache import AnswerCache
+from rag_app.service.budgets import BudgetGate, Limits, OverBudget, load_budgets, price_of_a_question
+from rag_app.service.pool import VariantPool
+from rag_app.service.query_service import QueryRequest, QueryService
+from tests.conftest import index_company_law, make_settings
+from tests.fakes.openai_server import FakeOpenAI
+from tracing.ledger import Ledger
+
+Q = "一人有限责任公司是什么？"
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("qs")
+    index_company_law(root)
+    return root
+
+
+@pytest.fixture
+def service_for(indexed, tmp_path):
+    made = []
+
+    def build(limit_usd=None, cache_size=100, **overrides):
+        llm = FakeOpenAI().__enter__()
+        budgets_file = None
+        if limit_usd is not None:
+            budgets_file = tmp_path / "budgets.json"
+            budgets_file.write_text(json.dumps({"budgets": [{"user": "*", "period": "day", "limit_usd": limit_usd}]}))
+        settings = make_settings(indexed, openai_base_url=llm.base_url, budgets_file=budgets_file,
+                                 ledger_url=f"sqlite:///{tmp_path}/ledger.sqlite", **overrides)
+        pool = VariantPool(settings)
+        ledger = Ledger.open(settings.ledger)
+        gate = BudgetGate(load_budgets(budgets_file), Limits(pool.base.prices.fx), lambda fn: fn(ledger),
+                          first_estimate=price_of_a_question(pool.base.prices, settings))
+        made.append((llm, pool, ledger))
+        return QueryService(lambda: pool, gate, AnswerCache(cache_size) if cache_size else None,
+                            settings.data_dir), llm
+
+    yield build
+    for llm, pool, ledger in made:
+        pool.close()
+        ledger.close()
+        llm.__exit__(None, None, None)
+
+
+def llm_calls(llm):
+    return len([r for r in llm.requests if r["path"].endswith("/chat/completions")])
+
+
+def test_a_repeated_question_is_a_cache_hit_that_calls_no_llm(service_for):
+    service, llm = service_for()
+    first, route = service.answer(QueryRequest(Q, user_id="u1"))
+    again, _ = service.answer(QueryRequest(Q + " ", user_id="u1"))
+    assert (first["cache_hit"], again["cache_hit"]) == (False, True) and llm_calls(llm) == 1
+    assert again["cached_from"] == first["query_id"] == route.query_id and again["total_cost_usd"] == 0.0
+
+
+def test_over_a_hard_budget_the_query_is_refused_before_it_is_admitted(service_for):
+    service, llm = service_for(limit_usd=0.00001)
+    admitted = []
+    with pytest.raises(OverBudget) as e:
+        service.answer(QueryRequest(Q, user_id="u1"), admitted=lambda qid, variant: admitted.append(qid))
+    assert e.value.body["budget"] == "user=* day" and e.value.body["estimate_usd"] > 0.00001
+    assert admitted == [] and llm_calls(llm) == 0
+
+
+def test_an_unpriced_models_answer_costs_an_unknown_amount_never_zero(service_for):
+    service, llm = service_for(llm_model="house-llm-7b", cache_size=0)
+    payload, _ = service.answer(QueryRequest(Q))
+    assert llm_calls(llm) == 1 and payload["total_cost_usd"] is None
+
+
+def test_a_scope_limits_the_citations_to_its_law(service_for):
+    service, _ = service_for(cache_size=0)
+    payload, _ = service.answer(QueryRequest("董事会由几人组成？", scope=Scope(laws=("公司法",))))
+    assert payload["citations"] and {c["title"] for c in payload["citations"]} == {"中华人民共和国公司法"}
