@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -83,8 +84,7 @@ def _sqlite_engine(path: Path, bounds: Bounds, *, write: bool, read_only: bool, 
         dbapi_conn.isolation_level = None  # BEGIN is ours (below): transactional DDL, working SAVEPOINTs
         if not read_only:
             cur = dbapi_conn.cursor()
-            if cur.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                cur.execute("PRAGMA journal_mode=WAL")
+            _wal_mode(cur, bounds.connect_s)
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
@@ -93,6 +93,22 @@ def _sqlite_engine(path: Path, bounds: Bounds, *, write: bool, read_only: bool, 
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def _wal_mode(cur: sqlite3.Cursor, wait_s: float) -> None:
+    """Switch a new ledger file to WAL. Processes opening one new file together can be refused the
+    switch at once ("database is locked": SQLite does not always run the busy handler for it), so it is
+    retried for as long as a connection may wait."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if cur.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def pg_connect_kwargs(bounds: Bounds, application_name: str = "rag-ledger") -> dict:
