@@ -287,7 +287,7 @@ def budgets_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")
 
     settings = load_settings()
     if settings.budgets_file is None:
-        _fail_one_line(RagError("RAG_BUDGETS_FILE is not set; point it at a budgets file (README: Spend control)"))
+        _fail_one_line(RagError("RAG_BUDGETS_FILE is not set; point it at a budgets file (docs/spend-control.md)"))
     try:
         budgets = load_budgets(settings.budgets_file)
         limits = Limits(PriceTable.load(settings.price_overrides).fx)

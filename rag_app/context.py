@@ -5,7 +5,7 @@
 - Order: rank order; the chunk that would cross the budget is cut to the tokens left (its first N
   tokens) and stops the packing (the same rule as recall within a budget in
   rag_app/evaluation/budget.py). Cutting rather than dropping it: +0.017 [+0.006, +0.032] recall
-  within 1,000 tokens on tune (README "Quality per prompt token").
+  within 1,000 tokens on tune (docs/evaluation-and-levers.md, "Quality per prompt token").
 - Small-to-big: a chunk that overlaps or directly follows/precedes an already packed passage of the
   same document and section (same heading path) is merged into it, in document order, with the
   overlapping text kept once; it costs only the tokens it adds.

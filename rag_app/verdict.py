@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from rag_app.cost_render import fmt
 from rag_app.experiments_schema import METRICS as METRIC_NAMES
 from rag_app.experiments_schema import Analysis
 from rag_app.sequential import HYBRID_FIXED_SHARE, Diff, Moments, difference
@@ -173,19 +174,6 @@ def judge(plan: Plan, data: dict[str, tuple[Moments, Moments]], *, srm_p=np.nan,
 
 
 # ---- one experiment, for people -----------------------------------------------------------------
-
-def fmt(v: float | None, unit: str, signed: bool = True) -> str:
-    from rag_app.cost_render import usd
-
-    if v is None or not np.isfinite(v):
-        return "-"
-    signed = signed and v != 0  # "0 ms", not "+0 ms"
-    if unit == "usd":
-        s = usd(v)
-        return f"+{s}" if signed and v > 0 else s
-    if unit == "ms":
-        return f"{v:+.0f} ms" if signed else f"{v:.0f} ms"
-    return f"{v * 100:+.2f} pts" if signed else f"{v * 100:.2f} pts"
 
 
 def _num(v) -> float | None:

@@ -83,9 +83,9 @@ def load_budgets(path: Path | None) -> list[Budget]:
     except OSError as e:
         raise ConfigError(f"RAG_BUDGETS_FILE {path}: cannot read it ({e.strerror or e}); fix the path") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"RAG_BUDGETS_FILE {path}: not valid JSON ({e}); see README 'Spend control'") from None
+        raise ConfigError(f"RAG_BUDGETS_FILE {path}: not valid JSON ({e}); see docs/spend-control.md") from None
     if not isinstance(data, dict) or not isinstance(data.get("budgets"), list):
-        raise ConfigError(f'RAG_BUDGETS_FILE {path}: expected {{"budgets": [...]}}; see README "Spend control"')
+        raise ConfigError(f'RAG_BUDGETS_FILE {path}: expected {{"budgets": [...]}}; see docs/spend-control.md')
     return [_budget(path, i, item) for i, item in enumerate(data["budgets"])]
 
 
