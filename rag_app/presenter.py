@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from rag_app.answer import citation_for, section_mark, title_label
 from rag_app.money import usd_json
+from rag_app.quality import Quality, score_answer
 from rag_app.types import Answer, ScoredChunk
 from rag_app.usage import totals
 from tracing.ledger import stage_json
@@ -31,7 +32,15 @@ def answer_payload(answer: Answer, *, doc_path: Callable[[str], str] = str) -> d
             # null when a row is unpriced, as the ledger's per-query totals; the priced part is apart
             "total_cost_usd": usd_json(t.known_cost_nano), "total_shadow_cost_usd": usd_json(t.known_shadow_nano),
             "priced_cost_usd": usd_json(t.cost_nano), "priced_shadow_cost_usd": usd_json(t.shadow_nano),
-            "unpriced": t.unpriced, "unpriced_rows": t.unpriced_rows}
+            "unpriced": t.unpriced, "unpriced_rows": t.unpriced_rows,
+            "quality": quality_of(answer).as_json()}
+
+
+def quality_of(answer: Answer) -> Quality:
+    """The answer's quality signals (rag_app/quality.py), from the passages it was given."""
+    return score_answer(answer.question, answer.text, answer.mode, [sc.chunk.text for sc in answer.contexts],
+                        [sc.rerank_score if sc.rerank_score is not None else sc.score for sc in answer.contexts],
+                        titles=[citation_for(sc).law for sc in answer.contexts])
 
 
 def passage_json(n: int, sc: ScoredChunk, doc_path: Callable[[str], str] = str) -> dict:

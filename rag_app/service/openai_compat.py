@@ -111,7 +111,7 @@ def usage_of(payload: dict) -> dict:
 
 def extras(payload: dict) -> dict:
     return {"query_id": payload["query_id"], "citations": payload["citations"], "cost_usd": payload["total_cost_usd"],
-            "mode": payload["mode"]}
+            "mode": payload["mode"], "quality": payload.get("quality")}
 
 
 def completion(payload: dict, model: str) -> dict:

@@ -82,3 +82,21 @@ def test_a_scope_limits_the_citations_to_its_law(service_for):
     service, _ = service_for(cache_size=0)
     payload, _ = service.answer(QueryRequest("董事会由几人组成？", scope=Scope(laws=("公司法",))))
     assert payload["citations"] and {c["title"] for c in payload["citations"]} == {"中华人民共和国公司法"}
+
+
+INVENTED = "根据《中华人民共和国劳动法》第九百九十九条，用人单位可以随时无理由辞退劳动者且无需支付任何补偿[7]"
+
+
+def test_every_answer_carries_its_quality_signals(service_for):
+    """The audit's cheaper arm: an article that does not exist, a passage never sent."""
+    from tests.fakes.openai_server import Reply
+
+    service, llm = service_for(cache_size=0)
+    good, _ = service.answer(QueryRequest(Q))
+    llm.script = [Reply(content=INVENTED)]
+    bad, _ = service.answer(QueryRequest(Q))
+    assert set(good["quality"]) == {"groundedness", "invalid_citations", "retrieval_confidence"}
+    assert good["quality"]["groundedness"] == 1.0 and good["quality"]["invalid_citations"] == []
+    assert bad["quality"]["groundedness"] == 0.0
+    assert [c["citation"] for c in bad["quality"]["invalid_citations"]] == ["[7]", "《中华人民共和国劳动法》", "article 999"]
+    assert 0 <= good["quality"]["retrieval_confidence"] <= 1

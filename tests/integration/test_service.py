@@ -337,3 +337,18 @@ def test_a_ramped_experiment_serves_the_ledgers_step_and_keeps_users_sticky(inde
         assert at_50 > 2 * len(treated_at_10)
     finally:
         pool.close()
+
+
+def test_quality_rides_on_every_front_door(indexed):
+    from tests.fakes.openai_server import FakeOpenAI
+
+    with FakeOpenAI() as llm, Server(make_settings(indexed, openai_base_url=llm.base_url, answer_cache_size=0)) as url:
+        asked = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=HANG_S).json()
+        chat = httpx.post(f"{url}/v1/chat/completions", timeout=HANG_S, json={
+            "model": "legal-rag", "messages": [{"role": "user", "content": "一人有限责任公司是什么？"}]}).json()
+        streamed = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？", "stream": True},
+                              timeout=HANG_S).text
+    for q in (asked["quality"], chat["quality"]):
+        assert set(q) == {"groundedness", "invalid_citations", "retrieval_confidence"} and q["groundedness"] == 1.0
+    answer_event = [json.loads(line[6:]) for line in streamed.splitlines() if line.startswith("data: ")][-1]
+    assert answer_event["quality"]["groundedness"] == 1.0
