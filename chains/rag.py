@@ -20,6 +20,7 @@ from rag_app.attempts import utcnow
 from rag_app.errors import LLMError
 from rag_app.pipeline import Pipeline
 from rag_app.ports import Pricer
+from rag_app.quality import quality_of
 from rag_app.scope import Scope
 from rag_app.stages import Retrieved
 from rag_app.types import Answer, ScoredChunk
@@ -97,10 +98,11 @@ def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
         if made.mode == "extractive":  # attempts are timed by their recorder; the shadow row here
             usages = tuple(u.timed(started, utcnow(), round((time.perf_counter() - t0) * 1000, 3)) for u in usages)
         priced = report(pipeline.pricer, usages, config)
-        return Answer(q.query_id, q.question, made.text, made.citations, made.mode, tuple(packed.contexts),
-                      usage=q.usage + priced, ranked=q.ranked,
-                      levers=q.retrieved.levers if q.retrieved else (),
-                      scope=q.retrieved.scope if q.retrieved else None)
+        answer = Answer(q.query_id, q.question, made.text, made.citations, made.mode, tuple(packed.contexts),
+                        usage=q.usage + priced, ranked=q.ranked,
+                        levers=q.retrieved.levers if q.retrieved else (),
+                        scope=q.retrieved.scope if q.retrieved else None)
+        return replace(answer, quality=quality_of(answer))  # the tracer records it on the query's rows
 
     chain = (RunnableLambda(start).with_config(run_name="question") | stage("embed_query", embed_query)
              | stage("retrieve", retrieve) | stage("rerank", rerank) | stage("generate", generate))

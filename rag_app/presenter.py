@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from rag_app.answer import citation_for, section_mark, title_label
 from rag_app.money import usd_json
-from rag_app.quality import Quality, score_answer
+from rag_app.quality import quality_of
 from rag_app.types import Answer, ScoredChunk
 from rag_app.usage import totals
 from tracing.ledger import stage_json
@@ -33,14 +33,7 @@ def answer_payload(answer: Answer, *, doc_path: Callable[[str], str] = str) -> d
             "total_cost_usd": usd_json(t.known_cost_nano), "total_shadow_cost_usd": usd_json(t.known_shadow_nano),
             "priced_cost_usd": usd_json(t.cost_nano), "priced_shadow_cost_usd": usd_json(t.shadow_nano),
             "unpriced": t.unpriced, "unpriced_rows": t.unpriced_rows,
-            "quality": quality_of(answer).as_json()}
-
-
-def quality_of(answer: Answer) -> Quality:
-    """The answer's quality signals (rag_app/quality.py), from the passages it was given."""
-    return score_answer(answer.question, answer.text, answer.mode, [sc.chunk.text for sc in answer.contexts],
-                        [sc.rerank_score if sc.rerank_score is not None else sc.score for sc in answer.contexts],
-                        titles=[citation_for(sc).law for sc in answer.contexts])
+            "quality": (answer.quality or quality_of(answer)).as_json()}
 
 
 def passage_json(n: int, sc: ScoredChunk, doc_path: Callable[[str], str] = str) -> dict:

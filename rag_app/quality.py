@@ -118,3 +118,13 @@ def score_answer(question: str, answer: str, mode: str, passages: Sequence[str],
     grounded = 1.0 if mode == "extractive" else groundedness(answer, passages)
     return Quality(grounded, invalid_citations(answer, passages, titles),
                    retrieval_confidence(question, passages, scores))
+
+
+def quality_of(answer) -> Quality:
+    """An Answer's signals (rag_app.types.Answer), from the passages it was given."""
+    from rag_app.answer import citation_for
+
+    ctx = answer.contexts
+    return score_answer(answer.question, answer.text, answer.mode, [sc.chunk.text for sc in ctx],
+                        [sc.rerank_score if sc.rerank_score is not None else sc.score for sc in ctx],
+                        titles=[citation_for(sc).law for sc in ctx])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from rag_app.usage import StageUsage
 
@@ -157,6 +157,7 @@ class Answer:
     ranked: tuple[ScoredChunk, ...] = field(default=(), repr=False)
     levers: tuple[str, ...] = ()
     scope: Resolved | None = None  # the documents retrieval searched within, and whether asked or named
+    quality: Any = None  # rag_app.quality.Quality: groundedness, invalid citations, retrieval confidence
 
     @property
     def incomplete(self) -> bool:

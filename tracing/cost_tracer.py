@@ -17,6 +17,7 @@ How stages are recognised: a stage is a runnable whose run name equals its `meta
 """
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -121,6 +122,7 @@ class CostTracer(BaseCallbackHandler):
             if run.kind == "query":
                 mode = getattr(outputs, "mode", None) or (outputs.get("mode") if isinstance(outputs, dict) else None)
                 self._write_query(run, "ok", mode=mode)
+                self._write_quality(run, getattr(outputs, "quality", None))
             elif not run.reported and not run.attempts:  # a stage of someone else's chain that reports nothing
                 self._write_usage(self.pricer.price(StageUsage(run.name)), run.metadata, run)
 
@@ -176,6 +178,13 @@ class CostTracer(BaseCallbackHandler):
                         experiment=md.get("experiment"))
         self._hand("stage_calls", row, now=now)
 
+    def _write_quality(self, run: _Run, quality: Any) -> None:
+        """The answer's quality signals (rag_app/quality.py, computed by the chain) beside its cost."""
+        if quality is None or not hasattr(quality, "as_json"):
+            return
+        for row in _quality_rows(run.metadata["query_id"], quality.as_json()):
+            self._hand("query_quality", row)
+
     def _write_query(self, run: _Run, status: str, mode: str | None = None, error: str | None = None) -> None:
         md = run.metadata
         self._hand("queries", {
@@ -184,6 +193,19 @@ class CostTracer(BaseCallbackHandler):
             "experiment": md.get("experiment"), "started_at": run.started_at, "ended_at": utcnow(),
             "latency_ms": round((time.perf_counter() - run.t0) * 1000, 3),
             **{k: md.get(k) for k in ("user_id", "session_id", "arm", "sticky", "shadow_of", "origin", "api_key_id")}})
+
+
+def _quality_rows(query_id: str, quality: dict) -> list[dict]:
+    """One query_quality row per signal (source `local`); invalid citations count, their list in detail."""
+    at = utcnow()
+    rows = []
+    for metric, value in quality.items():
+        detail = None
+        if isinstance(value, list):
+            value, detail = len(value), json.dumps(value, ensure_ascii=False)
+        rows.append({"query_id": query_id, "metric": metric, "source": "local", "value": value,
+                     "detail": detail, "recorded_at": at})
+    return rows
 
 
 def _failure_status(error: BaseException) -> str:

@@ -322,10 +322,10 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 
     @app.get("/v1/queries/{query_id}", dependencies=[Depends(auth)])
     def query(query_id: str):
-        row, stages = read(lambda L: (L.query(query_id), L.stage_rows(query_id)))
+        row, stages, quality = read(lambda L: (L.query(query_id), L.stage_rows(query_id), L.quality(query_id)))
         if row is None:
             raise HTTPException(404, f"no query {query_id[:80]!r} in the ledger")  # never echo a long input whole
-        return {**_query_json(row), "stages": [stage_json(r) for r in stages]}
+        return {**_query_json(row), "quality": quality, "stages": [stage_json(r) for r in stages]}
 
     @app.get("/v1/queries/{query_id}/answer", dependencies=[Depends(auth)])
     def query_answer(query_id: str):

@@ -100,3 +100,18 @@ def test_every_answer_carries_its_quality_signals(service_for):
     assert bad["quality"]["groundedness"] == 0.0
     assert [c["citation"] for c in bad["quality"]["invalid_citations"]] == ["[7]", "《中华人民共和国劳动法》", "article 999"]
     assert 0 <= good["quality"]["retrieval_confidence"] <= 1
+
+
+def test_the_quality_signals_are_in_the_ledger_beside_the_cost(service_for, tmp_path):
+    from tests.conftest import wait_until
+    from tests.fakes.openai_server import Reply
+
+    service, llm = service_for(cache_size=0)
+    llm.script = [Reply(content=INVENTED)]
+    bad, _ = service.answer(QueryRequest(Q))
+    ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.sqlite")
+    try:
+        wait_until(lambda: ledger.quality(bad["query_id"]) is not None, "quality rows")
+        assert ledger.quality(bad["query_id"]) == bad["quality"]
+    finally:
+        ledger.close()

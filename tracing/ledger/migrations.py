@@ -297,6 +297,12 @@ def m012_spend_control(db: Connection) -> None:
         add_column(db, "report_rollup", _i0(col))
 
 
+@migration
+def m013_answer_quality(db: Connection) -> None:
+    # every answer's quality signals beside its cost (rag_app/quality.py)
+    _ddl(db, CreateTable(S.query_quality, if_not_exists=True))
+
+
 def _create_triggers(db: Connection) -> None:
     """Any insert, update or delete of a query's rows marks it dirty, whoever writes: the writers fold
     dirty queries into the totals, so the totals cannot drift from rows written around the writer."""

@@ -10,6 +10,7 @@ outside tracing/ledger/ writes SQL.
 """
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +41,7 @@ from tracing.ledger.schema import (
     ledger_losses,
     ledger_quarantine,
     queries,
+    query_quality,
     query_totals,
     report_rollup,
     repricings,
@@ -177,6 +179,21 @@ class Ledger:
         with self._read() as db:
             row = db.execute(reports.listing([query_totals.c.query_id == query_id])).mappings().first()
         return None if row is None else dict(row)
+
+    def quality(self, query_id: str) -> dict | None:
+        """The answer's quality signals as the answer showed them ({groundedness, invalid_citations (the
+        list), retrieval_confidence}; source `local`), or None when none were recorded (an error, a
+        query before m013)."""
+        q = query_quality
+        with self._read() as db:
+            rows = db.execute(select(q.c.metric, q.c.value, q.c.detail)
+                              .where(q.c.query_id == query_id, q.c.source == "local")).all()
+        if not rows:
+            return None
+        out: dict = {"groundedness": None, "invalid_citations": [], "retrieval_confidence": None}
+        for metric, value, detail in rows:
+            out[metric] = json.loads(detail) if detail is not None else value
+        return out
 
     def list_queries(self, *, variant: str | None = None, status: str | None = None, since: str | None = None,
                      until: str | None = None, experiment: str | None = None, limit: int = 50,

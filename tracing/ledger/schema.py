@@ -341,6 +341,18 @@ migrations_table = Table(
 )
 
 # what the writer accepts from the tracer (and from spill files): table -> its columns
+# m013: quality signals per answer, one row per query, metric and source (local: rag_app/quality.py;
+# later a judge model or a user's feedback); invalid_citations' value is their count, `detail` the list
+query_quality = Table(
+    "query_quality", metadata,
+    Column("query_id", Text, primary_key=True),
+    Column("metric", Text, primary_key=True),  # groundedness | invalid_citations | retrieval_confidence
+    Column("source", Text, primary_key=True),  # local
+    Column("value", FLOAT),  # NULL: not measurable (an answer with no claim)
+    Column("detail", Text),  # JSON
+    Column("recorded_at", Text, nullable=False),
+)
+
 WRITABLE = {t.name: frozenset(c.name for c in t.columns if c.name != "id")
-            for t in (queries, stage_calls, shadow_pairs, ledger_losses)}
+            for t in (queries, stage_calls, shadow_pairs, ledger_losses, query_quality)}
 TABLES = {t.name: t for t in metadata.sorted_tables}

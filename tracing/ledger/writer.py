@@ -104,7 +104,7 @@ def default_spill_dir(target: LedgerTarget) -> Path:
     return Path.home() / ".cache" / "legal-rag" / "spill"
 
 
-WHOLE_ROWS = ("queries", "shadow_pairs")  # written whole: a second write replaces the row
+WHOLE_ROWS = ("queries", "shadow_pairs", "query_quality")  # written whole: a second write replaces the row
 
 
 @lru_cache(maxsize=8)
