@@ -139,7 +139,7 @@ def _rate(k: int, n: int) -> float | None:
 def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     """Both arms of a live experiment from the ledger, their differences and the verdict.
     `today` (UTC) decides whether a hybrid analysis has reached its planned_end."""
-    from rag_app.verdict import Plan, srm_level, verdict
+    from rag_app.verdict import Plan, quality_gate, srm_level, verdict
 
     guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
     plan = Plan.of(exp.analysis, exp.guardrails)
@@ -162,6 +162,10 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     ended = bool(plan.ended(control["queries"] + treatment["queries"], today or datetime.now(timezone.utc).date()))
     judged = verdict(plan, data, srm_p=srm and srm["pvalue"], ended=ended,
                      unpriced_reason=unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0)))
+    side = "shadow" if exp.mode == "shadow" else "live"
+    quality = {"control": ledger.arm_quality(exp.name, exp.control, "live"),
+               "treatment": ledger.arm_quality(exp.name, exp.treatment, side)}
+    judged = quality_gate(judged, quality["control"], quality["treatment"], guard["max_quality_drop"])
     alphas = plan.alphas()
     strip = lambda arm: {k: v for k, v in arm.items() if not k.startswith("_")}  # noqa: E731
     repriced = control["repriced_rows"] + treatment["repriced_rows"]
@@ -169,7 +173,8 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
             "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
             # the best figures decide: `rag reprice`'s where it re-priced a row of either arm, else as recorded
             "prices": "repriced" if repriced else "recorded", "repriced_rows": repriced,
-            "arms": {"control": strip(control), "treatment": strip(treatment)},
+            "arms": {"control": {**strip(control), "quality": quality["control"]},
+                     "treatment": {**strip(treatment), "quality": quality["treatment"]}},
             # fixed-horizon Welch 95%: right when read once at a planned size; `metrics` holds what decides
             "differences": {"cost_per_query": cost_ci.as_dict() if cost_ci else None,
                             "latency_ms": lat_ci.as_dict() if lat_ci else None,

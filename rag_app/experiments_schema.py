@@ -117,6 +117,8 @@ class Guardrails(BaseModel):
     max_error_rate_increase: StrictInt | StrictFloat = Field(0.01, ge=0, le=1)  # as a share: 0.01 = 1 point
     srm_p: StrictFloat = Field(0.001, gt=0, lt=1)  # a split whose sizes disagree below this p is never promoted
     max_recall_drop: StrictInt | StrictFloat = Field(0.01, ge=0, le=1)  # `rag experiment replay`
+    # never promote worse answers: mean groundedness may fall, invalid-citation share rise, by this much
+    max_quality_drop: StrictInt | StrictFloat = Field(0.05, ge=0, le=1)
 
 
 class ExperimentSpec(BaseModel):

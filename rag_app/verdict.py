@@ -39,7 +39,9 @@ from rag_app.experiments_schema import METRICS as METRIC_NAMES
 from rag_app.experiments_schema import Analysis
 from rag_app.sequential import HYBRID_FIXED_SHARE, Diff, Moments, difference
 
-DEFAULT_GUARDRAILS = {"min_cost_drop_pct": 10.0, "max_error_rate_increase": 0.01, "srm_p": 0.001}
+DEFAULT_GUARDRAILS = {"min_cost_drop_pct": 10.0, "max_error_rate_increase": 0.01, "srm_p": 0.001,
+                      "max_quality_drop": 0.05}
+MIN_QUALITY_SCORED = 30  # answers scored per arm before quality can clear a promotion
 SRM_WARNING_P = 0.01
 
 PROMOTE, HOLD, ROLL_BACK = 1, 0, -1
@@ -242,3 +244,27 @@ def _reason(plan: Plan, metrics: dict, code: int, by: str, srm_p, unpriced_reaso
         return (f"{METRICS[plan.primary].label} is lower ({_interval(p)}), but {label} is up "
                 f"{fmt(r['diff'], r['unit'])}, beyond its tolerance {fmt(r['tolerance'], r['unit'])}: hold")
     return f"{label}: difference not established at {_conf(r)}, {_interval(r)}"
+
+
+def quality_gate(judged: dict, control: dict, treatment: dict, max_drop: float) -> dict:
+    """No arm is promoted on cost while its answers get worse: once both arms have MIN_QUALITY_SCORED
+    scored answers, a treatment whose mean groundedness falls, or whose share of answers with an invalid
+    citation rises, by more than `max_drop` (0-1) against the control's is rolled back, whatever cost
+    says. Point estimates on purpose: the signals are per answer and cheap, the tolerance is the team's.
+    With fewer scored answers cost decides alone and the reason says quality is not yet known."""
+    enough = min(control["scored"], treatment["scored"]) >= MIN_QUALITY_SCORED
+    worse = []
+    for name, label in (("groundedness", "groundedness"), ("invalid_citation_rate", "answers with an invalid citation")):
+        c, t = control.get(name), treatment.get(name)
+        if not enough or c is None or t is None:
+            continue
+        change = (c - t) if name == "groundedness" else (t - c)
+        if change > max_drop:
+            worse.append(f"{label} {c:.0%} -> {t:.0%} (tolerance {max_drop:.0%})")
+    if worse:
+        return {**judged, "verdict": VERDICTS[ROLL_BACK], "decided_by": "quality",
+                "reason": "answers got worse: " + "; ".join(worse) + ". " + judged["reason"]}
+    if not enough:
+        return {**judged, "reason": judged["reason"] + f" Answer quality not yet weighed: {control['scored']} control "
+                f"and {treatment['scored']} treatment answers scored (needs {MIN_QUALITY_SCORED} each)."}
+    return judged

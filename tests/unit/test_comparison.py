@@ -196,3 +196,37 @@ def test_compare_decides_on_re_priced_figures_once_they_exist(tmp_path):
     orig = conn.arm
     conn.arm = lambda *a, **k: orig(*a, **{**k, "prices": "original"})
     assert comparison.compare_live(conn, exp)["verdict"] == "hold"
+
+
+def seed_quality(conn, variant, n, groundedness, invalid):
+    for i in range(n):
+        qid = f"live-{variant}{i}"
+        conn.execute("INSERT INTO query_quality (query_id, metric, source, value, recorded_at) "
+                     "VALUES (?, 'groundedness', 'local', ?, 't')", (qid, groundedness))
+        conn.execute("INSERT INTO query_quality (query_id, metric, source, value, recorded_at) "
+                     "VALUES (?, 'invalid_citations', 'local', ?, 't')", (qid, invalid))
+    conn.commit()
+
+
+def test_a_cheaper_arm_whose_answers_invent_articles_is_rolled_back_not_promoted(tmp_path):
+    """The audit: the treatment cuts cost by 40% and cites an article that does not exist."""
+    rng = random.Random(1)
+    control = [int(rng.gauss(1000, 50)) for _ in range(100)]
+    treatment = [int(rng.gauss(600, 50)) for _ in range(100)]
+    conn = seed_ledger(tmp_path / "l.sqlite", control, treatment)
+    assert compare_live(conn, Experiment("e", "a", "b", 50, "s"))["verdict"] == "promote"  # cost alone
+    seed_quality(conn, "a", 100, 1.0, 0)
+    seed_quality(conn, "b", 100, 0.0, 3)
+    res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
+    assert res["verdict"] == "roll back" and res["decided_by"] == "quality", res["reason"]
+    assert "groundedness 100% -> 0%" in res["reason"] and "invalid citation" in res["reason"]
+    assert res["arms"]["treatment"]["quality"] == {"scored": 100, "groundedness": 0.0, "invalid_citation_rate": 1.0}
+
+
+def test_quality_within_the_tolerance_lets_cost_decide(tmp_path):
+    rng = random.Random(1)
+    conn = seed_ledger(tmp_path / "l.sqlite", [int(rng.gauss(1000, 50)) for _ in range(100)],
+                       [int(rng.gauss(600, 50)) for _ in range(100)])
+    seed_quality(conn, "a", 100, 0.95, 0)
+    seed_quality(conn, "b", 100, 0.92, 0)  # 3 points lower: within the default 5
+    assert compare_live(conn, Experiment("e", "a", "b", 50, "s"))["verdict"] == "promote"

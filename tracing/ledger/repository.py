@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, cast, distinct, func, insert, select
+from sqlalchemy import Engine, case, cast, distinct, func, insert, select
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.errors import RagError
@@ -179,6 +179,23 @@ class Ledger:
         with self._read() as db:
             row = db.execute(reports.listing([query_totals.c.query_id == query_id])).mappings().first()
         return None if row is None else dict(row)
+
+    def arm_quality(self, experiment: str, variant: str, side: str) -> dict:
+        """An arm's answer quality (source `local`): how many answers were scored, their mean
+        groundedness, and the share with an invalid citation."""
+        t, q = query_totals, query_quality
+        arm = select(t.c.query_id).where(t.c.kind == "query", t.c.experiment == experiment, t.c.variant == variant,
+                                         t.c.side == side)
+        with self._read() as db:
+            rows = {m: (int(number(n)), number(total), int(number(bad)))
+                    for m, n, total, bad in db.execute(
+                        select(q.c.metric, func.count(q.c.value), func.sum(q.c.value),
+                               func.sum(case((q.c.value > 0, 1), else_=0)))
+                        .where(q.c.query_id.in_(arm), q.c.source == "local", q.c.value.is_not(None))
+                        .group_by(q.c.metric))}
+        g, inv = rows.get("groundedness", (0, None, 0)), rows.get("invalid_citations", (0, None, 0))
+        return {"scored": inv[0], "groundedness": float(g[1]) / g[0] if g[0] else None,
+                "invalid_citation_rate": inv[2] / inv[0] if inv[0] else None}
 
     def quality(self, query_id: str) -> dict | None:
         """The answer's quality signals as the answer showed them ({groundedness, invalid_citations (the
