@@ -30,7 +30,7 @@ from rag_app.service.budgets import (
 )
 from rag_app.service.webhook import Webhook
 from rag_app.service.guards import Guard, token_matches
-from rag_app.service.inputs import (AskScope, Timestamp, dashboard_headers, public_message,
+from rag_app.service.inputs import (AskScope, FeedbackRequest, Timestamp, dashboard_headers, public_message,
                                     public_validation_errors, save_uploads)
 from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
 from rag_app.service.pool import Route, VariantPool
@@ -322,10 +322,23 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 
     @app.get("/v1/queries/{query_id}", dependencies=[Depends(auth)])
     def query(query_id: str):
-        row, stages, quality = read(lambda L: (L.query(query_id), L.stage_rows(query_id), L.quality(query_id)))
+        row, stages, quality, feedback = read(lambda L: (L.query(query_id), L.stage_rows(query_id),
+                                                         L.quality(query_id), L.feedback(query_id)))
         if row is None:
             raise HTTPException(404, f"no query {query_id[:80]!r} in the ledger")  # never echo a long input whole
-        return {**_query_json(row), "quality": quality, "stages": [stage_json(r) for r in stages]}
+        return {**_query_json(row), "quality": quality, "feedback": feedback,
+                "stages": [stage_json(r) for r in stages]}
+
+    @app.post("/v1/queries/{query_id}/feedback", dependencies=[Depends(auth)])
+    def query_feedback(query_id: str, req: FeedbackRequest):
+        """A user's word on an answer (-1 wrong, 0 unsure, 1 right, a comment): kept in the ledger beside
+        its cost and quality; the same user's second word replaces the first."""
+        from rag_app.attempts import utcnow
+
+        if read(lambda L: L.query(query_id)) is None:
+            raise HTTPException(404, f"no query {query_id[:80]!r} in the ledger")
+        return read(lambda L: L.add_feedback(query_id, req.user_id or "", req.score, req.comment, utcnow()),
+                    flush=False)
 
     @app.get("/v1/queries/{query_id}/answer", dependencies=[Depends(auth)])
     def query_answer(query_id: str):

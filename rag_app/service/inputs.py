@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -47,6 +47,14 @@ class AskScope(BaseModel):
     model_config = ConfigDict(extra="forbid")
     docs: list[EdgeText] = Field(default_factory=list, max_length=50)
     laws: list[EdgeText] = Field(default_factory=list, max_length=50)
+
+
+class FeedbackRequest(BaseModel):
+    """A user's word on an answer: -1 wrong, 0 unsure, 1 right, and why."""
+    model_config = ConfigDict(extra="forbid")
+    score: Literal[-1, 0, 1]
+    comment: EdgeText | None = Field(None, max_length=2000)
+    user_id: EdgeText | None = Field(None, max_length=200)
 
 
 def public_validation_errors(exc: RequestValidationError) -> list[dict]:

@@ -352,3 +352,22 @@ def test_quality_rides_on_every_front_door(indexed):
         assert set(q) == {"groundedness", "invalid_citations", "retrieval_confidence"} and q["groundedness"] == 1.0
     answer_event = [json.loads(line[6:]) for line in streamed.splitlines() if line.startswith("data: ")][-1]
     assert answer_event["quality"]["groundedness"] == 1.0
+
+
+def test_users_can_say_an_answer_was_wrong(indexed, tmp_path):
+    settings = make_settings(indexed, ledger_url=f"sqlite:///{tmp_path}/l.sqlite")
+    with Server(settings) as url:
+        qid = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？"}, timeout=HANG_S).json()["query_id"]
+        said = httpx.post(f"{url}/v1/queries/{qid}/feedback",
+                          json={"score": -1, "comment": "第五十七条说的不是这个", "user_id": "u1"})
+        assert said.status_code == 200 and said.json()["score"] == -1, said.text
+        again = httpx.post(f"{url}/v1/queries/{qid}/feedback", json={"score": 1, "user_id": "u1"})  # changed mind
+        other = httpx.post(f"{url}/v1/queries/{qid}/feedback", json={"score": 0})
+        assert again.status_code == other.status_code == 200
+        shown = httpx.get(f"{url}/v1/queries/{qid}").json()
+        assert sorted((f["user_id"], f["score"], f["comment"]) for f in shown["feedback"]) == [("", 0, None), ("u1", 1, None)]
+        assert shown["quality"]["groundedness"] is not None or shown["mode"] == "extractive"
+        assert httpx.post(f"{url}/v1/queries/nope/feedback", json={"score": 1}).status_code == 404
+        for bad in ({"score": 5}, {"score": "1"}, {}, {"score": 1, "comment": "x\x00"}, {"score": 1, "extra": 1}):
+            r = httpx.post(f"{url}/v1/queries/{qid}/feedback", json=bad)
+            assert r.status_code == 422, (bad, r.text)

@@ -303,6 +303,12 @@ def m013_answer_quality(db: Connection) -> None:
     _ddl(db, CreateTable(S.query_quality, if_not_exists=True))
 
 
+@migration
+def m014_query_feedback(db: Connection) -> None:
+    # users' word on an answer: right, unsure or wrong, with a comment (docs/quality.md)
+    _ddl(db, CreateTable(S.query_feedback, if_not_exists=True))
+
+
 def _create_triggers(db: Connection) -> None:
     """Any insert, update or delete of a query's rows marks it dirty, whoever writes: the writers fold
     dirty queries into the totals, so the totals cannot drift from rows written around the writer."""

@@ -41,6 +41,7 @@ from tracing.ledger.schema import (
     ledger_losses,
     ledger_quarantine,
     queries,
+    query_feedback,
     query_quality,
     query_totals,
     report_rollup,
@@ -452,6 +453,23 @@ class Ledger:
     def budget_events(self, since: str, limit: int = 100) -> list[dict]:
         with self._read() as db:
             return budgets.events(db, since, limit)
+
+    def add_feedback(self, query_id: str, user_id: str, score: int, comment: str | None, at: str) -> dict:
+        """A user's word on an answer; the same user's second word replaces the first."""
+        f = query_feedback
+        row = {"query_id": query_id, "user_id": user_id, "score": score, "comment": comment, "recorded_at": at}
+        with self.engine.begin() as db:
+            ins = rollups._insert(db, f).values(**row)
+            db.execute(ins.on_conflict_do_update(index_elements=["query_id", "user_id"],
+                                                 set_={"score": score, "comment": comment, "recorded_at": at}))
+        return row
+
+    def feedback(self, query_id: str) -> list[dict]:
+        f = query_feedback
+        with self._read() as db:
+            return [dict(r) for r in db.execute(select(f.c.user_id, f.c.score, f.c.comment, f.c.recorded_at)
+                                                .where(f.c.query_id == query_id).order_by(f.c.recorded_at))
+                    .mappings()]
 
     def set_budget_webhook(self, event_id: int, status: str) -> None:
         with self.engine.begin() as db:

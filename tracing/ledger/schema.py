@@ -353,6 +353,16 @@ query_quality = Table(
     Column("recorded_at", Text, nullable=False),
 )
 
+# m014: what users say of an answer, one row per query and user (a second word replaces the first)
+query_feedback = Table(
+    "query_feedback", metadata,
+    Column("query_id", Text, primary_key=True),
+    Column("user_id", Text, primary_key=True),  # "" when the request named none
+    Column("score", INT, nullable=False),  # -1 wrong, 0 unsure, 1 right
+    Column("comment", Text),
+    Column("recorded_at", Text, nullable=False),
+)
+
 WRITABLE = {t.name: frozenset(c.name for c in t.columns if c.name != "id")
             for t in (queries, stage_calls, shadow_pairs, ledger_losses, query_quality)}
 TABLES = {t.name: t for t in metadata.sorted_tables}

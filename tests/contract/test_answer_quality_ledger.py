@@ -1,0 +1,28 @@
+"""Answer quality and users' feedback in the ledger, on SQLite and PostgreSQL alike."""
+from __future__ import annotations
+
+import json
+
+from tracing.ledger import Ledger, LedgerWriter
+
+
+def test_quality_rows_and_feedback_read_back_the_same_on_both_engines(ledger_url, tmp_path):
+    w = LedgerWriter(ledger_url, spill_dir=tmp_path / "spill")
+    w.put("queries", {"query_id": "q1", "kind": "query", "status": "ok", "started_at": "2026-12-01T00:00:00+00:00"})
+    bad = [{"citation": "[7]", "why": "no passage 7 was sent (5 were)"}]
+    for metric, value, detail in (("groundedness", 0.25, None), ("invalid_citations", 1, json.dumps(bad)),
+                                  ("retrieval_confidence", 0.5, None)):
+        w.put("query_quality", {"query_id": "q1", "metric": metric, "source": "local", "value": value,
+                                "detail": detail, "recorded_at": "2026-12-01T00:00:01+00:00"})
+    w.put("query_quality", {"query_id": "q1", "metric": "groundedness", "source": "local", "value": 0.5,
+                            "recorded_at": "2026-12-01T00:00:02+00:00"})  # written again: replaces, never a second row
+    assert w.flush(10)
+    w.close()
+    assert w.quarantined == 0
+    with Ledger.open(ledger_url) as L:
+        assert L.quality("q1") == {"groundedness": 0.5, "invalid_citations": bad, "retrieval_confidence": 0.5}
+        assert L.quality("nope") is None
+        L.add_feedback("q1", "u1", -1, "wrong article", "2026-12-01T00:01:00+00:00")
+        L.add_feedback("q1", "u1", 1, None, "2026-12-01T00:02:00+00:00")
+        L.add_feedback("q1", "", 0, "不确定", "2026-12-01T00:03:00+00:00")
+        assert [(f["user_id"], f["score"], f["comment"]) for f in L.feedback("q1")] == [("u1", 1, None), ("", 0, "不确定")]
