@@ -37,6 +37,9 @@ def write_report(ledger, fmt: str, stream: TextIO, console: Console, *, last: in
         target = console if stream is None or stream is console.file else Console(file=stream, width=80)
         target.print(report_tables(rep, currency))
         target.print(audit_line(ledger_audit))
+        quality = _quality(ledger, variant)
+        if quality is not None and quality["scored_answers"]:
+            target.print(quality_line(quality), markup=False)
         return
     if prices == "original":
         totals = ledger.report_totals(last=last, variant=variant)
@@ -59,7 +62,22 @@ def write_report(ledger, fmt: str, stream: TextIO, console: Console, *, last: in
     for i, row in enumerate(rows):
         stream.write(("," if i else "") + "\n  " + json.dumps(row, ensure_ascii=False))
     stream.write("\n],\n" + f'"totals": {json.dumps(totals, ensure_ascii=False)},\n'
+                 f'"quality": {json.dumps(_quality(ledger, variant), ensure_ascii=False)},\n'
                  f'"ledger": {json.dumps(ledger_audit, ensure_ascii=False)}}}\n')
+
+
+def _quality(ledger, variant: str | None) -> dict | None:
+    """Answer quality and feedback (all queries of the variant); None on a ledger that predates them."""
+    if {"m013_answer_quality", "m014_query_feedback"} & set(ledger.pending or ()):
+        return None
+    return ledger.quality_summary(variant)
+
+
+def quality_line(q: dict) -> str:
+    f = q["feedback"]
+    return (f"quality: {q['scored_answers']:,} answers scored, groundedness {q['mean_groundedness']:.0%}, "
+            f"{q['invalid_citation_rate']:.1%} cite what was not sent\n"
+            f"feedback: {f['right']:,} right, {f['unsure']:,} unsure, {f['wrong']:,} wrong")
 
 
 def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, variant: str | None,

@@ -353,8 +353,9 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     @app.get("/v1/reports/summary", dependencies=[Depends(auth)])
     def summary(last: int | None = Query(None, ge=1, le=MAX_INT), variant: str | None = None):
         # orphans, unknown LLM attempts, quarantined/spilled/lost rows, totals stale or catching up
-        rep, ledger_audit = read(lambda L: (L.report(last=last, variant=variant, rows=0), L.audit()))
-        return {**rep.totals, "ledger": ledger_audit}
+        rep, ledger_audit, quality = read(lambda L: (L.report(last=last, variant=variant, rows=0), L.audit(),
+                                                     L.quality_summary(variant)))
+        return {**rep.totals, "quality": quality, "ledger": ledger_audit}
 
     @app.get("/v1/experiments/{name}", dependencies=[Depends(auth)])
     def experiment(name: str):

@@ -26,3 +26,6 @@ def test_quality_rows_and_feedback_read_back_the_same_on_both_engines(ledger_url
         L.add_feedback("q1", "u1", 1, None, "2026-12-01T00:02:00+00:00")
         L.add_feedback("q1", "", 0, "不确定", "2026-12-01T00:03:00+00:00")
         assert [(f["user_id"], f["score"], f["comment"]) for f in L.feedback("q1")] == [("u1", 1, None), ("", 0, "不确定")]
+        assert L.quality_summary() == {"scored_answers": 1, "mean_groundedness": 0.5, "invalid_citation_rate": 1.0,
+                                       "feedback": {"right": 1, "unsure": 1, "wrong": 0}}
+        assert L.quality_summary("other-variant")["scored_answers"] == 0

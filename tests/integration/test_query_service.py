@@ -115,3 +115,37 @@ def test_the_quality_signals_are_in_the_ledger_beside_the_cost(service_for, tmp_
         assert ledger.quality(bad["query_id"]) == bad["quality"]
     finally:
         ledger.close()
+
+
+def test_reports_show_quality_and_feedback_beside_the_cost(service_for, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from rag_app.report_export import write_report
+    from tests.conftest import wait_until
+    from tests.fakes.openai_server import Reply
+
+    service, llm = service_for(cache_size=0)
+    good, _ = service.answer(QueryRequest(Q))
+    llm.script = [Reply(content=INVENTED)]
+    bad, _ = service.answer(QueryRequest("董事会由几人组成？"))
+    ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.sqlite")
+    try:
+        wait_until(lambda: ledger.quality(bad["query_id"]) is not None, "quality rows")
+        ledger.add_feedback(bad["query_id"], "u1", -1, "没有第九百九十九条", "2026-12-01T00:00:00+00:00")
+        summary = ledger.quality_summary()
+        assert summary == {"scored_answers": 2, "mean_groundedness": 0.5, "invalid_citation_rate": 0.5,
+                           "feedback": {"right": 0, "unsure": 0, "wrong": 1}}
+        text = io.StringIO()
+        write_report(ledger, "table", text, Console(file=text, width=80), last=None, variant=None,
+                     prices="original", table_rows=20)
+        lines = text.getvalue().splitlines()
+        assert "quality: 2 answers scored, groundedness 50%, 50.0% cite what was not sent" in lines
+        assert "feedback: 0 right, 0 unsure, 1 wrong" in lines and max(map(len, lines)) <= 80
+        js = io.StringIO()
+        write_report(ledger, "json", js, Console(file=io.StringIO()), last=None, variant=None, prices="original",
+                     table_rows=20)
+        assert json.loads(js.getvalue())["quality"] == summary
+    finally:
+        ledger.close()

@@ -198,6 +198,27 @@ class Ledger:
         return {"scored": inv[0], "groundedness": float(g[1]) / g[0] if g[0] else None,
                 "invalid_citation_rate": inv[2] / inv[0] if inv[0] else None}
 
+    def quality_summary(self, variant: str | None = None) -> dict:
+        """Every scored answer (source `local`) and users' feedback, optionally of one variant: what
+        `rag report` and /v1/reports/summary show beside the cost."""
+        q, f, t = query_quality, query_feedback, queries
+        of = [t.c.kind == "query", *([t.c.variant == variant] if variant else [])]
+        ids = select(t.c.query_id).where(*of)
+        with self._read() as db:
+            rows = {m: (int(number(n)), number(total), int(number(bad)))
+                    for m, n, total, bad in db.execute(
+                        select(q.c.metric, func.count(q.c.value), func.sum(q.c.value),
+                               func.sum(case((q.c.value > 0, 1), else_=0)))
+                        .where(q.c.query_id.in_(ids), q.c.source == "local", q.c.value.is_not(None))
+                        .group_by(q.c.metric))}
+            said = dict(db.execute(select(f.c.score, func.count()).where(f.c.query_id.in_(ids))
+                                   .group_by(f.c.score)).all())
+        g, inv = rows.get("groundedness", (0, None, 0)), rows.get("invalid_citations", (0, None, 0))
+        return {"scored_answers": inv[0], "mean_groundedness": round(float(g[1]) / g[0], 4) if g[0] else None,
+                "invalid_citation_rate": round(inv[2] / inv[0], 4) if inv[0] else None,
+                "feedback": {"right": int(said.get(1, 0)), "unsure": int(said.get(0, 0)),
+                             "wrong": int(said.get(-1, 0))}}
+
     def quality(self, query_id: str) -> dict | None:
         """The answer's quality signals as the answer showed them ({groundedness, invalid_citations (the
         list), retrieval_confidence}; source `local`), or None when none were recorded (an error, a
