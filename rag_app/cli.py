@@ -196,6 +196,13 @@ def _print_answer(p: dict) -> None:
     out.print("[bold]citations[/bold]")
     for i, c in enumerate(p["citations"], 1):
         out.print(f"  [{i}] {citation_label({**c, 'doc': _short(c['doc'])})}", markup=False)
+    q = p.get("quality")
+    if q:
+        grounded = "-" if q["groundedness"] is None else f"{q['groundedness']:.0%}"
+        bad = q["invalid_citations"]
+        out.print(f"quality: grounded {grounded}, {len(bad)} invalid citation{'s' * (len(bad) != 1)}"
+                  + "".join(f" ({b['citation']}: {b['why']})" for b in bad[:3])
+                  + f", retrieval confidence {q['retrieval_confidence']:.2f}", markup=False, soft_wrap=True)
     out.print(stage_table(p["stages"], title=f"cost of query {p['query_id']}"))
     def total(known, priced) -> str:  # an unknown total shows what is priced and that the rest is not
         rows = p["unpriced_rows"]
