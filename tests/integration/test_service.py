@@ -371,3 +371,42 @@ def test_users_can_say_an_answer_was_wrong(indexed, tmp_path):
         for bad in ({"score": 5}, {"score": "1"}, {}, {"score": 1, "comment": "x\x00"}, {"score": 1, "extra": 1}):
             r = httpx.post(f"{url}/v1/queries/{qid}/feedback", json=bad)
             assert r.status_code == 422, (bad, r.text)
+
+
+def test_the_audits_cheaper_arm_that_invents_an_article_is_rolled_back_over_http(indexed, tmp_path):
+    """A 50% split, control gpt-4o-mini quoting passage [1], treatment gpt-4.1-nano (a third cheaper)
+    answering with an article that does not exist and a passage never sent: 0.7.0 said promote."""
+    import shutil
+
+    from rag_app.experiments import ExperimentConfig, assign
+    from tests.fakes.openai_server import FakeOpenAI, Reply
+
+    invented = "根据《中华人民共和国劳动法》第九百九十九条，用人单位可以随时无理由辞退劳动者且无需支付任何补偿[7]"
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"variants": {"nano": {"llm_model": "gpt-4.1-nano"}}, "experiments": {
+        "cheaper": {"control": "default", "treatment": "nano", "rollout_pct": 50, "seed": "s"}}}))
+    exp = ExperimentConfig.load(cfg).experiments["cheaper"]
+    shutil.copytree(indexed / "data" / "edge", tmp_path / "d" / "edge")
+    with FakeOpenAI() as llm:
+        settings = make_settings(indexed, data_dir=tmp_path / "d", experiments_file=cfg, experiment="cheaper",
+                                 answer_cache_size=0, openai_base_url=llm.base_url)
+        with Server(settings) as url:
+            for i in range(80):
+                user = f"u{i}"
+                treated = assign(exp, user).arm == "treatment"
+                llm.script = [Reply(content=invented) if treated else Reply()]
+                r = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？", "user_id": user},
+                               timeout=HANG_S)
+                assert r.status_code == 200 and (r.json()["quality"]["groundedness"] == 0.0) == treated, r.text
+            res: dict = {}
+
+            def counted() -> bool:
+                nonlocal res
+                res = httpx.get(f"{url}/v1/experiments/cheaper").json()
+                return res["arms"]["control"]["queries"] + res["arms"]["treatment"]["queries"] >= 80
+            wait_until(counted, "80 queries in the comparison")
+    c, t = res["arms"]["control"], res["arms"]["treatment"]
+    assert t["cost_per_query"]["mean"] < 0.9 * c["cost_per_query"]["mean"]  # cost alone would promote
+    assert c["quality"]["groundedness"] == 1.0 and t["quality"]["groundedness"] == 0.0
+    assert t["quality"]["invalid_citation_rate"] == 1.0 and min(c["quality"]["scored"], t["quality"]["scored"]) >= 30
+    assert res["verdict"] == "roll back" and res["decided_by"] == "quality", res["reason"]
