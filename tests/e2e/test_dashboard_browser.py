@@ -83,6 +83,12 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 assert page.locator("#queries tbody tr").count() == 12
                 assert page.locator("#chart-stages rect").count() == 12 * 4  # a bar segment per stage per query
                 assert page.inner_text("#t-answer-cache") == "0.0%" and "$0" in page.inner_text("#t-saved")
+                # answer quality beside the cost (the fake LLM answers every question with 第五十七条 [1]:
+                # grounded only where passage [1] holds it)
+                quality = httpx.get(f"{url}/v1/reports/summary", headers={"Authorization": "Bearer tok"}).json()["quality"]
+                assert quality["scored_answers"] == 12 and 0 < quality["mean_groundedness"] <= 1
+                assert page.inner_text("#t-quality") == f"{100 * quality['mean_groundedness']:.1f}%"
+                assert "12 scored" in page.inner_text("#t-quality-more")
                 page.wait_for_selector("#budgets tbody tr")
                 assert page.locator("#budgets tbody tr").count() == 12  # "*": one row per user that spent
                 assert "user=* day" in page.locator("#budgets tbody tr").first.inner_text()
@@ -118,6 +124,7 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 text = page.inner_text("#stages")
                 assert "retry" in text and text.count("generate") == 2
                 assert page.inner_text("#q-cost") == usd(retried['cost_usd'])
+                assert "quality: grounded" in page.inner_text("#q-quality")
                 # the retried query was the first of 12 and the server keeps the last 10 answers: its costs
                 # still show, and the page says why there is no text
                 assert retried["query_id"] == rows[-1]["query_id"]
