@@ -329,6 +329,11 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         return {**_query_json(row), "quality": quality, "feedback": feedback,
                 "stages": [stage_json(r) for r in stages]}
 
+    @app.get("/v1/feedback", dependencies=[Depends(auth)])
+    def review(score: int = Query(-1, ge=-1, le=1), limit: int = Query(50, ge=1, le=500)):
+        """The review list: the latest answers users marked wrong (score -1), unsure (0) or right (1)."""
+        return {"score": score, "answers": read(lambda L: L.review(score, limit))}
+
     @app.post("/v1/queries/{query_id}/feedback", dependencies=[Depends(auth)])
     def query_feedback(query_id: str, req: FeedbackRequest):
         """A user's word on an answer (-1 wrong, 0 unsure, 1 right, a comment): kept in the ledger beside

@@ -29,3 +29,8 @@ def test_quality_rows_and_feedback_read_back_the_same_on_both_engines(ledger_url
         assert L.quality_summary() == {"scored_answers": 1, "mean_groundedness": 0.5, "invalid_citation_rate": 1.0,
                                        "feedback": {"right": 1, "unsure": 1, "wrong": 0}}
         assert L.quality_summary("other-variant")["scored_answers"] == 0
+        L.add_feedback("q1", "u2", -1, "引用的条文不对", "2026-12-01T00:04:00+00:00")
+        assert L.review(-1) == [{"query_id": "q1", "question": None, "variant": None, "user_id": "u2", "score": -1,
+                                 "comment": "引用的条文不对", "recorded_at": "2026-12-01T00:04:00+00:00",
+                                 "groundedness": 0.5}]
+        assert [r["user_id"] for r in L.review(1)] == ["u1"] and L.review(-1, limit=0) == []

@@ -89,6 +89,15 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 assert quality["scored_answers"] == 12 and 0 < quality["mean_groundedness"] <= 1
                 assert page.inner_text("#t-quality") == f"{100 * quality['mean_groundedness']:.1f}%"
                 assert "12 scored" in page.inner_text("#t-quality-more")
+                page.wait_for_selector("#review-none")  # nobody marked an answer wrong yet
+                wrong = rows[1]["query_id"]
+                said_wrong = httpx.post(f"{url}/v1/queries/{wrong}/feedback", headers={"Authorization": "Bearer tok"},
+                                        json={"score": -1, "comment": "引用的条文不对"})
+                assert said_wrong.status_code == 200, said_wrong.text
+                page.reload()
+                page.wait_for_selector("#review tbody tr")
+                assert page.locator("#review tbody tr").count() == 1 and "引用的条文不对" in page.inner_text("#review")
+                assert "1 marked wrong" in page.inner_text("#t-quality-more")
                 page.wait_for_selector("#budgets tbody tr")
                 assert page.locator("#budgets tbody tr").count() == 12  # "*": one row per user that spent
                 assert "user=* day" in page.locator("#budgets tbody tr").first.inner_text()

@@ -485,6 +485,19 @@ class Ledger:
                                                  set_={"score": score, "comment": comment, "recorded_at": at}))
         return row
 
+    def review(self, score: int = -1, limit: int = 50) -> list[dict]:
+        """The latest answers users gave `score` (-1: marked wrong), with the question and its groundedness:
+        the review list."""
+        f, t, q = query_feedback, queries, query_quality
+        grounded = (select(q.c.value).where(q.c.query_id == f.c.query_id, q.c.metric == "groundedness",
+                                            q.c.source == "local").scalar_subquery())
+        with self._read() as db:
+            return [dict(r) for r in db.execute(
+                select(f.c.query_id, t.c.question, t.c.variant, f.c.user_id, f.c.score, f.c.comment,
+                       f.c.recorded_at, grounded.label("groundedness"))
+                .select_from(f.outerjoin(t, t.c.query_id == f.c.query_id))
+                .where(f.c.score == score).order_by(f.c.recorded_at.desc()).limit(limit)).mappings()]
+
     def feedback(self, query_id: str) -> list[dict]:
         f = query_feedback
         with self._read() as db:
