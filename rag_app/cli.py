@@ -510,6 +510,8 @@ def _print_eval(result: dict, ks: list[int]) -> None:
 
 
 def _write_eval(result: dict, path: Path) -> None:
+    from rag_app.report_export import plain_row
+
     if path.suffix.lower() == ".csv":
         # a nested value (the per-budget recalls) as JSON, not Python's repr, so other tools can read it
         rows = [{k: json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v for k, v in r.items()}
@@ -518,7 +520,7 @@ def _write_eval(result: dict, path: Path) -> None:
         with path.open("w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=fields)
             w.writeheader()
-            w.writerows(rows)
+            w.writerows(plain_row(r) for r in rows)
     else:
         path.write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
 

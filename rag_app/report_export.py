@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+from decimal import Decimal
 from typing import TextIO
 
 from rich.console import Console
@@ -56,7 +58,7 @@ def write_report(ledger, fmt: str, stream: TextIO, console: Console, *, last: in
             if writer is None:
                 writer = csv.DictWriter(stream, fieldnames=list(row))
                 writer.writeheader()
-            writer.writerow(row)
+            writer.writerow(plain_row(row))
         return
     stream.write('{"queries": [')
     for i, row in enumerate(rows):
@@ -64,6 +66,19 @@ def write_report(ledger, fmt: str, stream: TextIO, console: Console, *, last: in
     stream.write("\n],\n" + f'"totals": {json.dumps(totals, ensure_ascii=False)},\n'
                  f'"quality": {json.dumps(_quality(ledger, variant), ensure_ascii=False)},\n'
                  f'"ledger": {json.dumps(ledger_audit, ensure_ascii=False)}}}\n')
+
+
+def plain_number(v: float) -> str:
+    """A float as a spreadsheet and a finance person read it: 0.000084242, never 8.4242e-05 (the
+    shortest text that reads back as the same float, without an exponent)."""
+    if not math.isfinite(v):
+        return str(v)
+    text = format(Decimal(repr(v)), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def plain_row(row: dict) -> dict:
+    return {k: plain_number(v) if isinstance(v, float) else v for k, v in row.items()}
 
 
 def _quality(ledger, variant: str | None) -> dict | None:
@@ -95,7 +110,7 @@ def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, va
         if rows:
             w = csv.DictWriter(stream, fieldnames=list(rows[0]))
             w.writeheader()
-            w.writerows(rows)
+            w.writerows(plain_row(r) for r in rows)
         return
     target = console if stream is console.file else Console(file=stream, width=80)
     target.print(by_table(dim, rows, currency))
