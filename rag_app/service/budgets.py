@@ -229,12 +229,14 @@ class BudgetGate:
                 return mean
             if not first:
                 first.append(self.first_estimate(question))
-            return first[0] or 0  # unpriced: unknown, counted by RAG_BUDGET_UNPRICED instead
+            return first[0] or 0  # unpriced: unknown (`mine_unknown`), RAG_BUDGET_UNPRICED decides
 
         def decide(tx: BudgetTx) -> tuple[dict | None, list[tuple[int, dict]]]:
             refusal: dict | None = None
             events: list[dict] = []
             mine = estimate(tx)  # this query's own cost counts: a limit of 5.5 queries admits 5
+            # no priced history and no price for the model: this query's own cost is unknown
+            mine_unknown = mine == 0 and bool(first) and first[0] is None
             for b, value in applicable:
                 start, reset = period_bounds(b.period, now)
                 limit, fx = self.limits.nano(b, start)
@@ -250,11 +252,11 @@ class BudgetGate:
                     if rolling >= b.alert_at * limit and (last is None or last < stamp(window)):
                         events.append({**base, "kind": "alert", "spend_nano_usd": rolling})
                 over = priced + flight >= limit or priced + flight + mine > limit
-                unknown = unpriced > 0 and self.unpriced == "block"
+                unknown = (unpriced > 0 or mine_unknown) and self.unpriced == "block"
                 if b.hard and (over or unknown):
                     if refusal is None:
                         refusal = _refusal(b, value, limit, fx, priced, flight, n_flight, unpriced, reset, now, over,
-                                           mine)
+                                           mine, mine_unknown)
                     last = tx.last_event_at(b.label, value, "hard")
                     if last is None or last < stamp(start):
                         events.append({**base, "kind": "hard", "spend_nano_usd": priced})
@@ -285,14 +287,17 @@ class BudgetGate:
 
 
 def _refusal(b: Budget, value: str, limit: int, fx: str | None, priced: int, flight: int, n_flight: int,
-             unpriced: int, reset: datetime, now: datetime, over: bool, mine: int) -> dict:
+             unpriced: int, reset: datetime, now: datetime, over: bool, mine: int, mine_unknown: bool = False) -> dict:
     why = (f"spent {_usd(priced)} of {_usd(limit)}" + (f" (+{_usd(flight)} in flight)" if flight else "")
            + (f"; this query may cost {_usd(mine)}" if mine else "")
-           if over else f"{unpriced} unpriced call(s) this {b.period}: spend unknown (RAG_BUDGET_UNPRICED=block)")
+           if over else f"{unpriced} unpriced call(s) this {b.period}: spend unknown (RAG_BUDGET_UNPRICED=block)"
+           if unpriced else "this query's model has no price, so its cost is unknown (RAG_BUDGET_UNPRICED=block; "
+                            "price it in RAG_PRICE_OVERRIDES)")
     return {"detail": f"budget {b.label} for {b.dim} {value!r} exhausted: {why}; resets at {stamp(reset)}",
             "type": "budget_exceeded", "budget": b.label, "dim": b.dim, "value": value, "period": b.period,
             "limit_usd": usd_json(limit), "spend_usd": usd_json(priced), "in_flight_usd": usd_json(flight),
-            "in_flight_queries": n_flight, "estimate_usd": usd_json(mine), "unpriced_calls": unpriced, "spend_known": unpriced == 0,
+            "in_flight_queries": n_flight, "estimate_usd": None if mine_unknown else usd_json(mine),
+            "unpriced_calls": unpriced, "spend_known": unpriced == 0,
             **({"limit_cny": float(b.limit), "fx": fx} if b.currency == "CNY" else {}),
             "reset_at": stamp(reset), "retry_after_s": max(1, int((reset - now).total_seconds()) + 1)}
 

@@ -146,17 +146,17 @@ def test_unpriced_spend_is_unknown_never_free(indexed, tmp_path, policy):
                                  data_dir=indexed / "data", ledger_url=f"sqlite:///{tmp_path}/l.sqlite")
         with Server(settings) as url:
             first = ask(url, "u9")
+            if policy == "block":  # the model has no price: its cost is unknown from the first call
+                assert first.status_code == 429 and "no price" in first.json()["detail"], first.text
+                assert first.json()["estimate_usd"] is None and len(llm.requests) == 0
+                return
             assert first.status_code == 200, first.text
             wait_until(lambda: httpx.get(f"{url}/v1/queries/{first.json()['query_id']}").status_code == 200,
                        "first query's rows in the ledger")
             second = ask(url, "u9", question="股东会的职权有哪些？")
             row = httpx.get(f"{url}/v1/budgets").json()["budgets"][0]
     assert row["unpriced_calls"] >= 1 and row["spend_known"] is False
-    if policy == "block":
-        assert second.status_code == 429 and second.json()["unpriced_calls"] >= 1, second.text
-        assert "spend unknown" in second.json()["detail"]
-    else:
-        assert second.status_code == 200, second.text
+    assert second.status_code == 200, second.text  # allow: the priced part counts, the rest is shown unknown
 
 
 @pytest.mark.parametrize("budgets, field", [

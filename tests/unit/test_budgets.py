@@ -121,3 +121,19 @@ def test_admission_with_the_ledger_down_follows_the_setting(tmp_path, policy):
         assert gate.admitted_unchecked == 1
     with pytest.raises(ZeroDivisionError):  # a bug is a bug, under either setting: never admitted unchecked
         BudgetGate(load_budgets(path), Limits(FxTable()), lambda fn: 1 / 0, ledger_down="open").admit("q2", {"user": "u"})
+
+
+@pytest.mark.parametrize("policy", ["block", "allow"])
+def test_an_unpriced_models_first_query_is_unknown_spend_from_the_first_call(tmp_path, policy):
+    from rag_app.service.budgets import OverBudget
+
+    gate, ledger = _gate(tmp_path, 100.0, first_estimate=lambda q: None, unpriced=policy)
+    try:
+        if policy == "block":
+            with pytest.raises(OverBudget) as e:
+                gate.admit("q1", {"user": "u1", "variant": "default"}, "问题")
+            assert "no price" in e.value.body["detail"] and e.value.body["estimate_usd"] is None
+        else:
+            gate.admit("q1", {"user": "u1", "variant": "default"}, "问题")
+    finally:
+        ledger.close()
