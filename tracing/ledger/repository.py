@@ -184,38 +184,24 @@ class Ledger:
     def arm_quality(self, experiment: str, variant: str, side: str) -> dict:
         """An arm's answer quality (source `local`): how many answers were scored, their mean
         groundedness, and the share with an invalid citation."""
-        t, q = query_totals, query_quality
+        t = query_totals
         arm = select(t.c.query_id).where(t.c.kind == "query", t.c.experiment == experiment, t.c.variant == variant,
                                          t.c.side == side)
         with self._read() as db:
-            rows = {m: (int(number(n)), number(total), int(number(bad)))
-                    for m, n, total, bad in db.execute(
-                        select(q.c.metric, func.count(q.c.value), func.sum(q.c.value),
-                               func.sum(case((q.c.value > 0, 1), else_=0)))
-                        .where(q.c.query_id.in_(arm), q.c.source == "local", q.c.value.is_not(None))
-                        .group_by(q.c.metric))}
-        g, inv = rows.get("groundedness", (0, None, 0)), rows.get("invalid_citations", (0, None, 0))
-        return {"scored": inv[0], "groundedness": float(g[1]) / g[0] if g[0] else None,
-                "invalid_citation_rate": inv[2] / inv[0] if inv[0] else None}
+            scored, grounded, invalid = _quality_of(db, arm)
+        return {"scored": scored, "groundedness": grounded, "invalid_citation_rate": invalid}
 
     def quality_summary(self, variant: str | None = None) -> dict:
         """Every scored answer (source `local`) and users' feedback, optionally of one variant: what
         `rag report` and /v1/reports/summary show beside the cost."""
-        q, f, t = query_quality, query_feedback, queries
-        of = [t.c.kind == "query", *([t.c.variant == variant] if variant else [])]
-        ids = select(t.c.query_id).where(*of)
+        f, t = query_feedback, queries
+        ids = select(t.c.query_id).where(t.c.kind == "query", *([t.c.variant == variant] if variant else []))
         with self._read() as db:
-            rows = {m: (int(number(n)), number(total), int(number(bad)))
-                    for m, n, total, bad in db.execute(
-                        select(q.c.metric, func.count(q.c.value), func.sum(q.c.value),
-                               func.sum(case((q.c.value > 0, 1), else_=0)))
-                        .where(q.c.query_id.in_(ids), q.c.source == "local", q.c.value.is_not(None))
-                        .group_by(q.c.metric))}
+            scored, grounded, invalid = _quality_of(db, ids)
             said = dict(db.execute(select(f.c.score, func.count()).where(f.c.query_id.in_(ids))
                                    .group_by(f.c.score)).all())
-        g, inv = rows.get("groundedness", (0, None, 0)), rows.get("invalid_citations", (0, None, 0))
-        return {"scored_answers": inv[0], "mean_groundedness": round(float(g[1]) / g[0], 4) if g[0] else None,
-                "invalid_citation_rate": round(inv[2] / inv[0], 4) if inv[0] else None,
+        return {"scored_answers": scored, "mean_groundedness": None if grounded is None else round(grounded, 4),
+                "invalid_citation_rate": None if invalid is None else round(invalid, 4),
                 "feedback": {"right": int(said.get(1, 0)), "unsure": int(said.get(0, 0)),
                              "wrong": int(said.get(-1, 0))}}
 
@@ -527,3 +513,15 @@ def _translated(target: LedgerTarget, e: BaseException) -> Exception:
     return e if isinstance(e, Exception) else RuntimeError(msg)
 
 
+def _quality_of(db, ids) -> tuple[int, float | None, float | None]:
+    """(answers scored, mean groundedness, share with an invalid citation) of the queries `ids` selects
+    (source `local`): one grouped read of query_quality, for an experiment's arm and for the reports."""
+    q = query_quality
+    rows = {m: (int(number(n)), number(total), int(number(bad)))
+            for m, n, total, bad in db.execute(
+                select(q.c.metric, func.count(q.c.value), func.sum(q.c.value),
+                       func.sum(case((q.c.value > 0, 1), else_=0)))
+                .where(q.c.query_id.in_(ids), q.c.source == "local", q.c.value.is_not(None))
+                .group_by(q.c.metric))}
+    g, inv = rows.get("groundedness", (0, None, 0)), rows.get("invalid_citations", (0, None, 0))
+    return inv[0], float(g[1]) / g[0] if g[0] else None, inv[2] / inv[0] if inv[0] else None
