@@ -31,7 +31,7 @@ from rag_app import sparse  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
 from rag_app.levers import _query_terms, _to_vector  # noqa: E402
-from rag_app.types import Chunk  # noqa: E402
+from rag_app.core.types import Chunk  # noqa: E402
 from tracing.ledger import percentile  # noqa: E402
 
 

@@ -19,7 +19,7 @@ from rag_app.levers import _embed_lock as rescore_lock
 from rag_app.levers import levers_for
 from rag_app.rescore_pass import fill_rescore_vectors
 from rag_app.sparse import READS, TOKENIZER_VERSION
-from rag_app.usage import StageUsage
+from rag_app.core.usage import StageUsage
 
 
 def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None,

@@ -17,14 +17,14 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from rag_app import stages
 from rag_app.attempts import utcnow
-from rag_app.errors import LLMError
+from rag_app.core.errors import LLMError
 from rag_app.pipeline import Pipeline
-from rag_app.ports import Pricer
+from rag_app.core.ports import Pricer
 from rag_app.quality import quality_of
 from rag_app.scope import Scope
 from rag_app.stages import Retrieved
-from rag_app.types import Answer, ScoredChunk
-from rag_app.usage import USAGE_EVENT, StageUsage
+from rag_app.core.types import Answer, ScoredChunk
+from rag_app.core.usage import USAGE_EVENT, StageUsage
 
 R = TypeVar("R")
 

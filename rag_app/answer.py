@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from rag_app.excerpt import Excerpt, best_excerpt, ends_sentence, section_at, sections_in
-from rag_app.types import Citation, ScoredChunk
+from rag_app.core.types import Citation, ScoredChunk
 
 _MARKER = re.compile(r"\[(\d{1,2})\]")
 _CJK = re.compile(r"[\u3400-\u9fff]")

@@ -22,17 +22,17 @@ from typing import Any
 from rag_app.config import Settings
 from rag_app.embedding import LocalEmbeddings, load_embeddings
 from rag_app.embedding_cache import EmbeddingCache
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from rag_app.indexing import IngestReport
 from rag_app.ledger_location import LedgerURLError
 from rag_app.pipeline import Pipeline, QueryConfig
-from rag_app.ports import Reranker
+from rag_app.core.ports import Reranker
 from rag_app.rerank import load_reranker
 from rag_app.scope import Scope
 from rag_app.sparse import READS as TOKENIZERS_READ
 from rag_app.sparse import TOKENIZER_VERSION
 from rag_app.store import CollectionInfo, VectorStore, open_store
-from rag_app.types import Answer
+from rag_app.core.types import Answer
 from tracing.cost_tracer import CostTracer
 from tracing.costing import LedgerPricer
 from tracing.ledger import LedgerWriter
@@ -222,13 +222,13 @@ class RagApp:
         from rag_app import colloquial, sparse
         from rag_app.attempts import utcnow
         from rag_app.charges import charge_index
-        from rag_app.errors import RagError
+        from rag_app.core.errors import RagError
         from rag_app.levers import levers_for
         from rag_app.model_tokens import tokenizer_for
         from rag_app.retrieval import legs_for
         from rag_app.scope import catalogue
         from rag_app.tokens import encoding
-        from rag_app.usage import StageUsage
+        from rag_app.core.usage import StageUsage
 
         t0, started = time.perf_counter(), utcnow()
         try:

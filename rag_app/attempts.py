@@ -25,7 +25,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from rag_app.llm_usage import PROVIDER, TokenUsage, attempt_status, classify_error, usage_from_llm_result
 from rag_app.model_tokens import ModelTokenizer, tokenizer_for
-from rag_app.usage import AttemptInfo, StageUsage
+from rag_app.core.usage import AttemptInfo, StageUsage
 
 Hook = Callable[[StageUsage, dict[str, Any]], None]  # (usage, the run's metadata)
 # Run metadata set by the generate stage: it reports each attempt's usage itself (priced, on the answer),

@@ -15,7 +15,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from rag_app.cli_args import at_least_one, export_format, output_path, positive_ints
-from rag_app.errors import RagError
+from rag_app.core.errors import RagError
 
 
 class _RagGroup(TyperGroup):

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

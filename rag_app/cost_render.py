@@ -1,6 +1,6 @@
 """Money and cost tables for people: sensible precision, 80 columns, "unpriced" never shown as $0.
 
-JSON and CSV keep full nano-dollar precision (rag_app.money.usd_json); only what a person reads is
+JSON and CSV keep full nano-dollar precision (rag_app.core.money.usd_json); only what a person reads is
 rounded here: three significant digits ($0.000129), never scientific notation, never "$0.00…".
 """
 from __future__ import annotations

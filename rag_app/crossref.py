@@ -32,7 +32,7 @@ def same_document_refs(text: str, own: tuple[str, ...] = ()) -> list[str]:
 def attach_linked(store, collection: str, contexts: list, max_links: int) -> list:
     """The articles the top passages cite inside their own law, appended after them (at most
     `max_links`, none already present), each marked with the chunk that linked it."""
-    from rag_app.types import ScoredChunk
+    from rag_app.core.types import ScoredChunk
 
     if max_links <= 0:
         return list(contexts)

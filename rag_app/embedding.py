@@ -19,9 +19,9 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from rag_app.embedding_cache import EmbeddingCache
-from rag_app.errors import ModelLoadError
+from rag_app.core.errors import ModelLoadError
 from rag_app.models import resolve_model_path
-from rag_app.usage import EmbedUsage
+from rag_app.core.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
 

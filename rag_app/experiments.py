@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 
 # Settings a variant may override; anything else in a variant is a config error.
 VARIANT_FIELDS = {"chunker", "collection", "prompt_version", "llm_model", "top_k", "top_n", "rerank_model",

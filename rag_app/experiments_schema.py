@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
 
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "answer"
 RETRIEVERS = ("hybrid", "dense", "bm25")

@@ -13,12 +13,12 @@ from pathlib import Path
 from rag_app import sparse
 from rag_app.chunking.registry import Chunker
 from rag_app.embedding import LocalEmbeddings
-from rag_app.errors import IngestError
+from rag_app.core.errors import IngestError
 from rag_app.ingest.loaders import load_document, no_chunks_error, supported
 from rag_app.ingest.textdecode import guessed_note
 from rag_app.store import CollectionInfo, SparseVector, StoredPoint, VectorStore
-from rag_app.types import Chunk, ParsedDocument
-from rag_app.usage import EmbedUsage
+from rag_app.core.types import Chunk, ParsedDocument
+from rag_app.core.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], None]  # (phase, done, total)

@@ -39,8 +39,8 @@ import numpy as np
 
 from rag_app import charges, colloquial, sparse
 from rag_app.retrieval import legs_for, put_first, ranked_chunks, retrieve, rrf_fuse
-from rag_app.types import Chunk, ScoredChunk
-from rag_app.usage import EmbedUsage
+from rag_app.core.types import Chunk, ScoredChunk
+from rag_app.core.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
 LEVERS = ("prf", "law", "expand", "rescore", "charge", "colloquial", "named", "wide")
@@ -153,7 +153,7 @@ def rescore_embeddings(model: str, cache_path, required: bool = False):
     why) or, when `required` (evaluation), the error."""
     from rag_app.embedding import LocalEmbeddings, load_encoder
     from rag_app.embedding_cache import EmbeddingCache
-    from rag_app.errors import ModelLoadError
+    from rag_app.core.errors import ModelLoadError
 
     key = (model, str(cache_path))
     with _rescorers_lock:

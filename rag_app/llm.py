@@ -19,9 +19,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 
 from rag_app.attempts import AttemptLog
-from rag_app.errors import LLMError
+from rag_app.core.errors import LLMError
 from rag_app.llm_usage import RETRYABLE, chunk_usage, classify_error
-from rag_app.usage import StageUsage
+from rag_app.core.usage import StageUsage
 
 MAX_RETRY_AFTER_S = 60.0
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rag_app.cost_render import usd
-from rag_app.errors import RagError
+from rag_app.core.errors import RagError
 
 
 def _ledger(settings):

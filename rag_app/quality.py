@@ -121,7 +121,7 @@ def score_answer(question: str, answer: str, mode: str, passages: Sequence[str],
 
 
 def quality_of(answer) -> Quality:
-    """An Answer's signals (rag_app.types.Answer), from the passages it was given."""
+    """An Answer's signals (rag_app.core.types.Answer), from the passages it was given."""
     from rag_app.answer import citation_for
 
     ctx = answer.contexts

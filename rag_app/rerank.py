@@ -10,11 +10,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from rag_app.errors import ModelLoadError, RagError
+from rag_app.core.errors import ModelLoadError, RagError
 from rag_app.models import resolve_model_path
-from rag_app.ports import Reranker
-from rag_app.types import ScoredChunk
-from rag_app.usage import PriceBasis, RerankUsage, StageUsage
+from rag_app.core.ports import Reranker
+from rag_app.core.types import ScoredChunk
+from rag_app.core.usage import PriceBasis, RerankUsage, StageUsage
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
-from rag_app.errors import RagError
+from rag_app.core.errors import RagError
 from rag_app.tokens import count_tokens
-from rag_app.usage import RerankUsage
+from rag_app.core.usage import RerankUsage
 
 
 class RerankHTTPError(RagError):

@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
-from rag_app.ports import Embedder
+from rag_app.core.ports import Embedder
 from rag_app.store import VectorStore
-from rag_app.types import Chunk
-from rag_app.usage import EmbedUsage
+from rag_app.core.types import Chunk
+from rag_app.core.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
 PHASE = "rescore"  # the progress phase name (`rag ingest` labels it)

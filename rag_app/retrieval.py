@@ -12,7 +12,7 @@ from functools import lru_cache
 from rag_app import sparse
 from rag_app.legal_numbers import find_article_refs
 from rag_app.store import CollectionInfo, Fusion, Hit, SparseVector, VectorStore, Where, matches
-from rag_app.types import Chunk, ScoredChunk
+from rag_app.core.types import Chunk, ScoredChunk
 
 
 def rrf_fuse(rankings: Sequence[Sequence[str]], weights: Sequence[float], k: int = 60) -> dict[str, float]:

@@ -26,13 +26,13 @@ from rag_app.levers import RescoreBusy, acting_levers, levers_for, search_with_u
 from rag_app.llm import invoke_with_retries
 from rag_app.model_tokens import tokenizer_for
 from rag_app.pipeline import QueryConfig
-from rag_app.ports import Embedder, ReplyStats, Reranker
+from rag_app.core.ports import Embedder, ReplyStats, Reranker
 from rag_app.rerank import rerank_candidates
 from rag_app.retrieval import legs_for
 from rag_app.scope import Resolved, Scope, catalogue, named_in, resolve
 from rag_app.store import CollectionInfo, VectorStore
-from rag_app.types import Citation, ScoredChunk
-from rag_app.usage import EmbedUsage, StageUsage
+from rag_app.core.types import Citation, ScoredChunk
+from rag_app.core.usage import EmbedUsage, StageUsage
 
 EXTRACTIVE = "extractive mode: no LLM endpoint configured"
 

@@ -20,8 +20,8 @@ import logging
 import threading
 from decimal import Decimal
 
-from rag_app.money import to_nano
-from rag_app.usage import Price, StageUsage
+from rag_app.core.money import to_nano
+from rag_app.core.usage import Price, StageUsage
 from tracing.pricing import PriceTable, Quote, rate_quote
 
 log = logging.getLogger(__name__)

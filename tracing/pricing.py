@@ -47,7 +47,7 @@ from importlib.metadata import version as pkg_version
 from pathlib import Path
 
 from tracing.fx import USD, FxTable
-from rag_app.money import to_nano
+from rag_app.core.money import to_nano
 from tracing.price_rules import HolidayCalendar, PeakRule, as_utc, bundled_calendars, parse_instant
 
 log = logging.getLogger(__name__)
@@ -308,7 +308,7 @@ class PriceTable:
         default = provider_for_url(base_url)
         if not overrides_path:
             return cls(default_provider=default, clock=clock)
-        from rag_app.errors import ConfigError
+        from rag_app.core.errors import ConfigError
         try:
             raw = Path(overrides_path).read_bytes()
         except OSError as e:

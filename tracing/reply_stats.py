@@ -1,6 +1,6 @@
 """What the ledger knows about a model's replies: the mean output tokens of its successful,
 provider-reported calls, which the generate stage uses as the expected reply of an extractive answer
-(rag_app.ports.ReplyStats). Cached for a minute; never fails a query."""
+(rag_app.core.ports.ReplyStats). Cached for a minute; never fails a query."""
 from __future__ import annotations
 
 import logging

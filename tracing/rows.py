@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from rag_app.usage import Price, StageUsage
+from rag_app.core.usage import Price, StageUsage
 
 # usage field -> stage_calls column
 COLUMN_OF = {

@@ -16,7 +16,7 @@ import numpy as np
 from rag_app.chunking.legal import chunk_id_for
 from rag_app.chunking.semantic import split_sentences
 from rag_app.tokens import count_tokens, encoding
-from rag_app.types import Chunk, ParsedDocument
+from rag_app.core.types import Chunk, ParsedDocument
 
 
 class _Base:

@@ -13,7 +13,7 @@ from rag_app.chunking.structure import Unit, split_units
 from rag_app.crossref import same_document_refs
 from rag_app.legal_numbers import parse_article_label
 from rag_app.tokens import count_tokens, encoding
-from rag_app.types import Chunk, ParsedDocument
+from rag_app.core.types import Chunk, ParsedDocument
 
 TABLE_PREFIX = "【表格】\n"
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from rag_app.legal_numbers import CN_NUM, parse_article_label
-from rag_app.types import ParsedDocument
+from rag_app.core.types import ParsedDocument
 
 # `\s+(\S.*)` and no trailing `\s*$`: that pair backtracks quadratically on a long run of spaces.
 _MD_HEADING = re.compile(r"^(#{1,6})\s+(\S.*)")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from chains.rag import build_rag
 from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from rag_app.evaluation.hits import Ranked, qrels_for, ranking_to_run
 from rag_app.evaluation.integrity import article_integrity, sentence_integrity, size_stats
 from rag_app.evaluation.qa import Question, load_qa
@@ -24,12 +24,12 @@ from rag_app.evaluation.split import SPLIT_RULE, select_split, split_key
 from rag_app.indexing import decide_collection, expand_paths, index_documents
 from rag_app.ingest.loaders import load_document
 from rag_app.levers import levers_for, parse_retriever
-from rag_app.money import usd_json
+from rag_app.core.money import usd_json
 from rag_app.pipeline import QueryConfig
 from rag_app.retrieval import legs_for
 from rag_app.scope import Scope
 from rag_app.sparse import TOKENIZER_VERSION
-from rag_app.types import Answer
+from rag_app.core.types import Answer
 
 DEFAULT_RETRIEVER = "default"  # what `rag ask` runs: RAG_RETRIEVER + RAG_RETRIEVAL_LEVERS
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from rag_app.chunking.legal import TABLE_PREFIX
 from rag_app.tokens import count_tokens
-from rag_app.types import Chunk, ParsedDocument
+from rag_app.core.types import Chunk, ParsedDocument
 
 _SENT_END = "。！？；!?;.:：”’」）)"
 _WS = " \t\r\n\u3000\u200b"

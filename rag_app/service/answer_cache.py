@@ -23,7 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from rag_app.money import usd_json
+from rag_app.core.money import usd_json
 from rag_app.scope import Scope
 
 CACHE_INDEX = "answer_cache"

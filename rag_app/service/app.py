@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_app.edge_text import EdgeText
 from rag_app.config import Settings
-from rag_app.errors import LLMError, ModelMismatch, RagError, StoreError
+from rag_app.core.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.store.space import DiskFull
 from rag_app.service.answers import AnswerArchive, RecentAnswers
 from rag_app.service.budgets import (
@@ -37,7 +37,7 @@ from rag_app.service.pool import Route, VariantPool
 from rag_app.service.query_service import QueryRequest, QueryService
 from rag_app.service.answer_cache import AnswerCache
 from rag_app.service.streaming import SSE_HEADERS, StreamedQuery, rest_of, sse
-from rag_app.money import usd_json
+from rag_app.core.money import usd_json
 from tracing.ledger import BY_DIMS, SERVICE_BOUNDS, Ledger, LedgerUnavailable, is_transient, stage_json
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from rag_app.errors import ConfigError
-from rag_app.money import usd_json
+from rag_app.core.errors import ConfigError
+from rag_app.core.money import usd_json
 from rag_app.service.webhook import Webhook
 from tracing.fx import FxTable
 from tracing.ledger import Ledger, LedgerUnavailable, is_transient

@@ -13,10 +13,10 @@ from typing import Any
 
 from rag_app.app import RagApp
 from rag_app.config import Settings
-from rag_app.errors import ConfigError, RagError
+from rag_app.core.errors import ConfigError, RagError
 from rag_app.experiments import Assignment, ExperimentConfig, assign
 from rag_app.scope import Scope
-from rag_app.types import Answer
+from rag_app.core.types import Answer
 from rag_app.attempts import utcnow
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from rag_app.service.answer_cache import AnswerCache, Cached, hit_payload
 from rag_app.service.budgets import BudgetGate
 from rag_app.service.inputs import display_path
 from rag_app.service.pool import Route, VariantPool
-from rag_app.usage import totals
+from rag_app.core.usage import totals
 
 
 @dataclass(frozen=True)

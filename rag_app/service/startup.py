@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rag_app.config import check_data_dir  # shared with the CLI's commands
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 
 LOOPBACK_BINDS = {"127.0.0.1", "localhost", "::1"}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from qdrant_client import QdrantClient, models
 
-from rag_app.errors import StoreError, StoreInUse
+from rag_app.core.errors import StoreError, StoreInUse
 from rag_app.store.base import (DENSE, DOCUMENT_FIELDS, INDEXED_FIELDS, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit, SparseVector,
                                 StoreChecks, StoredPoint, Where, check_name)
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from rag_app.errors import OutdatedStore, StoreInUse
+from rag_app.core.errors import OutdatedStore, StoreInUse
 from rag_app.store.client import ClientStore
 from rag_app.store.edge import EdgeStore
 from tests.conftest import HANG_S
@@ -45,7 +45,7 @@ class TestEdgeStore(StoreContract):
         with self.make_store(tmp_path) as s:
             s.create(info_for("legal"))
             code = ("import sys; from pathlib import Path; from rag_app.store.edge import EdgeStore\n"
-                    "from rag_app.errors import StoreInUse\n"
+                    "from rag_app.core.errors import StoreInUse\n"
                     f"try: EdgeStore(Path({str(tmp_path / 'edge')!r}))\n"
                     "except StoreInUse as e: print(e); sys.exit(3)\n")
             res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S,
@@ -108,7 +108,7 @@ class TestEdgeStore(StoreContract):
         assert not (tmp_path / "qdrant").exists()
 
     def test_bad_collection_name_is_refused(self, store):
-        from rag_app.errors import StoreError
+        from rag_app.core.errors import StoreError
 
         with pytest.raises(StoreError, match="RAG_COLLECTION"):
             store.info("../escape")

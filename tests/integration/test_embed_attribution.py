@@ -6,7 +6,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from rag_app.app import RagApp
-from rag_app.usage import EmbedUsage
+from rag_app.core.usage import EmbedUsage
 from tests.conftest import LAWS, make_settings
 
 

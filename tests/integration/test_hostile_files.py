@@ -16,7 +16,7 @@ from rag_app import sparse
 from rag_app.app import RagApp
 from rag_app.chunking.legal import LegalChunker
 from rag_app.chunking.semantic import tfidf_vectorize
-from rag_app.errors import IngestError
+from rag_app.core.errors import IngestError
 from rag_app.indexing import parse_and_chunk
 from rag_app.ingest.sandbox import _run_limited, load_limited, prepare_limited, runs_in_worker
 from tests.conftest import make_settings
@@ -219,7 +219,7 @@ def test_a_worker_that_kept_half_a_budget_from_its_files_is_retired():
 
 
 def test_an_html_page_with_no_text_is_not_told_to_ocr(tmp_path):
-    from rag_app.errors import EmptyDocument
+    from rag_app.core.errors import EmptyDocument
     from rag_app.ingest.loaders import load_document
 
     page = tmp_path / "empty.html"

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from tests.conftest import HANG_S, make_settings
 from tests.fakes.pg_cluster import PgCluster
 from rag_app.ledger_location import LedgerURLError

@@ -166,7 +166,7 @@ def test_the_questions_vector_is_made_while_bm25_searches(app):
         model_name = "probe"
 
         def embed_query_with_stats(self, question):
-            from rag_app.usage import EmbedUsage
+            from rag_app.core.usage import EmbedUsage
 
             started.set()
             return [1.0, 0.0], EmbedUsage(texts=1)
@@ -174,7 +174,7 @@ def test_the_questions_vector_is_made_while_bm25_searches(app):
         def cached_with_stats(self, texts):
             import numpy as np
 
-            from rag_app.usage import EmbedUsage
+            from rag_app.core.usage import EmbedUsage
 
             return {t: np.array([1.0, 0.0], dtype=np.float32) for t in texts}, EmbedUsage(texts=len(texts))
 

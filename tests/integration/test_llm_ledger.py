@@ -8,7 +8,7 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from rag_app.app import RagApp
-from rag_app.errors import LLMError
+from rag_app.core.errors import LLMError
 from rag_app.presenter import answer_payload
 from tests.conftest import make_settings, wait_until
 from tests.fakes.openai_server import Drop, FakeOpenAI, Held, Reply, Slow, Status

@@ -10,10 +10,10 @@ import pytest
 from rag_app.app import RagApp
 from rag_app.embedding import FALLBACK_MODEL, FlagEncoder, load_embeddings
 from rag_app.embedding_cache import EmbeddingCache
-from rag_app.errors import ModelMismatch
+from rag_app.core.errors import ModelMismatch
 from rag_app.rerank import FlagCrossEncoder, load_reranker, rerank_candidates
 from rag_app.retrieval import rrf_fuse
-from rag_app.types import Chunk, ScoredChunk
+from rag_app.core.types import Chunk, ScoredChunk
 from tests.conftest import make_settings
 
 
@@ -123,7 +123,7 @@ def test_cross_referenced_articles_are_attached(tmp_path, small_corpus):
 def test_collection_from_another_tokenizer_version_asks_for_a_rebuild(tmp_path, small_corpus):
     from dataclasses import replace
 
-    from rag_app.errors import StoreError
+    from rag_app.core.errors import StoreError
 
     with RagApp(make_settings(tmp_path, retriever="bm25")) as app:
         app.ingest([small_corpus])

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from rag_app.app import RagApp
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from tests.conftest import HANG_S, make_settings
 from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply, Slow, Status
 from tests.fakes.otlp_receiver import OtlpReceiver

@@ -8,11 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from rag_app.config import load_settings
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from rag_app.rerank import rerank_candidates
 from rag_app.rerank_http import HttpReranker
 from rag_app.tokens import count_tokens
-from rag_app.types import Chunk, ScoredChunk
+from rag_app.core.types import Chunk, ScoredChunk
 from tests.conftest import ingested_app
 from tests.fakes.rerank_server import Fail, FakeRerank, Usage
 from tracing.costing import LedgerPricer

@@ -6,7 +6,7 @@ import pytest
 
 from rag_app.app import RagApp
 from rag_app.config import load_settings
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from tests.conftest import make_settings
 
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from rag_app.app import RagApp
-from rag_app.errors import OutdatedStore
+from rag_app.core.errors import OutdatedStore
 from rag_app.store.edge import EdgeStore
 from tests.conftest import HANG_S, REPO, make_settings
 

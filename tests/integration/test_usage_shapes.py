@@ -13,7 +13,7 @@ import pytest
 
 from prompts import load_prompt
 from rag_app.config import Settings
-from rag_app.errors import LLMError
+from rag_app.core.errors import LLMError
 from rag_app.llm import build_chat_model, invoke_with_retries
 from rag_app.model_tokens import tokenizer_for
 from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply

@@ -10,7 +10,7 @@ from rag_app.excerpt import best_excerpt, ends_sentence, section_at, sentence_sp
 from rag_app.ingest.loaders import load_document
 from rag_app.presenter import citation_label
 from rag_app.tokens import count_tokens
-from rag_app.types import Chunk, ScoredChunk
+from rag_app.core.types import Chunk, ScoredChunk
 from tests.conftest import SHARED
 
 LEGAL_EN = SHARED / "data" / "legal_en" / "corpus"

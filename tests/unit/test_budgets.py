@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from rag_app.service.budgets import Limits, load_budgets, period_bounds, render_status
 from tests.conftest import HANG_S
 from tests.fakes.serve_proc import serve_env

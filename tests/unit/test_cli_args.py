@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from rag_app.cli import app
 from rag_app.cli_args import export_format, output_path, positive_ints
-from rag_app.errors import RagError
+from rag_app.core.errors import RagError
 
 EVAL = ["eval", "--qa", "qa.jsonl", "--corpus", "."]
 COMPARE = ["eval-compare", "a.jsonl", "b.jsonl", "--qa", "qa.jsonl"]

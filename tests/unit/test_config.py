@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rag_app.config import Settings
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 

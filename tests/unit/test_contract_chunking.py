@@ -9,7 +9,7 @@ from rag_app.chunking.doctype import classify, doc_type_for, parse_override
 from rag_app.chunking.registry import build_chunker
 from rag_app.config import Settings
 from rag_app.ingest.loaders import text_blocks
-from rag_app.types import ParsedDocument
+from rag_app.core.types import ParsedDocument
 from tests.fakes.contracts import nda_text
 
 
@@ -157,7 +157,7 @@ def test_english_text_gets_stems_and_chinese_text_tokenizes_as_before():
 
 
 def test_a_collection_of_tokenizer_2_is_still_read():
-    from rag_app.errors import StoreError
+    from rag_app.core.errors import StoreError
     from rag_app.store import CollectionInfo, check_tokenizer
 
     info = CollectionInfo("c", "m", 4, False, 0.0, 10.0, "legal@2", sparse_tokenizer="jieba-search+cjk-bigram/2")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from rag_app.experiments import Experiment, ExperimentConfig, assign, bucket, fnv1a32
 
 

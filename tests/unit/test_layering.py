@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 WIRING = {"rag_app/app.py", "rag_app/cli.py", "rag_app/prices_cli.py", "rag_app/report_export.py",
           "rag_app/presenter.py", "rag_app/comparison.py"}
 # what the observer may know of the domain: value types, ports, the attempt recorder, settings helpers
-DOMAIN_FOR_TRACING = {"rag_app.usage", "rag_app.ports", "rag_app.attempts", "rag_app.llm_usage", "rag_app.money",
-                      "rag_app.ledger_location", "rag_app.url_redaction", "rag_app.config", "rag_app.errors"}
+DOMAIN_FOR_TRACING = {"rag_app.core.usage", "rag_app.core.ports", "rag_app.attempts", "rag_app.llm_usage", "rag_app.core.money",
+                      "rag_app.ledger_location", "rag_app.url_redaction", "rag_app.config", "rag_app.core.errors"}
 
 
 def imports(path: Path) -> set[str]:
@@ -38,7 +38,7 @@ def test_the_domain_does_not_import_tracing(path):
     if rel in WIRING or rel.startswith("rag_app/service/"):
         return
     bad = sorted(m for m in imports(path) if m == "tracing" or m.startswith("tracing."))
-    assert not bad, f"{rel} imports {bad}: take what it needs through rag_app.ports from the composition root"
+    assert not bad, f"{rel} imports {bad}: take what it needs through rag_app.core.ports from the composition root"
 
 
 @pytest.mark.parametrize("path", modules("tracing"), ids=lambda p: str(p.relative_to(REPO)))

@@ -6,7 +6,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from tests.conftest import make_settings
 from rag_app.ledger_location import WITHHELD, parse_ledger_url, redact, scrub
 from tracing.ledger import is_transient

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from rag_app import embedding, levers
-from rag_app.errors import ModelLoadError
+from rag_app.core.errors import ModelLoadError
 from rag_app.levers import (expansion_terms, law_prior, mine_definitions, parse_retriever, prf_terms)
 
 

@@ -15,7 +15,7 @@ from rag_app.chunking.semantic import adjacent_similarity, tfidf_vectorize
 from rag_app.chunking.structure import heading_level
 from rag_app.ingest.loaders import text_blocks
 from rag_app.ingest.pdftext import restore_lines
-from rag_app.types import ParsedDocument
+from rag_app.core.types import ParsedDocument
 
 LINEAR_BOUND = 10.0  # 4x input: linear code stays near 4 (6-9 seen on a loaded machine), quadratic lands near 16
 

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pytest
 
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from tracing.fx import FxTable, display_currency
 from tracing.price_rules import bundled_calendars
 from tracing.pricing import PriceTable, load_bundled_table, provider_for_url

@@ -5,9 +5,9 @@ from decimal import Decimal
 
 import pytest
 
-from rag_app.errors import ConfigError
+from rag_app.core.errors import ConfigError
 from tests.fakes.sql_ledger import SqlLedger
-from rag_app.money import from_nano, to_nano
+from rag_app.core.money import from_nano, to_nano
 from tracing.pricing import PriceTable, rate_quote
 from tracing.ledger import percentile
 

@@ -13,7 +13,7 @@ from rag_app.embedding_cache import EmbeddingCache
 from rag_app.ingest.loaders import load_document
 from rag_app.rescore_pass import chunk_texts
 from rag_app.store import CollectionInfo, open_store
-from rag_app.types import Chunk
+from rag_app.core.types import Chunk
 
 LAW = Path(__file__).resolve().parents[1] / "fixtures" / "laws" / "社会法" / "劳动法(2018-12-29).md"
 

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from rag_app.usage import AttemptInfo, Price, StageUsage
+from rag_app.core.usage import AttemptInfo, Price, StageUsage
 from tracing.costing import LedgerPricer
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable

@@ -8,7 +8,7 @@ from rag_app.chunking.merge import Budget, Piece, pack
 from rag_app.chunking.semantic import (adjacent_similarity, breakpoints, semantic_segments, split_sentences,
                                        tfidf_vectorize)
 from rag_app.ingest.loaders import text_blocks
-from rag_app.types import ParsedDocument
+from rag_app.core.types import ParsedDocument
 
 
 def doc_of(text: str) -> ParsedDocument:

@@ -9,7 +9,7 @@ from chains.rag import report, stage
 from rag_app.context import PackedContext
 from rag_app.pipeline import QueryConfig
 from rag_app.stages import generate
-from rag_app.usage import StageUsage
+from rag_app.core.usage import StageUsage
 from tracing.cost_tracer import CostTracer
 from tracing.costing import LedgerPricer
 from tracing.ledger import LedgerWriter

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, case, cast, func, select, tuple_
 from sqlalchemy.sql import ColumnElement, Select
 
-from rag_app.money import usd_json
+from rag_app.core.money import usd_json
 from tracing.ledger import views
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import (

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, case, cast, distinct, func, insert, select
 from sqlalchemy.sql import ColumnElement
 
-from rag_app.errors import RagError
+from rag_app.core.errors import RagError
 from rag_app.ledger_location import LedgerTarget, LedgerURLError, as_target
 from tracing.ledger import budgets, reports, rollups, views
 from tracing.ledger.engine import (
@@ -279,7 +279,7 @@ class Ledger:
             losses = dict(db.execute(select(ledger_losses.c.kind, func.sum(ledger_losses.c.rows))
                                      .group_by(ledger_losses.c.kind)).all())
             stale, backlog, refolding = rollups.stale(db), rollups.dirty_count(db), rollups.refold_pending(db)
-        from rag_app.money import usd_json
+        from rag_app.core.money import usd_json
 
         return {"orphan_stage_rows": int(number(o[0])), "orphan_queries": o[1],
                 "orphan_cost_usd": usd_json(number(o[2]) or 0), "unknown_attempts": u[0],

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from rag_app.usage import EmbedUsage, RerankUsage, StageUsage
+from rag_app.core.usage import EmbedUsage, RerankUsage, StageUsage
 
 
 class Embedder(Protocol):

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, TYPE_CHECKING
 
-from rag_app.usage import StageUsage
+from rag_app.core.usage import StageUsage
 
 if TYPE_CHECKING:
     from rag_app.scope import Resolved
