@@ -32,7 +32,7 @@ from rag_app.evaluation.qa import Question, load_qa  # noqa: E402
 from rag_app.evaluation.stats import mean_ci, paired_diff_ci  # noqa: E402
 from rag_app.excerpt import Excerpt, best_excerpt  # noqa: E402
 from rag_app.ingest.loaders import load_document  # noqa: E402
-from rag_app.tokens import count_tokens  # noqa: E402
+from rag_app.text.tokens import count_tokens  # noqa: E402
 from rag_app.core.types import ScoredChunk  # noqa: E402
 
 OLD_CHARS = 400

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
-from rag_app import sparse  # noqa: E402
+from rag_app.text import sparse  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config import Settings  # noqa: E402
 from rag_app.levers import _query_terms, _to_vector  # noqa: E402

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import CORPUS_ZH, QA_ZH, SHARED, machine_line  # noqa: E402
 from bench.store_scale import bm25_corpus  # noqa: E402
-from rag_app import sparse  # noqa: E402
-from rag_app.legal_numbers import ARTICLE_REF  # noqa: E402
+from rag_app.text import sparse  # noqa: E402
+from rag_app.text.legal_numbers import ARTICLE_REF  # noqa: E402
 
 QA_EN = SHARED / "data" / "legal_en" / "qa_dev.jsonl"
 

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import CORPUS_ZH, QA_ZH, REPO, machine_line  # noqa: E402
-from rag_app import sparse  # noqa: E402
+from rag_app.text import sparse  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
 from rag_app.config import Settings  # noqa: E402

@@ -18,7 +18,7 @@ from rag_app.indexing import (IngestReport, decide_collection, expand_paths, ind
 from rag_app.levers import _embed_lock as rescore_lock
 from rag_app.levers import levers_for
 from rag_app.rescore_pass import fill_rescore_vectors
-from rag_app.sparse import READS, TOKENIZER_VERSION
+from rag_app.text.sparse import READS, TOKENIZER_VERSION
 from rag_app.core.usage import StageUsage
 
 

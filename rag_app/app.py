@@ -29,8 +29,8 @@ from rag_app.pipeline import Pipeline, QueryConfig
 from rag_app.core.ports import Reranker
 from rag_app.rerank import load_reranker
 from rag_app.scope import Scope
-from rag_app.sparse import READS as TOKENIZERS_READ
-from rag_app.sparse import TOKENIZER_VERSION
+from rag_app.text.sparse import READS as TOKENIZERS_READ
+from rag_app.text.sparse import TOKENIZER_VERSION
 from rag_app.store import CollectionInfo, VectorStore, open_store
 from rag_app.core.types import Answer
 from tracing.cost_tracer import CostTracer
@@ -219,7 +219,9 @@ class RagApp:
 
         from langchain_core.callbacks.manager import CallbackManager
 
-        from rag_app import colloquial, sparse
+        from rag_app import colloquial
+
+        from rag_app.text import sparse
         from rag_app.attempts import utcnow
         from rag_app.charges import charge_index
         from rag_app.core.errors import RagError
@@ -227,7 +229,7 @@ class RagApp:
         from rag_app.model_tokens import tokenizer_for
         from rag_app.retrieval import legs_for
         from rag_app.scope import catalogue
-        from rag_app.tokens import encoding
+        from rag_app.text.tokens import encoding
         from rag_app.core.usage import StageUsage
 
         t0, started = time.perf_counter(), utcnow()

@@ -165,7 +165,7 @@ def ask(question: str = typer.Argument(..., help="the question"),
         doc: list[str] = typer.Option([], "--doc", help="search only this document (file name, title or id); repeat"),
         law: list[str] = typer.Option([], "--law", help="search only this law (title or short name); repeat")):
     """Answer a question with citations and a per-stage cost table."""
-    from rag_app.edge_text import why_not_text
+    from rag_app.text.edge_text import why_not_text
     from rag_app.scope import Scope
 
     for name, text in [("QUESTION", question), *(("--doc", d) for d in doc), *(("--law", x) for x in law)]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
-from rag_app import sparse
+from rag_app.text import sparse
 
 
 @lru_cache(maxsize=1)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rag_app.tokens import count_tokens, cut_to_tokens
+from rag_app.text.tokens import count_tokens, cut_to_tokens
 from rag_app.core.types import Chunk, ScoredChunk
 
 MAX_GAP_CHARS = 2  # a line break or two between chunks still counts as adjacent

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from rag_app.chunking.structure import ARTICLE_START
-from rag_app.legal_numbers import find_article_refs
-from rag_app.sparse import STEM, stems_of, tokenize
-from rag_app.tokens import count_tokens, cut_to_tokens
+from rag_app.text.legal_numbers import find_article_refs
+from rag_app.text.sparse import STEM, stems_of, tokenize
+from rag_app.text.tokens import count_tokens, cut_to_tokens
 
 _CJK_END = "。！？；"
 _CLOSERS = "”’\"')）」』】"

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag_app import sparse
+from rag_app.text import sparse
 from rag_app.chunking.registry import Chunker
 from rag_app.embedding import LocalEmbeddings
 from rag_app.core.errors import IngestError

@@ -37,7 +37,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from rag_app import charges, colloquial, sparse
+from rag_app import charges, colloquial
+
+from rag_app.text import sparse
 from rag_app.retrieval import legs_for, put_first, ranked_chunks, retrieve, rrf_fuse
 from rag_app.core.types import Chunk, ScoredChunk
 from rag_app.core.usage import EmbedUsage

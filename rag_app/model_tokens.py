@@ -1,6 +1,6 @@
 """Token counts in the unit each model is *billed* in, offline.
 
-`rag_app.tokens.count_tokens` stays cl100k: it is the budget unit of chunking. Estimates of what a
+`rag_app.text.tokens.count_tokens` stays cl100k: it is the budget unit of chunking. Estimates of what a
 provider bills (replies without usage, timeouts, extractive shadow cost) must count with the
 model's own tokenizer instead: gpt-4o-mini bills o200k_base, where cl100k over-counts Chinese
 legal text by ~50%.
@@ -123,7 +123,7 @@ def tokenizer_for(model: str | None) -> ModelTokenizer:
     except KeyError:
         enc_name = None
     if enc_name == "cl100k_base":
-        from rag_app.tokens import encoding
+        from rag_app.text.tokens import encoding
 
         return ModelTokenizer("cl100k_base", _tiktoken_counter(encoding()))
     if enc_name in ("o200k_base", "o200k_harmony"):

@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rag_app.legal_numbers import find_article_refs
+from rag_app.text.legal_numbers import find_article_refs
 
 SUPPORTED_AT = 0.5  # share of a sentence's n-grams found in a passage
 MIN_GRAMS = 3  # shorter fragments ("综上。") are not claims

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from rag_app.core.errors import RagError
-from rag_app.tokens import count_tokens
+from rag_app.text.tokens import count_tokens
 from rag_app.core.usage import RerankUsage
 
 

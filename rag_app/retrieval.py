@@ -9,8 +9,8 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from rag_app import sparse
-from rag_app.legal_numbers import find_article_refs
+from rag_app.text import sparse
+from rag_app.text.legal_numbers import find_article_refs
 from rag_app.store import CollectionInfo, Fusion, Hit, SparseVector, VectorStore, Where, matches
 from rag_app.core.types import Chunk, ScoredChunk
 

@@ -21,7 +21,7 @@ from prompts import load_prompt
 from rag_app.attempts import REPORTED_BY_STAGE
 from rag_app.answer import cited_contexts, citation_for, extractive_answer, format_context
 from rag_app.context import PackedContext, pack_with_links
-from rag_app.crossref import attach_linked
+from rag_app.text.crossref import attach_linked
 from rag_app.levers import RescoreBusy, acting_levers, levers_for, search_with_usage
 from rag_app.llm import invoke_with_retries
 from rag_app.model_tokens import tokenizer_for

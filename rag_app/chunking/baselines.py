@@ -15,7 +15,7 @@ import numpy as np
 
 from rag_app.chunking.legal import chunk_id_for
 from rag_app.chunking.semantic import split_sentences
-from rag_app.tokens import count_tokens, encoding
+from rag_app.text.tokens import count_tokens, encoding
 from rag_app.core.types import Chunk, ParsedDocument
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rag_app.legal_numbers import CN_NUM, parse_article_label
+from rag_app.text.legal_numbers import CN_NUM, parse_article_label
 from rag_app.core.types import ParsedDocument
 
 # `\s+(\S.*)` and no trailing `\s*$`: that pair backtracks quadratically on a long run of spaces.

@@ -28,7 +28,7 @@ from rag_app.core.money import usd_json
 from rag_app.pipeline import QueryConfig
 from rag_app.retrieval import legs_for
 from rag_app.scope import Scope
-from rag_app.sparse import TOKENIZER_VERSION
+from rag_app.text.sparse import TOKENIZER_VERSION
 from rag_app.core.types import Answer
 
 DEFAULT_RETRIEVER = "default"  # what `rag ask` runs: RAG_RETRIEVER + RAG_RETRIEVAL_LEVERS

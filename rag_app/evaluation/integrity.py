@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Sequence
 
 from rag_app.chunking.legal import TABLE_PREFIX
-from rag_app.tokens import count_tokens
+from rag_app.text.tokens import count_tokens
 from rag_app.core.types import Chunk, ParsedDocument
 
 _SENT_END = "。！？；!?;.:：”’」）)"

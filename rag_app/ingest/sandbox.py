@@ -38,7 +38,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from rag_app import sparse
+from rag_app.text import sparse
 from rag_app.core.errors import IngestError
 from rag_app.ingest.loaders import FORMATS, load_document
 from rag_app.core.types import Chunk, ParsedDocument

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rag_app.edge_text import EdgeText
+from rag_app.text.edge_text import EdgeText
 from rag_app.config import Settings
 from rag_app.core.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.store.space import DiskFull

@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from rag_app.config import Settings
-from rag_app.edge_text import EdgeText
+from rag_app.text.edge_text import EdgeText
 from rag_app.ingest.loaders import FORMATS
 
 MAX_NAME_BYTES = 200  # file systems stop at 255 bytes; a longer upload name was a 500 for the batch

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from rag_app.edge_text import EdgeText
+from rag_app.text.edge_text import EdgeText
 from rag_app.service.inputs import AskScope
 from rag_app.presenter import citation_label
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_app import sparse
+from rag_app.text import sparse
 from rag_app.app import RagApp
 from rag_app.chunking.legal import LegalChunker
 from rag_app.chunking.semantic import tfidf_vectorize

@@ -11,7 +11,7 @@ from rag_app.config import load_settings
 from rag_app.core.errors import ConfigError
 from rag_app.rerank import rerank_candidates
 from rag_app.rerank_http import HttpReranker
-from rag_app.tokens import count_tokens
+from rag_app.text.tokens import count_tokens
 from rag_app.core.types import Chunk, ScoredChunk
 from tests.conftest import ingested_app
 from tests.fakes.rerank_server import Fail, FakeRerank, Usage

@@ -139,7 +139,7 @@ def ask_raw(url, **body):
 
 @pytest.mark.parametrize("bad", ["仲裁\ud800费用", "仲裁\x00费用", "\udcff"], ids=["surrogate", "NUL", "argv byte"])
 def test_text_no_database_can_store_is_a_422_at_every_front_door(url, bad):
-    """One rule at the edge (rag_app/edge_text.py): the question, the user, a text part, a scope name."""
+    """One rule at the edge (rag_app/text/edge_text.py): the question, the user, a text part, a scope name."""
     cases = {
         "question": ask_raw(url, question=bad),
         "user_id": ask_raw(url, question="申请仲裁应当交纳哪些费用？", user_id=bad),

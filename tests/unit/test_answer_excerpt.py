@@ -9,7 +9,7 @@ from rag_app.chunking.legal import LegalChunker
 from rag_app.excerpt import best_excerpt, ends_sentence, section_at, sentence_spans
 from rag_app.ingest.loaders import load_document
 from rag_app.presenter import citation_label
-from rag_app.tokens import count_tokens
+from rag_app.text.tokens import count_tokens
 from rag_app.core.types import Chunk, ScoredChunk
 from tests.conftest import SHARED
 

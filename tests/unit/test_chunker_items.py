@@ -7,7 +7,7 @@ from pathlib import Path
 from rag_app.chunking.legal import LegalChunker
 from rag_app.chunking.merge import Budget
 from rag_app.ingest.loaders import load_document
-from rag_app.tokens import count_tokens
+from rag_app.text.tokens import count_tokens
 from tests.conftest import LAWS
 
 LABOR = LAWS / "社会法/劳动法(2018-12-29).md"

@@ -10,7 +10,7 @@ import pytest
 from rag_app.chunking.legal import TABLE_PREFIX, LegalChunker
 from rag_app.chunking.merge import Budget
 from rag_app.ingest.loaders import load_document
-from rag_app.tokens import count_tokens
+from rag_app.text.tokens import count_tokens
 from tests.conftest import CORPUS, LEGAL_ZH
 
 pytestmark = pytest.mark.shared_data

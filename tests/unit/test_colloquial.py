@@ -1,7 +1,9 @@
 """The colloquial table (rag_app/data/colloquial_zh.tsv) and the terms it adds to a BM25 query."""
 from __future__ import annotations
 
-from rag_app import colloquial, sparse
+from rag_app import colloquial
+
+from rag_app.text import sparse
 
 
 def test_the_table_loads_and_every_row_maps_a_word_to_statutory_words():

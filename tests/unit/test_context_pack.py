@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rag_app.context import merge_chunks, pack_context
-from rag_app.tokens import count_tokens
+from rag_app.text.tokens import count_tokens
 from rag_app.core.types import Chunk, ScoredChunk
 
 DOC = ("第一条 为了保护民事主体的合法权益，调整民事关系，制定本法。\n"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag_app import sparse
+from rag_app.text import sparse
 from rag_app.chunking.contract import ContractChunker, Label, clause_path
 from rag_app.chunking.doctype import classify, doc_type_for, parse_override
 from rag_app.chunking.registry import build_chunker

@@ -1,4 +1,4 @@
-from rag_app.crossref import same_document_refs
+from rag_app.text.crossref import same_document_refs
 
 
 def test_same_document_references():

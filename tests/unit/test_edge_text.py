@@ -1,4 +1,4 @@
-"""The edge's text rule (rag_app/edge_text.py): what no database can store is refused, naming where."""
+"""The edge's text rule (rag_app/text/edge_text.py): what no database can store is refused, naming where."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from rag_app.edge_text import why_not_text
+from rag_app.text.edge_text import why_not_text
 from tests.conftest import HANG_S
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from rag_app.legal_numbers import cn_to_int, find_article_refs, int_to_cn, parse_article_label
+from rag_app.text.legal_numbers import cn_to_int, find_article_refs, int_to_cn, parse_article_label
 
 
 @pytest.mark.parametrize("cn,n", [("一", 1), ("十", 10), ("十七", 17), ("二十", 20), ("一百", 100),

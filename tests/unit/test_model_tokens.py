@@ -9,7 +9,7 @@ import pytest
 from prompts import load_prompt
 from rag_app import model_tokens
 from rag_app.model_tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, tokenizer_for
-from rag_app.tokens import count_tokens
+from rag_app.text.tokens import count_tokens
 from tests.conftest import CORPUS, LEGAL_ZH
 
 # A small prompt fixture in the repo (no shared data): two articles of the Company Law, verbatim

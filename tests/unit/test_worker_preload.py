@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_forkserver_preload_holds_jiebas_dictionary_and_the_cl100k_table():
-    code = ("import rag_app.ingest.worker_preload, rag_app.tokens as t, rag_app.sparse as s, jieba; "
+    code = ("import rag_app.ingest.worker_preload, rag_app.text.tokens as t, rag_app.text.sparse as s, jieba; "
             "print(t.encoding.cache_info().currsize, jieba.dt.initialized)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.split() == ["1", "True"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from rag_app.legal_numbers import CN_NUM, article_key, cn_to_int
+from rag_app.text.legal_numbers import CN_NUM, article_key, cn_to_int
 
 _REF = re.compile(rf"(本法|本条例|本办法|本规定|本解释|依照|依据|违反|按照|适用)?\s*第([{CN_NUM}\d]+)条(?:之([{CN_NUM}]+))?")
 _OTHER_LAW = re.compile(r"(》|法|条例|办法|规定|解释)\s*$")

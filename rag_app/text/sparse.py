@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from rag_app.legal_numbers import ARTICLE_REF, find_article_refs
+from rag_app.text.legal_numbers import ARTICLE_REF, find_article_refs
 
 K1, B = 1.2, 0.75
 # Bumped whenever tokenize() changes: a collection built with another version must be rebuilt, unless
