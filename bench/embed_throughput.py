@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 
 from bench.common import CORPUS_ZH, machine_line  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
-from rag_app.config import Settings  # noqa: E402
+from rag_app.config.settings import Settings  # noqa: E402
 from rag_app.e5_onnx import E5OnnxEncoder, _deq, build  # noqa: E402
 from rag_app.embedding import default_models_dir  # noqa: E402
 from rag_app.ingest.loaders import load_document  # noqa: E402

@@ -19,7 +19,7 @@ from bench.common import CORPUS_ZH, machine_line  # noqa: E402
 from rag_app import app as app_mod, indexing  # noqa: E402
 from rag_app.text import sparse
 from rag_app.app import RagApp  # noqa: E402
-from rag_app.config import Settings  # noqa: E402
+from rag_app.config.settings import Settings  # noqa: E402
 from rag_app.store.client import ClientStore  # noqa: E402
 from rag_app.store.edge import EdgeStore  # noqa: E402
 

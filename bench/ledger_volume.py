@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import best_of, machine_line  # noqa: E402
 from bench.ledger_writer import query_rows, raw_seconds, writer_seconds  # noqa: E402
-from rag_app.ledger_location import as_target, parse_ledger_url  # noqa: E402
+from rag_app.config.ledger_location import as_target, parse_ledger_url  # noqa: E402
 from tracing.ledger import Ledger, bulk, url_for_path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,7 +156,7 @@ def endpoints(data_dir: Path, url: str) -> dict[str, float]:
     """Every endpoint the dashboard calls, through the real app (no store needed for these)."""
     from fastapi.testclient import TestClient
 
-    from rag_app.config import Settings
+    from rag_app.config.settings import Settings
     from rag_app.service.app import create_app
 
     settings = Settings(_env_file=None, data_dir=data_dir, experiments_file=data_dir / "exp.json", ledger_url=url)

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine_line  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
-from rag_app.config import Settings  # noqa: E402
+from rag_app.config.settings import Settings  # noqa: E402
 from tests.conftest import LAWS, SMALL_LAWS  # noqa: E402
 from tests.fakes.otlp_receiver import OtlpReceiver  # noqa: E402
 from tracing.ledger import percentile  # noqa: E402

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import CORPUS_ZH, QA_ZH, REPO, machine_line  # noqa: E402
 from bench.store_scale import build_points, fill, replicate  # noqa: E402
-from rag_app.config import Settings  # noqa: E402
+from rag_app.config.settings import Settings  # noqa: E402
 from tracing.ledger import percentile  # noqa: E402
 
 WARM_UP_QUESTION = "公司法第五十七条"  # not a qa_dev question: loads jieba's dictionary

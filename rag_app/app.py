@@ -19,12 +19,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from rag_app.config import Settings
+from rag_app.config.settings import Settings
 from rag_app.embedding import LocalEmbeddings, load_embeddings
 from rag_app.embedding_cache import EmbeddingCache
 from rag_app.core.errors import ConfigError
 from rag_app.indexing import IngestReport
-from rag_app.ledger_location import LedgerURLError
+from rag_app.config.ledger_location import LedgerURLError
 from rag_app.pipeline import Pipeline, QueryConfig
 from rag_app.core.ports import Reranker
 from rag_app.rerank import load_reranker

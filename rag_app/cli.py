@@ -48,7 +48,7 @@ def _setup() -> None:
 
 def _app(**overrides):
     from rag_app.app import RagApp
-    from rag_app.config import check_data_dir, load_settings
+    from rag_app.config.settings import check_data_dir, load_settings
 
     settings = load_settings(**overrides)
     check_data_dir(settings.data_dir)
@@ -66,7 +66,7 @@ def main(ctx: typer.Context) -> None:
     if ctx.meta.get("rag_help_asked"):  # a help screen does no work: no settings, no pydantic (issue 20)
         return
     _setup()
-    from rag_app.config import load_settings
+    from rag_app.config.settings import load_settings
 
     try:
         load_settings()
@@ -228,7 +228,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
                rebuild_totals: bool = typer.Option(False, "--rebuild-totals",
                                                    help="recompute the report totals from the ledger rows first")):
     """Per-query cost rows and totals: tokens and $ per stage, p50/p95, retry waste, cache hit rate."""
-    from rag_app.config import load_settings
+    from rag_app.config.settings import load_settings
     from rag_app.report_export import write_by, write_report
     from tracing.ledger import BY_DIMS, Ledger
 
@@ -287,7 +287,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
 def budgets_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Each budget of RAG_BUDGETS_FILE: its limit, spend this period (priced; unpriced calls counted
     apart, never as $0), and time to reset, per key, user or variant, from the ledger every replica writes."""
-    from rag_app.config import load_settings
+    from rag_app.config.settings import load_settings
     from rag_app.service.budgets import Limits, budget_status, load_budgets, render_status
     from tracing.ledger import Ledger
     from tracing.pricing import PriceTable
@@ -334,7 +334,7 @@ def prices_cmd(model: Optional[str] = typer.Argument(None, help="a model name (d
                                                      help="`check --against litellm`: compare with LiteLLM's map")):
     """The price in force for a model (source, version, dated history); `rag prices check` lists
     unpriced ledger models; `rag prices check --against litellm` lists where LiteLLM's map differs by >1%."""
-    from rag_app.config import load_settings
+    from rag_app.config.settings import load_settings
     from rag_app.prices_cli import check_against, check_prices, show_prices
 
     try:
@@ -356,7 +356,7 @@ def prices_cmd(model: Optional[str] = typer.Argument(None, help="a model name (d
 def reprice_cmd(since: Optional[str] = typer.Option(None, help="only rows started at or after this UTC date/time"),
                 model: Optional[str] = typer.Option(None, help="only this model")):
     """Recompute stored rows' dollars under today's price table; the original figures are kept."""
-    from rag_app.config import load_settings
+    from rag_app.config.settings import load_settings
     from rag_app.prices_cli import run_reprice
 
     try:
@@ -560,7 +560,7 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
                        as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Per-arm cost, latency and failure rates, anytime-valid intervals, SRM check and a verdict."""
     from rag_app.comparison import compare_live
-    from rag_app.config import load_settings
+    from rag_app.config.settings import load_settings
     from rag_app.cost_render import experiment_arm_tables, experiment_metrics_table, usd
     from rag_app.experiments import ExperimentConfig
     from tracing.ledger import Ledger
@@ -615,7 +615,7 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
                       as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Same labelled questions through both arms: recall@k and cost with paired-bootstrap 95% CIs, verdict."""
     from rag_app.comparison import replay
-    from rag_app.config import check_data_dir, load_settings
+    from rag_app.config.settings import check_data_dir, load_settings
     from rag_app.cost_render import usd
     from rag_app.evaluation.qa import load_qa
     from rag_app.service.pool import VariantPool
@@ -658,7 +658,7 @@ def chunks_stats(collection: Optional[str] = typer.Option(None, help="collection
     """Chunks per document type (statute / contract / other) and the chunk-length histogram (cl100k
     tokens) of a collection, as text and optionally as a PNG."""
     from rag_app.chunk_stats import by_doc_type, histogram, render_text, render_types, save_png
-    from rag_app.config import check_data_dir, load_settings
+    from rag_app.config.settings import check_data_dir, load_settings
     from rag_app.store import open_store
 
     settings = load_settings(**({"collection": collection} if collection else {}))

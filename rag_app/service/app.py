@@ -14,7 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_app.text.edge_text import EdgeText
-from rag_app.config import Settings
+from rag_app.config.settings import Settings
 from rag_app.core.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.store.space import DiskFull
 from rag_app.service.answers import AnswerArchive, RecentAnswers

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from rag_app.config import Settings
+from rag_app.config.settings import Settings
 from rag_app.text.edge_text import EdgeText
 from rag_app.ingest.loaders import FORMATS
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_app.app import RagApp
-from rag_app.config import Settings
+from rag_app.config.settings import Settings
 from rag_app.core.errors import ConfigError, RagError
 from rag_app.experiments import Assignment, ExperimentConfig, assign
 from rag_app.scope import Scope

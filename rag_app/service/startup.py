@@ -2,7 +2,7 @@
 `error: <file>: <field>: <what is wrong> — <fix>`, in well under a second."""
 from __future__ import annotations
 
-from rag_app.config import check_data_dir  # shared with the CLI's commands
+from rag_app.config.settings import check_data_dir  # shared with the CLI's commands
 from rag_app.core.errors import ConfigError
 
 LOOPBACK_BINDS = {"127.0.0.1", "localhost", "::1"}
@@ -10,7 +10,7 @@ LOOPBACK_BINDS = {"127.0.0.1", "localhost", "::1"}
 
 def load_checked_settings():
     """Settings, or a ConfigError naming where the bad value came from and the variable to fix."""
-    from rag_app.config import load_settings
+    from rag_app.config.settings import load_settings
 
     return load_settings()
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from rag_app.comparison import compare_live
 from rag_app.experiments import Experiment
-from rag_app.ledger_location import as_target
+from rag_app.config.ledger_location import as_target
 from tests.conftest import index_company_law, make_settings
 from tests.unit.test_ledger_schema import (
     EXPECTED_QUERIES,

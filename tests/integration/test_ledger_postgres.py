@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from rag_app.core.errors import ConfigError
 from tests.conftest import HANG_S, make_settings
 from tests.fakes.pg_cluster import PgCluster
-from rag_app.ledger_location import LedgerURLError
+from rag_app.config.ledger_location import LedgerURLError
 from tracing.ledger import Ledger, LedgerWriter
 
 pytestmark = pytest.mark.postgres

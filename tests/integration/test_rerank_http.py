@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from rag_app.config import load_settings
+from rag_app.config.settings import load_settings
 from rag_app.core.errors import ConfigError
 from rag_app.rerank import rerank_candidates
 from rag_app.rerank_http import HttpReranker

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rag_app.app import RagApp
-from rag_app.config import load_settings
+from rag_app.config.settings import load_settings
 from rag_app.core.errors import ConfigError
 from tests.conftest import make_settings
 
@@ -25,7 +25,7 @@ def test_a_bad_value_is_one_line_naming_the_variable(monkeypatch):
 
 
 def test_a_misspelt_setting_is_named_with_the_closest_real_one():
-    from rag_app.config import unknown_setting_warnings
+    from rag_app.config.settings import unknown_setting_warnings
 
     warnings = unknown_setting_warnings({"RAG_CONTEXT_TOKEN": "800", "RAG_DATA_DIR": "x", "HOME": "/"})
     assert warnings == ["RAG_CONTEXT_TOKEN is not a setting and is ignored; did you mean RAG_CONTEXT_TOKENS?"]

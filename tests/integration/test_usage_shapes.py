@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from prompts import load_prompt
-from rag_app.config import Settings
+from rag_app.config.settings import Settings
 from rag_app.core.errors import LLMError
 from rag_app.llm import build_chat_model, invoke_with_retries
 from rag_app.model_tokens import tokenizer_for

@@ -1,5 +1,5 @@
 from rag_app.chunk_stats import histogram, render_text, save_png
-from rag_app.config import Settings
+from rag_app.config.settings import Settings
 
 
 def test_histogram_counts_every_chunk_once(tmp_path):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_app.config import Settings
+from rag_app.config.settings import Settings
 from rag_app.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ def test_bad_combinations_name_the_settings():
 
 
 def test_repr_never_shows_keys_tokens_or_the_ledger_password(tmp_path):
-    from rag_app.config import SECRET_FIELDS, Settings
+    from rag_app.config.settings import SECRET_FIELDS, Settings
 
     s = Settings(_env_file=None, data_dir=tmp_path, openai_api_key="sk-live-123", api_token="tok-456",
                  rerank_api_key="rk-789", qdrant_api_key="qk-000",
@@ -86,7 +86,7 @@ OUT_OF_RANGE = [
 
 @pytest.mark.parametrize("name,value,says", OUT_OF_RANGE, ids=[f"{n}={v}" for n, v, _ in OUT_OF_RANGE])
 def test_an_out_of_range_value_is_one_line_naming_the_variable(name, value, says, tmp_path, monkeypatch):
-    from rag_app.config import load_settings
+    from rag_app.config.settings import load_settings
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(name, value)

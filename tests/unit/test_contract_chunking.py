@@ -7,7 +7,7 @@ from rag_app.text import sparse
 from rag_app.chunking.contract import ContractChunker, Label, clause_path
 from rag_app.chunking.doctype import classify, doc_type_for, parse_override
 from rag_app.chunking.registry import build_chunker
-from rag_app.config import Settings
+from rag_app.config.settings import Settings
 from rag_app.ingest.loaders import text_blocks
 from rag_app.core.types import ParsedDocument
 from tests.fakes.contracts import nda_text

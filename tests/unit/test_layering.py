@@ -15,7 +15,7 @@ WIRING = {"rag_app/app.py", "rag_app/cli.py", "rag_app/prices_cli.py", "rag_app/
           "rag_app/presenter.py", "rag_app/comparison.py"}
 # what the observer may know of the domain: value types, ports, the attempt recorder, settings helpers
 DOMAIN_FOR_TRACING = {"rag_app.core.usage", "rag_app.core.ports", "rag_app.attempts", "rag_app.llm_usage", "rag_app.core.money",
-                      "rag_app.ledger_location", "rag_app.url_redaction", "rag_app.config", "rag_app.core.errors"}
+                      "rag_app.config.ledger_location", "rag_app.config.url_redaction", "rag_app.config.settings", "rag_app.core.errors"}
 
 
 def imports(path: Path) -> set[str]:

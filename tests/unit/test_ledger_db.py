@@ -8,7 +8,7 @@ import pytest
 
 from rag_app.core.errors import ConfigError
 from tests.conftest import make_settings
-from rag_app.ledger_location import WITHHELD, parse_ledger_url, redact, scrub
+from rag_app.config.ledger_location import WITHHELD, parse_ledger_url, redact, scrub
 from tracing.ledger import is_transient
 from tracing.ledger.engine import pg_is_transient
 

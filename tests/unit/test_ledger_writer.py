@@ -177,7 +177,7 @@ def spill_file(folder, ledger_path, lines):
 
     folder.mkdir(mode=0o700, exist_ok=True)
     probe = W.__new__(W)  # the name a writer of this ledger gives its spill file
-    from rag_app.ledger_location import as_target
+    from rag_app.config.ledger_location import as_target
     from tracing.ledger.spill import SUFFIX
     name = f"ledger-{as_target(ledger_path).key}{SUFFIX}"
     del probe

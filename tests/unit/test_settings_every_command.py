@@ -1,4 +1,4 @@
-"""One settings loader for every command (rag_app/config.py load_settings, called by the CLI's callback
+"""One settings loader for every command (rag_app/config/settings.py load_settings, called by the CLI's callback
 before any command runs): a bad value is one line naming the variable and what it accepts, exit 2; an
 unknown RAG_* name is a warning naming the closest real one. The commands are read from the CLI itself,
 so a command added later is covered without editing this file."""
@@ -13,7 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from rag_app.cli import app
-from rag_app.config import unknown_setting_warnings
+from rag_app.config.settings import unknown_setting_warnings
 from tests.conftest import HANG_S, REPO
 
 

@@ -21,7 +21,7 @@ from sqlalchemy import Engine, case, cast, distinct, func, insert, select
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.errors import RagError
-from rag_app.ledger_location import LedgerTarget, LedgerURLError, as_target
+from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target
 from tracing.ledger import budgets, reports, rollups, views
 from tracing.ledger.engine import (
     Bounds,

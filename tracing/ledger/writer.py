@@ -56,7 +56,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from rag_app.ledger_location import LedgerTarget, as_target
+from rag_app.config.ledger_location import LedgerTarget, as_target
 from tracing.ledger import loss_record, rollups, spill
 from tracing.ledger.engine import (
     Bounds,

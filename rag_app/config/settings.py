@@ -151,7 +151,7 @@ class Settings(BaseSettings):
     def __repr_args__(self):
         """repr() and str() never show a key, a token or the ledger's password (tracebacks, logs and
         debuggers print settings)."""
-        from rag_app.ledger_location import redact
+        from rag_app.config.ledger_location import redact
 
         for name, value in super().__repr_args__():
             if name in SECRET_FIELDS and value:
@@ -181,7 +181,7 @@ class Settings(BaseSettings):
 
             url = urlsplit(self.alert_webhook)
             if url.scheme not in ("http", "https") or not url.hostname:
-                from rag_app.url_redaction import shown_url
+                from rag_app.config.url_redaction import shown_url
 
                 # the URL is a secret (a Slack hook's token is its path): never echoed whole
                 raise ConfigError(f"RAG_ALERT_WEBHOOK must be an http(s) URL, got {shown_url(self.alert_webhook, path=False)}")
@@ -205,7 +205,7 @@ class Settings(BaseSettings):
                                   f"not {self.rerank_price_usd!r}")
         if self.llm_mode == "llm" and not (self.openai_api_key or self.openai_base_url):
             raise ConfigError("RAG_LLM_MODE=llm needs OPENAI_BASE_URL and/or OPENAI_API_KEY")
-        from rag_app.ledger_location import LedgerURLError, parse_ledger_url
+        from rag_app.config.ledger_location import LedgerURLError, parse_ledger_url
         try:
             parse_ledger_url(self.ledger_url, self.data_dir / "ledger.sqlite")
         except LedgerURLError as e:
@@ -227,7 +227,7 @@ class Settings(BaseSettings):
     @property
     def ledger(self):
         """Where the ledger lives (a LedgerTarget): RAG_LEDGER_URL, else the SQLite file below."""
-        from rag_app.ledger_location import parse_ledger_url
+        from rag_app.config.ledger_location import parse_ledger_url
         return parse_ledger_url(self.ledger_url, self.data_dir / "ledger.sqlite")
 
     @property
@@ -283,7 +283,7 @@ def normalise_endpoint(url: str) -> str:
     """The OTLP/HTTP traces URL (RAG_OTEL_ENDPOINT): used as given, `/v1/traces` appended when it has no path."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        from rag_app.url_redaction import shown_url
+        from rag_app.config.url_redaction import shown_url
 
         raise ValueError("RAG_OTEL_ENDPOINT must be an http(s) URL such as http://127.0.0.1:6006/v1/traces, got "
                          + shown_url(url))
