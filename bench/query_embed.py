@@ -1,5 +1,5 @@
 """A question's embedding, old path against new, in one process: e5-onnx's encode_query as it ran before
-(the padded-batch graph, words + mask: rag_app/e5_onnx.py build(), on a one-thread session; over
+(the padded-batch graph, words + mask: rag_app/models/e5_onnx.py build(), on a one-thread session; over
 WIDE_TOKENS on a two-thread one) and as it runs now (the one-text graph: batch fixed to one, no mask;
 build_single), plus the one-text graph on the two-thread session for every question (an idle second
 core for one short run). Each question is cut to 160 characters as the query path cuts it and runs
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 from bench.common import QA_ZH, machine_line
-from rag_app.e5_onnx import WIDE_TOKENS, E5OnnxEncoder, _deq, build
-from rag_app.embedding import default_models_dir
+from rag_app.models.e5_onnx import WIDE_TOKENS, E5OnnxEncoder, _deq, build
+from rag_app.models.embedding import default_models_dir
 
 OLD, NEW, TWO = "old (batch graph)", "new (one-text)", "new, 2 threads"
 

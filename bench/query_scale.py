@@ -77,7 +77,7 @@ def parse_corpus(settings: Settings):
 
 def collection_info(settings: Settings, chunker, parsed):
     """The collection as `rag ingest` decides it offline (dense leg dropped for [UNK]s; BM25 + levers)."""
-    from rag_app.embedding import load_embeddings
+    from rag_app.models.embedding import load_embeddings
     from rag_app.indexing import decide_collection
 
     embeddings = load_embeddings(settings.embed_model, None)
@@ -111,7 +111,7 @@ def original_vectors(settings: Settings, info, parsed, vectors_from: Path | None
 def build_scale(settings: Settings, info, parsed, scale: int, vectors: dict, model_key: str) -> int:
     """A data dir holding `scale` copies of the corpus and an embedding cache with each chunk's vector
     (copy 0's are the originals') under `model_key`, nothing else; returns the chunk count."""
-    from rag_app.embedding_cache import EmbeddingCache
+    from rag_app.models.embedding_cache import EmbeddingCache
 
     copies = list(replicate(parsed, scale))
     fill(settings, info, build_points(copies, info.avgdl))

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from prompts import load_prompt
-from rag_app.model_tokens import tokenizer_for
+from rag_app.models.model_tokens import tokenizer_for
 from rag_app.text.tokens import count_tokens
 
 DATA = Path(os.environ.get("RAG_SHARED_DIR", Path(__file__).resolve().parents[1].parent / "shared")) / "data" / "legal_zh"

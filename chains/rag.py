@@ -16,7 +16,7 @@ from langchain_core.callbacks import dispatch_custom_event
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from rag_app import stages
-from rag_app.attempts import utcnow
+from rag_app.models.attempts import utcnow
 from rag_app.core.errors import LLMError
 from rag_app.pipeline import Pipeline
 from rag_app.core.ports import Pricer

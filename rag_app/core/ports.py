@@ -1,8 +1,8 @@
 """The seams of the query path, as Protocols: every component returns its usage with its result and
 keeps no per-call state on itself (two concurrent requests never read each other's counts).
 
-Implementations: embedders in rag_app/embedding.py, rerankers in rag_app/rerank.py and
-rag_app/rerank_http.py, chat models are LangChain chat models (rag_app/llm.py), the store is
+Implementations: embedders in rag_app/models/embedding.py, rerankers in rag_app/models/rerank.py and
+rag_app/models/rerank_http.py, chat models are LangChain chat models (rag_app/models/llm.py), the store is
 rag_app/store (its own `VectorStore` Protocol). `Pricer` and `ReplyStats` are implemented over the
 ledger and the price table in tracing/, and handed in by the composition root (rag_app/app.py): the
 domain never imports the observer.

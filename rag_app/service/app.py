@@ -338,7 +338,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     def query_feedback(query_id: str, req: FeedbackRequest):
         """A user's word on an answer (-1 wrong, 0 unsure, 1 right, a comment): kept in the ledger beside
         its cost and quality; the same user's second word replaces the first."""
-        from rag_app.attempts import utcnow
+        from rag_app.models.attempts import utcnow
 
         if read(lambda L: L.query(query_id)) is None:
             raise HTTPException(404, f"no query {query_id[:80]!r} in the ledger")

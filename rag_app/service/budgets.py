@@ -140,7 +140,7 @@ def period_bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
 
 
 def stamp(t: datetime) -> str:
-    """As the ledger writes started_at (rag_app.attempts.utcnow), so text order is time order."""
+    """As the ledger writes started_at (rag_app.models.attempts.utcnow), so text order is time order."""
     return t.astimezone(UTC).isoformat(timespec="milliseconds")
 
 

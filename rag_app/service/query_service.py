@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rag_app.attempts import utcnow
+from rag_app.models.attempts import utcnow
 from rag_app.presenter import answer_payload
 from rag_app.service.answer_cache import AnswerCache, Cached, hit_payload
 from rag_app.service.budgets import BudgetGate

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rag_app.embedding import FALLBACK_MODEL, SentenceTransformerEncoder, _fallback_path, load_embeddings
+from rag_app.models.embedding import FALLBACK_MODEL, SentenceTransformerEncoder, _fallback_path, load_embeddings
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["中华人民共和国民法典第一千零四十三条规定家庭应当树立优良家风",

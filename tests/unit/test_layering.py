@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 WIRING = {"rag_app/app.py", "rag_app/cli.py", "rag_app/prices_cli.py", "rag_app/report_export.py",
           "rag_app/presenter.py", "rag_app/comparison.py"}
 # what the observer may know of the domain: value types, ports, the attempt recorder, settings helpers
-DOMAIN_FOR_TRACING = {"rag_app.core.usage", "rag_app.core.ports", "rag_app.attempts", "rag_app.llm_usage", "rag_app.core.money",
+DOMAIN_FOR_TRACING = {"rag_app.core.usage", "rag_app.core.ports", "rag_app.models.attempts", "rag_app.models.llm_usage", "rag_app.core.money",
                       "rag_app.config.ledger_location", "rag_app.config.url_redaction", "rag_app.config.settings", "rag_app.core.errors"}
 
 
@@ -52,7 +52,7 @@ def test_tracing_reads_only_the_domains_values_and_ports(path):
 SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
                  r"CREATE\s+(TABLE|INDEX|VIEW|TRIGGER)|ALTER\s+TABLE|DROP\s+(TABLE|VIEW))\b", re.I | re.S)
 OWN_SQLITE_FILES = {  # not the ledger: files of their own, on SQLite only
-    "rag_app/embedding_cache.py",  # the embedding cache
+    "rag_app/models/embedding_cache.py",  # the embedding cache
     "bench/ledger_writer.py",  # the driver's own executemany: the baseline the writer is measured against
 }
 

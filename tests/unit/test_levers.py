@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from rag_app import embedding, levers
+from rag_app.models import embedding
+
+from rag_app import levers
 from rag_app.core.errors import ModelLoadError
 from rag_app.levers import (expansion_terms, law_prior, mine_definitions, parse_retriever, prf_terms)
 

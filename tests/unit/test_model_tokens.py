@@ -7,8 +7,8 @@ import json
 import pytest
 
 from prompts import load_prompt
-from rag_app import model_tokens
-from rag_app.model_tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, tokenizer_for
+from rag_app.models import model_tokens
+from rag_app.models.model_tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, tokenizer_for
 from rag_app.text.tokens import count_tokens
 from tests.conftest import CORPUS, LEGAL_ZH
 

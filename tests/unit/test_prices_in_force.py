@@ -17,7 +17,7 @@ from rag_app.core.errors import ConfigError
 from tracing.fx import FxTable, display_currency
 from tracing.price_rules import bundled_calendars
 from tracing.pricing import PriceTable, load_bundled_table, provider_for_url
-from rag_app.llm_usage import chunk_usage, usage_from_raw
+from rag_app.models.llm_usage import chunk_usage, usage_from_raw
 
 T = (1500, 200, 1000, 0)          # input (1,000 of them cache hits), output, cache hits, cache writes
 Q_EXPLICIT = (3000, 100, 2048, 512)  # DashScope's explicit cache: 512 written, 2,048 read

@@ -9,7 +9,7 @@ import numpy as np
 from bench.query_scale import build_scale, copy_cache, default_settings
 from rag_app.text import sparse
 from rag_app.chunking.registry import build_chunker
-from rag_app.embedding_cache import EmbeddingCache
+from rag_app.models.embedding_cache import EmbeddingCache
 from rag_app.ingest.loaders import load_document
 from rag_app.rescore_pass import chunk_texts
 from rag_app.store import CollectionInfo, open_store

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rag_app.core.errors import ModelLoadError, RagError
-from rag_app.models import resolve_model_path
+from rag_app.models.weights import resolve_model_path
 from rag_app.core.ports import Reranker
 from rag_app.core.types import ScoredChunk
 from rag_app.core.usage import PriceBasis, RerankUsage, StageUsage
@@ -42,7 +42,7 @@ class FlagCrossEncoder:
 def load_reranker(model: str | None, settings: Any = None) -> tuple[Reranker | None, str | None]:
     """(reranker, None) or (None, reason it is skipped). With RAG_RERANK_URL set, the HTTP endpoint."""
     if settings is not None and settings.rerank_url:
-        from rag_app.rerank_http import HttpReranker
+        from rag_app.models.rerank_http import HttpReranker
 
         return HttpReranker(settings.rerank_url, model or "rerank", api_key=settings.rerank_api_key,
                             timeout_s=settings.rerank_timeout_s), None

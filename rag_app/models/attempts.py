@@ -3,7 +3,7 @@
 `AttemptRecorder` is the one place that turns a chat-model run (start, streamed tokens, end or error)
 into a usage: the provider's own counts when it sent them, else our estimate in the model's billing
 unit, said so; a timeout is possibly billed for the prompt and what streamed before the cut. Two
-recorders watch the same runs with the same code: the retry loop's own (`rag_app.llm`, so the answer
+recorders watch the same runs with the same code: the retry loop's own (`rag_app.models.llm`, so the answer
 carries its attempts) and the CostTracer's (so the ledger gets a `started` row before the request
 leaves and the final row after). Same callbacks, same function: the same figures.
 
@@ -23,8 +23,8 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from rag_app.llm_usage import PROVIDER, TokenUsage, attempt_status, classify_error, usage_from_llm_result
-from rag_app.model_tokens import ModelTokenizer, tokenizer_for
+from rag_app.models.llm_usage import PROVIDER, TokenUsage, attempt_status, classify_error, usage_from_llm_result
+from rag_app.models.model_tokens import ModelTokenizer, tokenizer_for
 from rag_app.core.usage import AttemptInfo, StageUsage
 
 Hook = Callable[[StageUsage, dict[str, Any]], None]  # (usage, the run's metadata)

@@ -276,7 +276,7 @@ def build_single(models_dir: Path) -> Path:
 
 # -- the encoder ----------------------------------------------------------------------------------
 class E5OnnxEncoder:
-    """Encoder (rag_app.embedding) over the int8 graph. `max_tokens` caps each text's tokens (the
+    """Encoder (rag_app.models.embedding) over the int8 graph. `max_tokens` caps each text's tokens (the
     model reads 512; fewer is faster, measured on tune before use)."""
 
     tokenizer = None

@@ -118,7 +118,7 @@ def raw_usage_of(result) -> dict | None:
 
     Non-streamed replies: `llm_output["token_usage"]` (ChatOpenAI keeps unknown keys there, e.g.
     DeepSeek's prompt_cache_hit_tokens). Streamed replies: `response_metadata["token_usage"]`,
-    which rag_app.llm's chat model copies from the final usage chunk.
+    which rag_app.models.llm's chat model copies from the final usage chunk.
     """
     tu = (getattr(result, "llm_output", None) or {}).get("token_usage")
     if not tu:

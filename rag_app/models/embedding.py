@@ -18,9 +18,9 @@ from typing import Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from rag_app.embedding_cache import EmbeddingCache
+from rag_app.models.embedding_cache import EmbeddingCache
 from rag_app.core.errors import ModelLoadError
-from rag_app.models import resolve_model_path
+from rag_app.models.weights import resolve_model_path
 from rag_app.core.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
@@ -256,7 +256,7 @@ def _fallback_path() -> str:
 def load_encoder(model: str, batch_size: int = 32, models_dir: Path | None = None) -> Encoder:
     if model == "e5-onnx" or model.startswith("e5-onnx:"):  # e5-onnx:128 = each text's first 128 tokens
         try:
-            from rag_app.e5_onnx import E5OnnxEncoder
+            from rag_app.models.e5_onnx import E5OnnxEncoder
 
             cap = int(model.split(":", 1)[1]) if ":" in model else 512
             return E5OnnxEncoder(models_dir or default_models_dir(), max_tokens=cap)
