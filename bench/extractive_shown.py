@@ -24,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rag_app.answer import EXCERPT_TOKENS, document_range  # noqa: E402
+from rag_app.query.answer import EXCERPT_TOKENS, document_range  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.chunking.legal import LegalChunker  # noqa: E402
 from rag_app.config.settings import load_settings  # noqa: E402
 from rag_app.evaluation.qa import Question, load_qa  # noqa: E402
 from rag_app.evaluation.stats import mean_ci, paired_diff_ci  # noqa: E402
-from rag_app.excerpt import Excerpt, best_excerpt  # noqa: E402
+from rag_app.query.excerpt import Excerpt, best_excerpt  # noqa: E402
 from rag_app.ingest.loaders import load_document  # noqa: E402
 from rag_app.text.tokens import count_tokens  # noqa: E402
 from rag_app.core.types import ScoredChunk  # noqa: E402

@@ -1,4 +1,4 @@
-"""Cost of the per-answer quality signals (rag_app/quality.py) against the rest of presenting an answer.
+"""Cost of the per-answer quality signals (rag_app/quality/signals.py) against the rest of presenting an answer.
 
 Builds answers from the corpus itself: for N articles of the legal_zh corpus (or the fixture laws when
 the shared data is absent), the 8 neighbouring articles are the passages sent and the answer is five
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from rag_app.quality import score_answer
+from rag_app.quality.signals import score_answer
 from tests.conftest import LAWS
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared/data/legal_zh/corpus"

@@ -30,7 +30,7 @@ from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
 from rag_app.text import sparse  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config.settings import Settings  # noqa: E402
-from rag_app.levers import _query_terms, _to_vector  # noqa: E402
+from rag_app.query.levers import _query_terms, _to_vector  # noqa: E402
 from rag_app.core.types import Chunk  # noqa: E402
 from tracing.ledger import percentile  # noqa: E402
 

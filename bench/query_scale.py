@@ -92,7 +92,7 @@ def collection_info(settings: Settings, chunker, parsed):
 def original_vectors(settings: Settings, info, parsed, vectors_from: Path | None) -> tuple[dict, str, int]:
     """Every original chunk's rescore vector by indexed text, the embedding cache's model key for them,
     and how many were embedded now."""
-    from rag_app.levers import rescore_embeddings
+    from rag_app.query.levers import rescore_embeddings
     from rag_app.rescore_pass import chunk_texts, fill_rescore_vectors
     from rag_app.store import open_store
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config.settings import Settings  # noqa: E402
-from rag_app.levers import LeverParams, rescore_embeddings, search  # noqa: E402
+from rag_app.query.levers import LeverParams, rescore_embeddings, search  # noqa: E402
 
 
 def per_question(fn, questions: list[str]) -> float:

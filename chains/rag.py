@@ -1,6 +1,6 @@
 """The query chain: embed_query -> retrieve -> rerank -> generate (pack + generate), each a named
 Runnable stage whose `metadata["stage"]` the CostTracer keys on. Wiring only: the work is in
-rag_app/stages.py. Each stage's `StageUsage` is timed and priced here, once, handed to the tracer as
+rag_app/query/stages.py. Each stage's `StageUsage` is timed and priced here, once, handed to the tracer as
 the custom event `USAGE_EVENT` and kept on the `Answer`, so what a front door shows is what the ledger
 holds.
 """
@@ -15,14 +15,14 @@ from typing import Any, TypeVar
 from langchain_core.callbacks import dispatch_custom_event
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
-from rag_app import stages
+from rag_app.query import stages
 from rag_app.models.attempts import utcnow
 from rag_app.core.errors import LLMError
-from rag_app.pipeline import Pipeline
+from rag_app.query.pipeline import Pipeline
 from rag_app.core.ports import Pricer
-from rag_app.quality import quality_of
-from rag_app.scope import Scope
-from rag_app.stages import Retrieved
+from rag_app.quality.signals import quality_of
+from rag_app.query.scope import Scope
+from rag_app.query.stages import Retrieved
 from rag_app.core.types import Answer, ScoredChunk
 from rag_app.core.usage import USAGE_EVENT, StageUsage
 

@@ -25,10 +25,10 @@ from rag_app.models.embedding_cache import EmbeddingCache
 from rag_app.core.errors import ConfigError
 from rag_app.indexing import IngestReport
 from rag_app.config.ledger_location import LedgerURLError
-from rag_app.pipeline import Pipeline, QueryConfig
+from rag_app.query.pipeline import Pipeline, QueryConfig
 from rag_app.core.ports import Reranker
 from rag_app.models.rerank import load_reranker
-from rag_app.scope import Scope
+from rag_app.query.scope import Scope
 from rag_app.text.sparse import READS as TOKENIZERS_READ
 from rag_app.text.sparse import TOKENIZER_VERSION
 from rag_app.store import CollectionInfo, VectorStore, open_store
@@ -110,7 +110,7 @@ class RagApp:
     def rescorer(self, required: bool = False) -> LocalEmbeddings | None:
         """The rescore lever's embedder (loaded once per process); None when it cannot load, unless
         `required` (evaluation), where the error is raised."""
-        from rag_app.levers import rescore_embeddings
+        from rag_app.query.levers import rescore_embeddings
 
         return rescore_embeddings(self.settings.rescore_model, self.settings.cache_path, required=required)
 
@@ -119,7 +119,7 @@ class RagApp:
         collection from before 0.5.0) in a daemon thread, a small batch at a time, so the questions
         asked meanwhile wait at most one batch for the embedder and are answered from the vectors that
         exist (their retrieve rows say how many candidates had none). None when there is nothing to do."""
-        from rag_app.levers import _embed_lock, levers_for
+        from rag_app.query.levers import _embed_lock, levers_for
         from rag_app.rescore_pass import fill_rescore_vectors
 
         info = self.store.info(self.settings.collection)
@@ -219,16 +219,16 @@ class RagApp:
 
         from langchain_core.callbacks.manager import CallbackManager
 
-        from rag_app import colloquial
+        from rag_app.query import colloquial
 
         from rag_app.text import sparse
         from rag_app.models.attempts import utcnow
-        from rag_app.charges import charge_index
+        from rag_app.query.charges import charge_index
         from rag_app.core.errors import RagError
-        from rag_app.levers import levers_for
+        from rag_app.query.levers import levers_for
         from rag_app.models.model_tokens import tokenizer_for
-        from rag_app.retrieval import legs_for
-        from rag_app.scope import catalogue
+        from rag_app.query.retrieval import legs_for
+        from rag_app.query.scope import catalogue
         from rag_app.text.tokens import encoding
         from rag_app.core.usage import StageUsage
 

@@ -166,7 +166,7 @@ def ask(question: str = typer.Argument(..., help="the question"),
         law: list[str] = typer.Option([], "--law", help="search only this law (title or short name); repeat")):
     """Answer a question with citations and a per-stage cost table."""
     from rag_app.text.edge_text import why_not_text
-    from rag_app.scope import Scope
+    from rag_app.query.scope import Scope
 
     for name, text in [("QUESTION", question), *(("--doc", d) for d in doc), *(("--law", x) for x in law)]:
         if why_not_text(text):  # undecodable bytes in an argument arrive as lone surrogates
@@ -380,7 +380,7 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
              runs: Optional[Path] = typer.Option(None, help="write raw rankings, one JSON line per question"),
              budgets: str = typer.Option("500,1000,2500", help="context-token budgets for recall within a budget"),
              split: Optional[str] = typer.Option(None, help="tune | validate: the fixed task-stratified half"),
-             lever_param: list[str] = typer.Option([], help="lever setting NAME=VALUE (rag_app.levers.LeverParams); repeat"),
+             lever_param: list[str] = typer.Option([], help="lever setting NAME=VALUE (rag_app.query.levers.LeverParams); repeat"),
              scope: str = typer.Option("none", help="none | doc: search each question within its QA line's own `doc`")):
     """Recall@k, recall within token budgets (95% CIs), MRR, nDCG, context tokens and $ per query for
     each chunker x retriever; every configuration after the first is compared with the first, paired."""
@@ -391,7 +391,7 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
     if "all" in chunkers:
         chunkers = list(CHUNKERS)
     retrievers = [r for arg in retriever for r in arg.split(",")]
-    from rag_app.levers import LEVERS, parse_retriever
+    from rag_app.query.levers import LEVERS, parse_retriever
 
     bad = ([r for r in retrievers if r != "default" and not parse_retriever(r)]
            + [c for c in chunkers if c not in CHUNKERS])
@@ -429,7 +429,7 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
 
 
 def _lever_params(pairs: list[str]) -> dict:
-    from rag_app.levers import LeverParams
+    from rag_app.query.levers import LeverParams
 
     fields = LeverParams.__dataclass_fields__
     out = {}

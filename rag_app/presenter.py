@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rag_app.answer import citation_for, section_mark, title_label
+from rag_app.query.answer import citation_for, section_mark, title_label
 from rag_app.core.money import usd_json
-from rag_app.quality import quality_of
+from rag_app.quality.signals import quality_of
 from rag_app.core.types import Answer, ScoredChunk
 from rag_app.core.usage import totals
 from tracing.ledger import stage_json

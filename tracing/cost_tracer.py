@@ -179,7 +179,7 @@ class CostTracer(BaseCallbackHandler):
         self._hand("stage_calls", row, now=now)
 
     def _write_quality(self, run: _Run, quality: Any) -> None:
-        """The answer's quality signals (rag_app/quality.py, computed by the chain) beside its cost."""
+        """The answer's quality signals (rag_app/quality/signals.py, computed by the chain) beside its cost."""
         if quality is None or not hasattr(quality, "as_json"):
             return
         for row in _quality_rows(run.metadata["query_id"], quality.as_json()):

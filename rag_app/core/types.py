@@ -8,7 +8,7 @@ from typing import Any, TYPE_CHECKING
 from rag_app.core.usage import StageUsage
 
 if TYPE_CHECKING:
-    from rag_app.scope import Resolved
+    from rag_app.query.scope import Resolved
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ class Answer:
     ranked: tuple[ScoredChunk, ...] = field(default=(), repr=False)
     levers: tuple[str, ...] = ()
     scope: Resolved | None = None  # the documents retrieval searched within, and whether asked or named
-    quality: Any = None  # rag_app.quality.Quality: groundedness, invalid citations, retrieval confidence
+    quality: Any = None  # rag_app.quality.signals.Quality: groundedness, invalid citations, retrieval confidence
 
     @property
     def incomplete(self) -> bool:

@@ -2,7 +2,7 @@
 
 Budget rule: chunks are taken in rank order while the running total of their tokens stays within
 the budget; the chunk that would cross the budget is cut to the tokens left (its first N tokens, as
-rag_app/context.py packs it into the prompt) and nothing after it counts (no skipping ahead to
+rag_app/query/context.py packs it into the prompt) and nothing after it counts (no skipping ahead to
 smaller chunks). This is what a prompt of that size holds. A ranking without chunk texts (runs
 files from before 0.3.0) cannot be cut: there the crossing chunk is not counted. Per question,
 recall is the share of its gold spans covered (hits.covers: same doc, >= 50% of the span).

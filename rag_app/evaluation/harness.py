@@ -23,11 +23,11 @@ from rag_app.evaluation.scoring import DEFAULT_BUDGETS, budget_report, paired
 from rag_app.evaluation.split import SPLIT_RULE, select_split, split_key
 from rag_app.indexing import decide_collection, expand_paths, index_documents
 from rag_app.ingest.loaders import load_document
-from rag_app.levers import levers_for, parse_retriever
+from rag_app.query.levers import levers_for, parse_retriever
 from rag_app.core.money import usd_json
-from rag_app.pipeline import QueryConfig
-from rag_app.retrieval import legs_for
-from rag_app.scope import Scope
+from rag_app.query.pipeline import QueryConfig
+from rag_app.query.retrieval import legs_for
+from rag_app.query.scope import Scope
 from rag_app.text.sparse import TOKENIZER_VERSION
 from rag_app.core.types import Answer
 

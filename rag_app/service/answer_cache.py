@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_app.core.money import usd_json
-from rag_app.scope import Scope
+from rag_app.query.scope import Scope
 
 CACHE_INDEX = "answer_cache"
 

@@ -387,7 +387,7 @@ def _upload_size(f: UploadFile) -> int:
 
 
 def _scope(req: AskScope | None):
-    from rag_app.scope import Scope
+    from rag_app.query.scope import Scope
 
     try:
         return Scope(tuple(req.docs), tuple(req.laws)) or None if req else None

@@ -15,7 +15,7 @@ from rag_app.app import RagApp
 from rag_app.config.settings import Settings
 from rag_app.core.errors import ConfigError, RagError
 from rag_app.experiments import Assignment, ExperimentConfig, assign
-from rag_app.scope import Scope
+from rag_app.query.scope import Scope
 from rag_app.core.types import Answer
 from rag_app.models.attempts import utcnow
 

@@ -19,7 +19,7 @@ collection names, points are `StoredPoint`s, results are `Hit(payload, score)`):
     all_payloads(name) -> list[dict]         every chunk's payload (chunk stats, tests)
     titles(name) -> list[str]                distinct law titles (cached; refreshed on our writes)
     documents(name) -> list[dict]            one {doc_id, title, source_path, doc_type} per document
-                                            (what a scope names; rag_app/scope.py keeps it per collection)
+                                            (what a scope names; rag_app/query/scope.py keeps it per collection)
     find_articles(name, titles, keys, limit, doc_id=None) -> list[Hit]   citation lookup
     search(name, dense=vec?, sparse=SparseVector?, limit, depth=None, fusion=Fusion(k, weights),
            where={field: v})

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from rag_app.core.errors import ModelMismatch, StoreError
-from rag_app.retrieval import rrf_fuse
+from rag_app.query.retrieval import rrf_fuse
 from rag_app.store import CollectionInfo, Fusion, SparseVector, StoredPoint, VectorStore
 
 DIM = 4

@@ -32,7 +32,7 @@ def test_reingesting_an_amended_law_is_answered_from_the_new_text(tmp_path):
 
 
 def test_definitions_and_titles_follow_a_replaced_document(tmp_path):
-    from rag_app.levers import corpus_definitions
+    from rag_app.query.levers import corpus_definitions
 
     law = "# 中华人民共和国示例法\n<!-- INFO END -->\n## 第一章 总则\n第二条 本法所称承租人，是指租用他人房屋的人。\n"
     with ingested_app(tmp_path, {"示例法.md": law}, retriever="bm25", retrieval_levers="none") as app:

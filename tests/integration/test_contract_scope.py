@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from rag_app.app import RagApp
 from rag_app.cli import app as cli
 from rag_app.evaluation.harness import EvalSpec, run_eval
-from rag_app.scope import Scope, UnknownDocument
+from rag_app.query.scope import Scope, UnknownDocument
 from tests.conftest import HANG_S, make_settings
 from tests.fakes.contracts import NDAS, nda_text, write_ndas
 from tests.integration.test_service import Server

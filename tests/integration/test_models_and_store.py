@@ -12,7 +12,7 @@ from rag_app.models.embedding import FALLBACK_MODEL, FlagEncoder, load_embedding
 from rag_app.models.embedding_cache import EmbeddingCache
 from rag_app.core.errors import ModelMismatch
 from rag_app.models.rerank import FlagCrossEncoder, load_reranker, rerank_candidates
-from rag_app.retrieval import rrf_fuse
+from rag_app.query.retrieval import rrf_fuse
 from rag_app.core.types import Chunk, ScoredChunk
 from tests.conftest import make_settings
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rag_app.scope import Scope
+from rag_app.query.scope import Scope
 from rag_app.service.answer_cache import AnswerCache
 from rag_app.service.budgets import BudgetGate, Limits, OverBudget, load_budgets, price_of_a_question
 from rag_app.service.pool import VariantPool

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag_app.levers import search
+from rag_app.query.levers import search
 from tests.conftest import ingested_app
 
 # One article per chapter, so each is its own chunk (the legal chunker never merges across 章).
@@ -65,7 +65,7 @@ def test_two_charges_two_articles_in_order_and_no_charge_changes_nothing(app):
 def test_auto_includes_the_lever_and_the_retrieve_row_names_it_only_when_it_acted(app):
     import sqlite3
 
-    from rag_app.levers import levers_for
+    from rag_app.query.levers import levers_for
 
     assert "charge" in levers_for("auto", app.collection)
     app.settings.retrieval_levers = "charge"

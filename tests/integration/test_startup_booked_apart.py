@@ -2,7 +2,7 @@
 question and books the load as a `kind=startup` row, which reports and comparisons do not count."""
 from __future__ import annotations
 
-from rag_app import levers
+from rag_app.query import levers
 from tests.conftest import LAWS, ingested_app
 from tracing.ledger import Ledger
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rag_app.answer import EXCERPT_TOKENS, citation_for, extractive_answer, format_context, passage_label
+from rag_app.query.answer import EXCERPT_TOKENS, citation_for, extractive_answer, format_context, passage_label
 from rag_app.chunking.legal import LegalChunker
-from rag_app.excerpt import best_excerpt, ends_sentence, section_at, sentence_spans
+from rag_app.query.excerpt import best_excerpt, ends_sentence, section_at, sentence_spans
 from rag_app.ingest.loaders import load_document
 from rag_app.presenter import citation_label
 from rag_app.text.tokens import count_tokens
@@ -180,7 +180,7 @@ def test_a_passage_merged_across_a_gap_cites_its_whole_range():
 
 
 def test_a_sentences_terms_are_found_without_segmenting_it():
-    from rag_app.excerpt import match_terms, question_terms, terms_in
+    from rag_app.query.excerpt import match_terms, question_terms, terms_in
 
     wanted = question_terms("股东会决议违反第二十二条怎么办？")
     sentence = "依照第22条，股东会的决议内容违反法律的无效。"

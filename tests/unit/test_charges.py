@@ -1,7 +1,7 @@
-"""Charge-aware lookup (rag_app/charges.py): which paragraph defines a named charge."""
+"""Charge-aware lookup (rag_app/query/charges.py): which paragraph defines a named charge."""
 from __future__ import annotations
 
-from rag_app.charges import charge_chunk_ids, criminal_law_paragraphs, named_charges, score
+from rag_app.query.charges import charge_chunk_ids, criminal_law_paragraphs, named_charges, score
 
 # Real 刑法 wording (abridged), one paragraph per chunk so the chosen chunk names the paragraph.
 CRIMINAL_LAW = {
@@ -46,7 +46,7 @@ def test_one_chunk_per_charge_in_the_order_named_and_none_below_the_bar():
     assert charge_chunk_ids(q, paras) == ["a385", "a264", "a234"]  # 妨害作证 matches nothing well enough
     assert charge_chunk_ids("罪名:盗窃;盗窃罪", paras) == ["a264"]
     assert charge_chunk_ids("罪名:盗窃", []) == []
-    from rag_app.charges import build_charge_index  # the index: the same choice, 是受贿罪 found past the opening
+    from rag_app.query.charges import build_charge_index  # the index: the same choice, 是受贿罪 found past the opening
 
     assert charge_chunk_ids(q, build_charge_index([*PAYLOADS, OTHER_LAW])) == ["a385", "a264", "a234"]
 
@@ -57,7 +57,7 @@ def test_the_index_picks_what_scoring_every_paragraph_picks_on_the_real_criminal
     import json
     from dataclasses import asdict
 
-    from rag_app.charges import build_charge_index
+    from rag_app.query.charges import build_charge_index
     from rag_app.chunking.legal import LegalChunker
     from rag_app.ingest.loaders import load_document
     from tests.conftest import SHARED

@@ -1,7 +1,7 @@
 """Which laws a question names: a fixed case table for the pure function retrieval uses."""
 import pytest
 
-from rag_app.retrieval import cited_laws
+from rag_app.query.retrieval import cited_laws
 
 TITLES = ["中华人民共和国保险法", "中华人民共和国社会保险法", "中华人民共和国公司法", "公司法", "中华人民共和国民法典",
           "中华人民共和国刑法", "中华人民共和国刑法修正案（十一）"]

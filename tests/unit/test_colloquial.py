@@ -1,7 +1,7 @@
 """The colloquial table (rag_app/data/colloquial_zh.tsv) and the terms it adds to a BM25 query."""
 from __future__ import annotations
 
-from rag_app import colloquial
+from rag_app.query import colloquial
 
 from rag_app.text import sparse
 

@@ -1,7 +1,7 @@
 """Token-budgeted context packing: rank order, the budget, small-to-big merging without repeats."""
 from __future__ import annotations
 
-from rag_app.context import merge_chunks, pack_context
+from rag_app.query.context import merge_chunks, pack_context
 from rag_app.text.tokens import count_tokens
 from rag_app.core.types import Chunk, ScoredChunk
 
@@ -75,7 +75,7 @@ def test_an_oversized_first_chunk_is_cut_to_the_budget_never_dropped():
 def test_linked_articles_ride_along_outside_the_budget_only_for_packed_sources():
     from dataclasses import replace
 
-    from rag_app.context import pack_with_links
+    from rag_app.query.context import pack_with_links
 
     src, other = sc(chunk(A1, A2, doc="d1"), 1), sc(chunk(A1, A2, doc="d2"), 2)
     link_kept = replace(sc(chunk(A3, len(DOC), doc="d1", heading=("第九章",)), 3), linked_from=src.chunk.chunk_id)

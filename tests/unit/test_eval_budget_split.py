@@ -69,7 +69,7 @@ def test_the_chunk_that_crosses_the_budget_does_not_count_without_its_text():
 
 
 def test_the_chunk_that_crosses_the_budget_counts_for_the_tokens_left_as_the_packer_cuts_it():
-    from rag_app.context import pack_context
+    from rag_app.query.context import pack_context
     from rag_app.text.tokens import count_tokens
     from rag_app.core.types import Chunk, ScoredChunk
 

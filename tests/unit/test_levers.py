@@ -5,9 +5,9 @@ import pytest
 
 from rag_app.models import embedding
 
-from rag_app import levers
+from rag_app.query import levers
 from rag_app.core.errors import ModelLoadError
-from rag_app.levers import (expansion_terms, law_prior, mine_definitions, parse_retriever, prf_terms)
+from rag_app.query.levers import (expansion_terms, law_prior, mine_definitions, parse_retriever, prf_terms)
 
 
 def test_retriever_specs():
@@ -54,7 +54,7 @@ def test_law_prior_lifts_chunks_of_the_law_with_the_most_evidence():
 
 
 def test_linear_fusion_keeps_score_gaps_and_leaves_the_rest_of_bm25_below_the_pool():
-    from rag_app.levers import linear_fuse
+    from rag_app.query.levers import linear_fuse
 
     sparse_hits = [("a", 10.0), ("b", 8.0), ("c", 2.0), ("d", 1.0)]
     dense = [("c", 0.9), ("a", 0.5), ("b", 0.4)]  # the rescored pool: a, b, c
@@ -64,7 +64,7 @@ def test_linear_fusion_keeps_score_gaps_and_leaves_the_rest_of_bm25_below_the_po
     assert [cid for cid, _ in linear_fuse(sparse_hits, dense, alpha=1.0)][:3] == ["c", "a", "b"]  # dense alone
     import pytest
 
-    from rag_app.levers import LeverParams
+    from rag_app.query.levers import LeverParams
 
     with pytest.raises(ValueError, match="rescore_fusion"):
         LeverParams(rescore_fusion="linaer")
@@ -73,7 +73,7 @@ def test_linear_fusion_keeps_score_gaps_and_leaves_the_rest_of_bm25_below_the_po
 def test_rescore_embeds_a_long_question_as_its_head_and_tail():
     """A case description runs to thousands of characters; its charge and the prosecutor's conclusion come
     last. Embedding all of it (512 tokens) took 100-170 ms; its first and last halves bound the work."""
-    from rag_app.levers import LeverParams, rescore_text
+    from rag_app.query.levers import LeverParams, rescore_text
 
     case = "事实:经审理查明，" + "被告人某某于某日在某地" * 200 + "。 罪名:诈骗。"
     cut = rescore_text(case, LeverParams().rescore_query_chars)

@@ -1,4 +1,4 @@
-"""Quality signals (rag_app/quality.py), calibrated on answers built from real passages: quoted,
+"""Quality signals (rag_app/quality/signals.py), calibrated on answers built from real passages: quoted,
 paraphrased, invented (the audit's "第九百九十九条 ... [7]")."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rag_app.quality import groundedness, invalid_citations, retrieval_confidence, score_answer
+from rag_app.quality.signals import groundedness, invalid_citations, retrieval_confidence, score_answer
 from tests.conftest import LAWS
 
 LAW = (LAWS / "民法商法/公司法(2018-10-26).md").read_text(encoding="utf-8")

@@ -1,9 +1,9 @@
-"""Scopes and named documents (rag_app/scope.py): fixed case tables over a small catalogue."""
+"""Scopes and named documents (rag_app/query/scope.py): fixed case tables over a small catalogue."""
 from __future__ import annotations
 
 import pytest
 
-from rag_app.scope import Catalogue, DocRef, Scope, UnknownDocument, catalogue_of, named_in, resolve
+from rag_app.query.scope import Catalogue, DocRef, Scope, UnknownDocument, catalogue_of, named_in, resolve
 
 DOCS = [
     DocRef("a1", "OISAIR PROJECT", "/data/nda/nda_0003.txt", "contract"),

@@ -6,9 +6,9 @@ import sqlite3
 from langchain_core.runnables import RunnableLambda
 
 from chains.rag import report, stage
-from rag_app.context import PackedContext
-from rag_app.pipeline import QueryConfig
-from rag_app.stages import generate
+from rag_app.query.context import PackedContext
+from rag_app.query.pipeline import QueryConfig
+from rag_app.query.stages import generate
 from rag_app.core.usage import StageUsage
 from tracing.cost_tracer import CostTracer
 from tracing.costing import LedgerPricer

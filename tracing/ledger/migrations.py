@@ -299,7 +299,7 @@ def m012_spend_control(db: Connection) -> None:
 
 @migration
 def m013_answer_quality(db: Connection) -> None:
-    # every answer's quality signals beside its cost (rag_app/quality.py)
+    # every answer's quality signals beside its cost (rag_app/quality/signals.py)
     _ddl(db, CreateTable(S.query_quality, if_not_exists=True))
 
 

@@ -341,7 +341,7 @@ migrations_table = Table(
 )
 
 # what the writer accepts from the tracer (and from spill files): table -> its columns
-# m013: quality signals per answer, one row per query, metric and source (local: rag_app/quality.py;
+# m013: quality signals per answer, one row per query, metric and source (local: rag_app/quality/signals.py;
 # later a judge model or a user's feedback); invalid_citations' value is their count, `detail` the list
 query_quality = Table(
     "query_quality", metadata,

@@ -9,12 +9,12 @@ measure it alone or combined: `bm25+prf`, `bm25+law+expand`, `bm25+rescore`, `hy
 - expand: colloquial -> statutory terms mined from the corpus's own definitions
   (本法所称X，是指Y): when a question shares enough words with Y, the defined term X is added.
 - colloquial: everyday words -> the statutes' words (房东 -> 出租人), from a curated table
-  (rag_app/colloquial.py), added to the BM25 query at a lower weight.
+  (rag_app/query/colloquial.py), added to the BM25 query at a lower weight.
 - charge: a case description that names its charges (罪名:故意伤害) gets the 刑法 chunk that defines
-  each charge first (rag_app/charges.py).
+  each charge first (rag_app/query/charges.py).
 - named: a question that names documents the collection holds (`nda_0003.txt`, a quoted title,
   《劳动合同法》) is searched within them, the rest of the library after them when they hold fewer
-  than top_k chunks (rag_app/scope.py finds them; stages.retrieve applies it as a payload filter).
+  than top_k chunks (rag_app/query/scope.py finds them; stages.retrieve applies it as a payload filter).
 - rescore: a dense leg over the BM25 candidates only (embed the candidates, not the corpus; the
   embedding cache keeps them), fused by RRF. Lets a Chinese-reading embedder help without a
   full-corpus embedding pass at ingest.
@@ -37,10 +37,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from rag_app import charges, colloquial
+from rag_app.query import charges, colloquial
 
 from rag_app.text import sparse
-from rag_app.retrieval import legs_for, put_first, ranked_chunks, retrieve, rrf_fuse
+from rag_app.query.retrieval import legs_for, put_first, ranked_chunks, retrieve, rrf_fuse
 from rag_app.core.types import Chunk, ScoredChunk
 from rag_app.core.usage import EmbedUsage
 

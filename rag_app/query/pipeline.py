@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rag_app.levers import LeverParams
+from rag_app.query.levers import LeverParams
 from rag_app.core.ports import Embedder, Pricer, ReplyStats, Reranker
 from rag_app.store import CollectionInfo, VectorStore
 

@@ -19,17 +19,17 @@ from langchain_core.runnables import RunnableConfig
 
 from prompts import load_prompt
 from rag_app.models.attempts import REPORTED_BY_STAGE
-from rag_app.answer import cited_contexts, citation_for, extractive_answer, format_context
-from rag_app.context import PackedContext, pack_with_links
+from rag_app.query.answer import cited_contexts, citation_for, extractive_answer, format_context
+from rag_app.query.context import PackedContext, pack_with_links
 from rag_app.text.crossref import attach_linked
-from rag_app.levers import RescoreBusy, acting_levers, levers_for, search_with_usage
+from rag_app.query.levers import RescoreBusy, acting_levers, levers_for, search_with_usage
 from rag_app.models.llm import invoke_with_retries
 from rag_app.models.model_tokens import tokenizer_for
-from rag_app.pipeline import QueryConfig
+from rag_app.query.pipeline import QueryConfig
 from rag_app.core.ports import Embedder, ReplyStats, Reranker
 from rag_app.models.rerank import rerank_candidates
-from rag_app.retrieval import legs_for
-from rag_app.scope import Resolved, Scope, catalogue, named_in, resolve
+from rag_app.query.retrieval import legs_for
+from rag_app.query.scope import Resolved, Scope, catalogue, named_in, resolve
 from rag_app.store import CollectionInfo, VectorStore
 from rag_app.core.types import Citation, ScoredChunk
 from rag_app.core.usage import EmbedUsage, StageUsage

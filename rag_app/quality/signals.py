@@ -122,7 +122,7 @@ def score_answer(question: str, answer: str, mode: str, passages: Sequence[str],
 
 def quality_of(answer) -> Quality:
     """An Answer's signals (rag_app.core.types.Answer), from the passages it was given."""
-    from rag_app.answer import citation_for
+    from rag_app.query.answer import citation_for
 
     ctx = answer.contexts
     return score_answer(answer.question, answer.text, answer.mode, [sc.chunk.text for sc in ctx],

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from rag_app.excerpt import Excerpt, best_excerpt, ends_sentence, section_at, sections_in
+from rag_app.query.excerpt import Excerpt, best_excerpt, ends_sentence, section_at, sections_in
 from rag_app.core.types import Citation, ScoredChunk
 
 _MARKER = re.compile(r"\[(\d{1,2})\]")
