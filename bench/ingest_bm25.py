@@ -16,7 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import CORPUS_ZH, machine_line  # noqa: E402
-from rag_app import app as app_mod, indexing  # noqa: E402
+from rag_app import app as app_mod  # noqa: E402
+from rag_app.ingest import indexing
 from rag_app.text import sparse
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config.settings import Settings  # noqa: E402

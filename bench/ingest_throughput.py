@@ -18,7 +18,7 @@ from bench.common import CORPUS_ZH, machine_line  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
 from rag_app.config.settings import Settings  # noqa: E402
 from rag_app.models.embedding import load_embeddings  # noqa: E402
-from rag_app.indexing import decide_collection, index_documents  # noqa: E402
+from rag_app.ingest.indexing import decide_collection, index_documents  # noqa: E402
 from rag_app.ingest.loaders import load_document  # noqa: E402
 from rag_app.store.edge import EdgeStore  # noqa: E402
 

@@ -7,7 +7,7 @@ machine is shared, so CPU time per pass is printed too.
 
 - cold: questions drawn at random from qa_dev (seeded, not in file order: questions next to each other
   in the file share candidates and hid the cold cost), each asked for the first time in this data dir.
-  Ingest has made every chunk's rescore vector (rag_app/rescore_pass.py), so a new question embeds only
+  Ingest has made every chunk's rescore vector (rag_app/ingest/rescore_pass.py), so a new question embeds only
   itself. A question asked before in the same data dir is not cold: `--data-dir` reuses an ingest (and
   its embedding pass) across runs, so pick another `--seed` there.
 - warm: the same questions again (the query vector cached too).

@@ -17,7 +17,7 @@ BENCH SHORTCUT: a replica's rescore vector is its original chunk's vector, writt
 cache under the replica's indexed text (embedding 16x the corpus for real is ~35 min of CPU here).
 Query latency depends on the vectors being there, not on their values; each pass counts the questions
 whose retrieve row says "no vector yet" (rescore ran partly), which must be 0.
-The originals' vectors come from one real embedding pass (rag_app/rescore_pass.py, ~2 min of CPU) or,
+The originals' vectors come from one real embedding pass (rag_app/ingest/rescore_pass.py, ~2 min of CPU) or,
 with --vectors-from, from a copy of an ingested data dir's embed_cache.sqlite (the dir is not modified).
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ def copy_cache(source: Path, dest: Path) -> None:
 
 def parse_corpus(settings: Settings):
     from rag_app.chunking.registry import build_chunker
-    from rag_app.indexing import expand_paths
+    from rag_app.ingest.indexing import expand_paths
     from rag_app.ingest.loaders import load_document
 
     chunker = build_chunker("legal", settings)
@@ -78,7 +78,7 @@ def parse_corpus(settings: Settings):
 def collection_info(settings: Settings, chunker, parsed):
     """The collection as `rag ingest` decides it offline (dense leg dropped for [UNK]s; BM25 + levers)."""
     from rag_app.models.embedding import load_embeddings
-    from rag_app.indexing import decide_collection
+    from rag_app.ingest.indexing import decide_collection
 
     embeddings = load_embeddings(settings.embed_model, None)
     info = decide_collection(settings.collection, chunker, embeddings, [c for _, cs in parsed for c in cs],
@@ -93,7 +93,7 @@ def original_vectors(settings: Settings, info, parsed, vectors_from: Path | None
     """Every original chunk's rescore vector by indexed text, the embedding cache's model key for them,
     and how many were embedded now."""
     from rag_app.query.levers import rescore_embeddings
-    from rag_app.rescore_pass import chunk_texts, fill_rescore_vectors
+    from rag_app.ingest.rescore_pass import chunk_texts, fill_rescore_vectors
     from rag_app.store import open_store
 
     if vectors_from is not None:

@@ -37,7 +37,7 @@ from rag_app.text import sparse  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.chunking.registry import build_chunker  # noqa: E402
 from rag_app.config.settings import Settings  # noqa: E402
-from rag_app.indexing import expand_paths  # noqa: E402
+from rag_app.ingest.indexing import expand_paths  # noqa: E402
 from rag_app.ingest.loaders import load_document  # noqa: E402
 from rag_app.store import CollectionInfo, SparseVector, StoredPoint, open_store  # noqa: E402
 from tracing.ledger import percentile  # noqa: E402

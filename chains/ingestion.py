@@ -13,11 +13,11 @@ from langchain_core.runnables import RunnableConfig
 from chains.rag import report, stage, timed
 from rag_app.chunking.registry import build_chunker
 from rag_app.ingest.sandbox import prepare_limited
-from rag_app.indexing import (IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk,
+from rag_app.ingest.indexing import (IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk,
                               stored_versions, unchanged_by_hash)
 from rag_app.query.levers import _embed_lock as rescore_lock
 from rag_app.query.levers import levers_for
-from rag_app.rescore_pass import fill_rescore_vectors
+from rag_app.ingest.rescore_pass import fill_rescore_vectors
 from rag_app.text.sparse import READS, TOKENIZER_VERSION
 from rag_app.core.usage import StageUsage
 

@@ -23,7 +23,7 @@ from rag_app.config.settings import Settings
 from rag_app.models.embedding import LocalEmbeddings, load_embeddings
 from rag_app.models.embedding_cache import EmbeddingCache
 from rag_app.core.errors import ConfigError
-from rag_app.indexing import IngestReport
+from rag_app.ingest.indexing import IngestReport
 from rag_app.config.ledger_location import LedgerURLError
 from rag_app.query.pipeline import Pipeline, QueryConfig
 from rag_app.core.ports import Reranker
@@ -120,7 +120,7 @@ class RagApp:
         asked meanwhile wait at most one batch for the embedder and are answered from the vectors that
         exist (their retrieve rows say how many candidates had none). None when there is nothing to do."""
         from rag_app.query.levers import _embed_lock, levers_for
-        from rag_app.rescore_pass import fill_rescore_vectors
+        from rag_app.ingest.rescore_pass import fill_rescore_vectors
 
         info = self.store.info(self.settings.collection)
         if (info is None or self.settings.rescore_vectors != "ingest"

@@ -69,7 +69,7 @@ class Settings(BaseSettings):
     # ingest a question queues only its own embedding (~10 ms): 100 concurrent clients on 2 cores waited up
     # to ~4 s in that queue, and a 2 s bound dropped the rescore from 1-9% of their answers
     rescore_wait_s: float = Field(10.0, ge=0)
-    # ingest: every chunk's rescore vector is made by `rag ingest` (rag_app/rescore_pass.py) and a question
+    # ingest: every chunk's rescore vector is made by `rag ingest` (rag_app/ingest/rescore_pass.py) and a question
     # embeds only itself; query: candidates are embedded the first time a question retrieves them (slow cold)
     rescore_vectors: Literal["ingest", "query"] = "ingest"
     top_n: int = Field(10, ge=1)  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit

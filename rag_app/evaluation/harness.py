@@ -21,7 +21,7 @@ from rag_app.evaluation.integrity import article_integrity, sentence_integrity, 
 from rag_app.evaluation.qa import Question, load_qa
 from rag_app.evaluation.scoring import DEFAULT_BUDGETS, budget_report, paired
 from rag_app.evaluation.split import SPLIT_RULE, select_split, split_key
-from rag_app.indexing import decide_collection, expand_paths, index_documents
+from rag_app.ingest.indexing import decide_collection, expand_paths, index_documents
 from rag_app.ingest.loaders import load_document
 from rag_app.query.levers import levers_for, parse_retriever
 from rag_app.core.money import usd_json

@@ -217,7 +217,7 @@ class LocalEmbeddings(Embeddings):
 
     def cached_with_stats(self, texts: list[str]) -> tuple[dict[str, np.ndarray], EmbedUsage]:
         """The vectors the cache already holds, embedding nothing: a question never waits for passage
-        embedding that ingest's pass (rag_app/rescore_pass.py) is there to do."""
+        embedding that ingest's pass (rag_app/ingest/rescore_pass.py) is there to do."""
         cached = self.cache.get_many(self.cache_model, texts) if self.cache else {}
         hits = sum(1 for t in texts if t in cached)
         return cached, EmbedUsage(texts=len(texts), cache_hits=hits, cache_misses=len(texts) - hits,

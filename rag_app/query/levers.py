@@ -19,7 +19,7 @@ measure it alone or combined: `bm25+prf`, `bm25+law+expand`, `bm25+rescore`, `hy
   embedding cache keeps them), fused by RRF. Lets a Chinese-reading embedder help without a
   full-corpus embedding pass at ingest.
 - wide (with rescore): the rescore embedder over the whole corpus, from the vectors ingest's pass made
-  (rag_app/rescore_pass.py): its nearest chunks join BM25's candidates before rescoring, so a chunk
+  (rag_app/ingest/rescore_pass.py): its nearest chunks join BM25's candidates before rescoring, so a chunk
   BM25 never ranked can still be found (most misses on validate had no gold in BM25's top 20).
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ from rag_app.app import RagApp
 from rag_app.chunking.legal import LegalChunker
 from rag_app.chunking.semantic import tfidf_vectorize
 from rag_app.core.errors import IngestError
-from rag_app.indexing import parse_and_chunk
+from rag_app.ingest.indexing import parse_and_chunk
 from rag_app.ingest.sandbox import _run_limited, load_limited, prepare_limited, runs_in_worker
 from tests.conftest import make_settings
 from tests.fakes.hostile import law_text, many_paragraphs_docx, whitespace_bomb_docx
@@ -141,7 +141,7 @@ def test_terms_counted_in_the_worker_give_the_same_bm25_vectors(tmp_path, good):
 def test_a_new_collection_takes_avgdl_from_the_worker_counts_without_tokenizing_again(monkeypatch, good):
     from types import SimpleNamespace
 
-    from rag_app.indexing import decide_collection
+    from rag_app.ingest.indexing import decide_collection
 
     [(doc, chunks)], _ = parse_and_chunk([good], LegalChunker(),
                                          prepare=partial(prepare_limited, timeout_s=60, max_mb=1024))

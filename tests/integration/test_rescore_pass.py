@@ -1,4 +1,4 @@
-"""Ingest's embedding pass (rag_app/rescore_pass.py): every chunk's rescore vector is made at ingest,
+"""Ingest's embedding pass (rag_app/ingest/rescore_pass.py): every chunk's rescore vector is made at ingest,
 a question embeds only itself, an interrupted pass resumes, and a question asked before the pass is
 complete is answered from the vectors that exist, saying so on its retrieve row."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from rag_app.rescore_pass import chunk_texts
+from rag_app.ingest.rescore_pass import chunk_texts
 from tests.conftest import ingested_app, wait_until
 from tests.integration.test_rerank_http import LAW
 

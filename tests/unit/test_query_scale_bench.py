@@ -11,7 +11,7 @@ from rag_app.text import sparse
 from rag_app.chunking.registry import build_chunker
 from rag_app.models.embedding_cache import EmbeddingCache
 from rag_app.ingest.loaders import load_document
-from rag_app.rescore_pass import chunk_texts
+from rag_app.ingest.rescore_pass import chunk_texts
 from rag_app.store import CollectionInfo, open_store
 from rag_app.core.types import Chunk
 

@@ -39,7 +39,7 @@ class FileOutcome:
 class IngestReport:
     outcomes: list[FileOutcome] = field(default_factory=list)
     embed: EmbedUsage = field(default_factory=EmbedUsage)
-    rescore: EmbedUsage | None = None  # ingest's embedding pass (rag_app/rescore_pass.py); None when not run
+    rescore: EmbedUsage | None = None  # ingest's embedding pass (rag_app/ingest/rescore_pass.py); None when not run
     collection: CollectionInfo | None = None
     embed_model: str | None = None
 
