@@ -300,8 +300,8 @@ def run(a, target, ledgers: Ledgers) -> None:
     print("\ndashboard endpoints through the FastAPI app (best of 2, s):")
     for p, s in endpoints(data_dir, url).items():
         print(f"  {p:40s} {s:6.3f}")
-    from rag_app.comparison import compare_live
-    from rag_app.experiments import Experiment
+    from rag_app.experiments.comparison import compare_live
+    from rag_app.experiments.variants import Experiment
     with Ledger.open_read(target) as ledger:
         cmp_s = timed(lambda: compare_live(ledger, Experiment("topn", "default", "top3", 50, "b")))
     print(f"\nexperiment compare (in process, best of 2): {cmp_s:.3f} s")

@@ -1,7 +1,7 @@
 """Watching a rollout after every 50 queries: how often does each method promote a change that did
 nothing, and how soon does it find a real 10% cost drop? (issue 24)
 
-Simulated live traffic goes through the code `rag experiment compare` runs (rag_app/verdict.py
+Simulated live traffic goes through the code `rag experiment compare` runs (rag_app/experiments/verdict.py
 `judge`, fed per-arm (n, sum, sum of squares) as the ledger's rollups give them), once per look, for
 thousands of experiments at a time. Each query lands in treatment with the rollout's probability and
 has a cost (log-normal, coefficient of variation ~0.6, like per-query LLM bills), a latency
@@ -32,9 +32,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rag_app.rollout import ADVANCE, ROLLED_BACK, Ramp, step_codes  # noqa: E402
-from rag_app.sequential import Moments, srm_pvalue  # noqa: E402
-from rag_app.verdict import HOLD, PROMOTE, ROLL_BACK, Plan, judge  # noqa: E402
+from rag_app.experiments.rollout import ADVANCE, ROLLED_BACK, Ramp, step_codes  # noqa: E402
+from rag_app.experiments.sequential import Moments, srm_pvalue  # noqa: E402
+from rag_app.experiments.verdict import HOLD, PROMOTE, ROLL_BACK, Plan, judge  # noqa: E402
 
 LOOK = 50  # queries between looks
 COST_MEAN, COST_SIGMA = 0.0004, 0.55  # dollars per query; sigma of the log -> CV ~0.6
@@ -109,7 +109,7 @@ def run(n_exp: int, n_queries: int, *, share: float = 0.5, cost_effect: float = 
 
 def ramp_run(n_exp: int, ramp: Ramp, plan: Plan, *, cost_effect: float = 0.0, error_effect: float = 0.0,
              max_looks: int = 1000, seed: int = 0) -> dict:
-    """Ramps driven look by look through rag_app/rollout.py `step_codes` on the verdict of all data so
+    """Ramps driven look by look through rag_app/experiments/rollout.py `step_codes` on the verdict of all data so
     far. The sample-ratio check reads each step's own counts against that step's rollout (a cumulative
     count mixes the steps' shares and would always mismatch). Shares: rolled back, complete, and the
     median exposure (treatment queries) at a roll back."""

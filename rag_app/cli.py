@@ -559,10 +559,10 @@ app.add_typer(experiment_app, name="experiment")
 def experiment_compare(name: str = typer.Argument(..., help="experiment name in RAG_EXPERIMENTS_FILE"),
                        as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Per-arm cost, latency and failure rates, anytime-valid intervals, SRM check and a verdict."""
-    from rag_app.comparison import compare_live
+    from rag_app.experiments.comparison import compare_live
     from rag_app.config.settings import load_settings
     from rag_app.cost_render import experiment_arm_tables, experiment_metrics_table, usd
-    from rag_app.experiments import ExperimentConfig
+    from rag_app.experiments.variants import ExperimentConfig
     from tracing.ledger import Ledger
 
     try:
@@ -614,7 +614,7 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
                       k: int = typer.Option(5, help="recall cut-off"),
                       as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Same labelled questions through both arms: recall@k and cost with paired-bootstrap 95% CIs, verdict."""
-    from rag_app.comparison import replay
+    from rag_app.experiments.comparison import replay
     from rag_app.config.settings import check_data_dir, load_settings
     from rag_app.cost_render import usd
     from rag_app.evaluation.qa import load_qa

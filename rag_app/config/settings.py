@@ -114,7 +114,7 @@ class Settings(BaseSettings):
 
     api_token: str | None = None
     experiments_file: Path | None = None
-    # `rag serve` looks at a ramped experiment this often (rag_app/service/ramp.py)
+    # `rag serve` looks at a ramped experiment this often (rag_app/experiments/ramp.py)
     ramp_check_s: float = Field(60.0, gt=0)
     # Spend control (rag_app/service/budgets.py): limits per key, user or variant, validated at start-up
     budgets_file: Path | None = None  # RAG_BUDGETS_FILE

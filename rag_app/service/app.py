@@ -148,7 +148,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     gate = BudgetGate(budgets, limits, lambda fn: read(fn, flush=False), settings.budget_unpriced, webhook,
                       first_estimate=price_of_a_question(state["pool"].base.prices, settings),
                       ledger_down=settings.budget_ledger_down)
-    state["pool"].start_ramp(webhook)  # a ramped experiment moves by itself (rag_app/service/ramp.py)
+    state["pool"].start_ramp(webhook)  # a ramped experiment moves by itself (rag_app/experiments/ramp.py)
 
     @app.exception_handler(OverBudget)
     async def over_budget(request: Request, exc: OverBudget):
@@ -364,7 +364,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 
     @app.get("/v1/experiments/{name}", dependencies=[Depends(auth)])
     def experiment(name: str):
-        from rag_app.comparison import compare_live
+        from rag_app.experiments.comparison import compare_live
 
         exp = pool().config.experiments.get(name)
         if exp is None:

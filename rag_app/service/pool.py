@@ -14,7 +14,7 @@ from typing import Any
 from rag_app.app import RagApp
 from rag_app.config.settings import Settings
 from rag_app.core.errors import ConfigError, RagError
-from rag_app.experiments import Assignment, ExperimentConfig, assign
+from rag_app.experiments.variants import Assignment, ExperimentConfig, assign
 from rag_app.query.scope import Scope
 from rag_app.core.types import Answer
 from rag_app.models.attempts import utcnow
@@ -63,7 +63,7 @@ class VariantPool:
         exp = self.config.experiments.get(self.settings.experiment) if self.settings.experiment else None
         if exp is None or not exp.ramp or self.ramp is not None:
             return
-        from rag_app.service.ramp import RampController
+        from rag_app.experiments.ramp import RampController
         from tracing.ledger import SERVICE_BOUNDS, Ledger
 
         self.ramp = RampController(exp, Ledger.attach(self.settings.ledger, bounds=SERVICE_BOUNDS),

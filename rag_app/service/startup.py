@@ -22,7 +22,7 @@ def check_bind(host: str, settings, allow_remote: bool) -> None:
 
 
 def check_experiments(settings) -> None:
-    from rag_app.experiments import ExperimentConfig
+    from rag_app.experiments.variants import ExperimentConfig
 
     cfg = ExperimentConfig.load(settings.experiments_file)
     if settings.experiment and settings.experiment not in cfg.experiments:

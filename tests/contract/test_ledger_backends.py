@@ -13,8 +13,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from rag_app.comparison import compare_live
-from rag_app.experiments import Experiment
+from rag_app.experiments.comparison import compare_live
+from rag_app.experiments.variants import Experiment
 from rag_app.config.ledger_location import as_target
 from tests.conftest import index_company_law, make_settings
 from tests.unit.test_ledger_schema import (
@@ -390,7 +390,7 @@ def test_experiment_replay_gives_identical_results(ledger_url, tmp_path, law_ind
     """`rag experiment replay`: both arms answer the same labelled questions, costs read back from the ledger."""
     import shutil
 
-    from rag_app.comparison import replay
+    from rag_app.experiments.comparison import replay
     from rag_app.evaluation.qa import Gold, Question
     from rag_app.service.pool import VariantPool
     from tests.conftest import LAWS

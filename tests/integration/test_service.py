@@ -165,7 +165,7 @@ def test_split_and_shadow_experiments(indexed, tmp_path):
 def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
     import shutil
 
-    from rag_app.comparison import replay
+    from rag_app.experiments.comparison import replay
     from rag_app.evaluation.qa import Gold, Question
     from rag_app.service.pool import VariantPool
 
@@ -220,7 +220,7 @@ def test_live_comparison_ignores_replayed_questions(indexed, tmp_path):
     both arms: the live comparison still sees 10 per arm; the replay rows carry origin=replay."""
     import shutil
 
-    from rag_app.comparison import compare_live, replay
+    from rag_app.experiments.comparison import compare_live, replay
     from rag_app.evaluation.qa import Gold, Question
     from rag_app.service.pool import VariantPool
 
@@ -234,7 +234,7 @@ def test_live_comparison_ignores_replayed_questions(indexed, tmp_path):
         user = 0
         while min(per_arm.values()) < 10:
             user += 1
-            from rag_app.experiments import assign
+            from rag_app.experiments.variants import assign
             arm = assign(pool.experiment, f"user{user}").arm
             if per_arm[arm] == 10:
                 continue
@@ -309,7 +309,7 @@ def test_a_ramped_experiment_serves_the_ledgers_step_and_keeps_users_sticky(inde
     """The pool serves the rollout of the ramp's latest move; users treated at 10% stay treated at 50%."""
     import shutil
 
-    from rag_app.experiments import assign
+    from rag_app.experiments.variants import assign
     from rag_app.service.pool import VariantPool
 
     cfg = tmp_path / "exp.json"
@@ -378,7 +378,7 @@ def test_the_audits_cheaper_arm_that_invents_an_article_is_rolled_back_over_http
     answering with an article that does not exist and a passage never sent: 0.7.0 said promote."""
     import shutil
 
-    from rag_app.experiments import ExperimentConfig, assign
+    from rag_app.experiments.variants import ExperimentConfig, assign
     from tests.fakes.openai_server import FakeOpenAI, Reply
 
     invented = "根据《中华人民共和国劳动法》第九百九十九条，用人单位可以随时无理由辞退劳动者且无需支付任何补偿[7]"

@@ -7,8 +7,8 @@ from datetime import date
 
 import pytest
 
-from rag_app.comparison import compare_live
-from rag_app.experiments import Experiment
+from rag_app.experiments.comparison import compare_live
+from rag_app.experiments.variants import Experiment
 from tests.unit.test_comparison import seed_ledger
 
 

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from rag_app.comparison import compare_live, srm_pvalue, welch_interval
-from rag_app.experiments import Experiment
+from rag_app.experiments.comparison import compare_live, srm_pvalue, welch_interval
+from rag_app.experiments.variants import Experiment
 from tests.fakes.sql_ledger import SqlLedger
 
 
@@ -76,7 +76,7 @@ def test_compare_live_rolls_back_a_cost_rise(tmp_path):
 
 
 def test_paired_bootstrap_brackets_the_mean_difference():
-    from rag_app.comparison import paired_bootstrap
+    from rag_app.experiments.comparison import paired_bootstrap
     diffs = [0.1, 0.2, 0.0, 0.15, 0.05] * 20
     ci = paired_bootstrap(diffs)
     assert ci.diff == pytest.approx(0.1) and ci.low < 0.1 < ci.high and ci.high - ci.low < 0.05
@@ -192,7 +192,7 @@ def test_compare_decides_on_re_priced_figures_once_they_exist(tmp_path):
     # the control's rows were priced as recorded and did not change: its figures are the rollups'
     assert after["arms"]["control"]["cost_per_query"]["mean"] == pytest.approx(sum(control) / 450 / 1e9)
     # as recorded, the same ledger still cannot decide on cost
-    from rag_app import comparison
+    from rag_app.experiments import comparison
     orig = conn.arm
     conn.arm = lambda *a, **k: orig(*a, **{**k, "prices": "original"})
     assert comparison.compare_live(conn, exp)["verdict"] == "hold"

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rag_app.core.errors import ConfigError
-from rag_app.experiments import Experiment, ExperimentConfig, assign, bucket, fnv1a32
+from rag_app.experiments.variants import Experiment, ExperimentConfig, assign, bucket, fnv1a32
 
 
 def exp(pct, seed="s1", mode="split"):
@@ -100,7 +100,7 @@ def test_assignment_is_the_same_in_another_process():
 
     users = [f"user-{i}" for i in range(40)]
     here = [assign(exp(50, "restart"), user_id=u).arm for u in users]
-    code = ("import json,sys; from rag_app.experiments import Experiment, assign; "
+    code = ("import json,sys; from rag_app.experiments.variants import Experiment, assign; "
             "print(json.dumps([assign(Experiment('e','control-v','treat-v',50,'restart'), user_id=u).arm "
             "for u in json.loads(sys.argv[1])]))")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(users)], capture_output=True, text=True, check=True,

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rag_app.core.errors import ConfigError
-from rag_app.experiments import ExperimentConfig
+from rag_app.experiments.variants import ExperimentConfig
 
 GOOD_EXP = {"control": "default", "treatment": "b", "rollout_pct": 10, "seed": "s"}
 

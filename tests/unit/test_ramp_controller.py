@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from rag_app.experiments import Experiment
-from rag_app.service.ramp import RampController
+from rag_app.experiments.variants import Experiment
+from rag_app.experiments.ramp import RampController
 from tests.conftest import wait_until
 from tests.fakes.sql_ledger import SqlLedger
 from tests.fakes.webhook_receiver import WebhookReceiver

@@ -10,8 +10,8 @@ import tracemalloc
 
 import pytest
 
-from rag_app.comparison import Stats, compare_live, welch_interval
-from rag_app.experiments import Experiment
+from rag_app.experiments.comparison import Stats, compare_live, welch_interval
+from rag_app.experiments.variants import Experiment
 from tracing.ledger import Ledger, LedgerWriter, percentile
 from tracing.ledger import rollups
 

@@ -1,11 +1,11 @@
-"""The ramp decision (rag_app/rollout.py) as a pure function: advance, stay, roll back, and why."""
+"""The ramp decision (rag_app/experiments/rollout.py) as a pure function: advance, stay, roll back, and why."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rag_app.rollout import ADVANCE, ROLLED_BACK, STAY, Ramp, decide_step, step_codes
-from rag_app.verdict import HOLD, PROMOTE, ROLL_BACK
+from rag_app.experiments.rollout import ADVANCE, ROLLED_BACK, STAY, Ramp, decide_step, step_codes
+from rag_app.experiments.verdict import HOLD, PROMOTE, ROLL_BACK
 
 RAMP = Ramp((1, 10, 50, 100), min_queries_per_step=500)
 HOLDING = {"verdict": "hold", "decided_by": "cost_per_query", "reason": "difference not established"}

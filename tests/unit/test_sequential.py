@@ -1,4 +1,4 @@
-"""Anytime-valid intervals (rag_app/sequential.py): the formula by hand, coverage at every look, rates."""
+"""Anytime-valid intervals (rag_app/experiments/sequential.py): the formula by hand, coverage at every look, rates."""
 from __future__ import annotations
 
 import math
@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from rag_app.comparison import srm_pvalue as srm_scalar
-from rag_app.comparison import welch_interval
-from rag_app.sequential import (MIN_ARM_QUERIES, Moments, cs_halfwidth, cs_pvalue, difference, sequential_rho,
+from rag_app.experiments.comparison import srm_pvalue as srm_scalar
+from rag_app.experiments.comparison import welch_interval
+from rag_app.experiments.sequential import (MIN_ARM_QUERIES, Moments, cs_halfwidth, cs_pvalue, difference, sequential_rho,
                                 srm_pvalue)
 
 

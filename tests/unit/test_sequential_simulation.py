@@ -5,7 +5,7 @@ rag_app/rollout.step_codes). Small enough for a few CPU seconds; bench/sequentia
 from __future__ import annotations
 
 from bench.sequential_sim import ramp_run, run, simulation_plan
-from rag_app.rollout import Ramp
+from rag_app.experiments.rollout import Ramp
 
 PLANS = {"sequential": simulation_plan("sequential"), "fixed": simulation_plan("fixed")}
 

@@ -1,4 +1,4 @@
-"""Primary metric, guardrails, alpha shares and the verdict (rag_app/verdict.py), on constructed arms."""
+"""Primary metric, guardrails, alpha shares and the verdict (rag_app/experiments/verdict.py), on constructed arms."""
 from __future__ import annotations
 
 from datetime import date
@@ -6,8 +6,8 @@ from datetime import date
 import numpy as np
 import pytest
 
-from rag_app.sequential import Moments
-from rag_app.verdict import HOLD, PROMOTE, ROLL_BACK, Plan, judge, verdict
+from rag_app.experiments.sequential import Moments
+from rag_app.experiments.verdict import HOLD, PROMOTE, ROLL_BACK, Plan, judge, verdict
 
 N = 2000  # queries per arm: enough for a 20% cost drop to show at the primary's 96% confidence
 

@@ -255,7 +255,7 @@ def m009_one_repository(db: Connection) -> None:
 
 @migration
 def m010_experiment_events(db: Connection) -> None:
-    # 0.5.0: the ramp's moves, read by every replica (rag_app/service/ramp.py).
+    # 0.5.0: the ramp's moves, read by every replica (rag_app/experiments/ramp.py).
     _ddl(db, CreateTable(S.experiment_events))
 
 

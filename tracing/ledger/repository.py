@@ -348,7 +348,7 @@ class Ledger:
                     out[row[0]] = (row[1], row[2])
         return out
 
-    # -- ramps (rag_app/service/ramp.py) ------------------------------------------------------------
+    # -- ramps (rag_app/experiments/ramp.py) ------------------------------------------------------------
     def experiment_events(self, experiment: str) -> list[dict]:
         """A ramp's moves, oldest first; the last one's to_pct is the rollout every replica serves."""
         e = experiment_events

@@ -179,7 +179,7 @@ ledger_losses = Table(
 )
 
 experiment_events = Table(
-    # m010: a ramp's moves (rag_app/service/ramp.py). The latest row is the rollout every replica serves;
+    # m010: a ramp's moves (rag_app/experiments/ramp.py). The latest row is the rollout every replica serves;
     # (experiment, seq) is unique, so two replicas deciding the same move at once write it once.
     "experiment_events", metadata,
     _id(),

@@ -1,5 +1,5 @@
 """`rag serve` runs an experiment's ramp: it looks every RAG_RAMP_CHECK_S seconds and moves the rollout
-by rag_app/rollout.py's rule (advance a step once each arm has its minimum and no guardrail crossed;
+by rag_app/experiments/rollout.py's rule (advance a step once each arm has its minimum and no guardrail crossed;
 roll back to 0% as soon as one does; stay on a sample-ratio mismatch).
 
 The ramp's state lives in the ledger, not in a process: each move is an `experiment_events` row, and the
@@ -19,10 +19,10 @@ import threading
 import uuid
 from datetime import datetime, timezone
 
-from rag_app.comparison import compare_live, srm_pvalue
-from rag_app.experiments import Experiment
-from rag_app.rollout import Ramp, StepDecision, decide_step
-from rag_app.verdict import Plan, srm_level
+from rag_app.experiments.comparison import compare_live, srm_pvalue
+from rag_app.experiments.variants import Experiment
+from rag_app.experiments.rollout import Ramp, StepDecision, decide_step
+from rag_app.experiments.verdict import Plan, srm_level
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ Config file (JSON; RAG_EXPERIMENTS_FILE):
                               "rollout_pct": 10, "seed": "topn-2026-11", "mode": "split",
                               "analysis": {"primary_metric": "cost_per_query", "expected_queries": 5000},
                               "ramp": {"steps": [1, 10, 50, 100], "min_queries_per_step": 1000}}}}
-`analysis` and `ramp` are optional (fields and defaults: rag_app/experiments_schema.py Analysis, Ramp).
+`analysis` and `ramp` are optional (fields and defaults: rag_app/experiments/schema.py Analysis, Ramp).
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class Experiment:
     mode: str = "split"  # split | shadow
     guardrails: dict = field(default_factory=dict)
     analysis: dict | None = None  # how compare reads it (experiments_schema.Analysis); None: the defaults
-    ramp: dict | None = None  # {"steps": [1, 10, 50, 100], "min_queries_per_step": 1000} (rag_app/rollout.py)
+    ramp: dict | None = None  # {"steps": [1, 10, 50, 100], "min_queries_per_step": 1000} (rag_app/experiments/rollout.py)
 
     def __post_init__(self):
         if not 0 <= self.rollout_pct <= 100:
@@ -90,7 +90,7 @@ class ExperimentConfig:
     def load(cls, path: Path | None) -> "ExperimentConfig":
         if path is None:
             return cls({"default": {}}, {})
-        from rag_app.experiments_schema import parse_config
+        from rag_app.experiments.schema import parse_config
 
         try:
             text = Path(path).read_text(encoding="utf-8")

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 
 from rag_app.core.errors import ConfigError
 
-PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "answer"
+PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "answer"
 RETRIEVERS = ("hybrid", "dense", "bm25")
-# what `rag experiment compare` can judge an experiment by (rag_app/verdict.py METRICS): all lower is better
+# what `rag experiment compare` can judge an experiment by (rag_app/experiments/verdict.py METRICS): all lower is better
 METRICS = ("cost_per_query", "latency_ms", "error_rate", "timeout_rate", "retry_rate")
 
 
@@ -59,8 +59,8 @@ class Variant(BaseModel):
 
 
 class Analysis(BaseModel):
-    """How an experiment is read (issue 24; the maths in rag_app/sequential.py, the verdict in
-    rag_app/verdict.py). Every key is optional; the defaults are GrowthBook's."""
+    """How an experiment is read (issue 24; the maths in rag_app/experiments/sequential.py, the verdict in
+    rag_app/experiments/verdict.py). Every key is optional; the defaults are GrowthBook's."""
     model_config = ConfigDict(extra="forbid")
 
     # None: hybrid when a planned end is set, else sequential
@@ -93,7 +93,7 @@ class Analysis(BaseModel):
 
 class Ramp(BaseModel):
     """Rollout steps in percent (e.g. [1, 10, 50, 100]) and the queries each arm needs at a step
-    before the next (rag_app/rollout.py)."""
+    before the next (rag_app/experiments/rollout.py)."""
     model_config = ConfigDict(extra="forbid")
 
     steps: list[StrictInt | StrictFloat] = Field(min_length=1)
@@ -109,7 +109,7 @@ class Ramp(BaseModel):
 
 
 class Guardrails(BaseModel):
-    """Thresholds of the verdict (defaults in rag_app/verdict.py). Typed here so that a mistyped value
+    """Thresholds of the verdict (defaults in rag_app/experiments/verdict.py). Typed here so that a mistyped value
     stops `rag serve` at start-up, never a 500 at the first comparison."""
     model_config = ConfigDict(extra="forbid")
 

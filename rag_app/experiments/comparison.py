@@ -2,12 +2,12 @@
 rates; intervals for the differences; a sample-ratio-mismatch check; a verdict.
 
 `compare_live` reads per-arm sums (n, sum, sum of squares) from the rollups and hands them to pure
-functions: rag_app/sequential.py (anytime-valid intervals, read as often as you like) and
-rag_app/verdict.py (one primary metric, the others as guardrails with their share of alpha, and a
+functions: rag_app/experiments/sequential.py (anytime-valid intervals, read as often as you like) and
+rag_app/experiments/verdict.py (one primary metric, the others as guardrails with their share of alpha, and a
 promote / hold / roll back verdict naming the metric that decided). `differences` keeps the
 fixed-horizon Welch 95% intervals it always had (valid when read once, at a planned sample size).
 
-Guardrails (experiment config `guardrails`, defaults in rag_app/verdict.py): promote when the
+Guardrails (experiment config `guardrails`, defaults in rag_app/experiments/verdict.py): promote when the
 primary metric (cost per query by default) is better at its confidence, by at least
 `min_cost_drop_pct` for cost, and no guardrail is worse (or trending worse than
 `max_error_rate_increase` for the error rate); roll back when a guardrail or the primary is worse;
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from rag_app.experiments import Experiment
-from rag_app.sequential import Moments
-from rag_app.verdict import DEFAULT_GUARDRAILS
+from rag_app.experiments.variants import Experiment
+from rag_app.experiments.sequential import Moments
+from rag_app.experiments.verdict import DEFAULT_GUARDRAILS
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def welch_interval(a: list[float] | Stats, b: list[float] | Stats, confidence: f
 
 def srm_pvalue(n_control: int, n_treatment: int, treatment_share: float) -> float | None:
     """Chi-square goodness of fit of the observed split against the configured one (None: nothing to check)."""
-    from rag_app import sequential
+    from rag_app.experiments import sequential
 
     p = float(sequential.srm_pvalue(n_control, n_treatment, treatment_share))
     return None if math.isnan(p) else p
@@ -139,7 +139,7 @@ def _rate(k: int, n: int) -> float | None:
 def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     """Both arms of a live experiment from the ledger, their differences and the verdict.
     `today` (UTC) decides whether a hybrid analysis has reached its planned_end."""
-    from rag_app.verdict import Plan, quality_gate, srm_level, verdict
+    from rag_app.experiments.verdict import Plan, quality_gate, srm_level, verdict
 
     guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
     plan = Plan.of(exp.analysis, exp.guardrails)

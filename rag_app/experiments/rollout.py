@@ -3,7 +3,7 @@
 An experiment may declare a ramp in the experiments file:
     "ramp": {"steps": [1, 10, 50, 100], "min_queries_per_step": 1000}
 At each look the caller (later `rag serve`; not wired in yet) passes the current rollout, how many
-queries each arm answered since this step began, and the experiment's verdict (rag_app/verdict.py,
+queries each arm answered since this step began, and the experiment's verdict (rag_app/experiments/verdict.py,
 whose guardrails and sample-ratio check run on all the experiment's data). The answer, first rule
 that applies:
 
@@ -16,7 +16,7 @@ that applies:
 6. advance to the next step.
 A promote verdict does not skip steps: each step exposes more users only after the last one held.
 
-Raising the percentage keeps users sticky (rag_app/experiments.py: a user treated at 10% is treated
+Raising the percentage keeps users sticky (rag_app/experiments/variants.py: a user treated at 10% is treated
 at 50%); rolling back to 0% returns everyone to control.
 
 `step_codes` works on numpy arrays (simulated ramps by the thousand); `decide_step` is the one-ramp
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag_app.verdict import ROLL_BACK
+from rag_app.experiments.verdict import ROLL_BACK
 
 ADVANCE, STAY, ROLLED_BACK = 1, 0, -1
 ACTIONS = {ADVANCE: "advance", STAY: "stay", ROLLED_BACK: "roll back"}
@@ -74,9 +74,9 @@ def step_codes(ramp: Ramp, current_pct, control_queries, treatment_queries, verd
 
 def decide_step(ramp: Ramp, current_pct: float, *, control_queries: int, treatment_queries: int,
                 verdict: dict, srm_level: str = "ok") -> StepDecision:
-    """One ramp's next move. `verdict`: rag_app.verdict.verdict()'s dict (or compare_live's result);
+    """One ramp's next move. `verdict`: rag_app.experiments.verdict.verdict()'s dict (or compare_live's result);
     `srm_level`: "ok" | "warning" | "alert" (a warning does not stop the ramp)."""
-    from rag_app.verdict import VERDICTS
+    from rag_app.experiments.verdict import VERDICTS
 
     code = {v: k for k, v in VERDICTS.items()}[verdict["verdict"]]
     action, pct = step_codes(ramp, current_pct, control_queries, treatment_queries, code, srm_level == "alert")

@@ -3,7 +3,7 @@
 An experiment is judged by one primary metric (cost per query unless the experiments file's
 `analysis.primary_metric` says otherwise) and guardrails (by default every other metric the ledger
 holds: latency, and the error, timeout and retry rates). Each metric's interval for
-treatment - control comes from rag_app/sequential.py, at its share of the experiment's alpha:
+treatment - control comes from rag_app/experiments/sequential.py, at its share of the experiment's alpha:
 
 - Preferential Bonferroni (Eppo's name for it): the primary gets `primary_alpha_share` of alpha
   (default 80%), the guardrails split the rest equally. With alpha 0.05 and four guardrails: 0.04 for
@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from rag_app.cost_render import fmt
-from rag_app.experiments_schema import METRICS as METRIC_NAMES
-from rag_app.experiments_schema import Analysis
-from rag_app.sequential import HYBRID_FIXED_SHARE, Diff, Moments, difference
+from rag_app.experiments.schema import METRICS as METRIC_NAMES
+from rag_app.experiments.schema import Analysis
+from rag_app.experiments.sequential import HYBRID_FIXED_SHARE, Diff, Moments, difference
 
 DEFAULT_GUARDRAILS = {"min_cost_drop_pct": 10.0, "max_error_rate_increase": 0.01, "srm_p": 0.001,
                       "max_quality_drop": 0.05}
