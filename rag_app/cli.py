@@ -288,7 +288,7 @@ def budgets_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")
     """Each budget of RAG_BUDGETS_FILE: its limit, spend this period (priced; unpriced calls counted
     apart, never as $0), and time to reset, per key, user or variant, from the ledger every replica writes."""
     from rag_app.config.settings import load_settings
-    from rag_app.service.budgets import Limits, budget_status, load_budgets, render_status
+    from rag_app.spend.budgets import Limits, budget_status, load_budgets, render_status
     from tracing.ledger import Ledger
     from tracing.pricing import PriceTable
 

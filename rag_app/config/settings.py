@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     experiments_file: Path | None = None
     # `rag serve` looks at a ramped experiment this often (rag_app/experiments/ramp.py)
     ramp_check_s: float = Field(60.0, gt=0)
-    # Spend control (rag_app/service/budgets.py): limits per key, user or variant, validated at start-up
+    # Spend control (rag_app/spend/budgets.py): limits per key, user or variant, validated at start-up
     budgets_file: Path | None = None  # RAG_BUDGETS_FILE
     # RAG_ALERT_WEBHOOK: http(s) URL POSTed each budget event and each ramp roll back (JSON; retried in the
     # background, never on a query's path)
@@ -128,7 +128,7 @@ class Settings(BaseSettings):
     budget_unpriced: Literal["block", "allow"] = "block"
     # the ledger cannot be read to admit a query under a budget: refuse it (503) or admit it unchecked
     budget_ledger_down: Literal["closed", "open"] = "closed"
-    # answers `rag serve` keeps per collection (rag_app/service/answer_cache.py); 0 = no answer cache
+    # answers `rag serve` keeps per collection (rag_app/spend/answer_cache.py); 0 = no answer cache
     answer_cache_size: int = Field(1000, ge=0)
     max_upload_mb: float = Field(20.0, gt=0)
     max_request_mb: float = Field(100.0, gt=0)  # whole POST /v1/ingest body, refused before it is read past this

@@ -35,7 +35,7 @@ class RampController:
     """One ramped experiment of one `rag serve` process. `ledger`: a tracing.ledger.Ledger."""
 
     def __init__(self, exp: Experiment, ledger, *, webhook=None, interval_s: float = 60.0):
-        """`webhook`: a rag_app.service.webhook.Webhook (a roll back is sent to it), or None."""
+        """`webhook`: a rag_app.spend.webhook.Webhook (a roll back is sent to it), or None."""
         ramp = Ramp.of(exp.ramp)
         if ramp is None:
             raise ValueError(f"experiment {exp.name!r} has no ramp")

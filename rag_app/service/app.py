@@ -18,7 +18,7 @@ from rag_app.config.settings import Settings
 from rag_app.core.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.store.space import DiskFull
 from rag_app.service.answers import AnswerArchive, RecentAnswers
-from rag_app.service.budgets import (
+from rag_app.spend.budgets import (
     BudgetGate,
     LedgerDown,
     Limits,
@@ -28,14 +28,14 @@ from rag_app.service.budgets import (
     load_budgets,
     price_of_a_question,
 )
-from rag_app.service.webhook import Webhook
+from rag_app.spend.webhook import Webhook
 from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (AskScope, FeedbackRequest, Timestamp, dashboard_headers, public_message,
                                     public_validation_errors, save_uploads)
 from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
 from rag_app.service.pool import Route, VariantPool
 from rag_app.service.query_service import QueryRequest, QueryService
-from rag_app.service.answer_cache import AnswerCache
+from rag_app.spend.answer_cache import AnswerCache
 from rag_app.service.streaming import SSE_HEADERS, StreamedQuery, rest_of, sse
 from rag_app.core.money import usd_json
 from tracing.ledger import BY_DIMS, SERVICE_BOUNDS, Ledger, LedgerUnavailable, is_transient, stage_json

@@ -12,8 +12,8 @@ from typing import Any
 
 from rag_app.models.attempts import utcnow
 from rag_app.presenter import answer_payload
-from rag_app.service.answer_cache import AnswerCache, Cached, hit_payload
-from rag_app.service.budgets import BudgetGate
+from rag_app.spend.answer_cache import AnswerCache, Cached, hit_payload
+from rag_app.spend.budgets import BudgetGate
 from rag_app.service.inputs import display_path
 from rag_app.service.pool import Route, VariantPool
 from rag_app.core.usage import totals

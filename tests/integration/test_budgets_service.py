@@ -115,7 +115,7 @@ def test_a_burst_on_a_fresh_ledger_stops_at_the_limit(indexed, tmp_path):
     held at the LLM until all 20 are decided, so none finishes early and lowers the estimate."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rag_app.service.budgets import price_of_a_question
+    from rag_app.spend.budgets import price_of_a_question
     from tests.fakes.openai_server import Held
     from tracing.pricing import PriceTable
 

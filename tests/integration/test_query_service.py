@@ -6,8 +6,8 @@ import json
 import pytest
 
 from rag_app.query.scope import Scope
-from rag_app.service.answer_cache import AnswerCache
-from rag_app.service.budgets import BudgetGate, Limits, OverBudget, load_budgets, price_of_a_question
+from rag_app.spend.answer_cache import AnswerCache
+from rag_app.spend.budgets import BudgetGate, Limits, OverBudget, load_budgets, price_of_a_question
 from rag_app.service.pool import VariantPool
 from rag_app.service.query_service import QueryRequest, QueryService
 from tests.conftest import index_company_law, make_settings

@@ -1,4 +1,4 @@
-"""Budget rules (rag_app/service/budgets.py): periods, CNY limits at the dated rate, the table."""
+"""Budget rules (rag_app/spend/budgets.py): periods, CNY limits at the dated rate, the table."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from rag_app.core.errors import ConfigError
-from rag_app.service.budgets import Limits, load_budgets, period_bounds, render_status
+from rag_app.spend.budgets import Limits, load_budgets, period_bounds, render_status
 from tests.conftest import HANG_S
 from tests.fakes.serve_proc import serve_env
 from tracing.fx import FxTable
@@ -67,13 +67,13 @@ def test_usage_past_ten_times_the_limit_still_fits_its_column():
 @pytest.mark.parametrize("nano, shown", [(960_000, "$0.00096"), (10_000, "$0.00001"), (489_750, "$0.0004898"),
                                          (1_500_000_000, "$1.50")])
 def test_refusals_show_money_to_four_significant_digits(nano, shown):
-    from rag_app.service.budgets import _usd
+    from rag_app.spend.budgets import _usd
 
     assert _usd(nano) == shown
 
 
 def _gate(tmp_path, limit_usd, **kw):
-    from rag_app.service.budgets import BudgetGate
+    from rag_app.spend.budgets import BudgetGate
     from tracing.ledger import Ledger, url_for_path
 
     path = tmp_path / "b.json"
@@ -85,7 +85,7 @@ def _gate(tmp_path, limit_usd, **kw):
 
 def test_on_a_fresh_ledger_each_query_counts_its_price_so_a_burst_stops_at_the_limit(tmp_path):
     """No history: the estimate is the question's price; a limit of 5.5 questions admits 5, not 20."""
-    from rag_app.service.budgets import OverBudget
+    from rag_app.spend.budgets import OverBudget
 
     price = 100_000  # nano-$ per question
     gate, ledger = _gate(tmp_path, 5.5 * price / 1e9, first_estimate=lambda q: price)
@@ -103,7 +103,7 @@ def test_on_a_fresh_ledger_each_query_counts_its_price_so_a_burst_stops_at_the_l
 
 @pytest.mark.parametrize("policy", ["closed", "open"])
 def test_admission_with_the_ledger_down_follows_the_setting(tmp_path, policy):
-    from rag_app.service.budgets import BudgetGate, LedgerDown
+    from rag_app.spend.budgets import BudgetGate, LedgerDown
     from tracing.ledger import LedgerUnavailable
 
     path = tmp_path / "b.json"
@@ -125,7 +125,7 @@ def test_admission_with_the_ledger_down_follows_the_setting(tmp_path, policy):
 
 @pytest.mark.parametrize("policy", ["block", "allow"])
 def test_an_unpriced_models_first_query_is_unknown_spend_from_the_first_call(tmp_path, policy):
-    from rag_app.service.budgets import OverBudget
+    from rag_app.spend.budgets import OverBudget
 
     gate, ledger = _gate(tmp_path, 100.0, first_estimate=lambda q: None, unpriced=policy)
     try:

@@ -58,7 +58,7 @@ def test_a_step_advances_once_each_arm_has_its_minimum_and_every_replica_follows
 
 
 def test_a_crossed_guardrail_rolls_back_writes_an_event_and_calls_the_webhook(tmp_path, monkeypatch):
-    from rag_app.service.webhook import Webhook
+    from rag_app.spend.webhook import Webhook
 
     hook = WebhookReceiver()
     conn = SqlLedger(tmp_path / "l.sqlite")

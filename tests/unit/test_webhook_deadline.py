@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from rag_app.service.webhook import Webhook
+from rag_app.spend.webhook import Webhook
 
 
 class Trickler:

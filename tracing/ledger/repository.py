@@ -445,7 +445,7 @@ class Ledger:
                 db.execute(insert(repricings), rows)
 
 
-    # -- budgets (tracing/ledger/budgets.py; the rules are rag_app/service/budgets.py's) ------------------
+    # -- budgets (tracing/ledger/budgets.py; the rules are rag_app/spend/budgets.py's) ------------------
     def budget_spend(self, dim: str, since: str, value: str | None = None) -> dict[str, dict[str, int]]:
         """Billed spend per key, user or variant since an instant: priced nano-dollars, unpriced calls, queries."""
         with self._read() as db:

@@ -305,7 +305,7 @@ ledger_writers = Table(
     Column("heartbeat_at", Text, nullable=False),  # refreshed while the process lives
 )
 
-# -- budgets (m012; rag_app/service/budgets.py decides, tracing/ledger/budgets.py reads and writes) -------
+# -- budgets (m012; rag_app/spend/budgets.py decides, tracing/ledger/budgets.py reads and writes) -------
 budget_reservations = Table(
     "budget_reservations", metadata,
     Column("query_id", Text, primary_key=True),
