@@ -119,7 +119,7 @@ def _progress_bars(labels: dict[str, str] | None = None):
 
 def _asked(rag, answer) -> dict:
     """The answer and what it cost, from the usages it carries (the same values its ledger rows hold)."""
-    from rag_app.presenter import answer_payload
+    from rag_app.present.presenter import answer_payload
 
     if rag.writer.failing:  # the rows wait in memory / a spill file; the figures shown are still exact
         err.print(f"warning: ledger not writable ({rag.writer.failing}); rows kept in memory / spill file")
@@ -186,8 +186,8 @@ def ask(question: str = typer.Argument(..., help="the question"),
 
 
 def _print_answer(p: dict) -> None:
-    from rag_app.cost_render import stage_table, usd
-    from rag_app.presenter import citation_label
+    from rag_app.present.cost_render import stage_table, usd
+    from rag_app.present.presenter import citation_label
 
     out.print(f"[bold]Q:[/bold] {p['question']}")
     out.print(p["answer"], markup=False)
@@ -229,7 +229,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
                                                    help="recompute the report totals from the ledger rows first")):
     """Per-query cost rows and totals: tokens and $ per stage, p50/p95, retry waste, cache hit rate."""
     from rag_app.config.settings import load_settings
-    from rag_app.report_export import write_by, write_report
+    from rag_app.present.report_export import write_by, write_report
     from tracing.ledger import BY_DIMS, Ledger
 
     try:
@@ -321,7 +321,7 @@ def _report_currency(settings):
 
 
 def _print_report(rep) -> None:
-    from rag_app.cost_render import report_tables
+    from rag_app.present.cost_render import report_tables
 
     out.print(report_tables(rep))
 
@@ -476,7 +476,7 @@ def _print_eval(result: dict, ks: list[int]) -> None:
     (its chunker, retriever, legs and levers listed above them: too long for a column)."""
     from rich.table import Table
 
-    from rag_app.cost_render import usd
+    from rag_app.present.cost_render import usd
 
     out.print(f"retrieval on {result['questions']} questions ({result['qa']}); rerank: {result['reranker']}")
     done = [r for r in result["results"] if not r.get("skipped")]
@@ -510,7 +510,7 @@ def _print_eval(result: dict, ks: list[int]) -> None:
 
 
 def _write_eval(result: dict, path: Path) -> None:
-    from rag_app.report_export import plain_row
+    from rag_app.present.report_export import plain_row
 
     if path.suffix.lower() == ".csv":
         # a nested value (the per-budget recalls) as JSON, not Python's repr, so other tools can read it
@@ -561,7 +561,7 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
     """Per-arm cost, latency and failure rates, anytime-valid intervals, SRM check and a verdict."""
     from rag_app.experiments.comparison import compare_live
     from rag_app.config.settings import load_settings
-    from rag_app.cost_render import experiment_arm_tables, experiment_metrics_table, usd
+    from rag_app.present.cost_render import experiment_arm_tables, experiment_metrics_table, usd
     from rag_app.experiments.variants import ExperimentConfig
     from tracing.ledger import Ledger
 
@@ -616,7 +616,7 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
     """Same labelled questions through both arms: recall@k and cost with paired-bootstrap 95% CIs, verdict."""
     from rag_app.experiments.comparison import replay
     from rag_app.config.settings import check_data_dir, load_settings
-    from rag_app.cost_render import usd
+    from rag_app.present.cost_render import usd
     from rag_app.evaluation.qa import load_qa
     from rag_app.service.pool import VariantPool
 
@@ -657,7 +657,7 @@ def chunks_stats(collection: Optional[str] = typer.Option(None, help="collection
                  png: Optional[Path] = typer.Option(None, help="also save the histogram as a PNG")):
     """Chunks per document type (statute / contract / other) and the chunk-length histogram (cl100k
     tokens) of a collection, as text and optionally as a PNG."""
-    from rag_app.chunk_stats import by_doc_type, histogram, render_text, render_types, save_png
+    from rag_app.present.chunk_stats import by_doc_type, histogram, render_text, render_types, save_png
     from rag_app.config.settings import check_data_dir, load_settings
     from rag_app.store import open_store
 

@@ -7,7 +7,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from rag_app.cost_render import usd
+from rag_app.present.cost_render import usd
 from rag_app.core.errors import RagError
 
 

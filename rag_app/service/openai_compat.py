@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from rag_app.text.edge_text import EdgeText
 from rag_app.service.inputs import AskScope
-from rag_app.presenter import citation_label
+from rag_app.present.presenter import citation_label
 
 ROUTED_MODEL = "legal-rag"  # the model that routes like /v1/ask
 OWNER = "legal-rag"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_app.models.attempts import utcnow
-from rag_app.presenter import answer_payload
+from rag_app.present.presenter import answer_payload
 from rag_app.spend.answer_cache import AnswerCache, Cached, hit_payload
 from rag_app.spend.budgets import BudgetGate
 from rag_app.service.inputs import display_path

@@ -12,7 +12,7 @@ import pytest
 
 from rag_app.app import RagApp
 from rag_app.experiments.comparison import compare_live
-from rag_app.cost_render import usd
+from rag_app.present.cost_render import usd
 from rag_app.experiments.variants import ExperimentConfig
 from tests.conftest import HANG_S, LAWS, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Status

@@ -9,7 +9,7 @@ from genai_prices import Usage, calc_price
 
 from rag_app.app import RagApp
 from rag_app.core.errors import LLMError
-from rag_app.presenter import answer_payload
+from rag_app.present.presenter import answer_payload
 from tests.conftest import make_settings, wait_until
 from tests.fakes.openai_server import Drop, FakeOpenAI, Held, Reply, Slow, Status
 

@@ -122,7 +122,7 @@ def test_reports_show_quality_and_feedback_beside_the_cost(service_for, tmp_path
 
     from rich.console import Console
 
-    from rag_app.report_export import write_report
+    from rag_app.present.report_export import write_report
     from tests.conftest import wait_until
     from tests.fakes.openai_server import Reply
 

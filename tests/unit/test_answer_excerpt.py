@@ -8,7 +8,7 @@ from rag_app.query.answer import EXCERPT_TOKENS, citation_for, extractive_answer
 from rag_app.chunking.legal import LegalChunker
 from rag_app.query.excerpt import best_excerpt, ends_sentence, section_at, sentence_spans
 from rag_app.ingest.loaders import load_document
-from rag_app.presenter import citation_label
+from rag_app.present.presenter import citation_label
 from rag_app.text.tokens import count_tokens
 from rag_app.core.types import Chunk, ScoredChunk
 from tests.conftest import SHARED

@@ -1,4 +1,4 @@
-from rag_app.chunk_stats import histogram, render_text, save_png
+from rag_app.present.chunk_stats import histogram, render_text, save_png
 from rag_app.config.settings import Settings
 
 
@@ -15,7 +15,7 @@ def test_histogram_counts_every_chunk_once(tmp_path):
 
 
 def test_chunks_are_counted_per_document_type():
-    from rag_app.chunk_stats import by_doc_type, render_types
+    from rag_app.present.chunk_stats import by_doc_type, render_types
 
     def p(doc, kind, tokens, chunker="legal"):
         return {"doc_id": doc, "token_count": tokens, "chunker": chunker, "chunker_version": "2",

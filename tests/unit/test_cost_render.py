@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from rag_app.cost_render import per_1k, report_tables, stage_table, usd
-from rag_app.report_export import by_table
+from rag_app.present.cost_render import per_1k, report_tables, stage_table, usd
+from rag_app.present.report_export import by_table
 from tests.fakes.sql_ledger import SqlLedger
 
 
@@ -80,7 +80,7 @@ def test_report_in_cny_at_the_dated_rate_shown(tmp_path):
     import io
     import json
 
-    from rag_app.report_export import write_report
+    from rag_app.present.report_export import write_report
     from tracing.fx import display_currency
     from tracing.pricing import load_bundled_table
 
@@ -106,7 +106,7 @@ def test_report_in_cny_at_the_dated_rate_shown(tmp_path):
     assert data["queries"][0]["cost_usd"] == pytest.approx(128850e-9)
     assert data["queries"][0]["cost_cny"] == pytest.approx(128850e-9 * 7.0197)
     # `--by` reports in the same currency: the table converted, the rate named, JSON with `_cny` twins
-    from rag_app.report_export import write_by
+    from rag_app.present.report_export import write_by
 
     sink, screen = io.StringIO(), io.StringIO()
     write_by(conn, "day", "table", sink, Console(file=screen), variant=None, currency=cny)

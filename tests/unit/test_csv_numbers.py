@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from rag_app.report_export import plain_number, plain_row, write_report
+from rag_app.present.report_export import plain_number, plain_row, write_report
 from tracing.ledger import Ledger, LedgerWriter
 
 

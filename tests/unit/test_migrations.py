@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Column, Text
 
-from rag_app.cost_render import audit_line
+from rag_app.present.cost_render import audit_line
 from tracing.ledger import Ledger, LedgerWriter, migrations
 from tracing.ledger.engine import make_engine
 from tracing.ledger.migrations import MIGRATIONS, add_column, migrate, pending

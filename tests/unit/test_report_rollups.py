@@ -252,7 +252,7 @@ def test_rows_written_around_the_writer_are_folded_in(tmp_path):
 def test_json_export_streams_in_flat_memory(tmp_path):
     """The export's peak Python memory is about the same for 2,000 and 8,000 queries (one page of rows)."""
     from bench.ledger_volume import build
-    from rag_app.report_export import write_report
+    from rag_app.present.report_export import write_report
     from rich.console import Console
 
     peaks = {}

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rag_app.cost_render import money, per_1k, report_tables
-from rag_app.cost_render import audit_line
+from rag_app.present.cost_render import money, per_1k, report_tables
+from rag_app.present.cost_render import audit_line
 
 BY_TABLE_ROWS = 50  # a person reads the top spenders; CSV/JSON carry every one
 
