@@ -45,10 +45,10 @@ notebooks: install
 	elif [ "$$RAG_REQUIRE_SHARED_DATA" = 1 ]; then echo "error: $(SHARED)/data not found (set RAG_SHARED_DIR)" >&2; exit 1; \
 	else echo "notebooks not run: $(SHARED)/data not found (set RAG_SHARED_DIR)"; fi
 
-# The help text `rag`/`rag --help` print without importing typer (rag_app/cli_entry.py); rerun after
+# The help text `rag`/`rag --help` print without importing typer (rag_app/cli/entry.py); rerun after
 # changing a command or a help string (tests/unit/test_cli_help_shipped.py fails until then).
 cli-help: install
-	PYTHONPATH=. $(BIN)/python -m rag_app.help_text
+	PYTHONPATH=. $(BIN)/python -m rag_app.cli.help_text
 
 clean:
 	rm -rf .rag .pytest_cache

@@ -39,7 +39,7 @@ def env(data_dir: Path) -> dict:
 def ingest(data_dir: Path) -> None:
     import subprocess
 
-    cmd = [sys.executable, "-m", "rag_app.cli", "ingest", str(CORPUS_ZH)]
+    cmd = [sys.executable, "-m", "rag_app.cli.main", "ingest", str(CORPUS_ZH)]
     subprocess.run(cmd, env=env(data_dir), check=True, cwd=Path(__file__).resolve().parents[1])
 
 

@@ -61,7 +61,7 @@ def run_case(name: str, send, env: dict, code: Path = REPO) -> dict:
         port = free_port()
         full = {**os.environ, "PYTHONPATH": str(code), "RAG_DATA_DIR": data, **env}
         # cwd too: `python -m` puts the working directory ahead of PYTHONPATH
-        proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli", "serve", "--port", str(port)], env=full,
+        proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli.main", "serve", "--port", str(port)], env=full,
                                 cwd=code)
         url = f"http://127.0.0.1:{port}"
         try:

@@ -64,7 +64,7 @@ def main() -> None:
     bare, _, _ = tree_cpu([sys.executable, "-c", "pass"], dict(os.environ))
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "PYTHONPATH": root, "RAG_DATA_DIR": d, "RAG_RESCORE_VECTORS": args.rescore_vectors}
-        cpu, own, rc = tree_cpu([sys.executable, "-m", "rag_app.cli", "ingest", str(CORPUS_ZH), *args.extra], env,
+        cpu, own, rc = tree_cpu([sys.executable, "-m", "rag_app.cli.main", "ingest", str(CORPUS_ZH), *args.extra], env,
                                 cwd=root)  # `python -m` puts the working directory first on sys.path
     print(f"ingest {CORPUS_ZH.parent.name}: {cpu:.2f} s CPU (user+sys, whole process tree; the CLI's process "
           f"{own:.2f} s, the parse workers and their forkserver {cpu - own:.2f} s), exit {rc}; "

@@ -130,7 +130,7 @@ def cli(args: list[str], data_dir: Path, url: str) -> tuple[float, int, int]:
     timer = ["/usr/bin/time", "-f", "%M"] if Path("/usr/bin/time").exists() else []
     t = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.run([*timer, sys.executable, "-m", "rag_app.cli", *args], stdout=out, stderr=err,
+        p = subprocess.run([*timer, sys.executable, "-m", "rag_app.cli.main", *args], stdout=out, stderr=err,
                            env=env, cwd=REPO)
         wall = time.perf_counter() - t
         err.seek(0)

@@ -3,9 +3,9 @@ start, interleaved, median of --n runs each (issue 20 item 6: `rag --help` <= 2x
 
     .venv/bin/python bench/startup_cpu.py [--n 15] [--against OTHER_CHECKOUT]
 
-`rag ...` is run as the console script runs it (`from rag_app.cli_entry import main; main()`): `rag --help`
+`rag ...` is run as the console script runs it (`from rag_app.cli.entry import main; main()`): `rag --help`
 prints the shipped help without typer; `rag ask --help` goes through typer. `--against` adds
-`python -m rag_app.cli --help` (typer's help, the entry point before 0.5) run from another checkout (e.g. a
+`python -m rag_app.cli.main --help` (typer's help, the entry point before 0.5) run from another checkout (e.g. a
 worktree of main), in the same rounds.
 
 Where the time goes, import by import: `python -X importtime -c "$ENTRY" ask --help` with ENTRY below.
@@ -20,14 +20,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY = "import sys; from rag_app.cli_entry import main; sys.exit(main())"  # what [project.scripts] runs
+ENTRY = "import sys; from rag_app.cli.entry import main; sys.exit(main())"  # what [project.scripts] runs
 ARMS = {
     "bare interpreter": ["-c", "pass"],
     "import typer": ["-c", "import typer"],
     "import typer, rich.console": ["-c", "import typer, rich.console"],
     "import typer, rich.console, typer.rich_utils": ["-c", "import typer, rich.console, typer.rich_utils"],
     "rag --help": ["-c", ENTRY, "--help"],
-    "rag (typer's --help)": ["-m", "rag_app.cli", "--help"],
+    "rag (typer's --help)": ["-m", "rag_app.cli.main", "--help"],
     "rag ask --help": ["-c", ENTRY, "ask", "--help"],
 }
 

@@ -129,7 +129,7 @@ def serve_rss(data_dir: Path, backend: str, questions: list[str]) -> float:
         port = s.getsockname()[1]
     env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "RAG_LLM_MODE": "extractive", "RAG_RERANK_MODEL": "",
            "RAG_STORE_BACKEND": backend, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli", "serve", "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli.main", "serve", "--port", str(port)], env=env,
                             cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         for _ in range(600):

@@ -350,7 +350,7 @@ def test_cli_readers_give_identical_results(ledger_url, tmp_path, monkeypatch):
     """`rag report`, `rag experiment compare`, `rag prices check` and `rag reprice`, ledger by RAG_LEDGER_URL."""
     from typer.testing import CliRunner
 
-    from rag_app.cli import app
+    from rag_app.cli.main import app
 
     cfg = tmp_path / "exp.json"
     cfg.write_text(json.dumps({"variants": {"a": {}, "b": {"top_n": 1}}, "experiments": {

@@ -151,7 +151,7 @@ def _flags(tokens: list[str]) -> list[str]:
 def _rag_tree():  # typer's click tree (typer vendors its own click: groups are known by `.commands`)
     import typer
 
-    from rag_app.cli import app
+    from rag_app.cli.main import app
 
     return typer.main.get_command(app)
 
@@ -307,7 +307,7 @@ def workdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("doc_examples")
     shim = root / "bin"
     shim.mkdir()
-    (shim / "rag").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m rag_app.cli "$@"\n')
+    (shim / "rag").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m rag_app.cli.main "$@"\n')
     (shim / "rag").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "OPENAI_", "QDRANT_"))}
     # The packaged MiniLM is forced so the outcome never depends on which models this machine has
@@ -398,7 +398,7 @@ def test_make_demo_runs_the_main_job_on_the_shared_data(tmp_path):
     assert "CORPUS ?= $(SHARED)/data/legal_zh/corpus" in makefile and "QA ?= $(SHARED)/data/legal_zh/qa_dev.jsonl" in makefile
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "OPENAI_", "QDRANT_"))}
     env.update({"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "COLUMNS": "80"})
-    proc = subprocess.run([sys.executable, "-m", "rag_app.cli", "demo", "--corpus", str(CORPUS),
+    proc = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "demo", "--corpus", str(CORPUS),
                            "--qa", str(LEGAL_ZH / "qa_dev.jsonl")], cwd=tmp_path, env=env, capture_output=True,
                           check=False, text=True, timeout=HEAVY_HANG_S)
     assert proc.returncode == 0, proc.stderr[-3000:]

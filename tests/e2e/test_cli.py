@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import HANG_S
 from tests.fakes.openai_server import FakeOpenAI, Reply, Status
 
-RAG = [sys.executable, "-m", "rag_app.cli"]
+RAG = [sys.executable, "-m", "rag_app.cli.main"]
 
 
 def rag(args, env, check=True):

@@ -65,7 +65,7 @@ def test_start_on_a_full_disk_is_one_line(tmp_path):
         data.mkdir()
         filler = fill(fs)
         for cmd in (["serve", "--port", "1"], ["ingest", str(LAW)], ["ask", "仲裁费用？"]):
-            out = subprocess.run([sys.executable, "-m", "rag_app.cli", *cmd], env=serve_env(data, None),
+            out = subprocess.run([sys.executable, "-m", "rag_app.cli.main", *cmd], env=serve_env(data, None),
                                  capture_output=True, text=True, timeout=HANG_S)
             lines = out.stderr.strip().splitlines()
             assert out.returncode == 2 and len(lines) == 1, (cmd, out.stderr[-2000:])
@@ -79,7 +79,7 @@ def test_rag_ingest_that_cannot_fit_is_refused_before_the_store_is_touched(tmp_p
         copy_sparse(company_law_edge, data / "edge")
         before = sorted(p.name for p in (data / "edge").rglob("*"))
         filler = fill_leaving(fs, 56 * 2**20 + 200 * 1024)  # starts (56 MiB), but cannot take the law too
-        out = subprocess.run([sys.executable, "-m", "rag_app.cli", "ingest", str(LAW)], env=serve_env(data, None),
+        out = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "ingest", str(LAW)], env=serve_env(data, None),
                              capture_output=True, text=True, timeout=HANG_S)
         assert out.returncode == 2 and "needs" in out.stderr and "free" in out.stderr, out.stderr[-2000:]
         assert len(out.stderr.strip().splitlines()) == 1

@@ -20,7 +20,7 @@ def test_eval_slice_and_runs_file_agree(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "OPENAI_", "QDRANT_"))}
     env.update({"RAG_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1", "RAG_RERANK_MODEL": ""})
     out, runs = tmp_path / "eval.json", tmp_path / "runs.jsonl"
-    args = [sys.executable, "-m", "rag_app.cli", "eval", "--qa", str(LEGAL_ZH / "qa_dev.jsonl"), "--corpus", str(CORPUS),
+    args = [sys.executable, "-m", "rag_app.cli.main", "eval", "--qa", str(LEGAL_ZH / "qa_dev.jsonl"), "--corpus", str(CORPUS),
             "--chunker", "legal,fixed-512", "--retriever", "bm25", "--limit", "60", "--out", str(out), "--runs", str(runs),
             "--split", "validate", "--budgets", "500,1000"]
     proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=HEAVY_HANG_S)
@@ -46,7 +46,7 @@ def test_eval_slice_and_runs_file_agree(tmp_path):
     assert result["paired_vs_first"][0]["new"] == "fixed-512/bm25"
     # the saved runs compare offline, paired, on the same split
     cmp_out = tmp_path / "cmp.json"
-    proc = subprocess.run([sys.executable, "-m", "rag_app.cli", "eval-compare", f"{runs}:legal/bm25", f"{runs}:fixed-512/bm25",
+    proc = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "eval-compare", f"{runs}:legal/bm25", f"{runs}:fixed-512/bm25",
                            "--qa", str(LEGAL_ZH / "qa_dev.jsonl"), "--split", "validate", "--budgets", "500,1000",
                            "--out", str(cmp_out)], env=env, capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr[-3000:]

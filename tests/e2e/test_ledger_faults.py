@@ -44,7 +44,7 @@ def ask(url, i, timeout=HANG_S):
 
 
 def rag(args, env):
-    return subprocess.run([sys.executable, "-m", "rag_app.cli", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rag_app.cli.main", *args], env=env, capture_output=True, text=True,
                           timeout=HANG_S)
 
 

@@ -76,7 +76,7 @@ def test_replicas_write_one_postgres_ledger_and_lose_nothing(tmp_path, company_l
     assert sum(h["written_rows"] for h in health) > 0 and all(h["written_rows"] > 0 for h in health)
     # the CLI reads every replica's traffic from the one ledger
     env = serve_env(tmp_path / "reader", None, RAG_LEDGER_URL=url)
-    rep = subprocess.run([sys.executable, "-m", "rag_app.cli", "report", "--format", "json"], env=env,
+    rep = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "report", "--format", "json"], env=env,
                          capture_output=True, text=True, timeout=HANG_S)
     assert rep.returncode == 0, rep.stderr
     out = json.loads(rep.stdout)

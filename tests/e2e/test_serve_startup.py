@@ -16,7 +16,7 @@ from tests.conftest import HANG_S, REPO, make_settings
 def serve(tmp_path, env: dict, *args: str) -> tuple[int, str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
     full.update({"PYTHONPATH": str(REPO), "RAG_DATA_DIR": str(tmp_path / "data"), **env})
-    p = subprocess.run([sys.executable, "-m", "rag_app.cli", "serve", "--port", "1", *args], cwd=tmp_path,
+    p = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "serve", "--port", "1", *args], cwd=tmp_path,
                        env=full, capture_output=True, text=True, timeout=HANG_S)
     return p.returncode, p.stderr.strip()
 

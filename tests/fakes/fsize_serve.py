@@ -19,7 +19,7 @@ def main() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     signal.signal(signal.SIGUSR2, lambda *_: _limit(1))
     signal.signal(signal.SIGUSR1, lambda *_: _limit(resource.RLIM_INFINITY))
-    from rag_app.cli import app
+    from rag_app.cli.main import app
 
     sys.argv = ["rag", "serve", "--port", sys.argv[1]]
     app()

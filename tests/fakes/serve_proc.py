@@ -37,7 +37,7 @@ class Serve:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log.open("w")
         cmd = ([sys.executable, "-m", module, str(self.port)] if module else
-               [sys.executable, "-m", "rag_app.cli", "serve", "--port", str(self.port)])
+               [sys.executable, "-m", "rag_app.cli.main", "serve", "--port", str(self.port)])
         # stdout/stderr to a pipe-free file only when no file-size limit will apply to the child
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL if module else self.log,
                                      stderr=subprocess.DEVNULL if module else subprocess.STDOUT,

@@ -98,13 +98,13 @@ def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
     assert sorted(rows) == [("alert", "default"), ("hard", "u1"), ("soft", "default")]
     # `rag budgets` reads the same ledger
     env = serve_env(indexed / "data" / "..", None, RAG_DATA_DIR=str(settings.data_dir), RAG_BUDGETS_FILE=str(budgets))
-    out = subprocess.run([sys.executable, "-m", "rag_app.cli", "budgets"], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "budgets"], env=env, capture_output=True, text=True,
                          timeout=HANG_S)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["BUDGET", "WHO", "LIMIT", "SPENT", "USED", "UNPRICED", "RESETS", "IN"]
     assert any(line.split()[:3] == ["user=*", "day", "u1"] for line in lines) and max(map(len, lines)) <= 80
-    js = json.loads(subprocess.run([sys.executable, "-m", "rag_app.cli", "budgets", "--json"], env=env,
+    js = json.loads(subprocess.run([sys.executable, "-m", "rag_app.cli.main", "budgets", "--json"], env=env,
                                    capture_output=True, text=True, timeout=HANG_S).stdout)
     assert {r["value"] for r in js["budgets"] if r["dim"] == "user"} == {"u1", "u2"}
 
@@ -171,7 +171,7 @@ def test_unpriced_spend_is_unknown_never_free(indexed, tmp_path, policy):
 def test_a_bad_budgets_file_stops_serve_with_one_line(tmp_path, budgets, field):
     path = write_budgets(tmp_path / "b.json", budgets)
     env = serve_env(tmp_path / "data", None, RAG_BUDGETS_FILE=str(path))
-    r = subprocess.run([sys.executable, "-m", "rag_app.cli", "budgets"], env=env, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "budgets"], env=env, capture_output=True, text=True,
                        timeout=HANG_S)
     assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rag_app.app import RagApp
-from rag_app.cli import app as cli
+from rag_app.cli.main import app as cli
 from rag_app.evaluation.harness import EvalSpec, run_eval
 from rag_app.query.scope import Scope, UnknownDocument
 from tests.conftest import HANG_S, make_settings

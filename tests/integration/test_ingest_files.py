@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rag_app.app import RagApp
-from rag_app.cli import app as cli
+from rag_app.cli.main import app as cli
 from tests.conftest import LAWS, make_settings
 from tests.fakes.documents import law_paragraphs, write_docx, write_pdf
 

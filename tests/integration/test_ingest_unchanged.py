@@ -37,7 +37,7 @@ def test_a_folder_says_what_it_skipped_and_nothing_ingestible_is_exit_1(tmp_path
     an input where nothing was written or found unchanged exits 1 with one line."""
     from typer.testing import CliRunner
 
-    from rag_app.cli import app
+    from rag_app.cli.main import app
 
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "scan.exe").write_bytes(b"MZ")

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rag_app.app import RagApp
-from rag_app.cli import app as cli
+from rag_app.cli.main import app as cli
 from tests.conftest import LAWS, make_settings
 from tests.integration.test_service import Server
 

@@ -37,7 +37,7 @@ def test_store_built_by_an_earlier_version_asks_for_rebuild_then_rebuilds(tmp_pa
 def test_second_process_gets_one_line_naming_store_and_holder(tmp_path):
     data = tmp_path / "data"
     with EdgeStore(data / "edge"):
-        res = subprocess.run([sys.executable, "-m", "rag_app.cli", "ask", QUESTION], capture_output=True,
+        res = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "ask", QUESTION], capture_output=True,
                              text=True, timeout=HANG_S, cwd=tmp_path,
                              env={**os.environ, "RAG_DATA_DIR": str(data), "PYTHONPATH": str(REPO), "COLUMNS": "60"})
     assert res.returncode == 2

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from rag_app.cli import app as cli
+from rag_app.cli.main import app as cli
 from rag_app.service.app import create_app
 from tests.conftest import make_settings
 from tests.fakes.sql_ledger import SqlLedger

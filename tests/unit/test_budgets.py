@@ -51,7 +51,7 @@ def test_the_table_fits_80_columns_and_marks_unknown_spend():
 def test_rag_serve_refuses_a_bad_budgets_file_with_one_line(tmp_path):
     path = tmp_path / "b.json"
     path.write_text(json.dumps({"budgets": [{"user": "*", "period": "day", "limit_usd": "five"}]}))
-    r = subprocess.run([sys.executable, "-m", "rag_app.cli", "serve", "--port", "1"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "serve", "--port", "1"], capture_output=True, text=True,
                        env=serve_env(tmp_path / "data", None, RAG_BUDGETS_FILE=str(path)), timeout=HANG_S)
     assert r.returncode == 2 and "budgets[0].limit_usd" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

@@ -1,4 +1,4 @@
-"""Flags typer's types cannot check (rag_app/cli_args.py): a bad one is one line naming the flag, exit 2, before
+"""Flags typer's types cannot check (rag_app/cli/args.py): a bad one is one line naming the flag, exit 2, before
 any work. Each row once was a traceback, a wrong answer (r@0 1.000) or silent (--limit -1, --since notadate)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rag_app.cli import app
-from rag_app.cli_args import export_format, output_path, positive_ints
+from rag_app.cli.main import app
+from rag_app.cli.args import export_format, output_path, positive_ints
 from rag_app.core.errors import RagError
 
 EVAL = ["eval", "--qa", "qa.jsonl", "--corpus", "."]
@@ -93,7 +93,7 @@ def test_the_eval_csv_writes_nested_cells_as_json(tmp_path):
     import csv
     import json
 
-    from rag_app.cli import _write_eval
+    from rag_app.cli.main import _write_eval
 
     path = tmp_path / "e.csv"
     _write_eval({"results": [{"chunker": "legal", "recall@1": 0.64, "budgets": {"recall@1": {"mean": 0.71}}}]}, path)

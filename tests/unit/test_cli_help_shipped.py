@@ -3,8 +3,8 @@ renders at 80 columns without colour: a command added or a help string changed w
 fails here."""
 from __future__ import annotations
 
-from rag_app.cli_entry import FAST
-from rag_app.help_text import render, shipped
+from rag_app.cli.entry import FAST
+from rag_app.cli.help_text import render, shipped
 
 
 def test_the_shipped_help_is_the_live_one():

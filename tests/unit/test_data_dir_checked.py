@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from rag_app.cli import app
+from rag_app.cli.main import app
 
 COMMANDS = [["ask", "what?"], ["ingest", "."], ["chunks", "stats"], ["eval", "--qa", "qa.jsonl", "--corpus", "."],
             ["experiment", "replay", "x", "--qa", "qa.jsonl", "--corpus", "."], ["demo", "--qa", "qa.jsonl"]]

@@ -26,7 +26,7 @@ def test_rag_ask_refuses_an_undecodable_argument_in_one_line(tmp_path):
     """argv bytes that are not UTF-8 arrive as lone surrogates: one line naming the argument, exit 2."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
     env.update(RAG_DATA_DIR=str(tmp_path / "data"), PYTHONUTF8="1")
-    out = subprocess.run([sys.executable, "-m", "rag_app.cli", "ask", b"\xe5\xb7\xa5\xff\xfe"],
+    out = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "ask", b"\xe5\xb7\xa5\xff\xfe"],
                          env=env, capture_output=True, timeout=HANG_S)
     err = out.stderr.decode("utf-8", "replace").strip()
     assert out.returncode == 2 and len(err.splitlines()) == 1, err

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-WIRING = {"rag_app/app.py", "rag_app/cli.py", "rag_app/prices_cli.py", "rag_app/present/report_export.py",
+WIRING = {"rag_app/app.py", "rag_app/cli/main.py", "rag_app/cli/prices.py", "rag_app/present/report_export.py",
           "rag_app/present/presenter.py", "rag_app/experiments/comparison.py"}
 # what the observer may know of the domain: value types, ports, the attempt recorder, settings helpers
 DOMAIN_FOR_TRACING = {"rag_app.core.usage", "rag_app.core.ports", "rag_app.models.attempts", "rag_app.models.llm_usage", "rag_app.core.money",

@@ -72,7 +72,7 @@ def test_rag_commands_refuse_a_malformed_ledger_url_in_one_line_without_its_pass
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
     env.update(RAG_DATA_DIR=str(tmp_path), RAG_LEDGER_URL="postgresql://rag:p@ssword42@db/ledger")
     for cmd in (["report"], ["budgets"]):
-        out = subprocess.run([sys.executable, "-m", "rag_app.cli", *cmd], env=env, capture_output=True, text=True,
+        out = subprocess.run([sys.executable, "-m", "rag_app.cli.main", *cmd], env=env, capture_output=True, text=True,
                              timeout=120)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert "ssword42" not in out.stderr + out.stdout and "RAG_LEDGER_URL" in out.stderr

@@ -11,7 +11,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from rag_app.cli import app
+from rag_app.cli.main import app
 from tracing.price_check import compare
 from tracing.pricing import PriceTable
 

@@ -313,7 +313,7 @@ def test_folding_reads_only_the_given_queries(tmp_path):
 def test_cli_says_when_totals_are_stale_and_rebuilds_them(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from rag_app.cli import app
+    from rag_app.cli.main import app
 
     path = tmp_path / "ledger.sqlite"
     write_varied_ledger(path, n=30)

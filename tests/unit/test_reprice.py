@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 from typer.testing import CliRunner
 
-from rag_app.cli import app
+from rag_app.cli.main import app
 from tests.fakes.sql_ledger import SqlLedger
 from tracing.pricing import PriceTable
 from tracing.reprice import reprice

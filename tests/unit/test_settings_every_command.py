@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rag_app.cli import app
+from rag_app.cli.main import app
 from rag_app.config.settings import unknown_setting_warnings
 from tests.conftest import HANG_S, REPO
 
@@ -65,7 +65,7 @@ def test_a_command_warns_about_an_unknown_name_once_and_still_runs(tmp_path):
     """As a user sees it: a real process (the warning goes through logging set up by the CLI)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "OPENAI_", "QDRANT_"))}
     env.update({"PYTHONPATH": str(REPO), "RAG_CONTEXT_TOKEN": "800"})
-    proc = subprocess.run([sys.executable, "-m", "rag_app.cli", "prices", "gpt-4o-mini", "--json"], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "prices", "gpt-4o-mini", "--json"], cwd=tmp_path,
                           env=env, capture_output=True, check=False, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr
     warning = "warning: RAG_CONTEXT_TOKEN is not a setting and is ignored; did you mean RAG_CONTEXT_TOKENS?"

@@ -7,7 +7,7 @@ import socket
 import pytest
 from typer.testing import CliRunner
 
-from rag_app.cli import app
+from rag_app.cli.main import app
 from rag_app.core.errors import StoreError
 from rag_app.store.client import ClientStore
 

@@ -1,12 +1,12 @@
-"""The `rag` help text shipped with the package (rag_app/data/cli_help.txt, printed by rag_app/cli_entry.py
+"""The `rag` help text shipped with the package (rag_app/data/cli_help.txt, printed by rag_app/cli/entry.py
 without importing typer): rendered here from the live typer app, 80 columns, no colours, trailing spaces
-removed. `make cli-help` (python -m rag_app.help_text) rewrites the file; tests/unit/test_cli_help_shipped.py
+removed. `make cli-help` (python -m rag_app.cli.help_text) rewrites the file; tests/unit/test_cli_help_shipped.py
 fails when it differs from what this renders now (a command added, a help string edited)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from rag_app.cli_entry import HELP_FILE
+from rag_app.cli.entry import HELP_FILE
 
 COLUMNS = 80
 
@@ -16,7 +16,7 @@ def render(args: tuple[str, ...] = ("--help",)) -> tuple[str, int]:
     import typer.rich_utils as ru
     from typer.testing import CliRunner
 
-    from rag_app.cli import app
+    from rag_app.cli.main import app
 
     saved = ru.MAX_WIDTH, ru.COLOR_SYSTEM, ru.FORCE_TERMINAL
     ru.MAX_WIDTH, ru.COLOR_SYSTEM, ru.FORCE_TERMINAL = COLUMNS, None, False

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from rag_app.cli_args import at_least_one, export_format, output_path, positive_ints
+from rag_app.cli.args import at_least_one, export_format, output_path, positive_ints
 from rag_app.core.errors import RagError
 
 
@@ -29,7 +29,7 @@ class _RagGroup(TyperGroup):
         return name, cmd, rest
 
 
-# `rag`, `rag --help` and `rag -h` are answered by rag_app/cli_entry.py from rag_app/data/cli_help.txt
+# `rag`, `rag --help` and `rag -h` are answered by rag_app/cli/entry.py from rag_app/data/cli_help.txt
 # without importing this module: after changing a command or a help string, run `make cli-help`.
 app = typer.Typer(help="Legal-document RAG that records what every answer costs.", no_args_is_help=True,
                   pretty_exceptions_enable=False, cls=_RagGroup,
@@ -335,7 +335,7 @@ def prices_cmd(model: Optional[str] = typer.Argument(None, help="a model name (d
     """The price in force for a model (source, version, dated history); `rag prices check` lists
     unpriced ledger models; `rag prices check --against litellm` lists where LiteLLM's map differs by >1%."""
     from rag_app.config.settings import load_settings
-    from rag_app.prices_cli import check_against, check_prices, show_prices
+    from rag_app.cli.prices import check_against, check_prices, show_prices
 
     try:
         settings = load_settings()
@@ -357,7 +357,7 @@ def reprice_cmd(since: Optional[str] = typer.Option(None, help="only rows starte
                 model: Optional[str] = typer.Option(None, help="only this model")):
     """Recompute stored rows' dollars under today's price table; the original figures are kept."""
     from rag_app.config.settings import load_settings
-    from rag_app.prices_cli import run_reprice
+    from rag_app.cli.prices import run_reprice
 
     try:
         run_reprice(load_settings(), since, model, out)
