@@ -2,6 +2,24 @@
 
 Data flows one way: ingest (loaders) -> chunking -> embedding -> store -> retrieval -> rerank
 -> prompt -> LLM. `chains/` wires those stages as LangChain runnables; `tracing/` observes them.
+
+One folder per capability, lowest first (each package's __init__ names its modules):
+
+    core/         values, usage, ports, money, errors: imports nothing of the project
+    text/         token counts, legal numerals, BM25 words, cross-references, the edge-text rule
+    config/       settings checked at start-up, the ledger's location, URL redaction
+    models/       the chat model and its attempts, embedders, rerankers, weights, billed tokens
+    store/        the vector store (Qdrant Edge in-process, or a server)
+    ingest/       files -> parsed text -> (chunking/) -> vectors -> the store
+    chunking/     legal, contract and semantic chunkers
+    query/        one question's path: stages, retrieval, levers, scope, context, answer
+    quality/      whether an answer was right: signals beside its cost
+    evaluation/   `rag eval`: retrieval and chunking against gold spans
+    experiments/  gray releases: splits, comparison, verdict, ramp
+    spend/        budgets, the answer cache, alerts
+    present/      what the CLI and the service both render
+    app.py        RagApp, the composition root: opens the store, the ledger writer, the price table
+    cli/          the `rag` command line        service/  `rag serve`: HTTP over the same RagApp
 """
 
 import os as _os

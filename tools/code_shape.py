@@ -1,0 +1,113 @@
+"""The shape of the product code, in the figures a layout change is judged by: modules, packages, import
+edges and depth, cycles, functions over McCabe 10 and 20 (radon), mypy errors in default mode.
+
+    python tools/code_shape.py            # needs radon and mypy (pip install radon mypy)
+
+Import edges count imports inside functions too: a reader must follow them all the same."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PRODUCT = ("rag_app", "chains", "tracing", "prompts")
+
+
+def files() -> list[Path]:
+    return sorted(p for f in PRODUCT for p in (REPO / f).rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(REPO).with_suffix("")
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = files()
+    names = {module_name(p) for p in paths}
+    graph: dict[str, set[str]] = {}
+    for p in paths:
+        me, out = module_name(p), set()
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                out.update(a.name for a in node.names if a.name in names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    sub = f"{node.module}.{a.name}"
+                    out.add(sub if sub in names else node.module)
+        graph[me] = {m for m in out if m in names and m != me}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def depth(graph: dict[str, set[str]]) -> int:
+    """Levels of import: the longest chain of imports (a cycle counted once)."""
+    @lru_cache(maxsize=None)
+    def level(v: str, seen: frozenset[str] = frozenset()) -> int:
+        return 1 + max((level(w, seen | {v}) for w in graph[v] if w not in seen), default=0)
+    return max(level(v) for v in graph)
+
+
+def complexity() -> tuple[int, int]:
+    from radon.complexity import cc_visit
+    blocks = [b for p in files() for b in cc_visit(p.read_text(encoding="utf-8"))]
+    return sum(b.complexity > 10 for b in blocks), sum(b.complexity > 20 for b in blocks)
+
+
+def mypy_errors() -> str:
+    run = subprocess.run([sys.executable, "-m", "mypy", "--config-file", "/dev/null", "--ignore-missing-imports",
+                          "--follow-imports", "silent", *PRODUCT], cwd=REPO, capture_output=True, text=True)
+    return (run.stdout.strip().splitlines() or ["?"])[-1]
+
+
+def main() -> None:
+    graph = import_graph()
+    top = [p for p in (REPO / "rag_app").iterdir() if p.suffix == ".py" and p.name != "__init__.py"]
+    print(f"modules (rag_app, chains, tracing, prompts): {len(graph)}")
+    print(f"modules directly under rag_app/: {len(top)}")
+    print(f"import edges: {sum(len(v) for v in graph.values())}")
+    print(f"import depth (levels): {depth(graph)}")
+    print(f"import cycles: {cycles(graph) or 'none'}")
+    over10, over20 = complexity()
+    print(f"functions over McCabe 10: {over10}, over 20: {over20}")
+    print(f"mypy, default mode, all product code: {mypy_errors()}")
+
+
+if __name__ == "__main__":
+    main()
