@@ -25,13 +25,25 @@ def module_name(path: Path) -> str:
     return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
 
 
-def import_graph() -> dict[str, set[str]]:
+def _nodes(tree: ast.AST, annotations: bool):
+    """Every node, or (annotations=False) every node outside `if TYPE_CHECKING:` blocks."""
+    for node in ast.iter_child_nodes(tree):
+        if not annotations and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                yield child
+                yield from _nodes(child, annotations)
+            continue
+        yield node
+        yield from _nodes(node, annotations)
+
+
+def import_graph(annotations: bool = True) -> dict[str, set[str]]:
     paths = files()
     names = {module_name(p) for p in paths}
     graph: dict[str, set[str]] = {}
     for p in paths:
         me, out = module_name(p), set()
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+        for node in _nodes(ast.parse(p.read_text(encoding="utf-8")), annotations):
             if isinstance(node, ast.Import):
                 out.update(a.name for a in node.names if a.name in names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -84,6 +96,21 @@ def depth(graph: dict[str, set[str]]) -> int:
     return max(level(v) for v in graph)
 
 
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "rag_app" and len(parts) > 1 else parts[0]
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Package -> packages it imports at run time (rag_app's subpackages, app.py, chains, tracing, prompts)."""
+    graph: dict[str, set[str]] = {}
+    for m, outs in import_graph(annotations=False).items():
+        me = package_of(m)
+        graph.setdefault(me, set()).update(package_of(o) for o in outs if package_of(o) != me)
+    graph.pop("rag_app", None)
+    return {k: v - {"rag_app"} for k, v in graph.items()}
+
+
 def complexity() -> tuple[int, int]:
     from radon.complexity import cc_visit
     blocks = [b for p in files() for b in cc_visit(p.read_text(encoding="utf-8"))]
@@ -104,6 +131,9 @@ def main() -> None:
     print(f"import edges: {sum(len(v) for v in graph.values())}")
     print(f"import depth (levels): {depth(graph)}")
     print(f"import cycles: {cycles(graph) or 'none'}")
+    packages = package_graph()
+    print(f"packages: {len(packages)}, edges between them: {sum(len(v) for v in packages.values())}, "
+          f"levels: {depth(packages)}, cycles: {cycles(packages) or 'none'}")
     over10, over20 = complexity()
     print(f"functions over McCabe 10: {over10}, over 20: {over20}")
     print(f"mypy, default mode, all product code: {mypy_errors()}")
