@@ -78,48 +78,73 @@ def query_config(app, spec: EvalSpec, retriever: str, top_k: int) -> QueryConfig
                       use_llm=False)  # eval waits for rescore, embeds what ingest did not, never calls the LLM
 
 
-def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
-    s = app.settings
+def eval_questions(spec: EvalSpec) -> list[Question]:
+    """The questions of the spec's split (all without one), in hash order when split, cut at --limit."""
     questions = select_split(load_qa(spec.qa), spec.split)
     if spec.split:  # hash order: a stopped run or --limit is a fair sample of every task, not the file's first
         questions.sort(key=lambda q: split_key(q.id))
-    questions = questions[: spec.limit or None]
+    return questions[: spec.limit or None]
+
+
+def eval_documents(spec: EvalSpec) -> tuple[list, dict[str, str]]:
+    """The corpus's parsed documents and {source path: path relative to the corpus} (what gold spans name)."""
     corpus = spec.corpus.resolve()
     files, problems = expand_paths([corpus])
     missing = [p for p in problems if p.status == "error"]
     if missing:
         raise FileNotFoundError(missing[0].error)
     docs = [load_document(f) for f in files]
-    rel = {d.source_path: str(Path(d.source_path).relative_to(corpus)) for d in docs}
+    return docs, {d.source_path: str(Path(d.source_path).relative_to(corpus)) for d in docs}
+
+
+def _ingest_times(s) -> dict:
+    path = s.data_dir / "eval_ingest_times.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def eval_collection(app, spec: EvalSpec, name: str, docs, need_emb: bool, progress: Progress | None = None,
+                    ingest_times: dict | None = None):
+    """(collection name, its checked CollectionInfo, [(document, its chunks)]) for one chunker: the
+    collection is built the first time and reused while chunker, settings, model and corpus are unchanged."""
+    s = app.settings
+    ingest_times = _ingest_times(s) if ingest_times is None else ingest_times
+    emb = app.embeddings() if need_emb else None
+    chunker = build_chunker(name, s, emb)
+    t0 = time.perf_counter()
+    chunked = [(d, chunker.chunk(d)) for d in docs]
+    chunk_s = time.perf_counter() - t0
+    all_chunks = [c for _, cs in chunked for c in cs]
+    cname = f"eval-{name}-{_fingerprint(spec, s, chunker, docs, emb.model_name if emb else '-')}"
+    info = app.store.info(cname)
+    if info is None:
+        emb = emb or app.embeddings()
+        info = decide_collection(cname, chunker, emb, all_chunks, 1.0 if spec.force_dense else s.embed_max_unk_rate)
+        app.store.create(info)
+        t1 = time.perf_counter()
+        index_documents(app.store, info, chunked, emb, progress)
+        ingest_times[cname] = round(chunk_s + time.perf_counter() - t1, 2)
+        (s.data_dir / "eval_ingest_times.json").write_text(json.dumps(ingest_times, indent=1))
+    return cname, app.checked_collection(cname), chunked
+
+
+def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
+    s = app.settings
+    questions = eval_questions(spec)
+    corpus = spec.corpus.resolve()
+    docs, rel = eval_documents(spec)
     reranker, skip_reason = app.reranker()
     results, per_task = [], []
     # written as it goes (one line per question), so a long run that is stopped still leaves rankings
     runs_file = Path(spec.runs_path).open("w", encoding="utf-8") if spec.runs_path else None
     per_q: list[tuple[str, dict[str, list[float]]]] = []  # (config label, per-question values)
-    cache_path = s.data_dir / "eval_ingest_times.json"
-    ingest_times = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    ingest_times = _ingest_times(s)
     top_k = max(s.top_k, max(spec.ks))
     for name in spec.chunkers:
         configs = {r: query_config(app, spec, r, top_k) for r in spec.retrievers}
         need_emb = (name in NEEDS_EMBEDDINGS or spec.force_dense
                     or any(c.retriever in ("dense", "hybrid") for c in configs.values()))
-        emb = app.embeddings() if need_emb else None
-        chunker = build_chunker(name, s, emb)
-        t0 = time.perf_counter()
-        chunked = [(d, chunker.chunk(d)) for d in docs]
-        chunk_s = time.perf_counter() - t0
+        cname, info, chunked = eval_collection(app, spec, name, docs, need_emb, progress, ingest_times)
         all_chunks = [c for _, cs in chunked for c in cs]
-        cname = f"eval-{name}-{_fingerprint(spec, s, chunker, docs, emb.model_name if emb else '-')}"
-        info = app.store.info(cname)
-        if info is None:
-            emb = emb or app.embeddings()
-            info = decide_collection(cname, chunker, emb, all_chunks, 1.0 if spec.force_dense else s.embed_max_unk_rate)
-            app.store.create(info)
-            t1 = time.perf_counter()
-            index_documents(app.store, info, chunked, emb, progress)
-            ingest_times[cname] = round(chunk_s + time.perf_counter() - t1, 2)
-            cache_path.write_text(json.dumps(ingest_times, indent=1))
-        info = app.checked_collection(cname)
         quality = _chunk_quality(chunked, all_chunks, s)
         for retriever, config in configs.items():
             use_dense, use_sparse = legs_for(config.retriever, info)
@@ -137,9 +162,7 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
             for i, q in enumerate(questions, 1):
                 answer: Answer = chain.invoke({"question": q.question, "scope": question_scope(q, spec.scope)},
                                               config={"metadata": {"query_id": f"eval-{q.id}"}})
-                ranked = [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
-                                 h.rerank_score if h.rerank_score is not None else h.score, h.chunk.text)
-                          for h in answer.ranked]
+                ranked = ranked_of(answer, rel)
                 rankings.append(ranked)
                 acted.update(answer.levers)
                 scoped += answer.scope is not None
@@ -188,6 +211,13 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                           "embed/rerank rates, the reply at its expected length (as `rag ask` prices an extractive "
                           "answer's shadow)"),
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
+
+
+def ranked_of(answer: Answer, rel: dict[str, str]) -> list[Ranked]:
+    """An answer's ranking as the hit rule reads it (document paths relative to the corpus)."""
+    return [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
+                   h.rerank_score if h.rerank_score is not None else h.score, h.chunk.text)
+            for h in answer.ranked]
 
 
 SCOPES = ("none", "doc")

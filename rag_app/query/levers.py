@@ -297,9 +297,21 @@ class QuestionVector:
 def wide_candidates(store, name: str, embeddings, qv: np.ndarray, n: int,
                     embed_missing: bool) -> tuple[list[str], dict[str, dict]]:
     """The `n` chunks of the whole collection nearest the question by the rescore embedder, and their
-    payloads. The matrix of every chunk's vector is built once per collection and process (the store
-    drops it when the collection is written). `embed_missing` (rag eval): chunks ingest's pass did not
-    embed are embedded now, once; else (ask, serve) only the vectors already made take part."""
+    payloads (see wide_matrix)."""
+    ids, payloads, matrix = wide_matrix(store, name, embeddings, embed_missing)
+    if not ids:
+        return [], {}
+    sims = matrix @ qv
+    top = np.argsort(-sims, kind="stable")[:n]
+    near = [ids[i] for i in top]
+    return near, {c: payloads[c] for c in near}
+
+
+def wide_matrix(store, name: str, embeddings, embed_missing: bool) -> tuple[list[str], dict[str, dict], np.ndarray]:
+    """(chunk ids, their payloads, one row per chunk: its rescore vector). Built once per collection and
+    process (the store drops it when the collection is written). `embed_missing` (rag eval): chunks
+    ingest's pass did not embed are embedded now, once; else (ask, serve) only the vectors already made
+    take part."""
     def build() -> tuple[list[str], dict[str, dict], np.ndarray]:
         payloads = store.all_payloads(name)
         texts = [Chunk.from_payload(p).indexed_text() for p in payloads]
@@ -309,16 +321,10 @@ def wide_candidates(store, name: str, embeddings, qv: np.ndarray, n: int,
             return [p["chunk_id"] for p in payloads], {p["chunk_id"]: p for p in payloads}, matrix
         found, _ = embeddings.cached_with_stats(texts)
         kept = [(p, found[t]) for p, t in zip(payloads, texts) if t in found]
-        matrix = np.stack([v for _, v in kept]) if kept else np.zeros((0, len(qv)), dtype=np.float32)
+        matrix = np.stack([v for _, v in kept]) if kept else np.zeros((0, 0), dtype=np.float32)
         return [p["chunk_id"] for p, _ in kept], {p["chunk_id"]: p for p, _ in kept}, matrix
 
-    ids, payloads, matrix = store.derived(name, f"wide:{embeddings.model_name}:{int(embed_missing)}", build)
-    if not ids:
-        return [], {}
-    sims = matrix @ qv
-    top = np.argsort(-sims, kind="stable")[:n]
-    near = [ids[i] for i in top]
-    return near, {c: payloads[c] for c in near}
+    return store.derived(name, f"wide:{embeddings.model_name}:{int(embed_missing)}", build)
 
 
 def _min_max(scores: dict[str, float]) -> dict[str, float]:
