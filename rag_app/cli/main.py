@@ -441,6 +441,32 @@ def _lever_params(pairs: list[str]) -> dict:
     return out
 
 
+@app.command("train-ranker")
+def train_ranker_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_start/char_end"),
+                     corpus: Path = typer.Option(..., help="corpus folder the gold docs are relative to"),
+                     split: str = typer.Option("tune", help="tune | validate | all: the questions it learns from"),
+                     pseudo: int = typer.Option(1000, help="pseudo-questions mined from the corpus (article openings)"),
+                     pool_depth: int = typer.Option(50, help="each candidate view's top N that the ranker orders"),
+                     seed: int = typer.Option(0, help="the model's random seed")):
+    """Train the learned ranker (the `ranker` lever) on questions with gold spans plus pseudo-questions
+    mined from the corpus; writes RAG_DATA_DIR/rankers/ranker-<version>.joblib and its training record."""
+    from rag_app.evaluation.ranker_train import train
+
+    if split not in ("tune", "validate", "all"):
+        _fail(ValueError(f"--split must be tune, validate or all, not {split!r}"))
+    try:
+        at_least_one("--pool-depth", pool_depth)
+        with _app() as rag, _progress_bars() as progress:
+            path, record = train(rag, qa, corpus, split=None if split == "all" else split, pseudo=max(pseudo, 0),
+                                 pool_depth=pool_depth, seed=seed, progress=progress)
+    except (RagError, FileNotFoundError) as e:
+        _fail(e)
+    out.print(f"ranker {record['version']}: {record['questions']} questions + {record['pseudo']} pseudo-questions, "
+              f"{record['rows']} candidates ({record['positives']} gold), features {record['features_s']} s, "
+              f"fit {record['fit_s']} s, {record['artefact_bytes']:,} bytes")
+    out.print(f"wrote {path}; use it with RAG_RETRIEVAL_LEVERS=rescore+ranker+charge+colloquial+named RAG_RANKER=latest")
+
+
 @app.command("eval-compare")
 def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval --runs`, optionally FILE:chunker/retriever"),
                  new: str = typer.Argument(..., help="the other runs file, same form"),

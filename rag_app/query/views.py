@@ -21,11 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag_app.core.usage import EmbedUsage
 from rag_app.query import charges, colloquial
 from rag_app.query.levers import (LeverParams, _query_terms, _to_vector, corpus_definitions, expansion_terms,
                                   rescore_text, wide_matrix)
 from rag_app.query.retrieval import citation_hits
 from rag_app.query.scope import catalogue, named_in
+from rag_app.store import matches
 
 VIEWS = ("bm25", "bm25+colloquial", "dense", "cite", "charge", "named", "expand")
 
@@ -38,6 +40,8 @@ class Views:
     payloads: dict[str, dict]
     charge_picks: tuple[str, ...] = ()  # the chunk the charge lever puts first for each named charge
     named_docs: tuple[str, ...] = ()  # ids of the documents the question names (the `named` scope)
+    cosine: dict[str, float] | None = None  # every proposed chunk's similarity to the question (with an embedder)
+    embedded: EmbedUsage = EmbedUsage()  # what embedding the question cost (the dense view)
 
     def ids(self, view: str, k: int | None = None) -> list[str]:
         return [cid for cid, _ in self.ranked.get(view, [])[:k]]
@@ -71,9 +75,9 @@ def charge_ranking(store, name: str, question: str, per_charge: int = 5) -> list
 
 def candidate_views(store, info, question: str, *, depth: int = 100, embeddings=None,
                     params: LeverParams = LeverParams(), embed_missing: bool = True,
-                    views: tuple[str, ...] = VIEWS) -> Views:
+                    views: tuple[str, ...] = VIEWS, where=None) -> Views:
     """Every view of `views` for one question, each cut at `depth`. `dense` needs `embeddings` (the
-    rescore embedder); without it the view is left out."""
+    rescore embedder); without it the view is left out. `where` (a scope): every view keeps to it."""
     name = info.name
     ranked: dict[str, list[tuple[str, float]]] = {}
     payloads: dict[str, dict] = {}
@@ -82,17 +86,17 @@ def candidate_views(store, info, question: str, *, depth: int = 100, embeddings=
     words = _query_terms(question)
     with_everyday = {**words, **colloquial.expansion_terms(question, words, params.colloquial_weight)}
     if "bm25" in views:
-        ranked["bm25"], p = _sparse(store, name, words, depth)
+        ranked["bm25"], p = _sparse(store, name, words, depth, where)
         payloads.update(p)
     if "bm25+colloquial" in views:
-        ranked["bm25+colloquial"], p = _sparse(store, name, with_everyday, depth)
+        ranked["bm25+colloquial"], p = _sparse(store, name, with_everyday, depth, where)
         payloads.update(p)
     if "expand" in views:
         terms = {**words, **expansion_terms(words, corpus_definitions(store, name), params.expand_min_overlap,
                                             params.expand_min_share, params.expand_weight)}
-        ranked["expand"], p = _sparse(store, name, terms, depth)
+        ranked["expand"], p = _sparse(store, name, terms, depth, where)
         payloads.update(p)
-    if "named" in views:
+    if "named" in views and where is None:
         within = named_in(question, catalogue(store, name))
         ranked["named"], p = _sparse(store, name, with_everyday, depth, within.where) if within else ([], {})
         payloads.update(p)
@@ -107,15 +111,26 @@ def candidate_views(store, info, question: str, *, depth: int = 100, embeddings=
             index = charges.charge_index(store, name)
             payloads.update({c: index.payloads[c] for c, _ in ranked["charge"]})
             picks = tuple(charges.charge_chunk_ids(question, index))
-    if "dense" in views and embeddings is not None:
-        qv = np.asarray(embeddings.embed_query(rescore_text(question, params.rescore_query_chars)), dtype=np.float32)
+    if where is not None:  # a lever's additions obey a scope like every leg does
+        for view in ("cite", "charge"):
+            if view in ranked:
+                ranked[view] = [(c, sc) for c, sc in ranked[view] if matches(payloads[c], where)]
+        picks = tuple(c for c in picks if matches(payloads[c], where))
+    cosine, used = None, EmbedUsage()
+    if embeddings is not None:
+        vector, used = embeddings.embed_query_with_stats(rescore_text(question, params.rescore_query_chars))
+        qv = np.asarray(vector, dtype=np.float32)
         ids, every, matrix = wide_matrix(store, name, embeddings, embed_missing)
-        if ids:
-            sims = matrix @ qv
-            top = np.argsort(-sims, kind="stable")[:depth]
+        sims = matrix @ qv if ids else np.zeros(0, dtype=np.float32)
+        if where is not None:
+            sims = np.where([matches(every[c], where) for c in ids], sims, -np.inf) if ids else sims
+        if "dense" in views and ids:
+            top = [i for i in np.argsort(-sims, kind="stable")[:depth] if np.isfinite(sims[i])]
             ranked["dense"] = [(ids[i], float(sims[i])) for i in top]
             payloads.update({ids[i]: every[ids[i]] for i in top})
-    return Views(ranked, payloads, picks, named_docs)
+        row = {c: i for i, c in enumerate(ids)}
+        cosine = {c: float(sims[row[c]]) for c in payloads if c in row}
+    return Views(ranked, payloads, picks, named_docs, cosine, used)
 
 
 def default_pool(v: Views, depth: int = 50, top_k: int = 20) -> set[str]:

@@ -1,0 +1,108 @@
+"""Choosing the learned ranker on `tune` without measuring it on what it learned from: grouped k-fold
+cross-validation over the split's questions. Each fold's questions are ranked by a model trained on the
+other folds (plus the corpus's pseudo-questions), so every figure is out of fold. Compared, paired, with
+the default pipeline's own ranking of the same questions (the chain `rag eval --retriever default` runs).
+
+    RAG_DATA_DIR=.rag python bench/ranker_cv.py --split tune --pseudo 0,1000 --folds 5
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--qa", type=Path, default=QA_ZH)
+    ap.add_argument("--corpus", type=Path, default=CORPUS_ZH)
+    ap.add_argument("--split", default="tune")
+    ap.add_argument("--budget", type=int, default=1000)
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--pool-depth", type=int, default=50)
+    ap.add_argument("--pseudo", default="0,1000", help="pseudo-question counts to compare")
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--model-order-only", action="store_true",
+                    help="rank by the model alone (the lever puts the cited article and charges' chunks first)")
+    a = ap.parse_args(argv)
+
+    from chains.rag import build_rag
+    from rag_app.app import RagApp
+    from rag_app.config.settings import check_data_dir, load_settings
+    from rag_app.evaluation.budget import recall_at, recall_of, recall_within
+    from rag_app.evaluation.harness import (DEFAULT_RETRIEVER, EvalSpec, eval_collection, eval_documents,
+                                            eval_questions, query_config, ranked_of)
+    from rag_app.evaluation.ranker_train import collect, fit, order_by, pseudo_questions
+    from rag_app.evaluation.stats import mean_ci, paired_diff_ci
+    from rag_app.query.levers import levers_for
+
+    settings = load_settings()
+    check_data_dir(settings.data_dir)
+    spec = EvalSpec(qa=a.qa, corpus=a.corpus, chunkers=["legal"], split=a.split, limit=a.limit)
+    questions = eval_questions(spec)
+    docs, rel = eval_documents(spec)
+    with RagApp(settings) as app:
+        top_k = max(settings.top_k, 10)
+        config = query_config(app, spec, DEFAULT_RETRIEVER, top_k)
+        cname, info, _ = eval_collection(app, spec, "legal", docs, config.retriever in ("dense", "hybrid"))
+        levers = levers_for(config.levers, info)
+        chain = build_rag(app.pipeline(config, info, rescore_required="rescore" in levers))
+        rescorer = app.rescorer(required=True)
+        t0 = time.perf_counter()
+        default = [ranked_of(chain.invoke({"question": q.question, "scope": None}), rel) for q in questions]
+        t_default = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        samples = collect(app.store, info, questions, rel, rescorer, config.lever_params, a.pool_depth)
+        t_feat = time.perf_counter() - t0
+        max_pseudo = max(int(n) for n in a.pseudo.split(","))
+        pseudo_qs = pseudo_questions(app.store.all_payloads(info.name), rel, max_pseudo)
+        pseudo = collect(app.store, info, pseudo_qs, rel, rescorer, config.lever_params, a.pool_depth)
+    fold = [int(hashlib.sha256(f"ranker-cv|{q.id}".encode()).hexdigest(), 16) % a.folds for q in questions]
+    print(machine_line())
+    print(f"{len(questions)} questions ({a.split}), {a.folds} folds, pool = every view's top {a.pool_depth} "
+          f"(mean {sum(len(s.ids) for s in samples) / len(samples):.0f} candidates); default chain "
+          f"{t_default:.0f} s, features {t_feat:.0f} s, {len(pseudo)} pseudo-questions mined")
+    base = [recall_within(q, r, a.budget) for q, r in zip(questions, default)]
+    ceiling = [recall_of(q, s.ranked) for q, s in zip(questions, samples)]
+    print(f"default within {a.budget}: {mean_ci(base)['mean']:.3f}; pool ceiling {sum(ceiling) / len(ceiling):.3f}")
+    results = {}
+    for n in [int(x) for x in a.pseudo.split(",")]:
+        t0 = time.perf_counter()
+        ranked = [None] * len(questions)
+        for k in range(a.folds):
+            train = [s for s, f in zip(samples, fold) if f != k] + pseudo[:n]
+            model = fit(train)
+            for i, (s, f) in enumerate(zip(samples, fold)):
+                if f == k:
+                    ranked[i] = order_by(model, s, first=not a.model_order_only)[:top_k]
+        fit_s = (time.perf_counter() - t0) / a.folds
+        new = [recall_within(q, r, a.budget) for q, r in zip(questions, ranked)]
+        r5 = paired_diff_ci([recall_at(q, r, 5) for q, r in zip(questions, default)],
+                            [recall_at(q, r, 5) for q, r in zip(questions, ranked)])
+        by_task = defaultdict(list)
+        for i, q in enumerate(questions):
+            by_task[q.task].append(i)
+        d = paired_diff_ci(base, new)
+        print(f"\nranker, {n} pseudo-questions (fit {fit_s:.1f} s a fold): within {a.budget} "
+              f"{mean_ci(new)['mean']:.3f}, paired vs default {d['diff']:+.3f} [{d['ci95_low']:+.3f}, "
+              f"{d['ci95_high']:+.3f}]; recall@5 {r5['diff']:+.3f} [{r5['ci95_low']:+.3f}, {r5['ci95_high']:+.3f}]")
+        rows = {}
+        for task, idx in sorted(by_task.items()):
+            dt = paired_diff_ci([base[i] for i in idx], [new[i] for i in idx])
+            rows[task] = dt
+            print(f"  {task:28} n={len(idx):>3} default {sum(base[i] for i in idx) / len(idx):.3f} "
+                  f"ranker {sum(new[i] for i in idx) / len(idx):.3f}  {dt['diff']:+.3f} [{dt['ci95_low']:+.3f}, "
+                  f"{dt['ci95_high']:+.3f}]")
+        results[n] = {"within": mean_ci(new), "paired": d, "by_task": rows, "recall@5": r5}
+    return results
+
+
+if __name__ == "__main__":
+    main()

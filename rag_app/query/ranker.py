@@ -1,0 +1,179 @@
+"""A learned ranker over the candidate views: each candidate chunk (the union of every view's top
+`pool_depth`, rag_app/query/views.py) is described by numbers (each view's rank and score, its law's
+standing among the candidates, length, position and structure, word overlap with the question), and a
+gradient-boosted model trained on questions with gold spans (`rag train-ranker`) scores it. Nothing here
+is a hand-set weight: the model learns how the views combine.
+
+The artefact is one file, `RAG_DATA_DIR/rankers/ranker-<version>.joblib`: the fitted model, the feature
+names it was fitted on and its training record. Its version names the data and settings it was trained
+from; the retrieve row names it (`+ranker(<version>)`).
+"""
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rag_app.query.retrieval import cited_laws
+from rag_app.query.views import Views, candidate_views
+from rag_app.text import sparse
+
+FEATURE_VERSION = 1
+FEATURES = (
+    "bm25_rank", "bm25_score", "bmc_rank", "bmc_score", "dense_rank", "cos", "cos_gap", "cos_rank",
+    "cite", "charge_score", "charge_pick", "named_rank", "expand_rank", "views_top20", "rrf",
+    "law_bm25", "law_cos", "law_share", "law_cited",
+    "tokens", "position", "is_article", "refs_in", "n_refs",
+    "q_bigrams_in_chunk", "chunk_bigrams_in_q", "q_bigrams_in_title", "q_chars",
+)
+ABSENT = 1000.0  # the rank of a chunk a view did not propose
+
+
+def _bigrams(text: str) -> set[str]:
+    text = re.sub(r"[\s，,。；;：:、（）()《》“”\"？?！!]", "", text)
+    return {text[i:i + 2] for i in range(len(text) - 1)}
+
+
+def pool_of(v: Views, depth: int) -> list[str]:
+    """The candidates the ranker scores: every view's top `depth`, in first-seen order."""
+    seen: dict[str, None] = {}
+    for name, lst in v.ranked.items():
+        seen.update(dict.fromkeys(c for c, _ in lst[:depth]))
+    return list(seen)
+
+
+def _ranks(lst: list[tuple[str, float]]) -> tuple[dict[str, int], dict[str, float]]:
+    top = lst[0][1] if lst and lst[0][1] > 0 else 1.0
+    return {c: i for i, (c, _) in enumerate(lst, 1)}, {c: s / top for c, s in lst}
+
+
+def doc_lengths(store, name: str) -> dict[str, int]:
+    """Each document's extent (its last chunk's end), for a chunk's relative position."""
+    def build() -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for p in store.all_payloads(name):
+            out[p["doc_id"]] = max(out[p["doc_id"]], int(p["char_end"]))
+        return dict(out)
+    return store.derived(name, "doc_lengths", build)
+
+
+def features(question: str, v: Views, pool: list[str], lengths: dict[str, int], titles: list[str]) -> np.ndarray:
+    """One row of FEATURES per candidate of `pool` (float32)."""
+    bm25_r, bm25_s = _ranks(v.ranked.get("bm25", []))
+    bmc_r, bmc_s = _ranks(v.ranked.get("bm25+colloquial", []))
+    dense_r, _ = _ranks(v.ranked.get("dense", []))
+    named_r, _ = _ranks(v.ranked.get("named", []))
+    expand_r, _ = _ranks(v.ranked.get("expand", []))
+    cite = set(v.ids("cite"))
+    charge = dict(v.ranked.get("charge", []))
+    picks = set(v.charge_picks)
+    cos = v.cosine or {}
+    pool_cos = [cos.get(c, 0.0) for c in pool]
+    best_cos = max(pool_cos, default=0.0)
+    cos_order = {c: i for i, c in enumerate(sorted(pool, key=lambda c: -cos.get(c, 0.0)), 1)}
+    top20 = [set(v.ids(n, 20)) for n in v.ranked]
+    # the candidate's law among the candidates: its best three chunks by BM25 and by cosine
+    by_doc: dict[str, list[str]] = defaultdict(list)
+    for c in pool:
+        by_doc[v.payloads[c]["doc_id"]].append(c)
+    law_bm = {d: sum(sorted((bmc_s.get(c, 0.0) for c in cs), reverse=True)[:3]) for d, cs in by_doc.items()}
+    law_cs = {d: sum(sorted((cos.get(c, 0.0) for c in cs), reverse=True)[:3]) for d, cs in by_doc.items()}
+    bm_max, cs_max = max(law_bm.values(), default=1.0) or 1.0, max(law_cs.values(), default=1.0) or 1.0
+    named_laws = set(cited_laws(sparse.normalize_query(question), titles))
+    # structure: how many strong candidates of the same law point at this article (违反本法第X条 ...)
+    pointed: dict[tuple[str, str], int] = defaultdict(int)
+    for c in set().union(*top20) if top20 else ():
+        p = v.payloads[c]
+        for ref in p.get("refs") or ():
+            pointed[(p["doc_id"], ref)] += 1
+    qgrams = _bigrams(question)
+    rows = []
+    for c in pool:
+        p = v.payloads[c]
+        text_grams = _bigrams(p["text"])
+        title_grams = _bigrams(" ".join([p["title"], *p.get("heading_path", [])]))
+        br, cr, dr = bm25_r.get(c, ABSENT), bmc_r.get(c, ABSENT), dense_r.get(c, ABSENT)
+        rows.append((
+            br, bm25_s.get(c, 0.0), cr, bmc_s.get(c, 0.0), dr, cos.get(c, 0.0), best_cos - cos.get(c, 0.0),
+            cos_order[c], float(c in cite), charge.get(c, 0.0), float(c in picks), named_r.get(c, ABSENT),
+            expand_r.get(c, ABSENT), float(sum(c in t for t in top20)), 1 / (60 + cr) + 1 / (60 + dr),
+            law_bm[p["doc_id"]] / bm_max, law_cs[p["doc_id"]] / cs_max, len(by_doc[p["doc_id"]]) / len(pool),
+            float(p["title"] in named_laws),
+            float(p["token_count"]), p["char_start"] / max(lengths.get(p["doc_id"], 1), 1),
+            float(bool(p.get("article_nums"))), float(sum(pointed[(p["doc_id"], a)] for a in p.get("article_nums") or ())),
+            float(len(p.get("refs") or ())),
+            len(qgrams & text_grams) / max(len(qgrams), 1), len(qgrams & text_grams) / max(len(text_grams), 1),
+            len(qgrams & title_grams) / max(len(qgrams), 1), math.log1p(len(question)),
+        ))
+    return np.asarray(rows, dtype=np.float32).reshape(len(pool), len(FEATURES))
+
+
+@dataclass(frozen=True)
+class Ranker:
+    """A fitted model and what it needs to score candidates the way it was trained."""
+
+    model: object
+    version: str
+    pool_depth: int
+    feature_names: tuple[str, ...]
+    record: dict  # the training run: time, data, settings, metrics
+
+    def order(self, question: str, v: Views, lengths: dict[str, int], titles: list[str]) -> list[tuple[str, float]]:
+        """(chunk id, score) for every candidate, best first (ties keep the views' order)."""
+        pool = pool_of(v, self.pool_depth)
+        if not pool:
+            return []
+        if self.feature_names != FEATURES:
+            raise ValueError(f"ranker {self.version} was trained on other features; run `rag train-ranker` again")
+        scores = self.model.predict_proba(features(question, v, pool, lengths, titles))[:, 1]
+        order = np.argsort(-scores, kind="stable")
+        return [(pool[i], float(scores[i])) for i in order]
+
+
+_loaded: dict[str, Ranker] = {}
+_lock = threading.Lock()
+
+
+def load_ranker(path: str | Path) -> Ranker:
+    """The artefact at `path`, loaded once per process. It is a pickle (joblib): load only files that
+    `rag train-ranker` wrote into your own data dir."""
+    import joblib
+
+    from rag_app.core.errors import ConfigError
+
+    if not path or not Path(path).is_file():
+        raise ConfigError(f"the ranker lever needs a trained ranker (RAG_RANKER={str(path)!r} is not a file): "
+                          "run `rag train-ranker`, then set RAG_RANKER=latest or the .joblib path it printed")
+    key = str(Path(path).resolve())
+    with _lock:
+        if key not in _loaded:
+            data = joblib.load(key)
+            _loaded[key] = Ranker(data["model"], data["version"], int(data["pool_depth"]),
+                                  tuple(data["feature_names"]), data["record"])
+        return _loaded[key]
+
+
+def search_ranked(store, info, question: str, *, ranker: Ranker, embeddings, params, top_k: int, cite: bool = True,
+                  where=None, embed_missing: bool = True, charge_first: bool = True):
+    """The `ranker` lever's retrieval: every candidate view, ordered by the model, then (as in the default)
+    the named charges' chunks and the cited article first. Returns (top-k ScoredChunks, what embedding the
+    question cost)."""
+    from rag_app.query.retrieval import put_first, ranked_chunks
+
+    v = candidate_views(store, info, question, depth=ranker.pool_depth, embeddings=embeddings, params=params,
+                        embed_missing=embed_missing, where=where)
+    ordered = ranker.order(question, v, doc_lengths(store, info.name), store.titles(info.name))
+    if charge_first and v.charge_picks:
+        ordered = put_first(ordered, list(v.charge_picks))
+    return ranked_chunks(store, info, question, ordered, v.payloads, top_k, cite, where), v.embedded
+
+
+def latest_ranker(data_dir: str | Path) -> Path | None:
+    """The newest artefact `rag train-ranker` wrote under `data_dir/rankers`, or None."""
+    found = sorted(Path(data_dir, "rankers").glob("ranker-*.joblib"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
