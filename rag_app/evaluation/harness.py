@@ -153,6 +153,8 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                    "ingest_s": ingest_times.get(cname), "legs": "+".join(
                        l for l, on in (("dense", use_dense), ("bm25", use_sparse)) if on),
                    "levers": "+".join(resolved) or "none"}
+            if "ranker" in resolved:  # which trained model ranked (its artefact's file name holds the version)
+                row["ranker"] = Path(config.lever_params.ranker).stem.removeprefix("ranker-") or None
             if config.retriever == "dense" and not use_dense:
                 results.append({**row, "skipped": info.dense_disabled_reason})
                 continue

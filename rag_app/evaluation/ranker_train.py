@@ -24,7 +24,7 @@ from rag_app.core.types import Chunk
 from rag_app.evaluation.hits import Ranked, covers
 from rag_app.evaluation.qa import Gold, Question
 from rag_app.query.levers import LeverParams
-from rag_app.query.ranker import FEATURE_VERSION, FEATURES, doc_lengths, features, pool_of
+from rag_app.query.ranker import FEATURE_VERSION, FEATURES, doc_lengths, features, pool_of, predict
 from rag_app.query.views import candidate_views
 
 SEED = 0
@@ -116,7 +116,7 @@ def order_by(model, s: Sample, first: bool = True) -> list[Ranked]:
     chunks ahead of it, as the `ranker` lever serves them."""
     if not s.ids:
         return []
-    scores = model.predict_proba(s.X)[:, 1]
+    scores = predict(model, s.X)
     order = list(dict.fromkeys([*(s.first if first else []), *np.argsort(-scores, kind="stable").tolist()]))
     return [s.ranked[i] for i in order]
 
