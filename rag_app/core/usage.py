@@ -25,6 +25,17 @@ from typing import Any, Literal
 
 USAGE_EVENT = "rag.usage"  # the custom LangChain event a stage's StageUsage travels in
 
+# An LLM judge grading an answer (rag_app/quality/judge.py) is evaluation spend: its attempts are rows of
+# stage `judge` under a run of its own (`queries.kind = 'judge'`, id `judge_run_id(<the judged query>)`),
+# never rows of the query it grades, so that query's cost, its budget and its arm's figures stay its own.
+JUDGE_STAGE = JUDGE_KIND = "judge"
+GRADES_QUERY = "grades_query_id"  # run metadata of a judge run: the query its grades (query_quality rows) belong to
+
+
+def judge_run_id(query_id: str) -> str:
+    """The ledger id of the judge run that graded `query_id` (one per query: sampling is by query id)."""
+    return f"judge:{query_id}"
+
 Billing = Literal["billed", "shadow", "none"]
 PriceBasis = Literal["llm", "embed", "rerank", "rerank_http"]
 

@@ -39,6 +39,9 @@ def write_report(ledger, fmt: str, stream: TextIO, console: Console, *, last: in
         target = console if stream is None or stream is console.file else Console(file=stream, width=80)
         target.print(report_tables(rep, currency))
         target.print(audit_line(ledger_audit))
+        evaluation = rep.totals.get("evaluation_spend")
+        if evaluation and (evaluation["judge_calls"] or evaluation["failed_runs"]):
+            target.print(evaluation_line(evaluation, currency), markup=False, soft_wrap=True)
         quality = _quality(ledger, variant)
         if quality is not None and quality["scored_answers"]:
             target.print(quality_line(quality), markup=False)
@@ -93,6 +96,15 @@ def quality_line(q: dict) -> str:
     return (f"quality: {q['scored_answers']:,} answers scored, groundedness {q['mean_groundedness']:.0%}, "
             f"{q['invalid_citation_rate']:.1%} cite what was not sent\n"
             f"feedback: {f['right']:,} right, {f['unsure']:,} unsure, {f['wrong']:,} wrong")
+
+
+def evaluation_line(e: dict, cur=None) -> str:
+    """The judge's spend, apart: it is in no query's cost, cost per query or arm."""
+    cost = money(e["cost_usd"], cur) + ("+" if e["cost_is_lower_bound"] else "")
+    failed = f", {e['failed_runs']:,} failed" if e["failed_runs"] else ""
+    calls, judged = e["judge_calls"], e["judged_answers"]
+    return (f"evaluation spend: {cost} ({calls:,} judge call{'s' * (calls != 1)}, {judged:,} answer"
+            f"{'s' * (judged != 1)} judged{failed}), not in cost per query")
 
 
 def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, variant: str | None,

@@ -209,6 +209,8 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
             return body
         body["ledger"] = ledger_health
         body["shadow_skipped"] = pool().shadow_skipped
+        if pool().base.judge is not None:  # gradings offered, judged, failed, dropped (a full queue), waiting
+            body["judge"] = pool().base.judge.stats()
         if pool().base.otel is not None:  # export is best effort: its drops show here, status stays the ledger's
             body["otel"] = pool().base.otel.health()
         return body
@@ -322,10 +324,13 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 
     @app.get("/v1/queries/{query_id}", dependencies=[Depends(auth)])
     def query(query_id: str):
-        row, stages, quality, feedback = read(lambda L: (L.query(query_id), L.stage_rows(query_id),
-                                                         L.quality(query_id), L.feedback(query_id)))
+        row, stages, quality, feedback, judged = read(lambda L: (L.query(query_id), L.stage_rows(query_id),
+                                                                 L.quality(query_id), L.feedback(query_id),
+                                                                 L.judge(query_id)))
         if row is None:
             raise HTTPException(404, f"no query {query_id[:80]!r} in the ledger")  # never echo a long input whole
+        if quality is not None:  # the judge's grades beside the local signals; its cost is evaluation spend
+            quality = {**quality, "judge": judged}
         return {**_query_json(row), "quality": quality, "feedback": feedback,
                 "stages": [stage_json(r) for r in stages]}
 

@@ -156,6 +156,8 @@ class VariantPool:
         """Wait for shadow runs and ledger writes (tests, shutdown)."""
         self._shadow.shutdown(wait=True)
         self._shadow = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shadow")
+        if self.base.judge is not None:
+            self.base.judge.drain()
         self.base.writer.flush()
 
     def close(self) -> None:

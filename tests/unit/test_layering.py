@@ -149,14 +149,15 @@ MAY_IMPORT = {
     "prompts": {"core"},
     "query": {"core", "text", "models", "store", "chunking", "prompts"},
     "ingest": {"core", "text", "models", "store", "chunking"},
-    "quality": {"core", "text", "query"},
+    "quality": {"core", "text", "query", "models", "prompts"},  # models, prompts: the judge's chat model and prompt
     "chains": {"core", "text", "models", "query", "quality", "ingest", "chunking"},
     "evaluation": {"core", "text", "query", "ingest", "chunking", "chains"},
     "present": {"core", "query", "quality", "tracing"},
     "experiments": {"core", "chunking", "evaluation", "present"},
     "spend": {"core", "query", "tracing"},
     "tracing": {"core", "config", "models"},
-    "app": {"core", "text", "config", "models", "store", "ingest", "query", "chains", "tracing"},
+    "app": {"core", "text", "config", "models", "store", "ingest", "query", "chains", "tracing",
+            "quality"},  # quality: the composition root starts the judge's worker (RAG_JUDGE_MODEL)
     "service": {"core", "text", "config", "models", "store", "ingest", "query", "present", "experiments",
                 "spend", "app", "tracing"},
     "cli": {"core", "text", "config", "store", "chunking", "query", "evaluation", "experiments", "present",

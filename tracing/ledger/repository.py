@@ -21,6 +21,7 @@ from sqlalchemy import Engine, case, cast, distinct, func, insert, select
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.errors import RagError
+from rag_app.core.usage import JUDGE_KIND, judge_run_id
 from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target
 from tracing.ledger import budgets, reports, rollups, views
 from tracing.ledger.engine import (
@@ -219,6 +220,33 @@ class Ledger:
         for metric, value, detail in rows:
             out[metric] = json.loads(detail) if detail is not None else value
         return out
+
+    def judge(self, query_id: str) -> dict | None:
+        """The judge's grades of this answer (source `judge`: faithfulness, relevance, judge_score, with its
+        reason, model and prompt version) and what its run cost (evaluation spend, not the query's), or
+        None when the answer was not judged (off, not sampled, dropped, or not yet)."""
+        q, t, r = query_quality, query_totals, queries
+        run_id = judge_run_id(query_id)
+        with self._read() as db:
+            grades = db.execute(select(q.c.metric, q.c.value, q.c.detail, q.c.recorded_at)
+                                .where(q.c.query_id == query_id, q.c.source == JUDGE_KIND)).all()
+            run = db.execute(select(r.c.status, r.c.error, t.c.stage_rows, t.c.cost_nano_usd)
+                             .select_from(r.outerjoin(t, t.c.query_id == r.c.query_id))
+                             .where(r.c.query_id == run_id)).mappings().first()
+        if not grades and run is None:
+            return None
+        from rag_app.core.money import usd_json
+
+        out: dict = {"faithfulness": None, "relevance": None, "judge_score": None, "reason": None, "model": None,
+                     "prompt_version": None, "recorded_at": None}
+        for metric, value, detail, at in grades:
+            out[metric] = value
+            out["recorded_at"] = at
+            if detail is not None and metric == "judge_score":
+                out.update({k: v for k, v in json.loads(detail).items() if k in ("reason", "model", "prompt_version")})
+        run = dict(run or {})
+        return {**out, "status": run.get("status"), "error": run.get("error"), "calls": int(run.get("stage_rows") or 0),
+                "cost_usd": usd_json(run["cost_nano_usd"]) if run.get("cost_nano_usd") is not None else None}
 
     def list_queries(self, *, variant: str | None = None, status: str | None = None, since: str | None = None,
                      until: str | None = None, experiment: str | None = None, limit: int = 50,
