@@ -216,3 +216,14 @@ def test_the_query_page_shows_the_judges_grades(indexed, tmp_path):
             assert health["judge"]["judged"] == 1 and health["judge"]["dropped"] == 0
             summary = api.get("/v1/reports/summary").json()
             assert summary["evaluation_spend"]["judge_calls"] == 1 and summary["queries"] == 1
+
+
+def test_a_judge_prompt_version_with_no_file_stops_start_up_and_releases_the_store(indexed, tmp_path):
+    from rag_app.core.errors import ConfigError
+
+    settings = make_settings(indexed, retriever="bm25", openai_base_url="http://127.0.0.1:9/v1",
+                             judge_model="gpt-4o-mini", judge_prompt_version="v9",
+                             ledger_url=f"sqlite:///{tmp_path}/ledger.sqlite")
+    with pytest.raises(ConfigError, match="prompt 'judge' version 'v9' not found"):
+        VariantPool(settings)
+    VariantPool(settings.model_copy(update={"judge_prompt_version": "v1"})).close()  # the store was let go
