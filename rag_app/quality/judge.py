@@ -173,8 +173,12 @@ class JudgeWorker:
             self._count("offered")
             self._queue.put_nowait(job)
         except queue.Full:
-            self._count("dropped")
-            log.warning("judge queue full (%d waiting): query %s not judged", self._queue.maxsize, job.query_id)
+            with self._lock:
+                self.counts["dropped"] += 1
+                dropped = self.counts["dropped"]
+            if dropped == 1 or dropped % 100 == 0:  # a burst says so once per hundred, not per answer
+                log.warning("judge queue full (%d waiting): query %s not judged (%d dropped so far)",
+                            self._queue.maxsize, job.query_id, dropped)
             return False
         except Exception:  # never the answer's problem
             log.exception("judge offer failed for %s", getattr(job, "query_id", "?"))
