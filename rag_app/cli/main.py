@@ -640,7 +640,9 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
         return
     for arm, a in res["arms"].items():
         cost = usd(a["cost_per_query"]) if a["cost_per_query"] is not None else f"unpriced ({a['unpriced_queries']} q)"
-        out.print(f"{arm:<10} {a['variant']:<16} recall@{k} {a[f'recall@{k}']:.3f}  MRR {a['mrr']:.3f}   cost/query {cost} ({res['cost_metric']})")
+        grounded = "-" if a["groundedness"] is None else f"{a['groundedness']:.0%}"
+        out.print(f"{arm:<10} {a['variant']:<16} recall@{k} {a[f'recall@{k}']:.3f}  MRR {a['mrr']:.3f}  grounded {grounded}")
+        out.print(f"{'':<10} cost/query {cost} ({res['cost_metric']})")
     for key, d in res["differences"].items():
         if d:
             out.print(f"{key} difference {d['diff']:+.6g}, 95% CI [{d['ci95_low']:+.6g}, {d['ci95_high']:+.6g}] (paired bootstrap)")

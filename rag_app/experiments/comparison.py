@@ -139,10 +139,15 @@ def _rate(k: int, n: int) -> float | None:
 def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     """Both arms of a live experiment from the ledger, their differences and the verdict.
     `today` (UTC) decides whether a hybrid analysis has reached its planned_end."""
-    from rag_app.experiments.verdict import Plan, quality_gate, srm_level, verdict
+    from rag_app.experiments.verdict import QUALITY, Plan, quality_gate, srm_level, verdict
 
     guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
-    plan = Plan.of(exp.analysis, exp.guardrails)
+    side = "shadow" if exp.mode == "shadow" else "live"
+    quality = {"control": ledger.arm_quality(exp.name, exp.control, "live"),
+               "treatment": ledger.arm_quality(exp.name, exp.treatment, side)}
+    moments = {arm: quality[arm].pop("_moments") for arm in quality}
+    with_data = {m for m in QUALITY if all(m in moments[arm] for arm in moments)}
+    plan = Plan.of(exp.analysis, exp.guardrails, quality_data=with_data)
     control = _arm(ledger, exp, exp.control, shadow_runs=False)
     treatment = _arm(ledger, exp, exp.treatment, shadow_runs=exp.mode == "shadow")
     use_shadow = control["_cost"].mean * control["_cost"].n + treatment["_cost"].mean * treatment["_cost"].n == 0
@@ -157,14 +162,13 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
                "level": srm_level(srm_p, plan)}
     unpriced = "unpriced_shadow_queries" if use_shadow else "unpriced_queries"
     cost_name = "shadow_cost_per_query" if use_shadow else "cost_per_query"
+    for arm, a in (("control", control), ("treatment", treatment)):
+        a["_moments"].update({m: Moments(*moments[arm].get(m, (0, 0.0, 0.0))) for m in QUALITY})
     data = {m: (control["_moments"][cost_name if m == "cost_per_query" else m],
                 treatment["_moments"][cost_name if m == "cost_per_query" else m]) for m in plan.order}
     ended = bool(plan.ended(control["queries"] + treatment["queries"], today or datetime.now(timezone.utc).date()))
     judged = verdict(plan, data, srm_p=srm and srm["pvalue"], ended=ended,
                      unpriced_reason=unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0)))
-    side = "shadow" if exp.mode == "shadow" else "live"
-    quality = {"control": ledger.arm_quality(exp.name, exp.control, "live"),
-               "treatment": ledger.arm_quality(exp.name, exp.treatment, side)}
     judged = quality_gate(judged, quality["control"], quality["treatment"], guard["max_quality_drop"])
     alphas = plan.alphas()
     strip = lambda arm: {k: v for k, v in arm.items() if not k.startswith("_")}  # noqa: E731
@@ -213,7 +217,9 @@ def paired_bootstrap(diffs: list[float], iterations: int = 2000, seed: int = 0) 
 
 
 def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=None) -> dict:
-    """Run the same labelled questions through both arms; compare quality and cost on identical inputs."""
+    """Run the same labelled questions through both arms; compare retrieval (recall@k, MRR), answer
+    groundedness and cost on identical inputs. A groundedness drop beyond `max_quality_drop` rolls
+    back (the interval wholly beyond it) or holds (the mean beyond it), before recall and cost speak."""
     from rag_app.evaluation.hits import covers
 
     guard = {**DEFAULT_GUARDRAILS, "max_recall_drop": 0.01, **(exp.guardrails or {})}
@@ -221,7 +227,7 @@ def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=
     per_arm: dict[str, dict[str, list[float]]] = {}
     for arm, variant in (("control", exp.control), ("treatment", exp.treatment)):
         app = pool.app_for(variant)
-        recalls, rrs, costs = [], [], []
+        recalls, rrs, costs, grounded, invalid = [], [], [], [], []
         for i, q in enumerate(questions, 1):
             answer = app.ask(q.question, variant=variant, experiment=exp.name, extra={"arm": arm, "sticky": 0,
                                                                                           "origin": "replay"})
@@ -232,9 +238,12 @@ def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=
             recalls.append(found / len(q.gold))
             rrs.append(next((1 / r for r, hit in enumerate(hit_at, 1) if hit), 0.0))  # MRR over the passages sent
             costs.append(answer_cost(answer))  # from the answer itself: the ledger need not be reachable
+            q_of = answer.quality
+            grounded.append(None if q_of is None else q_of.groundedness)
+            invalid.append(None if q_of is None else float(bool(q_of.invalid_citations)))
             if progress:
                 progress(f"replay {arm}", i, len(questions))
-        per_arm[arm] = {"recall": recalls, "rr": rrs, "cost": costs}
+        per_arm[arm] = {"recall": recalls, "rr": rrs, "cost": costs, "grounded": grounded, "invalid": invalid}
     c, t = per_arm["control"], per_arm["treatment"]
     use_shadow = sum(x[0] or 0 for x in c["cost"] + t["cost"]) == 0
     idx = 1 if use_shadow else 0
@@ -244,28 +253,48 @@ def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=
     mrr_ci = paired_bootstrap([b - a for a, b in zip(c["rr"], t["rr"])])
     cost_ci = None if why_unpriced else paired_bootstrap([b[idx] - a[idx] for a, b in zip(c["cost"], t["cost"])])
     base = 0.0 if why_unpriced else sum(a[idx] for a in c["cost"]) / len(c["cost"])
-    if recall_ci and recall_ci.low < -guard["max_recall_drop"]:
-        verdict, reason = ("roll back" if recall_ci.high < 0 else "hold",
-                           f"recall@{k} may drop by more than {guard['max_recall_drop']:.0%} (95% CI low {recall_ci.low:.3f})")
-    elif why_unpriced:
-        verdict, reason = "hold", why_unpriced
-    elif cost_ci and base > 0 and cost_ci.high <= -guard["min_cost_drop_pct"] / 100 * base:
-        verdict, reason = "promote", f"cost falls by >= {guard['min_cost_drop_pct']}% and recall@{k} holds, at 95% confidence"
-    elif cost_ci and cost_ci.low > 0:
-        verdict, reason = "roll back", "treatment costs more per query at 95% confidence"
-    else:
-        verdict, reason = "hold", "no difference established at 95% confidence"
+    # groundedness on the same questions, paired where both answers had a claim to score
+    grounded_ci = paired_bootstrap([b - a for a, b in zip(c["grounded"], t["grounded"])
+                                    if a is not None and b is not None])
+    verdict, reason = replay_verdict(guard, k, grounded_ci=grounded_ci, recall_ci=recall_ci, cost_ci=cost_ci,
+                                     base=base, why_unpriced=why_unpriced)
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    known = lambda xs: [x for x in xs if x is not None]  # noqa: E731
+    mean_known = lambda xs: mean(known(xs)) if known(xs) else None  # noqa: E731
     return {"experiment": exp.name, "questions": len(questions), "k": k,
             "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
             "arms": {arm: {"variant": v, f"recall@{k}": mean(per_arm[arm]["recall"]), "mrr": mean(per_arm[arm]["rr"]),
+                           "groundedness": mean_known(per_arm[arm]["grounded"]),
+                           "invalid_citation_rate": mean_known(per_arm[arm]["invalid"]),
                            "cost_per_query": None if unpriced[arm] else mean([x[idx] for x in per_arm[arm]["cost"]]),
                            "unpriced_queries": unpriced[arm]}
                      for arm, v in (("control", exp.control), ("treatment", exp.treatment))},
             "differences": {f"recall@{k}": recall_ci.as_dict() if recall_ci else None,
                             "mrr": mrr_ci.as_dict() if mrr_ci else None,
+                            "groundedness": grounded_ci.as_dict() if grounded_ci else None,
                             "cost_per_query": cost_ci.as_dict() if cost_ci else None},
             "guardrails": guard, "verdict": verdict, "reason": reason}
+
+
+def replay_verdict(guard: dict, k: int, *, grounded_ci: Interval | None, recall_ci: Interval | None,
+                   cost_ci: Interval | None, base: float, why_unpriced: str | None) -> tuple[str, str]:
+    """A replay's verdict, first rule that applies: answers less grounded beyond the margin, recall
+    falling, cost unknown, cost falling enough (promote), cost rising (roll back), else hold."""
+    drop = guard["max_quality_drop"]
+    if grounded_ci and grounded_ci.diff < -drop:
+        return ("roll back" if grounded_ci.high < -drop else "hold",
+                f"groundedness falls by {-grounded_ci.diff:.1%}, more than its margin {drop:.0%} "
+                f"(95% CI [{grounded_ci.low:+.3f}, {grounded_ci.high:+.3f}])")
+    if recall_ci and recall_ci.low < -guard["max_recall_drop"]:
+        return ("roll back" if recall_ci.high < 0 else "hold",
+                f"recall@{k} may drop by more than {guard['max_recall_drop']:.0%} (95% CI low {recall_ci.low:.3f})")
+    if why_unpriced:
+        return "hold", why_unpriced
+    if cost_ci and base > 0 and cost_ci.high <= -guard["min_cost_drop_pct"] / 100 * base:
+        return "promote", f"cost falls by >= {guard['min_cost_drop_pct']}% and recall@{k} holds, at 95% confidence"
+    if cost_ci and cost_ci.low > 0:
+        return "roll back", "treatment costs more per query at 95% confidence"
+    return "hold", "no difference established at 95% confidence"
 
 
 def _rel(source_path: str, corpus: Path) -> str:

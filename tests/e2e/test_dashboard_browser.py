@@ -164,6 +164,10 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 assert page.inner_text("#verdict") == f"verdict: {exp['verdict']}"
                 control = page.locator("tr[data-arm=control]").inner_text()
                 assert str(exp["arms"]["control"]["queries"]) in control
+                # each metric that decides, with its direction: quality beside cost (12 answers scored)
+                metrics = page.locator("#metrics tr[data-metric]").all_inner_texts()
+                assert [m.split()[0] for m in metrics] == list(exp["metrics"]), metrics
+                assert "primary" in metrics[0] and "lower" in metrics[0]
                 page.screenshot(path=str(shots / "experiment.png"), full_page=True)
                 assert not blocked, blocked
                 browser.close()
