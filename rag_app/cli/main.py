@@ -381,7 +381,9 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
              budgets: str = typer.Option("500,1000,2500", help="context-token budgets for recall within a budget"),
              split: Optional[str] = typer.Option(None, help="tune | validate: the fixed task-stratified half"),
              lever_param: list[str] = typer.Option([], help="lever setting NAME=VALUE (rag_app.query.levers.LeverParams); repeat"),
-             scope: str = typer.Option("none", help="none | doc: search each question within its QA line's own `doc`")):
+             scope: str = typer.Option("none", help="none | doc: search each question within its QA line's own `doc`"),
+             llm: bool = typer.Option(False, "--llm", help="answer with RAG_LLM_MODEL (billed): cites-gold and "
+                                                             "$ per correct answer for generated answers")):
     """Recall@k, recall within token budgets (95% CIs), MRR, nDCG, context tokens and $ per query for
     each chunker x retriever; every configuration after the first is compared with the first, paired."""
     from rag_app.chunking.registry import CHUNKERS
@@ -413,7 +415,7 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
     spec = EvalSpec(qa=qa, corpus=corpus, chunkers=chunkers, retrievers=retrievers,
                     ks=ks, limit=limit, runs_path=runs, force_dense=force_dense,
                     cite=not no_cite, budgets=budget_list, split=split, lever_params=_lever_params(lever_param),
-                    scope=scope)
+                    scope=scope, use_llm=llm)
     try:
         with _app() as rag, _progress_bars() as progress:
             result = run_eval(rag, spec, progress)
@@ -492,6 +494,16 @@ def _print_eval(result: dict, ks: list[int]) -> None:
                   f"{r['mean_context_tokens']:,.0f}",
                   "unpriced" if r["usd_per_query"] is None else usd(1000 * r["usd_per_query"]))
     out.print(t)
+    a = Table(title="answers: cite their gold, and what a right one costs", pad_edge=False, collapse_padding=True)
+    for col in ("#", "answers", "cite gold", "right", "$ per right answer"):
+        a.add_column(col, justify="right", no_wrap=True)
+    for r in done:
+        share = r.get("answers_citing_gold")
+        per_right = ("unpriced" if r["usd_per_query"] is None else "-" if r.get("usd_per_correct_answer") is None
+                     else usd(r["usd_per_correct_answer"]))
+        a.add_row(number[id(r)], r.get("answers", "extractive"), "-" if share is None else f"{share:.1%}",
+                  f"{r.get('correct_answers', 0):,}", per_right)
+    out.print(a)
     c = Table(title="chunks", pad_edge=False, collapse_padding=True)
     for col in ("#", "chunks", "mean tok", "in target %", "sent. int. %", "art. int. %", "ingest s"):
         c.add_column(col, justify="right", no_wrap=True)
