@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -107,7 +107,7 @@ def _progress_bars(labels: dict[str, str] | None = None):
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, Any] = {}  # phase -> rich's TaskID
 
         def progress(phase: str, done: int, total: int) -> None:
             if phase not in tasks:
@@ -233,7 +233,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
     from tracing.ledger import BY_DIMS, Ledger
 
     try:
-        fmt = export_format(fmt, output)
+        form = export_format(fmt, output)
         output_path("--out", output)  # else a missing folder is reported as the ledger unreachable
     except RagError as e:
         _fail(e)
@@ -264,9 +264,9 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
             stream = output.open("w", encoding="utf-8", newline="") if output else sys.stdout
             try:
                 if by:
-                    write_by(ledger, by, fmt, stream, out, variant=variant, currency=currency)
+                    write_by(ledger, by, form, stream, out, variant=variant, currency=currency)
                 else:
-                    write_report(ledger, fmt, stream, out, last=last, variant=variant, prices=prices,
+                    write_report(ledger, form, stream, out, last=last, variant=variant, prices=prices,
                                  table_rows=TABLE_ROWS, currency=currency)
             finally:
                 if output:
@@ -439,7 +439,7 @@ def _lever_params(pairs: list[str]) -> dict:
         key, _, val = p.partition("=")
         if key not in fields or not val:
             _fail(ValueError(f"--lever-param {p!r}: use NAME=VALUE with NAME one of {', '.join(fields)}"))
-        out[key] = type(fields[key].default)(val)
+        out[key] = type(fields[key].default)(val)  # type: ignore[misc]  # every LeverParams field has a default
     return out
 
 
@@ -494,25 +494,25 @@ def _print_eval(result: dict, ks: list[int]) -> None:
                   f"{r['mean_context_tokens']:,.0f}",
                   "unpriced" if r["usd_per_query"] is None else usd(1000 * r["usd_per_query"]))
     out.print(t)
-    a = Table(title="answers: cite their gold, and what a right one costs", pad_edge=False, collapse_padding=True)
+    answers = Table(title="answers: cite their gold, and what a right one costs", pad_edge=False, collapse_padding=True)
     for col in ("#", "answers", "cite gold", "right", "$ per right answer"):
-        a.add_column(col, justify="right", no_wrap=True)
+        answers.add_column(col, justify="right", no_wrap=True)
     for r in done:
         share = r.get("answers_citing_gold")
         per_right = ("unpriced" if r["usd_per_query"] is None else "-" if r.get("usd_per_correct_answer") is None
                      else usd(r["usd_per_correct_answer"]))
-        a.add_row(number[id(r)], r.get("answers", "extractive"), "-" if share is None else f"{share:.1%}",
-                  f"{r.get('correct_answers', 0):,}", per_right)
-    out.print(a)
-    c = Table(title="chunks", pad_edge=False, collapse_padding=True)
+        answers.add_row(number[id(r)], r.get("answers", "extractive"), "-" if share is None else f"{share:.1%}",
+                        f"{r.get('correct_answers', 0):,}", per_right)
+    out.print(answers)
+    chunk_table = Table(title="chunks", pad_edge=False, collapse_padding=True)
     for col in ("#", "chunks", "mean tok", "in target %", "sent. int. %", "art. int. %", "ingest s"):
-        c.add_column(col, justify="right", no_wrap=True)
+        chunk_table.add_column(col, justify="right", no_wrap=True)
     for r in done:
-        c.add_row(number[id(r)], f"{r['chunks']:,}", f"{r['mean_tokens']:.0f}", f"{r['pct_in_target']:.1f}",
+        chunk_table.add_row(number[id(r)], f"{r['chunks']:,}", f"{r['mean_tokens']:.0f}", f"{r['pct_in_target']:.1f}",
                   f"{r['sentence_integrity_pct']:.1f}",
                   "-" if r["article_integrity_pct"] is None else f"{r['article_integrity_pct']:.1f}",
                   "-" if r["ingest_s"] is None else f"{r['ingest_s']:.1f}")
-    out.print(c)
+    out.print(chunk_table)
     bt = Table(title="by task")
     for c in ("chunker", "retriever", "task", "n", "recall@5", "mrr@10"):
         bt.add_column(c)
@@ -606,8 +606,8 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
         out.print(f"cost difference (treatment - control): {usd(d['diff'])}, one-look 95% CI [{usd(d['ci95_low'])}, "
                   f"{usd(d['ci95_high'])}]")
     out.print(experiment_metrics_table(res))
-    for e in res.get("ramp", {}).get("events", []):
-        out.print(f"ramp {e['at'][:16]}: {e['action']} {e['from_pct']:g}% -> {e['to_pct']:g}% ({e['reason']})")
+    for ev in res.get("ramp", {}).get("events", []):
+        out.print(f"ramp {ev['at'][:16]}: {ev['action']} {ev['from_pct']:g}% -> {ev['to_pct']:g}% ({ev['reason']})")
     if res["prices"] == "repriced":
         out.print(f"costs are re-priced figures ({res['repriced_rows']} stage rows changed by `rag reprice`); "
                   "recorded figures: `rag report`")

@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from chains.rag import build_rag
 from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
@@ -36,6 +37,7 @@ from rag_app.query.retrieval import legs_for
 from rag_app.query.scope import Scope
 from rag_app.text.sparse import TOKENIZER_VERSION
 from rag_app.core.types import Answer
+from rag_app.core.usage import totals
 
 DEFAULT_RETRIEVER = "default"  # what `rag ask` runs: RAG_RETRIEVER + RAG_RETRIEVAL_LEVERS
 
@@ -77,7 +79,10 @@ def query_config(app, spec: EvalSpec, retriever: str, top_k: int) -> QueryConfig
     if retriever == DEFAULT_RETRIEVER:
         mode, levers = base.retriever, base.levers
     else:
-        mode, named = parse_retriever(retriever)
+        parsed = parse_retriever(retriever)
+        if parsed is None:
+            raise ConfigError(f"unknown retriever {retriever!r}")
+        mode, named = parsed
         levers = "+".join(named) or "none"
     params = replace(base.lever_params, **spec.lever_params)
     # eval waits for rescore, embeds what ingest did not, and calls the LLM only when asked to
@@ -252,6 +257,7 @@ def cites_gold(answer: Answer, q: Question, rel: dict[str, str]) -> bool:
     """The answer cites a passage covering one of the question's gold spans. An extractive answer
     cites the excerpt it shows of each passage; a generated one the passages its [n] marks point at
     (a mark past the passages sent, or no mark, cites nothing)."""
+    spans: list[tuple[str, Any, Any]]
     if answer.mode == "extractive":
         spans = [(c.doc, c.char_start, c.char_end) for c in answer.citations]
     else:
@@ -262,13 +268,8 @@ def cites_gold(answer: Answer, q: Question, rel: dict[str, str]) -> bool:
 
 def _query_cost(answer: Answer) -> int | None:
     """Nano-dollars the query would cost with its LLM call made: billed plus shadow, None when unpriced."""
-    total = 0
-    for u in answer.usage:
-        p = u.price
-        if p is None or p.cost_nano is None or (u.billing == "shadow" and p.shadow_nano is None):
-            return None
-        total += p.cost_nano + (p.shadow_nano or 0)
-    return total
+    t = totals(answer.usage)
+    return None if t.known_cost_nano is None or t.known_shadow_nano is None else t.cost_nano + t.shadow_nano
 
 
 def score(questions: list[Question], rankings: list[list[Ranked]], ks: list[int]) -> tuple[dict, int]:

@@ -19,7 +19,7 @@ dollars as $0.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
 
@@ -155,7 +155,7 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     cost_ci = welch_interval(control[key], treatment[key])
     lat_ci = welch_interval(control["_lat"], treatment["_lat"])
     err_ci = welch_interval(control["_errors"], treatment["_errors"])
-    srm = None
+    srm, srm_p = None, None
     if exp.mode == "split":
         srm_p = srm_pvalue(control["sticky_queries"], treatment["sticky_queries"], exp.rollout_pct / 100)
         srm = {"pvalue": srm_p, "flagged": srm_p is not None and srm_p < guard["srm_p"],
@@ -167,7 +167,7 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     data = {m: (control["_moments"][cost_name if m == "cost_per_query" else m],
                 treatment["_moments"][cost_name if m == "cost_per_query" else m]) for m in plan.order}
     ended = bool(plan.ended(control["queries"] + treatment["queries"], today or datetime.now(timezone.utc).date()))
-    judged = verdict(plan, data, srm_p=srm and srm["pvalue"], ended=ended,
+    judged = verdict(plan, data, srm_p=srm_p, ended=ended,
                      unpriced_reason=unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0)))
     judged = quality_gate(judged, quality["control"], quality["treatment"], guard["max_quality_drop"])
     alphas = plan.alphas()
@@ -216,59 +216,72 @@ def paired_bootstrap(diffs: list[float], iterations: int = 2000, seed: int = 0) 
     return Interval(float(x.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
 
 
+@dataclass
+class ReplayArm:
+    """One arm's answers to the replayed questions, question by question (same order in both arms)."""
+    recall: list[float] = field(default_factory=list)
+    rr: list[float] = field(default_factory=list)  # reciprocal rank of the first gold passage sent
+    cost: list[tuple[float | None, float | None]] = field(default_factory=list)  # (billed, shadow) dollars
+    grounded: list[float | None] = field(default_factory=list)
+    invalid: list[float | None] = field(default_factory=list)  # 1.0: the answer has an invalid citation
+
+    def add(self, answer, q, corpus: Path, k: int) -> None:
+        from rag_app.evaluation.hits import covers
+
+        def gold_in(c) -> list[bool]:
+            return [covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g) for g in q.gold]
+
+        hit_at = [any(gold_in(c)) for c in answer.contexts]
+        found = sum(any(col) for col in zip(*[gold_in(c) for c in answer.contexts[:k]])) if answer.contexts[:k] else 0
+        self.recall.append(found / len(q.gold))
+        self.rr.append(next((1 / r for r, hit in enumerate(hit_at, 1) if hit), 0.0))  # MRR over the passages sent
+        self.cost.append(answer_cost(answer))  # from the answer itself: the ledger need not be reachable
+        q_of = answer.quality
+        self.grounded.append(None if q_of is None else q_of.groundedness)
+        self.invalid.append(None if q_of is None else float(bool(q_of.invalid_citations)))
+
+    def summary(self, k: int, idx: int, unpriced: int) -> dict:
+        known = lambda xs: [x for x in xs if x is not None]  # noqa: E731
+        mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+        return {f"recall@{k}": mean(self.recall), "mrr": mean(self.rr), "groundedness": mean(known(self.grounded)),
+                "invalid_citation_rate": mean(known(self.invalid)),
+                "cost_per_query": None if unpriced else mean(known([x[idx] for x in self.cost])),
+                "unpriced_queries": unpriced}
+
+
 def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=None) -> dict:
     """Run the same labelled questions through both arms; compare retrieval (recall@k, MRR), answer
     groundedness and cost on identical inputs. A groundedness drop beyond `max_quality_drop` rolls
     back (the interval wholly beyond it) or holds (the mean beyond it), before recall and cost speak."""
-    from rag_app.evaluation.hits import covers
-
     guard = {**DEFAULT_GUARDRAILS, "max_recall_drop": 0.01, **(exp.guardrails or {})}
     corpus = corpus.resolve()
-    per_arm: dict[str, dict[str, list[float]]] = {}
-    for arm, variant in (("control", exp.control), ("treatment", exp.treatment)):
+    arms = {"control": exp.control, "treatment": exp.treatment}
+    per_arm = {arm: ReplayArm() for arm in arms}
+    for arm, variant in arms.items():
         app = pool.app_for(variant)
-        recalls, rrs, costs, grounded, invalid = [], [], [], [], []
         for i, q in enumerate(questions, 1):
-            answer = app.ask(q.question, variant=variant, experiment=exp.name, extra={"arm": arm, "sticky": 0,
-                                                                                          "origin": "replay"})
-            hit_at = [any(covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g) for g in q.gold)
-                      for c in answer.contexts]
-            found = sum(any(covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g)
-                            for c in answer.contexts[:k]) for g in q.gold)
-            recalls.append(found / len(q.gold))
-            rrs.append(next((1 / r for r, hit in enumerate(hit_at, 1) if hit), 0.0))  # MRR over the passages sent
-            costs.append(answer_cost(answer))  # from the answer itself: the ledger need not be reachable
-            q_of = answer.quality
-            grounded.append(None if q_of is None else q_of.groundedness)
-            invalid.append(None if q_of is None else float(bool(q_of.invalid_citations)))
+            answer = app.ask(q.question, variant=variant, experiment=exp.name,
+                             extra={"arm": arm, "sticky": 0, "origin": "replay"})
+            per_arm[arm].add(answer, q, corpus, k)
             if progress:
                 progress(f"replay {arm}", i, len(questions))
-        per_arm[arm] = {"recall": recalls, "rr": rrs, "cost": costs, "grounded": grounded, "invalid": invalid}
     c, t = per_arm["control"], per_arm["treatment"]
-    use_shadow = sum(x[0] or 0 for x in c["cost"] + t["cost"]) == 0
+    use_shadow = sum(x[0] or 0 for x in c.cost + t.cost) == 0
     idx = 1 if use_shadow else 0
-    unpriced = {arm: sum(x[idx] is None for x in per_arm[arm]["cost"]) for arm in per_arm}
+    unpriced = {arm: sum(x[idx] is None for x in per_arm[arm].cost) for arm in per_arm}
     why_unpriced = unpriced_reason(unpriced["control"], unpriced["treatment"])
-    recall_ci = paired_bootstrap([b - a for a, b in zip(c["recall"], t["recall"])])
-    mrr_ci = paired_bootstrap([b - a for a, b in zip(c["rr"], t["rr"])])
-    cost_ci = None if why_unpriced else paired_bootstrap([b[idx] - a[idx] for a, b in zip(c["cost"], t["cost"])])
-    base = 0.0 if why_unpriced else sum(a[idx] for a in c["cost"]) / len(c["cost"])
-    # groundedness on the same questions, paired where both answers had a claim to score
-    grounded_ci = paired_bootstrap([b - a for a, b in zip(c["grounded"], t["grounded"])
-                                    if a is not None and b is not None])
+
+    def paired(a: list, b: list) -> Interval | None:  # treatment - control where both are known
+        return paired_bootstrap([y - x for x, y in zip(a, b) if x is not None and y is not None])
+
+    recall_ci, mrr_ci, grounded_ci = paired(c.recall, t.recall), paired(c.rr, t.rr), paired(c.grounded, t.grounded)
+    cost_ci = None if why_unpriced else paired([x[idx] for x in c.cost], [x[idx] for x in t.cost])
+    base = 0.0 if why_unpriced else sum(x[idx] or 0.0 for x in c.cost) / len(c.cost)
     verdict, reason = replay_verdict(guard, k, grounded_ci=grounded_ci, recall_ci=recall_ci, cost_ci=cost_ci,
                                      base=base, why_unpriced=why_unpriced)
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-    known = lambda xs: [x for x in xs if x is not None]  # noqa: E731
-    mean_known = lambda xs: mean(known(xs)) if known(xs) else None  # noqa: E731
     return {"experiment": exp.name, "questions": len(questions), "k": k,
             "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
-            "arms": {arm: {"variant": v, f"recall@{k}": mean(per_arm[arm]["recall"]), "mrr": mean(per_arm[arm]["rr"]),
-                           "groundedness": mean_known(per_arm[arm]["grounded"]),
-                           "invalid_citation_rate": mean_known(per_arm[arm]["invalid"]),
-                           "cost_per_query": None if unpriced[arm] else mean([x[idx] for x in per_arm[arm]["cost"]]),
-                           "unpriced_queries": unpriced[arm]}
-                     for arm, v in (("control", exp.control), ("treatment", exp.treatment))},
+            "arms": {arm: {"variant": v, **per_arm[arm].summary(k, idx, unpriced[arm])} for arm, v in arms.items()},
             "differences": {f"recall@{k}": recall_ci.as_dict() if recall_ci else None,
                             "mrr": mrr_ci.as_dict() if mrr_ci else None,
                             "groundedness": grounded_ci.as_dict() if grounded_ci else None,
@@ -307,8 +320,8 @@ def _rel(source_path: str, corpus: Path) -> str:
 def answer_cost(answer) -> tuple[float | None, float | None]:
     """(billed, shadow) dollars of one answer from its own priced usages, as the ledger totals them: a
     row whose cost is unknown makes the query's cost unknown, an unpriced row its shadow."""
-    prices = [u.price for u in answer.usage]
-    cost = None if any(p is None or p.cost_nano is None for p in prices) else sum(p.cost_nano for p in prices) / 1e9
-    shadow = (None if any(p is None or p.unpriced for p in prices)
-              else sum(p.shadow_nano or 0 for p in prices) / 1e9)
-    return cost, shadow
+    from rag_app.core.usage import totals
+
+    t = totals(answer.usage)
+    return (None if t.known_cost_nano is None else t.known_cost_nano / 1e9,
+            None if t.known_shadow_nano is None else t.known_shadow_nano / 1e9)

@@ -210,7 +210,8 @@ def _one_line(path: str, e: ValidationError) -> str:
 def _allowed_keys(loc: list[str]) -> str:
     if len(loc) == 1:
         return "variants, experiments"
-    model = Variant if loc[0] == "variants" else ExperimentSpec
+    model: type[BaseModel] = Variant if loc[0] == "variants" else ExperimentSpec
     if model is ExperimentSpec and len(loc) > 3:  # a key inside experiments.NAME.analysis / .ramp
-        model = {"analysis": Analysis, "ramp": Ramp, "guardrails": Guardrails}.get(loc[2], ExperimentSpec)
+        inside: dict[str, type[BaseModel]] = {"analysis": Analysis, "ramp": Ramp, "guardrails": Guardrails}
+        model = inside.get(loc[2], ExperimentSpec)
     return ", ".join(model.model_fields)

@@ -191,9 +191,8 @@ def experiment_metrics_table(res: dict) -> Table:
     kind = {"sequential": "anytime-valid", "hybrid": "hybrid", "fixed": "fixed-horizon"}[a["method"]]
     t = Table(title=f"{a['method']} ({kind}; now {a['phase']}), alpha {a['alpha']:g}, "
                     f"N_tune {a['expected_queries']:,}", pad_edge=False, collapse_padding=True)
-    for c, just in (("metric", "left"), ("role", "left"), ("alpha", "right"), ("t - c", "right"),
-                    ("interval", "right"), ("status", "left")):
-        t.add_column(c, justify=just, no_wrap=c == "metric")
+    for c in ("metric", "role", "alpha", "t - c", "interval", "status"):
+        t.add_column(c, justify="left" if c in ("metric", "role", "status") else "right", no_wrap=c == "metric")
     short = {"no difference established": "unclear", "not enough data": "too few", "cost unknown (unpriced queries)": "unpriced"}
     for name, m in res["metrics"].items():
         u = m["unit"]

@@ -6,6 +6,7 @@ import logging
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -204,7 +205,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         The details (ledger counters, the OTel exporter's drops) need the token when one is set: paths,
         hosts and endpoints are nobody else's business."""
         ledger_health = pool().base.writer.health()
-        body = {"status": "degraded" if ledger_health["status"] == "degraded" else "up"}
+        body: dict[str, Any] = {"status": "degraded" if ledger_health["status"] == "degraded" else "up"}
         if settings.api_token is not None and (creds is None or not token_matches(creds.credentials, settings.api_token)):
             return body
         body["ledger"] = ledger_health

@@ -134,6 +134,7 @@ class Ledger:
         else:
             raise _translated(target, last) from None  # type: ignore[arg-type]
         if todo and migrated_copy:  # migrate a copy in memory and leave the file untouched
+            assert target.path is not None  # a SQLite target names its file
             source = sqlite3.connect(f"{target.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
             copy = sqlite3.connect(":memory:", check_same_thread=False)
             source.backup(copy)
@@ -149,7 +150,7 @@ class Ledger:
     @classmethod
     def readable(cls, where: Any, *, bounds: Bounds = CLI_BOUNDS) -> Ledger:
         target = as_target(where)
-        if target.dialect == "sqlite" and not target.path.exists():
+        if target.dialect == "sqlite" and not target.exists():
             raise LedgerUnavailable(f"no ledger at {target.display}; run `rag ask` first or set RAG_DATA_DIR")
         try:
             return cls.open(target, bounds=bounds)

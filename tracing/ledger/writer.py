@@ -113,7 +113,7 @@ def _defaults(table: str) -> dict:
     out = {}
     for c in TABLES[table].columns:
         if not c.primary_key:
-            default = c.server_default.arg.text if c.server_default is not None else None  # type: ignore[union-attr]
+            default = c.server_default.arg.text if c.server_default is not None else None  # type: ignore[attr-defined]
             out[c.name] = None if default is None else int(default) if default.lstrip("-").isdigit() else default.strip("'")
     return out
 
