@@ -22,7 +22,7 @@ from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.errors import RagError
 from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target
-from tracing.ledger import budgets, reports, rollups, views
+from tracing.ledger import budgets, quality_groups, reports, rollups, views
 from tracing.ledger.engine import (
     Bounds,
     config_error,
@@ -264,8 +264,29 @@ class Ledger:
             yield from reports.iter_query_rows(db, variant=variant, last=last, raw=raw)
 
     def by(self, dim: str, variant: str | None = None) -> list[dict]:
+        """`rag report --by` rows: the spend, then (every dim but `stage`) the answers' quality and feedback
+        (`scored`, `groundedness`, `invalid_citation_rate`, `feedback_up`/`_down`/`_count`; null on a
+        ledger that predates them, counts 0 and means null where nothing was scored or said)."""
         with self._read() as db:
-            return reports.by_report(db, dim, variant=variant)
+            rows = reports.by_report(db, dim, variant=variant)
+            known = self.quality_kept()
+            per = quality_groups.by_quality(db, dim, variant=variant) if known else {}
+        if dim == "stage":
+            return rows
+        return [{**r, **per.get(r[dim], quality_groups.blank(known))} for r in rows]
+
+    def quality_over_time(self, since: str, until: str, variant: str | None = None) -> list[dict]:
+        """Per day and variant: cost per query beside mean groundedness, invalid-citation rate and feedback
+        (the dashboard's quality chart; `GET /v1/reports/quality`)."""
+        with self._read() as db:
+            rows = quality_groups.over_time(db, since, until, variant=variant)
+        if not self.quality_kept():
+            rows = [{**r, **quality_groups.blank(False)} for r in rows]
+        return rows
+
+    def quality_kept(self) -> bool:
+        """False on a ledger that predates answer quality or feedback (read through a migrated copy)."""
+        return not {"m013_answer_quality", "m014_query_feedback"} & set(self.pending or ())
 
     # -- the ledger itself --------------------------------------------------------------------------------
     def audit(self) -> dict:
