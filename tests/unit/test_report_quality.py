@@ -162,3 +162,75 @@ def test_cli_by_table_csv_and_json_carry_quality(scored, monkeypatch):
     line = next(x for x in quality.splitlines() if x.lstrip("│ ").startswith("a "))
     assert f"{a['groundedness']:.1%}" in line and f"{a['invalid_citation_rate']:.1%}" in line
     assert "answer quality" not in cli(["--by", "stage"], monkeypatch, path)
+
+
+def test_quality_over_time_per_day_and_variant_over_http(tmp_path):
+    """GET /v1/reports/quality on the real service: each day's and variant's cost per query (the mean
+    over priced queries, from the rollups) beside its quality, equal to the row-by-row figures."""
+    from fastapi.testclient import TestClient
+
+    from rag_app.service.app import create_app
+    from tests.conftest import make_settings
+
+    settings = make_settings(tmp_path, api_token="tok")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    write_varied_ledger(settings.ledger_path)
+    add_quality(settings.ledger_path)
+    conn = raw(settings.ledger_path)
+    h = {"Authorization": "Bearer tok"}
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        r = client.get("/v1/reports/quality", params={"since": "2026-11-02", "until": "2026-11-04"}, headers=h)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert (body["since"], body["until"]) == ("2026-11-02", "2026-11-04")
+        rows = body["rows"]
+        assert [(x["day"], x["variant"]) for x in rows] == [(d, v) for d in ("2026-11-02", "2026-11-03", "2026-11-04")
+                                                            for v in (None, "a", "b")]
+        for x in rows:
+            where = "substr(q.started_at, 1, 10) = ? AND q.kind = 'query' AND " + (
+                "q.variant = ?" if x["variant"] else "q.variant IS NULL")
+            args = (x["day"], x["variant"]) if x["variant"] else (x["day"],)
+            costs = [c for (c,) in conn.execute(f"SELECT c.cost_nano_usd FROM query_costs c JOIN queries q USING (query_id) "
+                                                f"WHERE {where}", args)]
+            priced = [c for c in costs if c is not None]
+            assert x["queries"] == len(costs) and x["priced_queries"] == len(priced)
+            assert x["cost_per_query_usd"] == pytest.approx(sum(priced) / len(priced) / 1e9, abs=1e-9)  # to the nano-dollar
+            want = expected(conn, "day", x["variant"]) if x["variant"] else None
+            if want is not None:
+                assert {k: x[k] for k in QUALITY} == want[x["day"]], x
+        one = client.get("/v1/reports/quality", params={"since": "2026-11-01", "until": "2026-11-30", "variant": "a"},
+                         headers=h).json()["rows"]
+        assert {x["variant"] for x in one} == {"a"} and len(one) == 5
+        assert client.get("/v1/reports/quality", params={"days": 7}, headers=h).json()["rows"] == []  # not these days
+        assert client.get("/v1/reports/quality", params={"since": "2026-11-05", "until": "2026-11-01"},
+                          headers=h).status_code == 422
+        assert client.get("/v1/reports/quality", params={"since": "2025-01-01", "until": "2026-11-01"},
+                          headers=h).status_code == 422
+        assert client.get("/v1/reports/quality").status_code == 401
+    conn.close()
+
+
+def test_the_series_reads_only_its_days_through_indexes(scored):
+    """Every statement of the quality series reaches query_totals through its started_at index (the
+    days asked for) and query_quality / query_feedback by primary key: a plan that scanned any of them
+    would read the whole ledger for a 30-day chart."""
+    from sqlalchemy import event
+
+    from tracing.ledger import quality_groups
+
+    L, _, _ = scored
+    for variant in (None, "a"):
+        sent: list = []
+        with L.engine.connect() as db:
+            event.listen(db, "before_cursor_execute",
+                         lambda c, cur, sql, p, ctx, many: sent.append((sql, p)) if sql.startswith("SELECT") else None)
+            assert quality_groups.over_time(db, "2026-11-02", "2026-11-03", variant=variant)
+            conn = db.connection.dbapi_connection
+            steps = [str(r[3]) for sql, p in sent for r in conn.execute("EXPLAIN QUERY PLAN " + sql, p)]
+        assert len(sent) == 3  # the rollups, the signals, the feedback: one grouped read each
+        for step in steps:
+            words = step.split()
+            if words[0] in ("SCAN", "SEARCH") and words[1] in ("query_totals", "query_quality", "query_feedback",
+                                                               "report_rollup"):
+                assert words[0] == "SEARCH", (variant, step)
+        assert any("query_totals_" in s and "started_at>" in s for s in steps), steps
