@@ -267,11 +267,11 @@ class Ledger:
         """`rag report --by` rows: the spend, then (every dim but `stage`) the answers' quality and feedback
         (`scored`, `groundedness`, `invalid_citation_rate`, `feedback_up`/`_down`/`_count`; null on a
         ledger that predates them, counts 0 and means null where nothing was scored or said)."""
+        known = self.quality_kept()
         with self._read() as db:
             rows = reports.by_report(db, dim, variant=variant)
-            known = self.quality_kept()
-            per = quality_groups.by_quality(db, dim, variant=variant) if known else {}
-        if dim == "stage":
+            per = (quality_groups.by_quality(db, dim, variant=variant) or {}) if known else {}
+        if dim == "stage":  # a stage has no answer of its own
             return rows
         return [{**r, **per.get(r[dim], quality_groups.blank(known))} for r in rows]
 
