@@ -144,56 +144,27 @@ def ask_all(chain, questions: list[Question], spec: EvalSpec, rel: dict[str, str
 
 
 def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
+    """Each chunker indexed once (its own collection), each retriever asked every question, scored."""
     s = app.settings
     if spec.use_llm and not app.uses_llm:
         raise ConfigError("--llm: no LLM is configured; set OPENAI_BASE_URL and RAG_LLM_MODEL "
                           "(docs/operations.md), or leave --llm out for extractive answers")
-    questions = select_split(load_qa(spec.qa), spec.split)
-    if spec.split:  # hash order: a stopped run or --limit is a fair sample of every task, not the file's first
-        questions.sort(key=lambda q: split_key(q.id))
-    questions = questions[: spec.limit or None]
-    corpus = spec.corpus.resolve()
-    files, problems = expand_paths([corpus])
-    missing = [p for p in problems if p.status == "error"]
-    if missing:
-        raise FileNotFoundError(missing[0].error)
-    docs = [load_document(f) for f in files]
-    rel = {d.source_path: str(Path(d.source_path).relative_to(corpus)) for d in docs}
+    questions = eval_questions(spec)
+    corpus, docs, rel = load_corpus(spec.corpus)
     reranker, skip_reason = app.reranker()
-    results, per_task = [], []
+    results: list[dict] = []
+    per_task: list[dict] = []
     # written as it goes (one line per question), so a long run that is stopped still leaves rankings
     runs_file = Path(spec.runs_path).open("w", encoding="utf-8") if spec.runs_path else None
     per_q: list[tuple[str, dict[str, list[float]]]] = []  # (config label, per-question values)
-    cache_path = s.data_dir / "eval_ingest_times.json"
-    ingest_times = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     top_k = max(s.top_k, max(spec.ks))
     for name in spec.chunkers:
         configs = {r: query_config(app, spec, r, top_k) for r in spec.retrievers}
-        need_emb = (name in NEEDS_EMBEDDINGS or spec.force_dense
-                    or any(c.retriever in ("dense", "hybrid") for c in configs.values()))
-        emb = app.embeddings() if need_emb else None
-        chunker = build_chunker(name, s, emb)
-        t0 = time.perf_counter()
-        chunked = [(d, chunker.chunk(d)) for d in docs]
-        chunk_s = time.perf_counter() - t0
-        all_chunks = [c for _, cs in chunked for c in cs]
-        cname = f"eval-{name}-{_fingerprint(spec, s, chunker, docs, emb.model_name if emb else '-')}"
-        info = app.store.info(cname)
-        if info is None:
-            emb = emb or app.embeddings()
-            info = decide_collection(cname, chunker, emb, all_chunks, 1.0 if spec.force_dense else s.embed_max_unk_rate)
-            app.store.create(info)
-            t1 = time.perf_counter()
-            index_documents(app.store, info, chunked, emb, progress)
-            ingest_times[cname] = round(chunk_s + time.perf_counter() - t1, 2)
-            cache_path.write_text(json.dumps(ingest_times, indent=1))
-        info = app.checked_collection(cname)
-        quality = _chunk_quality(chunked, all_chunks, s)
+        info, chunk_row = index_for_chunker(app, spec, name, configs, docs, progress)
         for retriever, config in configs.items():
             use_dense, use_sparse = legs_for(config.retriever, info)
             resolved = levers_for(config.levers, info)
-            row = {"chunker": name, "retriever": retriever, "collection": cname, **quality,
-                   "ingest_s": ingest_times.get(cname), "legs": "+".join(
+            row = {"chunker": name, "retriever": retriever, **chunk_row, "legs": "+".join(
                        l for l, on in (("dense", use_dense), ("bm25", use_sparse)) if on),
                    "levers": "+".join(resolved) or "none"}
             if config.retriever == "dense" and not use_dense:
@@ -201,26 +172,10 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 continue
             chain = build_rag(app.pipeline(config, info, rescore_required="rescore" in resolved))
             run = ask_all(chain, questions, spec, rel, f"{name}/{retriever}", runs_file, progress)
-            rankings, ctx_tokens = run.rankings, run.context_tokens
-            metrics, multi = score(questions, rankings, spec.ks)
-            row.update(metrics)
-            row.update({"rerank": run.rerank_status, "multi_gold_chunks": multi,
-                        "levers_acted": dict(sorted(run.levers_acted.items())), "scope": spec.scope,
-                        "scoped_questions": run.scoped, "answers": "llm" if spec.use_llm else "extractive",
-                        "mean_context_tokens": round(sum(ctx_tokens) / len(ctx_tokens), 1) if ctx_tokens else 0.0,
-                        **run.costs()})
-            overall, tasks, values = budget_report(questions, rankings, spec.ks, spec.budgets)
-            row["budgets"] = overall
-            results.append(row)
+            overall, tasks, values = budget_report(questions, run.rankings, spec.ks, spec.budgets)
+            results.append({**row, **run_row(run, questions, spec), "budgets": overall})
             per_q.append((f"{name}/{retriever}", values))
-            by_task = defaultdict(list)
-            for q, r, cited in zip(questions, rankings, run.cites_gold):
-                by_task[q.task].append((q, r, cited))
-            for task, items in sorted(by_task.items()):
-                m, _ = score([q for q, _, _ in items], [r for _, r, _ in items], spec.ks)
-                per_task.append({"chunker": name, "retriever": retriever, "task": task, "n": len(items), **m,
-                                 "answers_citing_gold": round(sum(c for _, _, c in items) / len(items), 4),
-                                 "budgets": tasks[task]})
+            per_task += task_rows(run, questions, spec, tasks, {"chunker": name, "retriever": retriever})
     if runs_file:
         runs_file.close()
     comparisons = [{"base": per_q[0][0], "new": label, "diff": paired(questions, per_q[0][1], vals),
@@ -237,6 +192,76 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                           "answer's shadow; with --llm, the reply as billed); $/correct answer: the whole cost over "
                           "the answers that cite a passage covering their gold"),
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
+
+
+def eval_questions(spec: EvalSpec) -> list[Question]:
+    questions = select_split(load_qa(spec.qa), spec.split)
+    if spec.split:  # hash order: a stopped run or --limit is a fair sample of every task, not the file's first
+        questions.sort(key=lambda q: split_key(q.id))
+    return questions[: spec.limit or None]
+
+
+def load_corpus(folder: Path) -> tuple[Path, list, dict[str, str]]:
+    """(the corpus folder, its parsed documents, each document's path relative to the folder)."""
+    corpus = folder.resolve()
+    files, problems = expand_paths([corpus])
+    missing = [p for p in problems if p.status == "error"]
+    if missing:
+        raise FileNotFoundError(missing[0].error)
+    docs = [load_document(f) for f in files]
+    return corpus, docs, {d.source_path: str(Path(d.source_path).relative_to(corpus)) for d in docs}
+
+
+def index_for_chunker(app, spec: EvalSpec, name: str, configs: dict[str, QueryConfig], docs: list,
+                      progress: Progress | None) -> tuple[Any, dict]:
+    """The chunker's own collection (made once, reused while chunker, settings and corpus are unchanged)
+    and what the row says of its chunks: sizes, integrity, ingest time."""
+    s = app.settings
+    cache_path = s.data_dir / "eval_ingest_times.json"
+    ingest_times = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    need_emb = (name in NEEDS_EMBEDDINGS or spec.force_dense
+                or any(c.retriever in ("dense", "hybrid") for c in configs.values()))
+    emb = app.embeddings() if need_emb else None
+    chunker = build_chunker(name, s, emb)
+    t0 = time.perf_counter()
+    chunked = [(d, chunker.chunk(d)) for d in docs]
+    chunk_s = time.perf_counter() - t0
+    all_chunks = [c for _, cs in chunked for c in cs]
+    cname = f"eval-{name}-{_fingerprint(spec, s, chunker, docs, emb.model_name if emb else '-')}"
+    if app.store.info(cname) is None:
+        emb = emb or app.embeddings()
+        info = decide_collection(cname, chunker, emb, all_chunks, 1.0 if spec.force_dense else s.embed_max_unk_rate)
+        app.store.create(info)
+        t1 = time.perf_counter()
+        index_documents(app.store, info, chunked, emb, progress)
+        ingest_times[cname] = round(chunk_s + time.perf_counter() - t1, 2)
+        cache_path.write_text(json.dumps(ingest_times, indent=1))
+    return (app.checked_collection(cname),
+            {"collection": cname, **_chunk_quality(chunked, all_chunks, s), "ingest_s": ingest_times.get(cname)})
+
+
+def run_row(run: ConfigRun, questions: list[Question], spec: EvalSpec) -> dict:
+    """One configuration's figures: ranx metrics, what acted, context tokens, answers and their cost."""
+    metrics, multi = score(questions, run.rankings, spec.ks)
+    ctx = run.context_tokens
+    return {**metrics, "rerank": run.rerank_status, "multi_gold_chunks": multi,
+            "levers_acted": dict(sorted(run.levers_acted.items())), "scope": spec.scope,
+            "scoped_questions": run.scoped, "answers": "llm" if spec.use_llm else "extractive",
+            "mean_context_tokens": round(sum(ctx) / len(ctx), 1) if ctx else 0.0, **run.costs()}
+
+
+def task_rows(run: ConfigRun, questions: list[Question], spec: EvalSpec, budgets_by_task: dict,
+              label: dict) -> list[dict]:
+    by_task: dict[str, list[tuple[Question, list[Ranked], bool]]] = defaultdict(list)
+    for q, r, cited in zip(questions, run.rankings, run.cites_gold):
+        by_task[q.task].append((q, r, cited))
+    rows = []
+    for task, items in sorted(by_task.items()):
+        m, _ = score([q for q, _, _ in items], [r for _, r, _ in items], spec.ks)
+        rows.append({**label, "task": task, "n": len(items), **m,
+                     "answers_citing_gold": round(sum(c for _, _, c in items) / len(items), 4),
+                     "budgets": budgets_by_task[task]})
+    return rows
 
 
 SCOPES = ("none", "doc")
