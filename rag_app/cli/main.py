@@ -474,51 +474,16 @@ def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval 
 
 
 def _print_eval(result: dict, ks: list[int]) -> None:
-    """Two 80-column tables, retrieval quality and cost, then the chunks, each configuration numbered
-    (its chunker, retriever, legs and levers listed above them: too long for a column)."""
-    from rich.table import Table
-
-    from rag_app.present.cost_render import usd
+    """80-column tables (rag_app/evaluation/render.py), each configuration numbered, its chunker,
+    retriever, legs and levers listed above them (too long for a column)."""
+    from rag_app.evaluation.render import eval_tables
 
     out.print(f"retrieval on {result['questions']} questions ({result['qa']}); rerank: {result['reranker']}")
-    done = [r for r in result["results"] if not r.get("skipped")]
     for i, r in enumerate(result["results"], 1):
         what = f"skipped: {r['skipped']}" if r.get("skipped") else f"{r['legs']}; levers {r['levers']}"
         out.print(f"  {i}. {r['chunker']} / {r['retriever']} ({what})", markup=False)
-    number = {id(r): str(i) for i, r in enumerate(result["results"], 1)}
-    t = Table(title="quality and cost", pad_edge=False, collapse_padding=True)
-    for c in ("#", *[f"r@{k}" for k in ks], "mrr@10", "ndcg@10", "ctx tok", "$/1k q"):
-        t.add_column(c, justify="right", no_wrap=True)
-    for r in done:
-        t.add_row(number[id(r)], *[f"{r[f'recall@{k}']:.3f}" for k in ks], f"{r['mrr@10']:.3f}", f"{r['ndcg@10']:.3f}",
-                  f"{r['mean_context_tokens']:,.0f}",
-                  "unpriced" if r["usd_per_query"] is None else usd(1000 * r["usd_per_query"]))
-    out.print(t)
-    answers = Table(title="answers: cite their gold, and what a right one costs", pad_edge=False, collapse_padding=True)
-    for col in ("#", "answers", "cite gold", "right", "$ per right answer"):
-        answers.add_column(col, justify="right", no_wrap=True)
-    for r in done:
-        share = r.get("answers_citing_gold")
-        per_right = ("unpriced" if r["usd_per_query"] is None else "-" if r.get("usd_per_correct_answer") is None
-                     else usd(r["usd_per_correct_answer"]))
-        answers.add_row(number[id(r)], r.get("answers", "extractive"), "-" if share is None else f"{share:.1%}",
-                        f"{r.get('correct_answers', 0):,}", per_right)
-    out.print(answers)
-    chunk_table = Table(title="chunks", pad_edge=False, collapse_padding=True)
-    for col in ("#", "chunks", "mean tok", "in target %", "sent. int. %", "art. int. %", "ingest s"):
-        chunk_table.add_column(col, justify="right", no_wrap=True)
-    for r in done:
-        chunk_table.add_row(number[id(r)], f"{r['chunks']:,}", f"{r['mean_tokens']:.0f}", f"{r['pct_in_target']:.1f}",
-                  f"{r['sentence_integrity_pct']:.1f}",
-                  "-" if r["article_integrity_pct"] is None else f"{r['article_integrity_pct']:.1f}",
-                  "-" if r["ingest_s"] is None else f"{r['ingest_s']:.1f}")
-    out.print(chunk_table)
-    bt = Table(title="by task")
-    for c in ("chunker", "retriever", "task", "n", "recall@5", "mrr@10"):
-        bt.add_column(c)
-    for r in result["by_task"]:
-        bt.add_row(r["chunker"], r["retriever"], r["task"], str(r["n"]), f"{r.get('recall@5', 0):.3f}", f"{r['mrr@10']:.3f}")
-    out.print(bt)
+    for table in eval_tables(result, ks):
+        out.print(table)
 
 
 def _write_eval(result: dict, path: Path) -> None:

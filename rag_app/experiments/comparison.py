@@ -142,35 +142,22 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     from rag_app.experiments.verdict import QUALITY, Plan, quality_gate, srm_level, verdict
 
     guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
-    side = "shadow" if exp.mode == "shadow" else "live"
-    quality = {"control": ledger.arm_quality(exp.name, exp.control, "live"),
-               "treatment": ledger.arm_quality(exp.name, exp.treatment, side)}
-    moments = {arm: quality[arm].pop("_moments") for arm in quality}
-    with_data = {m for m in QUALITY if all(m in moments[arm] for arm in moments)}
-    plan = Plan.of(exp.analysis, exp.guardrails, quality_data=with_data)
+    quality, moments = arms_quality(ledger, exp)
+    plan = Plan.of(exp.analysis, exp.guardrails,
+                   quality_data={m for m in QUALITY if all(m in moments[arm] for arm in moments)})
     control = _arm(ledger, exp, exp.control, shadow_runs=False)
     treatment = _arm(ledger, exp, exp.treatment, shadow_runs=exp.mode == "shadow")
     use_shadow = control["_cost"].mean * control["_cost"].n + treatment["_cost"].mean * treatment["_cost"].n == 0
-    key = "_shadow" if use_shadow else "_cost"
-    cost_ci = welch_interval(control[key], treatment[key])
-    lat_ci = welch_interval(control["_lat"], treatment["_lat"])
-    err_ci = welch_interval(control["_errors"], treatment["_errors"])
-    srm, srm_p = None, None
-    if exp.mode == "split":
-        srm_p = srm_pvalue(control["sticky_queries"], treatment["sticky_queries"], exp.rollout_pct / 100)
-        srm = {"pvalue": srm_p, "flagged": srm_p is not None and srm_p < guard["srm_p"],
-               "level": srm_level(srm_p, plan)}
+    srm_p = (srm_pvalue(control["sticky_queries"], treatment["sticky_queries"], exp.rollout_pct / 100)
+             if exp.mode == "split" else None)
+    srm = None if exp.mode != "split" else {"pvalue": srm_p, "flagged": srm_p is not None and srm_p < guard["srm_p"],
+                                            "level": srm_level(srm_p, plan)}
     unpriced = "unpriced_shadow_queries" if use_shadow else "unpriced_queries"
-    cost_name = "shadow_cost_per_query" if use_shadow else "cost_per_query"
-    for arm, a in (("control", control), ("treatment", treatment)):
-        a["_moments"].update({m: Moments(*moments[arm].get(m, (0, 0.0, 0.0))) for m in QUALITY})
-    data = {m: (control["_moments"][cost_name if m == "cost_per_query" else m],
-                treatment["_moments"][cost_name if m == "cost_per_query" else m]) for m in plan.order}
+    data = verdict_data(plan, control, treatment, moments, use_shadow)
     ended = bool(plan.ended(control["queries"] + treatment["queries"], today or datetime.now(timezone.utc).date()))
     judged = verdict(plan, data, srm_p=srm_p, ended=ended,
                      unpriced_reason=unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0)))
     judged = quality_gate(judged, quality["control"], quality["treatment"], guard["max_quality_drop"])
-    alphas = plan.alphas()
     strip = lambda arm: {k: v for k, v in arm.items() if not k.startswith("_")}  # noqa: E731
     repriced = control["repriced_rows"] + treatment["repriced_rows"]
     return {"experiment": exp.name, "mode": exp.mode, "rollout_pct": exp.rollout_pct,
@@ -179,19 +166,53 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
             "prices": "repriced" if repriced else "recorded", "repriced_rows": repriced,
             "arms": {"control": {**strip(control), "quality": quality["control"]},
                      "treatment": {**strip(treatment), "quality": quality["treatment"]}},
-            # fixed-horizon Welch 95%: right when read once at a planned size; `metrics` holds what decides
-            "differences": {"cost_per_query": cost_ci.as_dict() if cost_ci else None,
-                            "latency_ms": lat_ci.as_dict() if lat_ci else None,
-                            "error_rate": err_ci.as_dict() if err_ci else None},
-            "analysis": {"method": plan.method, "phase": judged["phase"], "alpha": plan.alpha,
-                         "expected_queries": plan.n_tune, "planned_queries": plan.planned_queries,
-                         "planned_end": plan.planned_end.isoformat() if plan.planned_end else None,
-                         "primary_metric": plan.primary, "guardrail_metrics": list(plan.guardrails),
-                         "alpha_split": {"rule": "preferential Bonferroni", "primary": alphas[plan.primary],
-                                         "per_guardrail": alphas[plan.guardrails[0]] if plan.guardrails else None}},
+            "differences": one_look_differences(control, treatment, "_shadow" if use_shadow else "_cost"),
+            "analysis": analysis_of(plan, judged["phase"]),
             "metrics": judged["metrics"],
             "srm": srm, "guardrails": guard, "verdict": judged["verdict"], "decided_by": judged["decided_by"],
             "reason": judged["reason"]}
+
+
+def arms_quality(ledger, exp: Experiment) -> tuple[dict, dict]:
+    """Each arm's answer quality as shown, and the (n, sum, sum of squares) of each quality metric."""
+    side = "shadow" if exp.mode == "shadow" else "live"
+    quality = {"control": ledger.arm_quality(exp.name, exp.control, "live"),
+               "treatment": ledger.arm_quality(exp.name, exp.treatment, side)}
+    return quality, {arm: quality[arm].pop("_moments") for arm in quality}
+
+
+def verdict_data(plan, control: dict, treatment: dict, quality_moments: dict, use_shadow: bool) -> dict:
+    """(control, treatment) moments of every metric the plan reads; cost is the shadow cost when
+    nothing was billed (an extractive service's prompt, priced at the model's rate)."""
+    from rag_app.experiments.verdict import QUALITY
+
+    cost_name = "shadow_cost_per_query" if use_shadow else "cost_per_query"
+    sides = []
+    for arm, a in (("control", control), ("treatment", treatment)):
+        m = {**a["_moments"], **{q: Moments(*quality_moments[arm].get(q, (0, 0.0, 0.0))) for q in QUALITY}}
+        sides.append(m)
+    return {k: tuple(side[cost_name if k == "cost_per_query" else k] for side in sides) for k in plan.order}
+
+
+def one_look_differences(control: dict, treatment: dict, cost_key: str) -> dict:
+    """Fixed-horizon Welch 95% intervals: right when read once at a planned size (`metrics` holds what
+    decides)."""
+    out = {}
+    for name, key in (("cost_per_query", cost_key), ("latency_ms", "_lat"), ("error_rate", "_errors")):
+        ci = welch_interval(control[key], treatment[key])
+        out[name] = ci.as_dict() if ci else None
+    return out
+
+
+def analysis_of(plan, phase: str) -> dict:
+    """How the experiment is read: method, alpha and its split, primary and guardrails."""
+    alphas = plan.alphas()
+    return {"method": plan.method, "phase": phase, "alpha": plan.alpha,
+            "expected_queries": plan.n_tune, "planned_queries": plan.planned_queries,
+            "planned_end": plan.planned_end.isoformat() if plan.planned_end else None,
+            "primary_metric": plan.primary, "guardrail_metrics": list(plan.guardrails),
+            "alpha_split": {"rule": "preferential Bonferroni", "primary": alphas[plan.primary],
+                            "per_guardrail": alphas[plan.guardrails[0]] if plan.guardrails else None}}
 
 
 def unpriced_reason(control_unpriced: int, treatment_unpriced: int) -> str | None:
@@ -266,27 +287,32 @@ def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=
             if progress:
                 progress(f"replay {arm}", i, len(questions))
     c, t = per_arm["control"], per_arm["treatment"]
-    use_shadow = sum(x[0] or 0 for x in c.cost + t.cost) == 0
-    idx = 1 if use_shadow else 0
-    unpriced = {arm: sum(x[idx] is None for x in per_arm[arm].cost) for arm in per_arm}
+    use_shadow, idx, unpriced = _replay_cost_basis(per_arm)
     why_unpriced = unpriced_reason(unpriced["control"], unpriced["treatment"])
-
-    def paired(a: list, b: list) -> Interval | None:  # treatment - control where both are known
-        return paired_bootstrap([y - x for x, y in zip(a, b) if x is not None and y is not None])
-
-    recall_ci, mrr_ci, grounded_ci = paired(c.recall, t.recall), paired(c.rr, t.rr), paired(c.grounded, t.grounded)
-    cost_ci = None if why_unpriced else paired([x[idx] for x in c.cost], [x[idx] for x in t.cost])
+    cis = {f"recall@{k}": _paired(c.recall, t.recall), "mrr": _paired(c.rr, t.rr),
+           "groundedness": _paired(c.grounded, t.grounded),
+           "cost_per_query": None if why_unpriced else _paired([x[idx] for x in c.cost], [x[idx] for x in t.cost])}
     base = 0.0 if why_unpriced else sum(x[idx] or 0.0 for x in c.cost) / len(c.cost)
-    verdict, reason = replay_verdict(guard, k, grounded_ci=grounded_ci, recall_ci=recall_ci, cost_ci=cost_ci,
-                                     base=base, why_unpriced=why_unpriced)
+    verdict, reason = replay_verdict(guard, k, grounded_ci=cis["groundedness"], recall_ci=cis[f"recall@{k}"],
+                                     cost_ci=cis["cost_per_query"], base=base, why_unpriced=why_unpriced)
     return {"experiment": exp.name, "questions": len(questions), "k": k,
             "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
             "arms": {arm: {"variant": v, **per_arm[arm].summary(k, idx, unpriced[arm])} for arm, v in arms.items()},
-            "differences": {f"recall@{k}": recall_ci.as_dict() if recall_ci else None,
-                            "mrr": mrr_ci.as_dict() if mrr_ci else None,
-                            "groundedness": grounded_ci.as_dict() if grounded_ci else None,
-                            "cost_per_query": cost_ci.as_dict() if cost_ci else None},
+            "differences": {name: ci.as_dict() if ci else None for name, ci in cis.items()},
             "guardrails": guard, "verdict": verdict, "reason": reason}
+
+
+def _replay_cost_basis(per_arm: dict[str, ReplayArm]) -> tuple[bool, int, dict[str, int]]:
+    """(compare the shadow cost: nothing was billed; which of (billed, shadow) that is; unpriced answers
+    per arm)."""
+    use_shadow = sum(x[0] or 0 for a in per_arm.values() for x in a.cost) == 0
+    idx = 1 if use_shadow else 0
+    return use_shadow, idx, {arm: sum(x[idx] is None for x in a.cost) for arm, a in per_arm.items()}
+
+
+def _paired(control: list, treatment: list) -> Interval | None:
+    """Paired bootstrap of treatment - control, question by question, where both are known."""
+    return paired_bootstrap([t - c for c, t in zip(control, treatment) if c is not None and t is not None])
 
 
 def replay_verdict(guard: dict, k: int, *, grounded_ci: Interval | None, recall_ci: Interval | None,
