@@ -43,6 +43,16 @@ log = logging.getLogger(__name__)
 
 
 class RagApp:
+    # opened by _open(), or shared with another RagApp (a service's variants share one of each)
+    store: VectorStore
+    writer: LedgerWriter
+    prices: PriceTable
+    tracer: CostTracer
+    pricer: LedgerPricer
+    reply_stats: LedgerReplyStats
+    otel: Any
+    _embeddings: LocalEmbeddings | None
+
     def __init__(self, settings: Settings, *, chat_model: Any = None, reranker: Reranker | None = None,
                  embeddings: LocalEmbeddings | None = None, shared: RagApp | None = None):
         """`shared`: another RagApp whose store, ledger writer and tracer this one reuses (variants
@@ -71,7 +81,7 @@ class RagApp:
         with ExitStack() as opened:  # a failure below closes whatever was opened before it
             self.prices = PriceTable.load(settings.price_overrides, base_url=settings.openai_base_url)  # fails before any lock
             settings.data_dir.mkdir(parents=True, exist_ok=True)
-            self.store: VectorStore = open_store(settings)
+            self.store = open_store(settings)
             opened.callback(self.store.close)
             try:
                 self.writer = LedgerWriter(settings.ledger, max_buffer=settings.ledger_buffer_rows,

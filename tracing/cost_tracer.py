@@ -147,9 +147,9 @@ class CostTracer(BaseCallbackHandler):
                 parent.attempts = True
             self.recorder.on_chat_model_start(serialized, messages, run_id=run_id, metadata=metadata, **kw)
 
-    def on_llm_new_token(self, token: str, *, run_id, **kw):
+    def on_llm_new_token(self, token, *, chunk=None, run_id, parent_run_id=None, tags=None, **kw):
         with self._guard("on_llm_new_token"):
-            self.recorder.on_llm_new_token(token, run_id=run_id, **kw)
+            self.recorder.on_llm_new_token(token, chunk=chunk, run_id=run_id, parent_run_id=parent_run_id, tags=tags, **kw)
 
     def on_llm_end(self, response, *, run_id, **kw):
         with self._guard("on_llm_end"):

@@ -37,7 +37,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -276,7 +276,7 @@ class Resolved:
 
 
 class PriceTable:
-    def __init__(self, overrides: dict[str, PriceEntry | ModelPrice] | None = None, override_version: str | None = None,
+    def __init__(self, overrides: Mapping[str, PriceEntry | ModelPrice] | None = None, override_version: str | None = None,
                  *, bundled: dict[str, PriceEntry] | None = None, bundled_version: str | None = None,
                  default_provider: str | None = None, clock: Callable[[], datetime] | None = None,
                  calendars: dict | None = None, fx: FxTable | None = None):

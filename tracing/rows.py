@@ -36,7 +36,7 @@ def stage_row(u: StageUsage, *, query_id: str, variant: str | None = None, exper
         raise UnpricedUsage(f"{u.stage} usage of {u.model!r} was not priced; pass it through the Pricer first")
     p: Price = u.price
     a = u.attempt
-    row = {"query_id": query_id, "variant": variant, "experiment": experiment}
+    row: dict[str, object] = {"query_id": query_id, "variant": variant, "experiment": experiment}
     for fld, col in COLUMN_OF.items():
         row[col] = getattr(u, fld)
     row["usage_raw"] = None if u.raw is None else json.dumps(u.raw, ensure_ascii=False, sort_keys=True, default=str)

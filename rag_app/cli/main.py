@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -107,7 +107,7 @@ def _progress_bars(labels: dict[str, str] | None = None):
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, Any] = {}  # phase -> rich's TaskID
 
         def progress(phase: str, done: int, total: int) -> None:
             if phase not in tasks:
@@ -233,7 +233,7 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
     from tracing.ledger import BY_DIMS, Ledger
 
     try:
-        fmt = export_format(fmt, output)
+        form = export_format(fmt, output)
         output_path("--out", output)  # else a missing folder is reported as the ledger unreachable
     except RagError as e:
         _fail(e)
@@ -264,9 +264,9 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
             stream = output.open("w", encoding="utf-8", newline="") if output else sys.stdout
             try:
                 if by:
-                    write_by(ledger, by, fmt, stream, out, variant=variant, currency=currency)
+                    write_by(ledger, by, form, stream, out, variant=variant, currency=currency)
                 else:
-                    write_report(ledger, fmt, stream, out, last=last, variant=variant, prices=prices,
+                    write_report(ledger, form, stream, out, last=last, variant=variant, prices=prices,
                                  table_rows=TABLE_ROWS, currency=currency)
             finally:
                 if output:
@@ -381,7 +381,9 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
              budgets: str = typer.Option("500,1000,2500", help="context-token budgets for recall within a budget"),
              split: Optional[str] = typer.Option(None, help="tune | validate: the fixed task-stratified half"),
              lever_param: list[str] = typer.Option([], help="lever setting NAME=VALUE (rag_app.query.levers.LeverParams); repeat"),
-             scope: str = typer.Option("none", help="none | doc: search each question within its QA line's own `doc`")):
+             scope: str = typer.Option("none", help="none | doc: search each question within its QA line's own `doc`"),
+             llm: bool = typer.Option(False, "--llm", help="answer with RAG_LLM_MODEL (billed): cites-gold and "
+                                                             "$ per correct answer for generated answers")):
     """Recall@k, recall within token budgets (95% CIs), MRR, nDCG, context tokens and $ per query for
     each chunker x retriever; every configuration after the first is compared with the first, paired."""
     from rag_app.chunking.registry import CHUNKERS
@@ -413,7 +415,7 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
     spec = EvalSpec(qa=qa, corpus=corpus, chunkers=chunkers, retrievers=retrievers,
                     ks=ks, limit=limit, runs_path=runs, force_dense=force_dense,
                     cite=not no_cite, budgets=budget_list, split=split, lever_params=_lever_params(lever_param),
-                    scope=scope)
+                    scope=scope, use_llm=llm)
     try:
         with _app() as rag, _progress_bars() as progress:
             result = run_eval(rag, spec, progress)
@@ -437,7 +439,7 @@ def _lever_params(pairs: list[str]) -> dict:
         key, _, val = p.partition("=")
         if key not in fields or not val:
             _fail(ValueError(f"--lever-param {p!r}: use NAME=VALUE with NAME one of {', '.join(fields)}"))
-        out[key] = type(fields[key].default)(val)
+        out[key] = type(fields[key].default)(val)  # type: ignore[misc]  # every LeverParams field has a default
     return out
 
 
@@ -472,41 +474,16 @@ def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval 
 
 
 def _print_eval(result: dict, ks: list[int]) -> None:
-    """Two 80-column tables, retrieval quality and cost, then the chunks, each configuration numbered
-    (its chunker, retriever, legs and levers listed above them: too long for a column)."""
-    from rich.table import Table
-
-    from rag_app.present.cost_render import usd
+    """80-column tables (rag_app/evaluation/render.py), each configuration numbered, its chunker,
+    retriever, legs and levers listed above them (too long for a column)."""
+    from rag_app.evaluation.render import eval_tables
 
     out.print(f"retrieval on {result['questions']} questions ({result['qa']}); rerank: {result['reranker']}")
-    done = [r for r in result["results"] if not r.get("skipped")]
     for i, r in enumerate(result["results"], 1):
         what = f"skipped: {r['skipped']}" if r.get("skipped") else f"{r['legs']}; levers {r['levers']}"
         out.print(f"  {i}. {r['chunker']} / {r['retriever']} ({what})", markup=False)
-    number = {id(r): str(i) for i, r in enumerate(result["results"], 1)}
-    t = Table(title="quality and cost", pad_edge=False, collapse_padding=True)
-    for c in ("#", *[f"r@{k}" for k in ks], "mrr@10", "ndcg@10", "ctx tok", "$/1k q"):
-        t.add_column(c, justify="right", no_wrap=True)
-    for r in done:
-        t.add_row(number[id(r)], *[f"{r[f'recall@{k}']:.3f}" for k in ks], f"{r['mrr@10']:.3f}", f"{r['ndcg@10']:.3f}",
-                  f"{r['mean_context_tokens']:,.0f}",
-                  "unpriced" if r["usd_per_query"] is None else usd(1000 * r["usd_per_query"]))
-    out.print(t)
-    c = Table(title="chunks", pad_edge=False, collapse_padding=True)
-    for col in ("#", "chunks", "mean tok", "in target %", "sent. int. %", "art. int. %", "ingest s"):
-        c.add_column(col, justify="right", no_wrap=True)
-    for r in done:
-        c.add_row(number[id(r)], f"{r['chunks']:,}", f"{r['mean_tokens']:.0f}", f"{r['pct_in_target']:.1f}",
-                  f"{r['sentence_integrity_pct']:.1f}",
-                  "-" if r["article_integrity_pct"] is None else f"{r['article_integrity_pct']:.1f}",
-                  "-" if r["ingest_s"] is None else f"{r['ingest_s']:.1f}")
-    out.print(c)
-    bt = Table(title="by task")
-    for c in ("chunker", "retriever", "task", "n", "recall@5", "mrr@10"):
-        bt.add_column(c)
-    for r in result["by_task"]:
-        bt.add_row(r["chunker"], r["retriever"], r["task"], str(r["n"]), f"{r.get('recall@5', 0):.3f}", f"{r['mrr@10']:.3f}")
-    out.print(bt)
+    for table in eval_tables(result, ks):
+        out.print(table)
 
 
 def _write_eval(result: dict, path: Path) -> None:
@@ -594,8 +571,8 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
         out.print(f"cost difference (treatment - control): {usd(d['diff'])}, one-look 95% CI [{usd(d['ci95_low'])}, "
                   f"{usd(d['ci95_high'])}]")
     out.print(experiment_metrics_table(res))
-    for e in res.get("ramp", {}).get("events", []):
-        out.print(f"ramp {e['at'][:16]}: {e['action']} {e['from_pct']:g}% -> {e['to_pct']:g}% ({e['reason']})")
+    for ev in res.get("ramp", {}).get("events", []):
+        out.print(f"ramp {ev['at'][:16]}: {ev['action']} {ev['from_pct']:g}% -> {ev['to_pct']:g}% ({ev['reason']})")
     if res["prices"] == "repriced":
         out.print(f"costs are re-priced figures ({res['repriced_rows']} stage rows changed by `rag reprice`); "
                   "recorded figures: `rag report`")
@@ -640,7 +617,9 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
         return
     for arm, a in res["arms"].items():
         cost = usd(a["cost_per_query"]) if a["cost_per_query"] is not None else f"unpriced ({a['unpriced_queries']} q)"
-        out.print(f"{arm:<10} {a['variant']:<16} recall@{k} {a[f'recall@{k}']:.3f}  MRR {a['mrr']:.3f}   cost/query {cost} ({res['cost_metric']})")
+        grounded = "-" if a["groundedness"] is None else f"{a['groundedness']:.0%}"
+        out.print(f"{arm:<10} {a['variant']:<16} recall@{k} {a[f'recall@{k}']:.3f}  MRR {a['mrr']:.3f}  grounded {grounded}")
+        out.print(f"{'':<10} cost/query {cost} ({res['cost_metric']})")
     for key, d in res["differences"].items():
         if d:
             out.print(f"{key} difference {d['diff']:+.6g}, 95% CI [{d['ci95_low']:+.6g}, {d['ci95_high']:+.6g}] (paired bootstrap)")

@@ -156,7 +156,7 @@ class Settings(BaseSettings):
         if not value or not value.strip():
             return None
         if not is_http_url(value):
-            raise ValueError(f"must be an http(s) URL such as {_URL_EXAMPLES[info.field_name]}")
+            raise ValueError(f"must be an http(s) URL such as {_URL_EXAMPLES[str(info.field_name)]}")
         return value
 
     def __repr_args__(self):

@@ -128,6 +128,9 @@ def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, va
     target.print(by_table(dim, rows, currency))
     if converted:
         target.print(currency.note())
+    quality = quality_by_table(dim, rows)
+    if quality is not None:
+        target.print(quality)
 
 
 def by_table(dim: str, rows: list[dict], cur=None) -> Table:
@@ -153,4 +156,29 @@ def by_table(dim: str, rows: list[dict], cur=None) -> Table:
     t.caption = "cost+ = known part; unpriced rows (no price for the model) are not counted as $0"
     if any(r.get("unpriced_queries") and r["cost_per_1k_queries_usd"] is not None for r in shown):
         t.caption += "; per query* = over the priced queries only"
+    return t
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def quality_by_table(dim: str, rows: list[dict]) -> Table | None:
+    """The answers' quality and feedback per group, a second 80-column table in the spend table's row
+    order; None when no group has a scored answer or a word of feedback (or the ledger keeps none)."""
+    shown = rows[:BY_TABLE_ROWS]
+    if not any(r.get("scored") or r.get("feedback_count") for r in shown):
+        return None
+    t = Table(title=f"answer quality by {dim}", pad_edge=False, collapse_padding=True)
+    t.add_column(dim, overflow="fold", max_width=20)
+    for col in ("queries", "scored", "grounded", "bad cites", "right", "wrong", "said"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in shown:
+        t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}",
+                  f"{r['scored']:,}", _share(r["groundedness"]), _share(r["invalid_citation_rate"]),
+                  f"{r['feedback_up']:,}", f"{r['feedback_down']:,}", f"{r['feedback_count']:,}")
+    t.caption = ("grounded = mean groundedness of the scored answers; bad cites = share citing what was not "
+                 "sent; said = feedback in all (unsure too); - = nothing scored")
+    if dim == "model":
+        t.caption += "; an answer is booked to the model that generated it"
     return t

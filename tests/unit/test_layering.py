@@ -151,7 +151,7 @@ MAY_IMPORT = {
     "ingest": {"core", "text", "models", "store", "chunking"},
     "quality": {"core", "text", "query", "models", "prompts"},  # models, prompts: the judge's chat model and prompt
     "chains": {"core", "text", "models", "query", "quality", "ingest", "chunking"},
-    "evaluation": {"core", "text", "query", "ingest", "chunking", "chains"},
+    "evaluation": {"core", "text", "query", "ingest", "chunking", "chains", "present"},  # present: money shown
     "present": {"core", "query", "quality", "tracing"},
     "experiments": {"core", "chunking", "evaluation", "present"},
     "spend": {"core", "query", "tracing"},

@@ -335,8 +335,8 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
             cache_hits += 1
             saved += saving or 0
             saved_unknown += saving is None
-        for r in db.execute(select(stage_source).where(stage_source.c.query_id.in_(batch))).mappings():
-            r = dict(r)
+        for m in db.execute(select(stage_source).where(stage_source.c.query_id.in_(batch))).mappings():
+            r = dict(m)
             _add(per_stage[r["query_id"]].setdefault(r["stage"], _new_sums()), r)
             _add(stage_tot.setdefault(r["stage"], _new_sums()), r)
             if r["status"] in ("retry", "timeout", "error"):

@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, case, cast, distinct, func, insert, select
+from sqlalchemy import Engine, and_, case, cast, distinct, func, insert, or_, select
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.errors import RagError
 from rag_app.core.usage import JUDGE_KIND, judge_run_id
 from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target
-from tracing.ledger import budgets, reports, rollups, views
+from tracing.ledger import budgets, quality_groups, reports, rollups, views
 from tracing.ledger.engine import (
     Bounds,
     config_error,
@@ -135,6 +135,7 @@ class Ledger:
         else:
             raise _translated(target, last) from None  # type: ignore[arg-type]
         if todo and migrated_copy:  # migrate a copy in memory and leave the file untouched
+            assert target.path is not None  # a SQLite target names its file
             source = sqlite3.connect(f"{target.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
             copy = sqlite3.connect(":memory:", check_same_thread=False)
             source.backup(copy)
@@ -150,7 +151,7 @@ class Ledger:
     @classmethod
     def readable(cls, where: Any, *, bounds: Bounds = CLI_BOUNDS) -> Ledger:
         target = as_target(where)
-        if target.dialect == "sqlite" and not target.path.exists():
+        if target.dialect == "sqlite" and not target.exists():
             raise LedgerUnavailable(f"no ledger at {target.display}; run `rag ask` first or set RAG_DATA_DIR")
         try:
             return cls.open(target, bounds=bounds)
@@ -183,14 +184,16 @@ class Ledger:
         return None if row is None else dict(row)
 
     def arm_quality(self, experiment: str, variant: str, side: str) -> dict:
-        """An arm's answer quality (source `local`): how many answers were scored, their mean
-        groundedness, and the share with an invalid citation."""
+        """An arm's answer quality: how many answers were scored (source `local`), the mean of each
+        quality metric (groundedness, invalid-citation rate, users' feedback score, the judge's score;
+        None without data), and under `_moments` the (n, sum, sum of squares) the verdict reads."""
         t = query_totals
         arm = select(t.c.query_id).where(t.c.kind == "query", t.c.experiment == experiment, t.c.variant == variant,
                                          t.c.side == side)
         with self._read() as db:
-            scored, grounded, invalid = _quality_of(db, arm)
-        return {"scored": scored, "groundedness": grounded, "invalid_citation_rate": invalid}
+            moments = _quality_moments(db, arm)
+        means = {m: moments[m][1] / moments[m][0] if m in moments else None for m in QUALITY_METRICS}
+        return {"scored": moments.get("invalid_citation_rate", (0,))[0], **means, "_moments": moments}
 
     def quality_summary(self, variant: str | None = None) -> dict:
         """Every scored answer (source `local`) and users' feedback, optionally of one variant: what
@@ -289,8 +292,29 @@ class Ledger:
             yield from reports.iter_query_rows(db, variant=variant, last=last, raw=raw)
 
     def by(self, dim: str, variant: str | None = None) -> list[dict]:
+        """`rag report --by` rows: the spend, then (every dim but `stage`) the answers' quality and feedback
+        (`scored`, `groundedness`, `invalid_citation_rate`, `feedback_up`/`_down`/`_count`; null on a
+        ledger that predates them, counts 0 and means null where nothing was scored or said)."""
+        known = self.quality_kept()
         with self._read() as db:
-            return reports.by_report(db, dim, variant=variant)
+            rows = reports.by_report(db, dim, variant=variant)
+            per = (quality_groups.by_quality(db, dim, variant=variant) or {}) if known else {}
+        if dim == "stage":  # a stage has no answer of its own
+            return rows
+        return [{**r, **per.get(r[dim], quality_groups.blank(known))} for r in rows]
+
+    def quality_over_time(self, since: str, until: str, variant: str | None = None) -> list[dict]:
+        """Per day and variant: cost per query beside mean groundedness, invalid-citation rate and feedback
+        (the dashboard's quality chart; `GET /v1/reports/quality`)."""
+        with self._read() as db:
+            rows = quality_groups.over_time(db, since, until, variant=variant)
+        if not self.quality_kept():
+            rows = [{**r, **quality_groups.blank(False)} for r in rows]
+        return rows
+
+    def quality_kept(self) -> bool:
+        """False on a ledger that predates answer quality or feedback (read through a migrated copy)."""
+        return not {"m013_answer_quality", "m014_query_feedback"} & set(self.pending or ())
 
     # -- the ledger itself --------------------------------------------------------------------------------
     def audit(self) -> dict:
@@ -541,15 +565,36 @@ def _translated(target: LedgerTarget, e: BaseException) -> Exception:
     return e if isinstance(e, Exception) else RuntimeError(msg)
 
 
+# the quality metrics an experiment can be judged by (rag_app/experiments/verdict.py QUALITY)
+QUALITY_METRICS = ("groundedness", "invalid_citation_rate", "feedback_score", "judge_score")
+
+
+def _quality_moments(db, ids) -> dict[str, tuple[int, float, float]]:
+    """(n, sum, sum of squares) per quality metric of the queries `ids` selects, for those with data:
+    groundedness and invalid citations (0/1: any) from the local signals, the judge's score, users'
+    feedback (-1..1). Two grouped reads, for an experiment's arm and for the reports."""
+    q, f = query_quality, query_feedback
+    wanted = or_(and_(q.c.source == "local", q.c.metric.in_(("groundedness", "invalid_citations"))),
+                 and_(q.c.source == "judge", q.c.metric == "judge_score"))
+    out: dict[str, tuple[int, float, float]] = {}
+    for metric, n, s1, s2, bad in db.execute(
+            select(q.c.metric, func.count(q.c.value), func.sum(q.c.value), func.sum(q.c.value * q.c.value),
+                   func.sum(case((q.c.value > 0, 1), else_=0)))
+            .where(q.c.query_id.in_(ids), q.c.value.is_not(None), wanted).group_by(q.c.metric)):
+        n = int(number(n))
+        if metric == "invalid_citations":  # the rate of answers with at least one
+            out["invalid_citation_rate"] = (n, float(number(bad)), float(number(bad)))
+        elif n:
+            out[metric] = (n, float(number(s1)), float(number(s2)))
+    n, s1, s2 = db.execute(select(func.count(f.c.score), func.sum(f.c.score), func.sum(f.c.score * f.c.score))
+                           .where(f.c.query_id.in_(ids))).one()
+    if n:
+        out["feedback_score"] = (int(n), float(number(s1)), float(number(s2)))
+    return out
+
+
 def _quality_of(db, ids) -> tuple[int, float | None, float | None]:
-    """(answers scored, mean groundedness, share with an invalid citation) of the queries `ids` selects
-    (source `local`): one grouped read of query_quality, for an experiment's arm and for the reports."""
-    q = query_quality
-    rows = {m: (int(number(n)), number(total), int(number(bad)))
-            for m, n, total, bad in db.execute(
-                select(q.c.metric, func.count(q.c.value), func.sum(q.c.value),
-                       func.sum(case((q.c.value > 0, 1), else_=0)))
-                .where(q.c.query_id.in_(ids), q.c.source == "local", q.c.value.is_not(None))
-                .group_by(q.c.metric))}
-    g, inv = rows.get("groundedness", (0, None, 0)), rows.get("invalid_citations", (0, None, 0))
-    return inv[0], float(g[1]) / g[0] if g[0] else None, inv[2] / inv[0] if inv[0] else None
+    """(answers scored, mean groundedness, share with an invalid citation) of the queries `ids` selects."""
+    m = _quality_moments(db, ids)
+    g, inv = m.get("groundedness"), m.get("invalid_citation_rate")
+    return (inv[0] if inv else 0, g[1] / g[0] if g else None, inv[1] / inv[0] if inv else None)
