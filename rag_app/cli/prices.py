@@ -95,7 +95,8 @@ def show_prices(settings, model: str | None, out: Console, as_json: bool = False
             what = (f"billed as {p['billed_as']}" if p["billed_as"] else
                     f"unpriced ({p['unpriced'][:60]}...)" if p["unpriced"] else _short(p["tiers"]))
             rule = f"; {p['rule']}" if p["rule"] else ""
-            out.print(f"  from {p['effective_from']}: {what}{rule}", markup=False, overflow="fold")
+            layer = f"{p['layer']} " if len({h.get('layer') for h in history}) > 1 else ""
+            out.print(f"  {layer}from {p['effective_from']}: {what}{rule}", markup=False, overflow="fold")
     for key in ("url", "checked", "note"):
         if info.get(key):
             out.print(f"{key}: {info[key]}", markup=False)
