@@ -37,6 +37,7 @@ version, so a re-price names the file that changed a figure.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -72,6 +73,7 @@ class Quote:
     native_cost: Decimal | None = None  # in that currency, before conversion
     fx: str | None = None  # the rate used, when converted
     warning: str | None = None  # retired name, missing holiday calendar, why unpriced
+    applied: str | None = None  # the rule as a row records it: peak | off-peak | holiday | genai's time-of-day rule
 
 
 @dataclass(frozen=True)
@@ -332,6 +334,19 @@ class PriceTable:
                               '(dated: "prices": [{"from": "2026-01-01", ...}])') from e
         return table
 
+    def for_recorded_rows(self) -> "PriceTable":
+        """This table with no endpoint of its own: re-pricing prices each row by the provider recorded on
+        it, never by the shell's OPENAI_BASE_URL."""
+        table = copy.copy(self)
+        table.default_provider = None
+        return table
+
+    def endpoint_provider(self, model: str, provider: str | None = None) -> str | None:
+        """The provider a call's row records: RAG_LLM_PROVIDER, else a LiteLLM-style prefix, else the
+        endpoint's host; None when none says (the model name's usual provider is a guess, not recorded)."""
+        prefix = model.rsplit("/", 1)[0] if "/" in model else None
+        return self._provider_id(provider) or self._provider_id(prefix) or self.default_provider
+
     # -- which entry ----------------------------------------------------------------------------
     def _provider_id(self, name: str | None) -> str | None:
         if not name:
@@ -457,10 +472,12 @@ class PriceTable:
         tier = period.tier_for(input_tokens)
         if tier is None:
             return self._unpriced(res.key, f"a {input_tokens}-token prompt is above {name}'s last priced tier", basis)
-        rule = warning = None
+        rule = warning = applied = None
         if period.peak is not None:
             verdict = period.peak.evaluate(when, self.calendars)
-            rule, warning = ("peak" if verdict.peak else "off-peak"), verdict.warning
+            rule, warning, applied = ("peak" if verdict.peak else "off-peak"), verdict.warning, verdict.kind
+            if warning:
+                self._warn_once(res.key, f"{name} at {_iso(when)}: {warning}")
             basis += f", {verdict.why}"
             if verdict.peak:
                 tier = tier.scaled(Decimal(period.peak.multiplier))
@@ -473,7 +490,7 @@ class PriceTable:
             usd, fx_label = native / rate.per_usd, rate.label()
             warning = "; ".join(w for w in (warning, fx_warning) if w) or None
         return Quote(to_nano(usd), self.version, res.layer, basis, period.since(), rule, entry.currency,
-                     native, fx_label, warning)
+                     native, fx_label, warning, applied)
 
     def _genai_calc(self, model: str, tokens: tuple, provider: str | None, when: datetime):
         from genai_prices import Usage, calc_price
@@ -500,7 +517,16 @@ class PriceTable:
         basis = f"genai-prices {calc.provider.id}/{calc.model.id}" + (f" from {since}" if since else "") + \
             (f", {rule}" if rule else "")
         warning = "deprecated by its provider (genai-prices)" if getattr(calc.model, "deprecated", None) else None
-        return Quote(to_nano(calc.total_price), self.version, "genai-prices", basis, since, rule, warning=warning)
+        return Quote(to_nano(calc.total_price), self.version, "genai-prices", basis, since, rule, warning=warning,
+                     applied=rule)
+
+    def _warn_once(self, model: str, warning: str) -> None:
+        """A priced call the table is not sure of (a holiday calendar missing the call's year): logged once
+        per model and warning, and kept on the quote (so on the row and in `rag ask`)."""
+        key = f"{model}\0{warning.split(': ', 1)[-1]}"
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("price of %r: %s", model, warning)
 
     def _warn(self, model: str, why: str) -> None:
         if model not in self._warned:
@@ -634,6 +660,18 @@ def provider_for_url(base_url: str | None) -> str | None:
         if any(host == h or host.endswith("." + h) for h in p.hosts):
             return p.id
     return None
+
+
+def endpoint_of(base_url: str | None) -> str:
+    """host[:port] of an OpenAI-compatible base URL, as a row records it (no scheme, path or credentials);
+    no base URL is OpenAI's own API."""
+    if not base_url:
+        return "api.openai.com"
+    from urllib.parse import urlparse
+
+    u = urlparse(base_url if "://" in base_url else f"https://{base_url}")
+    host = (u.hostname or "").lower()
+    return f"{host}:{u.port}" if u.port else host
 
 
 def rate_quote(tokens: int, per_1k: float, label: str) -> Quote:

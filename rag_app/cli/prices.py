@@ -164,15 +164,16 @@ def check_against(settings, against: str, out: Console, as_json: bool = False, a
     return 1
 
 
-def run_reprice(settings, since: str | None, model: str | None, out: Console) -> None:
+def run_reprice(settings, since: str | None, model: str | None, out: Console,
+                assume_provider: str | None = None) -> None:
     from tracing.reprice import reprice
 
     since = _at(since, "--since")  # a bad date matched no row and exited 0 having repriced nothing
-    table = _table(settings)
+    table = _table(settings)  # its endpoint (this shell's OPENAI_BASE_URL) is not used: rows say where they went
     with _ledger(settings) as ledger:
-        r = reprice(ledger, table, since=since, model=model)
-    out.print(f"re-priced {r.rows} rows under {r.version}, each by the price in force when it was made: "
-              f"{r.changed} changed, {r.unchanged} unchanged; "
+        r = reprice(ledger, table, since=since, model=model, assume_provider=assume_provider)
+    out.print(f"re-priced {r.rows - r.left} of {r.rows} rows under {r.version}, each by the price in force when it "
+              f"was made, where it was sent: {r.changed} changed, {r.unchanged} unchanged, {r.left} left as recorded; "
               f"{usd(r.old_nano / 1e9)} -> {usd(r.new_nano / 1e9)} (priced part); "
               f"unpriced rows {r.unpriced_before} -> {r.unpriced_after}", markup=False)
     for reason, n in sorted(r.reasons.items()):

@@ -148,12 +148,17 @@ def prices_cmd(model: Optional[str] = typer.Argument(None, help="a model name (d
 
 
 def reprice_cmd(since: Optional[str] = typer.Option(None, help="only rows started at or after this UTC date/time"),
-                model: Optional[str] = typer.Option(None, help="only this model")):
-    """Recompute stored rows' dollars under today's price table; the original figures are kept."""
+                model: Optional[str] = typer.Option(None, help="only this model"),
+                assume_provider: Optional[str] = typer.Option(
+                    None, "--assume-provider",
+                    help="price rows that record no endpoint (older ledgers) as sent to this provider "
+                         "(e.g. deepseek, alibaba-cn; auto: the model name's usual provider)")):
+    """Recompute stored rows' dollars under today's price table, each where it was sent (the provider
+    recorded on the row, never this shell's OPENAI_BASE_URL); the original figures are kept."""
     from rag_app.config.settings import load_settings
     from rag_app.cli.prices import run_reprice
 
     try:
-        run_reprice(load_settings(), since, model, out)
+        run_reprice(load_settings(), since, model, out, assume_provider)
     except RagError as e:
         fail(e)

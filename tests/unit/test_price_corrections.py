@@ -86,3 +86,98 @@ def test_calendar_only_and_fx_only_overrides_change_the_version(tmp_path):
     # and the calendar-only file is what it says: 2027-01-01 (a Friday) is a holiday, so 11:00 is off-peak
     q = cal.quote("deepseek-flash", *T, at="2027-01-01T03:00:00Z")
     assert (q.cost_nano, q.rule, q.warning) == (FLASH_OFF, "off-peak", None)
+
+
+# -- a row is priced where it was sent ----------------------------------------------------------------
+QWEN_FLASH = (2000, 300, 0, 0)
+BEIJING_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+SINGAPORE_URL = "https://dashscope-intl.aliyuncs.com/compatible-mode/v1"
+NOV = "2026-11-02T08:00:00.000+00:00"
+
+
+def generate_usage(model: str, tokens, at: str):
+    from rag_app.core.usage import StageUsage
+
+    return StageUsage("generate", model, input_tokens=tokens[0], output_tokens=tokens[1], cached_tokens=tokens[2],
+                      usage_source="provider", billing="billed", price_basis="llm", started_at=at)
+
+
+def test_a_row_records_the_endpoint_and_provider_it_was_sent_to():
+    from rag_app.config.settings import load_settings
+    from tracing.costing import LedgerPricer
+
+    settings = load_settings(openai_base_url=BEIJING_URL, llm_model="qwen-flash")
+    pricer = LedgerPricer.from_settings(settings, PriceTable.load(base_url=BEIJING_URL))
+    p = pricer.price(generate_usage("qwen-flash", QWEN_FLASH, NOV)).price
+    assert (p.provider, p.endpoint, p.source) == ("alibaba-cn", "dashscope.aliyuncs.com", "bundled")
+    # OpenAI's own API (no base URL): the endpoint is recorded; the provider is whatever the name says
+    p = LedgerPricer.from_settings(load_settings(openai_base_url=None), PriceTable()).price(
+        generate_usage("gpt-4o-mini", QWEN_FLASH, NOV)).price
+    assert (p.provider, p.endpoint) == (None, "api.openai.com")
+
+
+def beijing_ledger(tmp_path, name: str = "l.sqlite"):
+    """A mainland qwen-flash row as `rag ask` wrote it with OPENAI_BASE_URL on Beijing, and a row of a ledger
+    written before endpoints were recorded."""
+    cost = PriceTable.load(base_url=BEIJING_URL).quote("qwen-flash", *QWEN_FLASH, at=NOV).cost_nano
+    assert cost is not None
+    conn = SqlLedger(tmp_path / name)
+    for qid, provider, endpoint in (("sent", "alibaba-cn", "dashscope.aliyuncs.com"), ("old", None, None)):
+        conn.execute("INSERT INTO queries (query_id, kind, status, started_at) VALUES (?, 'query', 'ok', ?)", (qid, NOV))
+        conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, input_tokens, output_tokens, "
+                     "cached_tokens, cost_nano_usd, price_version, price_source, usage_source, started_at, provider, "
+                     "endpoint) VALUES (?, 'generate', 'ok', 'qwen-flash', ?, ?, 0, ?, ?, 'bundled', 'provider', ?, ?, ?)",
+                     (qid, QWEN_FLASH[0], QWEN_FLASH[1], cost, PriceTable().version, NOV, provider, endpoint))
+    conn.commit()
+    return conn, cost
+
+
+def test_reprice_prices_each_row_where_it_was_sent_never_by_the_shells_endpoint(tmp_path):
+    conn, cost = beijing_ledger(tmp_path)
+    # the operator's shell points at Singapore, where qwen-flash has no confirmed price
+    shell = PriceTable.load(base_url=SINGAPORE_URL)
+    assert shell.quote("qwen-flash", *QWEN_FLASH, at=NOV).cost_nano is None
+    res = reprice(conn, shell)
+    assert (res.rows, res.changed, res.unchanged, res.left) == (2, 0, 1, 1)
+    assert dict(res.reasons) == {"left as recorded: no endpoint on the row (written before endpoints were recorded; "
+                                 "--assume-provider)": 1}
+    assert conn.execute("SELECT COUNT(*) FROM repricings").fetchone()[0] == 0
+    # named by the operator, the old row is priced as sent there: the same figure, so nothing changes
+    res = reprice(conn, shell, assume_provider="alibaba-cn")
+    assert (res.changed, res.left, res.new_nano) == (0, 0, 2 * cost)
+
+
+def test_cli_reprice_says_how_many_rows_record_no_endpoint(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from rag_app.cli.main import app
+
+    data = tmp_path / "data"
+    data.mkdir()
+    beijing_ledger(data, "ledger.sqlite")[0].close()
+    monkeypatch.setenv("RAG_DATA_DIR", str(data))
+    monkeypatch.setenv("OPENAI_BASE_URL", SINGAPORE_URL)
+    monkeypatch.delenv("RAG_LLM_PROVIDER", raising=False)
+    res = CliRunner().invoke(app, ["reprice"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "re-priced 1 of 2 rows" in text and "0 changed, 1 unchanged, 1 left as recorded" in text
+    assert "1 left as recorded: no endpoint on the row" in text
+
+
+def test_a_row_sent_through_a_gateway_keeps_the_price_it_was_written_with(tmp_path):
+    # glm-4.6 through a local gateway: the endpoint names no provider of ours, so the name's usual one
+    # (z.ai, USD) priced it; a shell pointing at bigmodel.cn (CNY) must not re-price it
+    conn = SqlLedger(tmp_path / "l.sqlite")
+    at, tokens = "2026-11-02T08:00:00.000+00:00", (10000, 500, 6400, 0)
+    cost = PriceTable().quote("glm-4.6", *tokens, at=at).cost_nano
+    conn.execute("INSERT INTO queries (query_id, kind, status, started_at) VALUES ('g', 'query', 'ok', ?)", (at,))
+    conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, input_tokens, output_tokens, cached_tokens, "
+                 "cost_nano_usd, price_version, price_source, usage_source, started_at, endpoint) VALUES "
+                 "('g', 'generate', 'ok', 'glm-4.6', ?, ?, ?, ?, ?, 'bundled', 'provider', ?, '127.0.0.1:4000')",
+                 (*tokens[:3], cost, PriceTable().version, at))
+    conn.commit()
+    shell = PriceTable.load(base_url="https://open.bigmodel.cn/api/paas/v4")
+    assert shell.quote("glm-4.6", *tokens, at=at).cost_nano != cost
+    res = reprice(conn, shell)
+    assert (res.rows, res.changed, res.left, res.new_nano) == (1, 0, 0, cost)

@@ -451,7 +451,7 @@ class Ledger:
     def reprice_candidates(self, since: str | None = None, model: str | None = None) -> list[dict]:
         s, c = stage_calls, views.stage_calls_repriced().subquery("c")
         sel = (select(s.c.id, s.c.model, s.c.input_tokens, s.c.output_tokens, s.c.cached_tokens, s.c.cache_write_tokens,
-                      s.c.provider, s.c.status, s.c.started_at, s.c.usage_raw, c.c.cost_nano_usd,
+                      s.c.provider, s.c.endpoint, s.c.status, s.c.started_at, s.c.usage_raw, c.c.cost_nano_usd,
                       c.c.shadow_cost_nano_usd, c.c.price_source, c.c.price_version)
                .select_from(s.join(c, c.c.id == s.c.id))
                .where(c.c.price_source.in_(TABLE_PRICED), s.c.model.is_not(None)).order_by(s.c.id))
