@@ -587,7 +587,8 @@ class PriceTable:
             return out
         mp = calc.model_price
         since, rule = genai_in_force(calc.model, when)
-        return {"model": model, "source": "genai-prices", "version": self.version, "at": _iso(when),
+        return {"peak": False, "rule_applied": rule, "basis": "", "warning": None,
+                "model": model, "source": "genai-prices", "version": self.version, "at": _iso(when),
                 "url": f"genai-prices: {calc.provider.name} / {calc.model.name}", "checked": "",
                 "note": calc.model.price_comments or "", "currency": USD, "effective_from": since, "rule": rule,
                 "retired": None, "deprecated": bool(getattr(calc.model, "deprecated", False)),
@@ -616,7 +617,13 @@ class PriceTable:
                             "unpriced": p.unpriced, "note": p.note} for r in layers for p in r.entry.periods]}
         if current is not None and current.unpriced:
             out["source"] = "unpriced"
-        return out
+        return {**out, **self._moment(model, res, when)}
+
+    def _moment(self, model: str, res: Resolved | None, when: datetime) -> dict:
+        """Whether `when` is peak for this model (false when it has no time rule), the rule applied and
+        any warning (a holiday calendar that does not cover `when`'s year), as a call then would record."""
+        q = self.quote(model, 1, 0, provider=res.provider.id if res and res.provider else None, at=when)
+        return {"peak": q.rule == "peak", "rule_applied": q.applied, "basis": q.basis, "warning": q.warning}
 
 
 def _tier_json(t: ModelPrice) -> dict:
