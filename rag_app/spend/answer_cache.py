@@ -48,10 +48,10 @@ class Cached:
         """What answering live at `at` would bill: the kept usage priced by the price in force then."""
         total = 0
         for u in self.usage:
-            cost = pricer.price(replace(u, started_at=at, ended_at=None, price=None)).price.cost_nano
-            if cost is None:
+            price = pricer.price(replace(u, started_at=at, ended_at=None, price=None)).price
+            if price is None or price.cost_nano is None:
                 return None
-            total += cost
+            total += price.cost_nano
         return total
 
 
