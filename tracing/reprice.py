@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from tracing.price_rules import as_utc
-from tracing.pricing import PriceTable, Quote
+from tracing.pricing import PriceTable, Quote, bare_model
 from rag_app.models.llm_usage import explicit_cache_of
 
 TABLE_PRICED = ("genai-prices", "bundled", "override", "unpriced")
@@ -81,11 +81,14 @@ NO_ENDPOINT = "left as recorded: no endpoint on the row (written before endpoint
 
 def row_provider(r: dict, prices: PriceTable, assume_provider: str | None) -> tuple[bool, str | None]:
     """(known, provider) for a stored row: where it was sent, as recorded on it; a model prefix says it
-    too; else the operator's assumption, if any."""
+    too, and so does an override priced under the bare model name (the same price at any endpoint);
+    else the operator's assumption, if any."""
     if r.get("provider") is not None or r.get("endpoint") is not None:
         return True, r.get("provider")
     if "/" in (r["model"] or "") and prices.endpoint_provider(r["model"]):
         return True, None
+    if (r["model"] or "") in prices.overrides or bare_model(r["model"] or "") in prices.overrides:
+        return True, None  # the operator's own price for this model name holds wherever it was sent
     if assume_provider is None:
         return False, None
     return True, None if assume_provider == "auto" else assume_provider

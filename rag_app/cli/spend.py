@@ -153,8 +153,9 @@ def reprice_cmd(since: Optional[str] = typer.Option(None, help="only rows starte
                     None, "--assume-provider",
                     help="price rows that record no endpoint (older ledgers) as sent to this provider "
                          "(e.g. deepseek, alibaba-cn; auto: the model name's usual provider)")):
-    """Recompute stored rows' dollars under today's price table, each where it was sent (the provider
-    recorded on the row, never this shell's OPENAI_BASE_URL); the original figures are kept."""
+    """Recompute stored rows' dollars at today's prices, each where it was sent; originals are kept.
+
+    A row is priced at the provider it recorded, never at this shell's OPENAI_BASE_URL."""
     from rag_app.config.settings import load_settings
     from rag_app.cli.prices import run_reprice
 
