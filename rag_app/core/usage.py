@@ -48,7 +48,11 @@ class Price:
     shadow_nano: int | None = None
     version: str | None = None
     source: str | None = None  # override | bundled | genai-prices | rate | unpriced
-    provider: str | None = None  # the provider hint the price was looked up with
+    provider: str | None = None  # whose prices: RAG_LLM_PROVIDER, a model prefix or the endpoint's host says
+    endpoint: str | None = None  # host[:port] the call was sent to (None: no endpoint, a local model)
+    rule: str | None = None  # the time rule applied: peak | off-peak | holiday | ...; None: none
+    effective_from: str | None = None  # the dated price used
+    warning: str | None = None  # what the price could not be sure of
 
     @property
     def unpriced(self) -> bool:

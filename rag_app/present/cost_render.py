@@ -76,6 +76,8 @@ def stage_table(stages: list[dict], title: str) -> Group:
                   "-" if s["shadow_cost_usd"] is None else usd(s["shadow_cost_usd"]), f"{s['latency_ms']:.0f}")
         if mark:
             notes.append(f"* {s['stage']}: {source}" + (f" ({s['estimate_note']})" if s.get("estimate_note") else ""))
+        if s.get("price_warning"):
+            notes.append(f"! {s['stage']} price: {s['price_warning']}")
         if s.get("output_at_risk_tokens"):
             notes.append(f"! {s['stage']} attempt {s['attempt']}: up to {s['output_at_risk_tokens']} more output "
                          "tokens may be billed (timed out)")

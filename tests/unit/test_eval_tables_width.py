@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from rag_app.cli import main as cli
+from rag_app.cli import evaluate as cli
 from rag_app.evaluation.render import budget_table, diff_table, print_budgets
 
 CI = {"mean": 0.7132, "ci95_low": 0.6821, "ci95_high": 0.7433, "n": 312}

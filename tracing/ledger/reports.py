@@ -79,7 +79,10 @@ def stage_json(row: dict) -> dict:
             "price_source": row["price_source"],
             "possibly_billed": bool(row["possibly_billed"]), "latency_ms": row["latency_ms"],
             "cache_hits": row["cache_hits"], "cache_misses": row["cache_misses"], "error": row["error"],
-            "context_budget_tokens": row.get("context_budget_tokens"), "context_tokens": row.get("context_tokens")}
+            "context_budget_tokens": row.get("context_budget_tokens"), "context_tokens": row.get("context_tokens"),
+            # why it cost what it cost (m015): where it was sent, the rule and dated price applied, any warning
+            "provider": row.get("provider"), "endpoint": row.get("endpoint"), "price_rule": row.get("price_rule"),
+            "price_effective_from": row.get("price_effective_from"), "price_warning": row.get("price_warning")}
 
 
 # -- per-query rows from the totals ---------------------------------------------------------------------------

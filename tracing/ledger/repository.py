@@ -460,6 +460,17 @@ class Ledger:
                                 "tokens": int(number(tokens)), "last_seen": last, "why": q.warning})
         return out
 
+    def price_warnings(self) -> list[dict]:
+        """Rows priced with a warning (e.g. a holiday calendar that did not cover the call's year), per
+        model, provider and warning: how many, and the first and last call."""
+        s = stage_calls
+        with self._read() as db:
+            return [dict(r) for r in db.execute(
+                select(s.c.model, s.c.provider, s.c.price_warning.label("warning"), func.count().label("rows"),
+                       func.min(s.c.started_at).label("first_seen"), func.max(s.c.started_at).label("last_seen"))
+                .where(s.c.price_warning.is_not(None))
+                .group_by(s.c.model, s.c.provider, s.c.price_warning).order_by(s.c.model)).mappings()]
+
     def unpriced_rows_now(self) -> int:
         """Stage rows whose latest figure (re-priced or original) is unpriced."""
         v = views.stage_calls_repriced().subquery("c")
@@ -479,7 +490,7 @@ class Ledger:
     def reprice_candidates(self, since: str | None = None, model: str | None = None) -> list[dict]:
         s, c = stage_calls, views.stage_calls_repriced().subquery("c")
         sel = (select(s.c.id, s.c.model, s.c.input_tokens, s.c.output_tokens, s.c.cached_tokens, s.c.cache_write_tokens,
-                      s.c.provider, s.c.status, s.c.started_at, s.c.usage_raw, c.c.cost_nano_usd,
+                      s.c.provider, s.c.endpoint, s.c.status, s.c.started_at, s.c.usage_raw, c.c.cost_nano_usd,
                       c.c.shadow_cost_nano_usd, c.c.price_source, c.c.price_version)
                .select_from(s.join(c, c.c.id == s.c.id))
                .where(c.c.price_source.in_(TABLE_PRICED), s.c.model.is_not(None)).order_by(s.c.id))

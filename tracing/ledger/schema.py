@@ -122,6 +122,11 @@ stage_calls = Table(
     Column("context_budget_tokens", INT),
     Column("context_tokens", INT),
     Column("writer_id", Text),  # the writer process that wrote a `started` row (m009)
+    # m015: where the call was sent and why it cost what it cost (re-pricing reads `provider`/`endpoint`)
+    Column("endpoint", Text),  # host[:port] of the LLM / rerank base URL at call time, never its path or key
+    Column("price_rule", Text),  # peak | off-peak | holiday | a genai-prices time-of-day rule; NULL: no time rule
+    Column("price_effective_from", Text),  # the dated price used, as the table writes it
+    Column("price_warning", Text),  # e.g. a holiday calendar that does not cover the call's year
     Index("stage_calls_query", "query_id"),
     Index("stage_calls_started", "started_at"),
     Index("stage_calls_attempt", "attempt_id", unique=True),
