@@ -51,6 +51,7 @@ class RagApp:
     pricer: LedgerPricer
     reply_stats: LedgerReplyStats
     otel: Any
+    judge: Any  # rag_app.quality.judge.JudgeWorker when RAG_JUDGE_MODEL is set, else None
     _embeddings: LocalEmbeddings | None
 
     def __init__(self, settings: Settings, *, chat_model: Any = None, reranker: Reranker | None = None,
