@@ -355,6 +355,12 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         """The review list: the latest answers users marked wrong (score -1), unsure (0) or right (1)."""
         return {"score": score, "answers": read(lambda L: L.review(score, limit))}
 
+    @app.get("/v1/review", dependencies=[Depends(auth)])
+    def to_review(grounded_below: float = Query(0.5, ge=0, le=1), limit: int = Query(50, ge=1, le=500)):
+        """What a reviewer should read first: answers users marked wrong or grounded below
+        `grounded_below`, newest first, each with why."""
+        return {"grounded_below": grounded_below, "answers": read(lambda L: L.to_review(grounded_below, limit))}
+
     @app.post("/v1/queries/{query_id}/feedback", dependencies=[Depends(auth)])
     def query_feedback(query_id: str, req: FeedbackRequest):
         """A user's word on an answer (-1 wrong, 0 unsure, 1 right, a comment): kept in the ledger beside

@@ -89,14 +89,26 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 assert quality["scored_answers"] == 12 and 0 < quality["mean_groundedness"] <= 1
                 assert page.inner_text("#t-quality") == f"{100 * quality['mean_groundedness']:.1f}%"
                 assert "12 scored" in page.inner_text("#t-quality-more")
-                page.wait_for_selector("#review-none")  # nobody marked an answer wrong yet
-                wrong = rows[1]["query_id"]
-                said_wrong = httpx.post(f"{url}/v1/queries/{wrong}/feedback", headers={"Authorization": "Bearer tok"},
-                                        json={"score": -1, "comment": "引用的条文不对"})
-                assert said_wrong.status_code == 200, said_wrong.text
+                # to review: nobody said anything yet, so only answers grounded below half are listed
+                low = httpx.get(f"{url}/v1/review", headers={"Authorization": "Bearer tok"}).json()["answers"]
+                assert all(a["why"] == ["low_grounded"] and a["groundedness"] < 0.5 for a in low)
+                page.wait_for_selector("#review tbody tr" if low else "#review-none")
+                assert page.locator("#review tbody tr").count() == len(low)
+                # a reader marks an answer wrong with the buttons on its page, and says why
+                wrong = next(r["query_id"] for r in rows if r["query_id"] not in {a["query_id"] for a in low})
+                page.goto(f"{url}/dashboard?token=tok#/query/{wrong}")
+                page.wait_for_selector("#q-feedback button[data-score='-1']")
+                page.fill("#q-comment", "引用的条文不对")
+                page.click("#q-feedback button[data-score='-1']")
+                page.wait_for_selector("#q-feedback-said:text('saved: wrong')")
+                kept = httpx.get(f"{url}/v1/queries/{wrong}", headers={"Authorization": "Bearer tok"}).json()["feedback"]
+                assert [(f["score"], f["comment"]) for f in kept] == [(-1, "引用的条文不对")]
+                page.goto(f"{url}/dashboard?token=tok#/")
                 page.reload()
-                page.wait_for_selector("#review tbody tr")
-                assert page.locator("#review tbody tr").count() == 1 and "引用的条文不对" in page.inner_text("#review")
+                page.wait_for_selector(f"#review tr[data-id='{wrong}']")
+                marked = page.locator(f"#review tr[data-id='{wrong}']").inner_text()
+                assert "引用的条文不对" in marked and "marked wrong" in marked
+                assert page.locator("#review tbody tr").count() == len(low) + 1
                 assert "1 marked wrong" in page.inner_text("#t-quality-more")
                 page.wait_for_selector("#budgets tbody tr")
                 assert page.locator("#budgets tbody tr").count() == 12  # "*": one row per user that spent

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, and_, case, cast, distinct, func, insert, or_, select
+from sqlalchemy import Engine, and_, case, cast, distinct, func, insert, or_, select, union
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.errors import RagError
@@ -546,6 +546,31 @@ class Ledger:
                        f.c.recorded_at, grounded.label("groundedness"))
                 .select_from(f.outerjoin(t, t.c.query_id == f.c.query_id))
                 .where(f.c.score == score).order_by(f.c.recorded_at.desc()).limit(limit)).mappings()]
+
+    def to_review(self, grounded_below: float = 0.5, limit: int = 50) -> list[dict]:
+        """The review list: answers users marked wrong or whose groundedness is below `grounded_below`,
+        newest first, each saying why (`marked_wrong`, `low_grounded`) with the users' comments."""
+        f, t, q = query_feedback, queries, query_quality
+        low = select(q.c.query_id).where(q.c.metric == "groundedness", q.c.source == "local",
+                                         q.c.value < grounded_below)
+        wrong = select(f.c.query_id).where(f.c.score == -1)
+        ids = union(low, wrong).subquery("review_ids")
+        grounded = (select(q.c.value).where(q.c.query_id == t.c.query_id, q.c.metric == "groundedness",
+                                            q.c.source == "local").scalar_subquery())
+        said_wrong = select(func.count()).where(f.c.query_id == t.c.query_id, f.c.score == -1).scalar_subquery()
+        comment = select(func.max(f.c.comment)).where(f.c.query_id == t.c.query_id, f.c.score == -1).scalar_subquery()
+        with self._read() as db:
+            rows = db.execute(
+                select(t.c.query_id, t.c.question, t.c.variant, t.c.started_at, grounded.label("groundedness"),
+                       said_wrong.label("marked_wrong"), comment.label("comment"))
+                .join_from(ids, t, t.c.query_id == ids.c.query_id)
+                .order_by(t.c.started_at.desc()).limit(limit)).mappings().all()
+        out = []
+        for r in rows:
+            why = (["marked_wrong"] if r["marked_wrong"] else []) + (
+                ["low_grounded"] if r["groundedness"] is not None and r["groundedness"] < grounded_below else [])
+            out.append({**r, "why": why})
+        return out
 
     def feedback(self, query_id: str) -> list[dict]:
         f = query_feedback
