@@ -43,6 +43,17 @@ log = logging.getLogger(__name__)
 
 
 class RagApp:
+    # opened by _open(), or shared with another RagApp (a service's variants share one of each)
+    store: VectorStore
+    writer: LedgerWriter
+    prices: PriceTable
+    tracer: CostTracer
+    pricer: LedgerPricer
+    reply_stats: LedgerReplyStats
+    otel: Any
+    judge: Any  # rag_app.quality.judge.JudgeWorker when RAG_JUDGE_MODEL is set, else None
+    _embeddings: LocalEmbeddings | None
+
     def __init__(self, settings: Settings, *, chat_model: Any = None, reranker: Reranker | None = None,
                  embeddings: LocalEmbeddings | None = None, shared: RagApp | None = None):
         """`shared`: another RagApp whose store, ledger writer and tracer this one reuses (variants
@@ -54,6 +65,7 @@ class RagApp:
         else:
             self.store, self.writer, self.prices, self.tracer = shared.store, shared.writer, shared.prices, shared.tracer
             self.pricer, self.reply_stats, self.otel = shared.pricer, shared.reply_stats, shared.otel
+            self.judge = shared.judge
             if embeddings is None and shared._embeddings is not None and shared.settings.embed_model == settings.embed_model:
                 embeddings = shared._embeddings
         self._chat = chat_model
@@ -70,7 +82,7 @@ class RagApp:
         with ExitStack() as opened:  # a failure below closes whatever was opened before it
             self.prices = PriceTable.load(settings.price_overrides, base_url=settings.openai_base_url)  # fails before any lock
             settings.data_dir.mkdir(parents=True, exist_ok=True)
-            self.store: VectorStore = open_store(settings)
+            self.store = open_store(settings)
             opened.callback(self.store.close)
             try:
                 self.writer = LedgerWriter(settings.ledger, max_buffer=settings.ledger_buffer_rows,
@@ -90,7 +102,23 @@ class RagApp:
                 self.otel = OtelExporter.from_settings(settings)
                 opened.callback(self.otel.close)
                 self.tracer.row_observers.append(self.otel.on_row)
+            self.judge = self._open_judge(settings)
+            if self.judge is not None:
+                opened.callback(self.judge.close)
             opened.pop_all()
+
+    def _open_judge(self, settings: Settings) -> Any:
+        """The LLM judge's worker when RAG_JUDGE_MODEL is set (its prompt checked now), else None."""
+        if not settings.judge_model:
+            return None
+        from rag_app.models.llm import build_judge_model
+        from rag_app.quality.judge import Judge, JudgeWorker
+
+        judge = Judge(build_judge_model(settings), model=settings.judge_model,
+                      prompt_version=settings.judge_prompt_version, max_retries=settings.llm_max_retries,
+                      retry_base_s=settings.llm_retry_base_s, max_tokens=settings.judge_max_tokens,
+                      callbacks=[self.tracer])
+        return JudgeWorker(judge, share=settings.judge_sample, queue_size=settings.judge_queue)
 
     # -- lazily loaded parts --------------------------------------------------------------------
     def embeddings(self) -> LocalEmbeddings:
@@ -203,10 +231,14 @@ class RagApp:
         if self._rag is None:
             self._rag = build_rag(self.pipeline())
         query_id = query_id or str(uuid.uuid4())
-        config = {"callbacks": [self.tracer, *callbacks], "metadata": {
-            "query_id": query_id, "kind": "query", "variant": variant or self.settings.variant,
-            "experiment": experiment or self.settings.experiment, "origin": "cli", **(extra or {})}}
+        metadata = {"query_id": query_id, "kind": "query", "variant": variant or self.settings.variant,
+                    "experiment": experiment or self.settings.experiment, "origin": "cli", **(extra or {})}
+        config = {"callbacks": [self.tracer, *callbacks], "metadata": metadata}
         answer: Answer = self._rag.invoke({"question": question.strip(), "scope": scope}, config=config)
+        if self.judge is not None and metadata["origin"] == "live":  # after the answer: never its latency
+            from rag_app.quality.judge import JudgeJob
+
+            self.judge.offer(JudgeJob.of(answer, metadata["variant"], metadata["experiment"]))
         return answer
 
     def warm_up(self, origin: str = "cli") -> float | None:
@@ -321,6 +353,8 @@ class RagApp:
     def close(self) -> None:
         self._stopping.set()
         if self._owner:
+            if self.judge is not None:  # its last rows go through the writer: before the writer closes
+                self.judge.close()
             self.writer.close()
             self.reply_stats.close()
             self.store.close()

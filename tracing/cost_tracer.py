@@ -32,7 +32,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from rag_app.models.attempts import REPORTED_BY_STAGE, AttemptRecorder, utcnow
 from rag_app.models.llm_usage import classify_error
 from rag_app.core.ports import Pricer
-from rag_app.core.usage import USAGE_EVENT, StageUsage
+from rag_app.core.usage import GRADES_QUERY, USAGE_EVENT, StageUsage
 from tracing.ledger import LedgerWriter
 from tracing.rows import stage_row
 
@@ -147,9 +147,9 @@ class CostTracer(BaseCallbackHandler):
                 parent.attempts = True
             self.recorder.on_chat_model_start(serialized, messages, run_id=run_id, metadata=metadata, **kw)
 
-    def on_llm_new_token(self, token: str, *, run_id, **kw):
+    def on_llm_new_token(self, token, *, chunk=None, run_id, parent_run_id=None, tags=None, **kw):
         with self._guard("on_llm_new_token"):
-            self.recorder.on_llm_new_token(token, run_id=run_id, **kw)
+            self.recorder.on_llm_new_token(token, chunk=chunk, run_id=run_id, parent_run_id=parent_run_id, tags=tags, **kw)
 
     def on_llm_end(self, response, *, run_id, **kw):
         with self._guard("on_llm_end"):
@@ -179,10 +179,15 @@ class CostTracer(BaseCallbackHandler):
         self._hand("stage_calls", row, now=now)
 
     def _write_quality(self, run: _Run, quality: Any) -> None:
-        """The answer's quality signals (rag_app/quality/signals.py, computed by the chain) beside its cost."""
+        """The answer's quality signals (rag_app/quality/signals.py, computed by the chain) beside its cost,
+        under the source the quality names (`local` unless it says, e.g. `judge`); a judge run's grades
+        belong to the query it graded (metadata GRADES_QUERY), not to the judge run."""
         if quality is None or not hasattr(quality, "as_json"):
             return
-        for row in _quality_rows(run.metadata["query_id"], quality.as_json()):
+        details = quality.details() if hasattr(quality, "details") else {}
+        query_id = run.metadata.get(GRADES_QUERY) or run.metadata["query_id"]
+        for row in _quality_rows(query_id, quality.as_json(), source=getattr(quality, "source", "local"),
+                                 details=details):
             self._hand("query_quality", row)
 
     def _write_query(self, run: _Run, status: str, mode: str | None = None, error: str | None = None) -> None:
@@ -195,15 +200,17 @@ class CostTracer(BaseCallbackHandler):
             **{k: md.get(k) for k in ("user_id", "session_id", "arm", "sticky", "shadow_of", "origin", "api_key_id")}})
 
 
-def _quality_rows(query_id: str, quality: dict) -> list[dict]:
-    """One query_quality row per signal (source `local`); invalid citations count, their list in detail."""
+def _quality_rows(query_id: str, quality: dict, *, source: str = "local", details: dict | None = None) -> list[dict]:
+    """One query_quality row per signal; invalid citations count, their list in detail; `details`: a
+    metric's detail (JSON) when the quality gives one (the judge's reason, model and prompt version)."""
     at = utcnow()
     rows = []
     for metric, value in quality.items():
-        detail = None
+        detail = (details or {}).get(metric)
+        detail = None if detail is None else json.dumps(detail, ensure_ascii=False)
         if isinstance(value, list):
             value, detail = len(value), json.dumps(value, ensure_ascii=False)
-        rows.append({"query_id": query_id, "metric": metric, "source": "local", "value": value,
+        rows.append({"query_id": query_id, "metric": metric, "source": source, "value": value,
                      "detail": detail, "recorded_at": at})
     return rows
 

@@ -22,7 +22,7 @@ from decimal import Decimal
 
 from rag_app.core.money import to_nano
 from rag_app.core.usage import Price, StageUsage
-from tracing.pricing import PriceTable, Quote, rate_quote
+from tracing.pricing import PriceTable, Quote, endpoint_of, rate_quote
 
 log = logging.getLogger(__name__)
 PRICE_UNITS = ("search", "1k_tokens", "1m_tokens")
@@ -40,13 +40,16 @@ def bill(tokens: int, searches: int, price_usd: str | None, unit: str, model: st
 
 class LedgerPricer:
     def __init__(self, prices: PriceTable, *, embed_rate_per_1k: float = 0.0, rerank_rate_per_1k: float = 0.0,
-                 rerank_price_usd: str | None = None, rerank_price_unit: str = "search", provider: str | None = None):
+                 rerank_price_usd: str | None = None, rerank_price_unit: str = "search", provider: str | None = None,
+                 endpoint: str | None = None, rerank_endpoint: str | None = None):
         if rerank_price_unit not in PRICE_UNITS:
             raise ValueError(f"RAG_RERANK_PRICE_UNIT must be one of {', '.join(PRICE_UNITS)}, not {rerank_price_unit!r}")
         self.prices = prices
         self.rates = {"embed": embed_rate_per_1k, "rerank": rerank_rate_per_1k}
         self.rerank_price_usd, self.rerank_price_unit = rerank_price_usd, rerank_price_unit
         self.provider = provider
+        # where LLM calls are sent (host of OPENAI_BASE_URL) and the HTTP reranker's host, recorded on their rows
+        self.endpoint, self.rerank_endpoint = endpoint, rerank_endpoint
         self.faults = 0
         self._lock = threading.Lock()
 
@@ -54,7 +57,8 @@ class LedgerPricer:
     def from_settings(cls, s, prices: PriceTable) -> LedgerPricer:
         return cls(prices, embed_rate_per_1k=s.embed_price_per_1k, rerank_rate_per_1k=s.rerank_price_per_1k,
                    rerank_price_usd=s.rerank_price_usd, rerank_price_unit=s.rerank_price_unit,
-                   provider=s.llm_provider)
+                   provider=s.llm_provider, endpoint=endpoint_of(s.openai_base_url),
+                   rerank_endpoint=endpoint_of(s.rerank_url) if s.rerank_url else None)
 
     def price(self, usage: StageUsage) -> StageUsage:
         try:
@@ -72,14 +76,17 @@ class LedgerPricer:
         if u.price_basis == "rerank_http":
             cost, version = bill(u.input_tokens, u.search_units or 1, self.rerank_price_usd, self.rerank_price_unit,
                                  u.model or "rerank")
-            return Price(cost, cost, version, "rate" if cost is not None else "unpriced", self.provider)
+            return Price(cost, cost, version, "rate" if cost is not None else "unpriced", self.provider,
+                         self.rerank_endpoint)
         if u.price_basis in self.rates:
             quote = rate_quote(u.input_tokens, self.rates[u.price_basis], u.price_basis)
+            provider, endpoint = self.provider, None
         else:
             quote = self._llm_quote(u)
-        if u.billing == "shadow":
-            return Price(0, quote.cost_nano, quote.version, quote.source, self.provider)
-        return Price(quote.cost_nano, None, quote.version, quote.source, self.provider)
+            provider, endpoint = self.prices.endpoint_provider(u.model or "unknown", self.provider), self.endpoint
+        billed, shadow = (0, quote.cost_nano) if u.billing == "shadow" else (quote.cost_nano, None)
+        return Price(billed, shadow, quote.version, quote.source, provider, endpoint, quote.applied,
+                     quote.effective_from, quote.warning)
 
     def _llm_quote(self, u: StageUsage) -> Quote:
         # the price in force when the call was made (its start), not when it is priced

@@ -9,6 +9,8 @@ define it). An unpriced row carries `rag.cost.unpriced` and no cost attribute: n
 """
 from __future__ import annotations
 
+from typing import Any
+
 import time
 from datetime import datetime, timezone
 
@@ -48,7 +50,7 @@ def _cost_attrs(attrs: dict, row: dict) -> None:
     cost = row.get("cost_nano_usd")
     unpriced = cost is None
     attrs["rag.cost.unpriced"] = unpriced
-    if not unpriced:
+    if cost is not None:
         attrs["rag.cost.nano_usd"] = int(cost)
         attrs["rag.cost.usd"] = int(cost) / NANO
     if row.get("shadow_cost_nano_usd") is not None:
@@ -59,7 +61,7 @@ def _cost_attrs(attrs: dict, row: dict) -> None:
 
 
 def _common_attrs(row: dict) -> dict:
-    attrs = {"rag.query_id": str(row.get("query_id")), "rag.status": str(row.get("status"))}
+    attrs: dict[str, object] = {"rag.query_id": str(row.get("query_id")), "rag.status": str(row.get("status"))}
     for key in ("variant", "experiment"):
         _put(attrs, f"rag.{key}", row.get(key))
     if row.get("latency_ms") is not None:
@@ -168,8 +170,9 @@ def query_attrs(row: dict, children: list[dict]) -> dict:
     attrs["rag.cost.unpriced_rows"] = sum(c is None and r.get("price_source") == "unpriced" for c, r in zip(costs, children))
     attrs["rag.cost.priced_nano_usd"] = sum(int(c) for c in costs if c is not None)
     if not any(c is None for c in costs):
-        attrs["rag.cost.nano_usd"] = attrs["rag.cost.priced_nano_usd"]
-        attrs["rag.cost.usd"] = attrs["rag.cost.nano_usd"] / NANO
+        priced = sum(int(c) for c in costs if c is not None)
+        attrs["rag.cost.nano_usd"] = priced
+        attrs["rag.cost.usd"] = priced / NANO
     attrs["rag.usage.input_tokens"] = sum(int(r.get("input_tokens") or 0) for r in children)
     attrs["rag.usage.output_tokens"] = sum(int(r.get("output_tokens") or 0) for r in children)
     return attrs
@@ -179,7 +182,7 @@ def generate_call_attrs(query_id: str, call_id: str | None, attempts: list[dict]
     """The logical generate call, parent of its attempts: totals over them."""
     last = attempts[-1]
     costs = [r.get("cost_nano_usd") for r in attempts]
-    attrs = {"rag.query_id": str(query_id), "rag.stage": "generate", "rag.status": str(last.get("status")),
+    attrs: dict[str, Any] = {"rag.query_id": str(query_id), "rag.stage": "generate", "rag.status": str(last.get("status")),
              "openinference.span.kind": "CHAIN", "rag.attempts": len(attempts),
              "rag.usage.input_tokens": sum(int(r.get("input_tokens") or 0) for r in attempts),
              "rag.usage.output_tokens": sum(int(r.get("output_tokens") or 0) for r in attempts),

@@ -126,6 +126,11 @@ class RuleResult:
     peak: bool
     why: str  # e.g. "off-peak: Sat 10:30 Asia/Shanghai (weekend)"
     warning: str | None = None
+    kind: str = ""  # what a row records: peak | off-peak | holiday
+
+    def __post_init__(self):
+        if not self.kind:
+            object.__setattr__(self, "kind", "peak" if self.peak else "off-peak")
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,7 @@ class PeakRule:
             cal = calendars.get(self.calendar)
             status = cal.status(local.date()) if cal else "unknown-year"
             if status == "holiday":
-                return RuleResult(False, f"off-peak: {stamp} ({self.calendar} public holiday)")
+                return RuleResult(False, f"off-peak: {stamp} ({self.calendar} public holiday)", kind="holiday")
             if status == "unknown-year":
                 return RuleResult(True, f"peak: {stamp}",
                                   f"no {self.calendar} holiday calendar for {local.year}: priced at peak (upper bound); "

@@ -1,4 +1,6 @@
-"""What a model's tokens cost at the moment a call was made, from three layers (first match wins):
+"""What a model's tokens cost at the moment a call was made, from three layers merged by date (for a
+call at T, the first layer with a price in force at T answers; an override dated D covers calls from D,
+and before D the layers below still answer, with their own rules):
 
 1. the user's override file (`RAG_PRICE_OVERRIDES`), for self-hosted models or negotiated prices;
 2. `tracing/bundled_prices.json`: dated prices for models genai-prices lacks or has stale
@@ -29,15 +31,18 @@ Override file (JSON), per million tokens. The flat form, tiers, or dated prices:
           {"from": "2026-01-01", "input_per_mtok": "2", "output_per_mtok": "8", "cache_read_per_mtok": "0.4"}]}},
      "holidays": {"CN": {"2027": {"source": "https://www.gov.cn/...", "days_off": ["2027-01-01"]}}},
      "fx": {"CNY": [{"from": "2026-12-01", "per_usd": "7.05", "source": "my bank"}]}}
-A model without `from` (or a top-level `effective_from`) applies to every call, whenever made.
+A model without `from` (or a top-level `effective_from`) applies to every call, whenever made. Any
+override file, one with only `holidays` or only `fx` too, adds `+overrides:<version>` to the table's
+version, so a re-price names the file that changed a figure.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -68,6 +73,7 @@ class Quote:
     native_cost: Decimal | None = None  # in that currency, before conversion
     fx: str | None = None  # the rate used, when converted
     warning: str | None = None  # retired name, missing holiday calendar, why unpriced
+    applied: str | None = None  # the rule as a row records it: peak | off-peak | holiday | genai's time-of-day rule
 
 
 @dataclass(frozen=True)
@@ -212,7 +218,7 @@ def _period(p: dict, tz: str, default_from: str | None) -> PricePeriod:
 def parse_entries(data: dict, providers: dict[str, Provider] | None = None) -> dict[str, PriceEntry]:
     out = {}
     default_from = data.get("effective_from")
-    for name, p in data["models"].items():
+    for name, p in (data.get("models") or {}).items():
         try:
             prov = (providers or {}).get(name.split("/", 1)[0]) if "/" in name else None
             tz = p.get("timezone") or (prov.timezone if prov else "UTC")
@@ -276,7 +282,7 @@ class Resolved:
 
 
 class PriceTable:
-    def __init__(self, overrides: dict[str, PriceEntry | ModelPrice] | None = None, override_version: str | None = None,
+    def __init__(self, overrides: Mapping[str, PriceEntry | ModelPrice] | None = None, override_version: str | None = None,
                  *, bundled: dict[str, PriceEntry] | None = None, bundled_version: str | None = None,
                  default_provider: str | None = None, clock: Callable[[], datetime] | None = None,
                  calendars: dict | None = None, fx: FxTable | None = None):
@@ -296,7 +302,8 @@ class PriceTable:
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.genai_version = f"genai-prices@{pkg_version('genai-prices')}"
         self.version = f"{self.genai_version}+bundled:{bundled_version}"
-        if self.overrides:
+        # any override changes the version, a calendar-only or FX-only one too: a re-price then names it
+        if self.overrides or calendars or (fx is not None and fx.rates):
             self.version += f"+overrides:{override_version}"
         self._warned: set[str] = set()
 
@@ -326,6 +333,19 @@ class PriceTable:
                               '{"version": "...", "models": {"name": {"input_per_mtok": "0.1", "output_per_mtok": "0.4"}}} '
                               '(dated: "prices": [{"from": "2026-01-01", ...}])') from e
         return table
+
+    def for_recorded_rows(self) -> "PriceTable":
+        """This table with no endpoint of its own: re-pricing prices each row by the provider recorded on
+        it, never by the shell's OPENAI_BASE_URL."""
+        table = copy.copy(self)
+        table.default_provider = None
+        return table
+
+    def endpoint_provider(self, model: str, provider: str | None = None) -> str | None:
+        """The provider a call's row records: RAG_LLM_PROVIDER, else a LiteLLM-style prefix, else the
+        endpoint's host; None when none says (the model name's usual provider is a guess, not recorded)."""
+        prefix = model.rsplit("/", 1)[0] if "/" in model else None
+        return self._provider_id(provider) or self._provider_id(prefix) or self.default_provider
 
     # -- which entry ----------------------------------------------------------------------------
     def _provider_id(self, name: str | None) -> str | None:
@@ -367,17 +387,32 @@ class PriceTable:
                     return key, f"dated snapshot of {kb}"
         return None
 
-    def resolve(self, model: str, provider: str | None = None) -> Resolved | None:
+    def resolve_layers(self, model: str, provider: str | None = None) -> list[Resolved]:
+        """The model's entry in each layer that has one, first layer first. Layers merge by date: an
+        override answers only from its first `from` on; before that, the bundled entry (then
+        genai-prices) answers with its own rules."""
         bare = bare_model(model)
         pid = self.provider_of(model, provider)
         qualified = [f"{pid}/{bare}"] if pid else []
+        out = []
         for layer, table, names in (("override", self.overrides, [model, *qualified, bare]),
                                     ("bundled", self.bundled, qualified)):
             hit = self._match(table, list(dict.fromkeys(names)))
             if hit:
                 key, via = hit
                 prov = self.providers.get(key.split("/", 1)[0]) if "/" in key else None
-                return Resolved(table[key], layer, key, prov, via)
+                out.append(Resolved(table[key], layer, key, prov, via))
+        return out
+
+    def resolve(self, model: str, provider: str | None = None, at: datetime | None = None) -> Resolved | None:
+        """The entry that answers for a call at `at` (any date when None): the first layer with a
+        price in force then, or a retirement."""
+        layers = self.resolve_layers(model, provider)
+        if at is None:
+            return layers[0] if layers else None
+        for res in layers:
+            if res.entry.period_at(at) is not None or (res.entry.retired_at is not None and at >= res.entry.retired_at):
+                return res
         return None
 
     def entry(self, model: str, provider: str | None = None) -> tuple[PriceEntry | None, str]:
@@ -395,14 +430,13 @@ class PriceTable:
         """The price of one call made at `at` (its start; default: now)."""
         when = self.when(at)
         tokens = (input_tokens, output_tokens, cached_tokens, cache_write_tokens, explicit_cache)
-        res = self.resolve(model, provider)
         before_first = None
-        if res is not None:
+        for res in self.resolve_layers(model, provider):
             q = self._quote_entry(res, when, tokens, depth=0)
             if q is not None:
                 return q
-            before_first = (f"{res.key}'s first dated price starts {_iso(res.entry.periods[0].effective_from)}"
-                            if res.entry.periods and res.entry.periods[0].effective_from else None)
+            if before_first is None and res.entry.periods and res.entry.periods[0].effective_from:
+                before_first = f"{res.key}'s first dated price starts {_iso(res.entry.periods[0].effective_from)}"
         q = self._quote_genai(model, tokens, self.provider_of(model, provider), when)
         if q is not None:
             return q
@@ -429,7 +463,7 @@ class PriceTable:
             if depth > 3:
                 raise ValueError(f"{res.key}: billed_as chain too long")
             prefix = res.key.rpartition("/")[0]
-            target = self.resolve(f"{prefix}/{period.billed_as}" if prefix else period.billed_as)
+            target = self.resolve(f"{prefix}/{period.billed_as}" if prefix else period.billed_as, at=when)
             q = self._quote_entry(target, when, tokens, depth + 1) if target else None
             if q is None:
                 return self._unpriced(res.key, f"{name} is billed as {period.billed_as}, which has no price then")
@@ -438,10 +472,12 @@ class PriceTable:
         tier = period.tier_for(input_tokens)
         if tier is None:
             return self._unpriced(res.key, f"a {input_tokens}-token prompt is above {name}'s last priced tier", basis)
-        rule = warning = None
+        rule = warning = applied = None
         if period.peak is not None:
             verdict = period.peak.evaluate(when, self.calendars)
-            rule, warning = ("peak" if verdict.peak else "off-peak"), verdict.warning
+            rule, warning, applied = ("peak" if verdict.peak else "off-peak"), verdict.warning, verdict.kind
+            if warning:
+                self._warn_once(res.key, f"{name} at {_iso(when)}: {warning}")
             basis += f", {verdict.why}"
             if verdict.peak:
                 tier = tier.scaled(Decimal(period.peak.multiplier))
@@ -454,7 +490,7 @@ class PriceTable:
             usd, fx_label = native / rate.per_usd, rate.label()
             warning = "; ".join(w for w in (warning, fx_warning) if w) or None
         return Quote(to_nano(usd), self.version, res.layer, basis, period.since(), rule, entry.currency,
-                     native, fx_label, warning)
+                     native, fx_label, warning, applied)
 
     def _genai_calc(self, model: str, tokens: tuple, provider: str | None, when: datetime):
         from genai_prices import Usage, calc_price
@@ -481,7 +517,16 @@ class PriceTable:
         basis = f"genai-prices {calc.provider.id}/{calc.model.id}" + (f" from {since}" if since else "") + \
             (f", {rule}" if rule else "")
         warning = "deprecated by its provider (genai-prices)" if getattr(calc.model, "deprecated", None) else None
-        return Quote(to_nano(calc.total_price), self.version, "genai-prices", basis, since, rule, warning=warning)
+        return Quote(to_nano(calc.total_price), self.version, "genai-prices", basis, since, rule, warning=warning,
+                     applied=rule)
+
+    def _warn_once(self, model: str, warning: str) -> None:
+        """A priced call the table is not sure of (a holiday calendar missing the call's year): logged once
+        per model and warning, and kept on the quote (so on the row and in `rag ask`)."""
+        key = f"{model}\0{warning.split(': ', 1)[-1]}"
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("price of %r: %s", model, warning)
 
     def _warn(self, model: str, why: str) -> None:
         if model not in self._warned:
@@ -493,7 +538,7 @@ class PriceTable:
         """The per-million prices in force at `at` (first tier, off-peak with the peak multiplier
         beside it), for comparing tables; `price` is None when unpriced, with `why`."""
         when = self.when(at)
-        res = self.resolve(model, provider)
+        res = self.resolve(model, provider, at=when)
         for _ in range(4):  # follow billed_as
             if res is None:
                 break
@@ -506,7 +551,7 @@ class PriceTable:
                 return RateCard(res.layer, None, why=period.unpriced)
             if period.billed_as:
                 prefix = res.key.rpartition("/")[0]
-                res = self.resolve(f"{prefix}/{period.billed_as}" if prefix else period.billed_as)
+                res = self.resolve(f"{prefix}/{period.billed_as}" if prefix else period.billed_as, at=when)
                 continue
             return RateCard(res.layer, period.tiers[0], Decimal(period.peak.multiplier) if period.peak else None,
                             e.currency, f"{res.key} from {period.since()}")
@@ -526,9 +571,13 @@ class PriceTable:
         """The price in force at `at` (default now) for `rag prices MODEL`, with its layer, source,
         version and the model's dated history."""
         when = self.when(at)
-        res = self.resolve(model, provider)
-        if res is not None and (res.entry.period_at(when) is not None or res.entry.retired_at):
-            return self._describe_entry(model, res, when)
+        layers = self.resolve_layers(model, provider)
+        res = self.resolve(model, provider, at=when)
+        if res is not None:
+            return self._describe_entry(model, res, when, layers)
+        res = layers[0] if layers else None
+        if res is not None and res.entry.retired_at:
+            return self._describe_entry(model, res, when, layers)
         calc = self._genai_calc(model, (1, 0, 0, 0, None), self.provider_of(model, provider), when)
         if calc is None:
             out = {"model": model, "source": "unpriced", "version": self.version, "at": _iso(when), "tiers": [],
@@ -538,7 +587,8 @@ class PriceTable:
             return out
         mp = calc.model_price
         since, rule = genai_in_force(calc.model, when)
-        return {"model": model, "source": "genai-prices", "version": self.version, "at": _iso(when),
+        return {"peak": False, "rule_applied": rule, "basis": "", "warning": None,
+                "model": model, "source": "genai-prices", "version": self.version, "at": _iso(when),
                 "url": f"genai-prices: {calc.provider.name} / {calc.model.name}", "checked": "",
                 "note": calc.model.price_comments or "", "currency": USD, "effective_from": since, "rule": rule,
                 "retired": None, "deprecated": bool(getattr(calc.model, "deprecated", False)),
@@ -548,7 +598,7 @@ class PriceTable:
                            "explicit_cache_read_per_mtok": None, "output_per_mtok": _s(mp.output_mtok)}],
                 "history": []}
 
-    def _describe_entry(self, model: str, res: Resolved, when: datetime) -> dict:
+    def _describe_entry(self, model: str, res: Resolved, when: datetime, layers: list[Resolved]) -> dict:
         e = res.entry
         current = e.period_at(when)
         retired = e.retired_at is not None and when >= e.retired_at
@@ -560,12 +610,20 @@ class PriceTable:
                "billed_as": current.billed_as if current else None,
                "unpriced_reason": current.unpriced if current else None,
                "tiers": [] if retired or current is None else [_tier_json(t) for t in current.tiers],
-               "history": [{"effective_from": p.since(), "tiers": [_tier_json(t) for t in p.tiers],
+               # every layer's dated prices: an override answers from its first `from`, the layers below before it
+               "history": [{"layer": r.layer, "key": r.key, "effective_from": p.since(),
+                            "tiers": [_tier_json(t) for t in p.tiers],
                             "rule": p.peak.describe() if p.peak else None, "billed_as": p.billed_as,
-                            "unpriced": p.unpriced, "note": p.note} for p in e.periods]}
+                            "unpriced": p.unpriced, "note": p.note} for r in layers for p in r.entry.periods]}
         if current is not None and current.unpriced:
             out["source"] = "unpriced"
-        return out
+        return {**out, **self._moment(model, res, when)}
+
+    def _moment(self, model: str, res: Resolved | None, when: datetime) -> dict:
+        """Whether `when` is peak for this model (false when it has no time rule), the rule applied and
+        any warning (a holiday calendar that does not cover `when`'s year), as a call then would record."""
+        q = self.quote(model, 1, 0, provider=res.provider.id if res and res.provider else None, at=when)
+        return {"peak": q.rule == "peak", "rule_applied": q.applied, "basis": q.basis, "warning": q.warning}
 
 
 def _tier_json(t: ModelPrice) -> dict:
@@ -609,6 +667,18 @@ def provider_for_url(base_url: str | None) -> str | None:
         if any(host == h or host.endswith("." + h) for h in p.hosts):
             return p.id
     return None
+
+
+def endpoint_of(base_url: str | None) -> str:
+    """host[:port] of an OpenAI-compatible base URL, as a row records it (no scheme, path or credentials);
+    no base URL is OpenAI's own API."""
+    if not base_url:
+        return "api.openai.com"
+    from urllib.parse import urlparse
+
+    u = urlparse(base_url if "://" in base_url else f"https://{base_url}")
+    host = (u.hostname or "").lower()
+    return f"{host}:{u.port}" if u.port else host
 
 
 def rate_quote(tokens: int, per_1k: float, label: str) -> Quote:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 log = logging.getLogger(__name__)
 TTL_S = 60.0
@@ -17,7 +18,7 @@ class LedgerReplyStats:
         self.ttl_s = ttl_s
         self._cache: dict[str, tuple[float, float | None]] = {}
         self._lock = threading.Lock()
-        self._ledger = None
+        self._ledger: Any = None  # opened on the first read
 
     def mean_output_tokens(self, model: str) -> float | None:
         now = time.monotonic()

@@ -9,6 +9,12 @@ price version and source on `stage_calls` are never touched, so a report can sho
 (`rag report --prices repriced`). Only rows priced from a model price table are re-priced;
 embedding / rerank rows carry a per-1k rate from settings (`price_source = 'rate'`) and local rows
 have no price.
+
+Each row is priced where it was sent: by the provider recorded on it at write time (RAG_LLM_PROVIDER,
+a model prefix, or the host of OPENAI_BASE_URL then, in `provider` / `endpoint`), never by the
+endpoint of the shell that runs `rag reprice`. A row that records neither (written before 0.8.0) is
+left as it is and counted, unless the operator names its provider (`assume_provider`; `auto`: the
+model name's usual provider).
 """
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from tracing.price_rules import as_utc
-from tracing.pricing import PriceTable, Quote
+from tracing.pricing import PriceTable, Quote, bare_model
 from rag_app.models.llm_usage import explicit_cache_of
 
 TABLE_PRICED = ("genai-prices", "bundled", "override", "unpriced")
@@ -34,10 +40,11 @@ class RepriceResult:
     unpriced_after: int
     version: str
     reasons: Counter = field(default_factory=Counter, compare=False)  # "new price version" / "new rule" / ...
+    left: int = 0  # rows not re-priced (no endpoint recorded, unreadable time): see `reasons`
 
     @property
     def unchanged(self) -> int:
-        return self.rows - self.changed
+        return self.rows - self.changed - self.left
 
 
 def change_reason(before: int | None, old_version: str | None, q: Quote) -> str:
@@ -69,19 +76,46 @@ def _explicit(usage_raw: str | None) -> bool | None:
         return None
 
 
-def reprice(ledger, prices: PriceTable, *, since: str | None = None, model: str | None = None) -> RepriceResult:
-    """`ledger`: a tracing.ledger.Ledger."""
+NO_ENDPOINT = "left as recorded: no endpoint on the row (written before endpoints were recorded; --assume-provider)"
+
+
+def row_provider(r: dict, prices: PriceTable, assume_provider: str | None) -> tuple[bool, str | None]:
+    """(known, provider) for a stored row: where it was sent, as recorded on it; a model prefix says it
+    too, and so does an override priced under the bare model name (the same price at any endpoint);
+    else the operator's assumption, if any."""
+    if r.get("provider") is not None or r.get("endpoint") is not None:
+        return True, r.get("provider")
+    if "/" in (r["model"] or "") and prices.endpoint_provider(r["model"]):
+        return True, None
+    if (r["model"] or "") in prices.overrides or bare_model(r["model"] or "") in prices.overrides:
+        return True, None  # the operator's own price for this model name holds wherever it was sent
+    if assume_provider is None:
+        return False, None
+    return True, None if assume_provider == "auto" else assume_provider
+
+
+def reprice(ledger, prices: PriceTable, *, since: str | None = None, model: str | None = None,
+            assume_provider: str | None = None) -> RepriceResult:
+    """`ledger`: a tracing.ledger.Ledger. `prices`' own endpoint (the shell's OPENAI_BASE_URL) is never
+    used: each row is priced by the provider recorded on it."""
+    prices = prices.for_recorded_rows()
     rows = ledger.reprice_candidates(since=since, model=model)
     now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-    changed = old = new = unpriced_before = unpriced_after = 0
+    changed = old = new = unpriced_before = unpriced_after = left = 0
     reasons: Counter = Counter()
     out: list[dict] = []
     for r in rows:
         if readable_time(r["started_at"]) is None:
             reasons["skipped: unreadable started_at"] += 1  # no call time: no price in force to find
+            left += 1
+            continue
+        known, provider = row_provider(r, prices, assume_provider)
+        if not known:
+            reasons[NO_ENDPOINT] += 1
+            left += 1
             continue
         q = prices.quote(r["model"], r["input_tokens"], r["output_tokens"], r["cached_tokens"],
-                         provider=r["provider"], cache_write_tokens=r["cache_write_tokens"] or 0,
+                         provider=provider, cache_write_tokens=r["cache_write_tokens"] or 0,
                          at=r["started_at"], explicit_cache=_explicit(r["usage_raw"]))
         # a shadow row (extractive answer: nothing billed) keeps cost 0 and re-prices its shadow
         is_shadow = r["shadow_cost_nano_usd"] is not None or (r["status"] == "skipped" and r["cost_nano_usd"] == 0)
@@ -99,4 +133,4 @@ def reprice(ledger, prices: PriceTable, *, since: str | None = None, model: str 
         out.append({"stage_call_id": r["id"], "cost_nano_usd": cost, "shadow_cost_nano_usd": shadow,
                     "price_version": q.version, "price_source": q.source, "repriced_at": now, "reason": reason})
     ledger.add_repricings(out)
-    return RepriceResult(len(rows), changed, old, new, unpriced_before, unpriced_after, prices.version, reasons)
+    return RepriceResult(len(rows), changed, old, new, unpriced_before, unpriced_after, prices.version, reasons, left)

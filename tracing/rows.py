@@ -23,7 +23,8 @@ COLUMN_OF = {
 ATTEMPT_COLUMN_OF = {"call_id": "call_id", "number": "attempt", "attempt_id": "attempt_id",
                      "possibly_billed": "possibly_billed", "output_at_risk_tokens": "output_at_risk_tokens"}
 PRICE_COLUMN_OF = {"cost_nano": "cost_nano_usd", "shadow_nano": "shadow_cost_nano_usd", "version": "price_version",
-                   "source": "price_source", "provider": "provider"}
+                   "source": "price_source", "provider": "provider", "endpoint": "endpoint", "rule": "price_rule",
+                   "effective_from": "price_effective_from", "warning": "price_warning"}
 PRICING_INPUTS = ("billing", "price_basis", "search_units", "explicit_cache")  # decide the price; the price has its columns
 
 
@@ -36,7 +37,7 @@ def stage_row(u: StageUsage, *, query_id: str, variant: str | None = None, exper
         raise UnpricedUsage(f"{u.stage} usage of {u.model!r} was not priced; pass it through the Pricer first")
     p: Price = u.price
     a = u.attempt
-    row = {"query_id": query_id, "variant": variant, "experiment": experiment}
+    row: dict[str, object] = {"query_id": query_id, "variant": variant, "experiment": experiment}
     for fld, col in COLUMN_OF.items():
         row[col] = getattr(u, fld)
     row["usage_raw"] = None if u.raw is None else json.dumps(u.raw, ensure_ascii=False, sort_keys=True, default=str)

@@ -50,7 +50,8 @@ class LegalChunker:
         if unit.kind == "table" or span_tokens(unit.start, unit.end) <= hard:
             return [(unit.start, unit.end)]
         # 1. item lines ((一), 1.) are the article's own joints
-        segments, cur = [], []
+        segments: list = []
+        cur: list = []
         for line in unit.lines:
             if line.kind == "item" and cur:
                 segments.append(cur)
@@ -71,7 +72,9 @@ class LegalChunker:
         return out
 
     def _pack_sentences(self, text, sentences, span_tokens) -> list[tuple[int, int]]:
-        out, cur_start, cur_end = [], None, None
+        out: list[tuple[int, int]] = []
+        cur_start: int | None = None
+        cur_end = 0
         for a, b in sentences:
             for a, b in _hard_cut(text, a, b, self.budget.hard_max, span_tokens):
                 if cur_start is None:

@@ -74,7 +74,8 @@ def semantic_segments(text: str, sents: list[tuple[int, int]], vectorize: Vector
         return [sents] if sents else []
     texts = [text[a:b] for a, b in sents]
     cuts = set(breakpoints(texts, adjacent_similarity(vectorize(texts)), threshold))
-    segments, cur = [], []
+    segments: list = []
+    cur: list = []
     for i, sent in enumerate(sents):
         if i in cuts and cur:
             segments.append(cur)

@@ -85,6 +85,9 @@ def show_prices(settings, model: str | None, out: Console, as_json: bool = False
     if info["tiers"]:
         since = f" (in force from {info['effective_from']})" if info.get("effective_from") else ""
         out.print(f"at {info['at']}{since}:", markup=False)
+        if info.get("rule_applied"):
+            out.print(f"{'peak' if info.get('peak') else 'not peak'} then: {info.get('basis') or info['rule_applied']}",
+                      markup=False, overflow="fold")
         out.print(_tiers_table(info["tiers"], info.get("currency", "USD")))
         if info.get("rule"):
             out.print(f"time rule: {info['rule']}; the figures above are the off-peak ones", markup=False)
@@ -95,10 +98,13 @@ def show_prices(settings, model: str | None, out: Console, as_json: bool = False
             what = (f"billed as {p['billed_as']}" if p["billed_as"] else
                     f"unpriced ({p['unpriced'][:60]}...)" if p["unpriced"] else _short(p["tiers"]))
             rule = f"; {p['rule']}" if p["rule"] else ""
-            out.print(f"  from {p['effective_from']}: {what}{rule}", markup=False, overflow="fold")
+            layer = f"{p['layer']} " if len({h.get('layer') for h in history}) > 1 else ""
+            out.print(f"  {layer}from {p['effective_from']}: {what}{rule}", markup=False, overflow="fold")
     for key in ("url", "checked", "note"):
         if info.get(key):
             out.print(f"{key}: {info[key]}", markup=False)
+    if info.get("warning"):
+        out.print(f"warning: {info['warning']}", markup=False, overflow="fold")
     return code
 
 
@@ -108,6 +114,7 @@ def check_prices(settings, out: Console) -> int:
     with _ledger(settings) as ledger:
         missing = ledger.unpriced_models(table)
         stale = ledger.unpriced_rows_now()
+        warned = ledger.price_warnings()
     if not missing:
         out.print(f"every model in the ledger has a price in {table.version}")
     else:
@@ -125,7 +132,17 @@ def check_prices(settings, out: Console) -> int:
     priceable = stale - sum(m["unpriced_rows"] for m in missing)
     if priceable > 0:
         out.print(f"{priceable} rows recorded as unpriced can be priced now: run `rag reprice`")
+    _warned_rows(table, warned, out)
     return 1 if missing else 0
+
+
+def _warned_rows(table, warned: list[dict], out: Console) -> None:
+    """Rows whose price carried a warning, and whether today's table still has it at their time."""
+    for w in warned:
+        q = table.quote(w["model"], 1000, 100, provider=w["provider"], at=w["last_seen"])
+        now = ("today's table still warns: " + q.warning) if q.warning else "today's table no longer warns: run `rag reprice`"
+        out.print(f"warning on {w['rows']} {w['model']} rows ({(w['first_seen'] or '')[:10]} to "
+                  f"{(w['last_seen'] or '')[:10]}): {w['warning']}; {now}", markup=False, overflow="fold")
 
 
 def check_against(settings, against: str, out: Console, as_json: bool = False, at: str | None = None) -> int:
@@ -163,15 +180,16 @@ def check_against(settings, against: str, out: Console, as_json: bool = False, a
     return 1
 
 
-def run_reprice(settings, since: str | None, model: str | None, out: Console) -> None:
+def run_reprice(settings, since: str | None, model: str | None, out: Console,
+                assume_provider: str | None = None) -> None:
     from tracing.reprice import reprice
 
     since = _at(since, "--since")  # a bad date matched no row and exited 0 having repriced nothing
-    table = _table(settings)
+    table = _table(settings)  # its endpoint (this shell's OPENAI_BASE_URL) is not used: rows say where they went
     with _ledger(settings) as ledger:
-        r = reprice(ledger, table, since=since, model=model)
-    out.print(f"re-priced {r.rows} rows under {r.version}, each by the price in force when it was made: "
-              f"{r.changed} changed, {r.unchanged} unchanged; "
+        r = reprice(ledger, table, since=since, model=model, assume_provider=assume_provider)
+    out.print(f"re-priced {r.rows - r.left} of {r.rows} rows under {r.version}, each by the price in force when it "
+              f"was made, where it was sent: {r.changed} changed, {r.unchanged} unchanged, {r.left} left as recorded; "
               f"{usd(r.old_nano / 1e9)} -> {usd(r.new_nano / 1e9)} (priced part); "
               f"unpriced rows {r.unpriced_before} -> {r.unpriced_after}", markup=False)
     for reason, n in sorted(r.reasons.items()):

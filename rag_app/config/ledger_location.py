@@ -45,7 +45,7 @@ class LedgerTarget:
 
     def exists(self) -> bool:
         """A SQLite file that is there; a PostgreSQL ledger is created on first connect, so: True."""
-        return self.path.exists() if self.dialect == "sqlite" else True
+        return self.path.exists() if self.dialect == "sqlite" and self.path is not None else True
 
     def user_and_database(self) -> tuple[str | None, str | None]:
         """The PostgreSQL user and database this URL names (for messages: neither is a secret)."""
@@ -54,12 +54,13 @@ class LedgerTarget:
         import psycopg.conninfo
 
         info = psycopg.conninfo.conninfo_to_dict(self.url)
-        return info.get("user"), info.get("dbname")
+        user, dbname = info.get("user"), info.get("dbname")
+        return (None if user is None else str(user)), (None if dbname is None else str(dbname))
 
     @property
     def key(self) -> str:
         """A short stable name for files about this ledger (spill files)."""
-        ident = str(self.path.resolve()) if self.dialect == "sqlite" else self.display
+        ident = str(self.path.resolve()) if self.dialect == "sqlite" and self.path is not None else self.display
         return hashlib.sha1(ident.encode()).hexdigest()[:12]
 
 

@@ -20,10 +20,11 @@ from rag_app.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-SECRET_FIELDS = ("qdrant_api_key", "rerank_api_key", "openai_api_key", "api_token", "alert_webhook")  # a Slack-style webhook URL is a secret
+SECRET_FIELDS = ("qdrant_api_key", "rerank_api_key", "openai_api_key", "judge_api_key", "api_token",
+                 "alert_webhook")  # a Slack-style webhook URL is a secret
 # The server addresses checked at start-up, each with an example of the expected form.
 _URL_EXAMPLES = {"qdrant_url": "http://localhost:6333", "openai_base_url": "http://127.0.0.1:8080/v1",
-                 "rerank_url": "https://api.jina.ai/v1/rerank"}
+                 "rerank_url": "https://api.jina.ai/v1/rerank", "judge_base_url": "http://127.0.0.1:8080/v1"}
 
 
 class Settings(BaseSettings):
@@ -99,6 +100,16 @@ class Settings(BaseSettings):
     llm_stream: bool = False  # stream replies; usage comes from the final chunk (stream_options.include_usage)
     prompt_version: str = "v1"
 
+    # An LLM judge grading live answers off the answer path (rag_app/quality/judge.py, docs/quality.md); off
+    # when RAG_JUDGE_MODEL is unset. Its calls are evaluation spend, booked apart from the queries they grade.
+    judge_model: str | None = None  # an OpenAI-compatible model name, priced from the price table
+    judge_sample: float = Field(0.1, ge=0, le=1)  # share of live queries judged, chosen by query id (replicas agree)
+    judge_base_url: str | None = None  # the judge's endpoint; unset = OPENAI_BASE_URL's
+    judge_api_key: str | None = None  # unset = OPENAI_API_KEY
+    judge_prompt_version: str = "v1"  # prompts/judge/<version>.md
+    judge_max_tokens: int = Field(300, ge=16)
+    judge_queue: int = Field(64, ge=1)  # answers waiting for the judge; past it a new one is not judged (counted)
+
     price_overrides: Path | None = None
     report_currency: str = "USD"  # RAG_REPORT_CURRENCY: USD | CNY (converted at the price table's dated rate)
     # sqlite:////abs/ledger.sqlite or postgresql://USER:PASSWORD@HOST:5432/DB; unset = DATA_DIR/ledger.sqlite
@@ -147,7 +158,7 @@ class Settings(BaseSettings):
         if not value or not value.strip():
             return None
         if not is_http_url(value):
-            raise ValueError(f"must be an http(s) URL such as {_URL_EXAMPLES[info.field_name]}")
+            raise ValueError(f"must be an http(s) URL such as {_URL_EXAMPLES[str(info.field_name)]}")
         return value
 
     def __repr_args__(self):
@@ -205,6 +216,12 @@ class Settings(BaseSettings):
             if not ok:
                 raise ConfigError(f"RAG_RERANK_PRICE_USD must be a non-negative dollar amount such as 0.002, "
                                   f"not {self.rerank_price_usd!r}")
+        if self.judge_model is not None and not self.judge_model.strip():
+            self.judge_model = None  # RAG_JUDGE_MODEL= (empty): off, like unset
+        if self.judge_model and not (self.judge_base_url or self.openai_base_url or self.judge_api_key
+                                     or self.openai_api_key):
+            raise ConfigError("RAG_JUDGE_MODEL needs an endpoint: set RAG_JUDGE_BASE_URL (or OPENAI_BASE_URL) "
+                              "and/or RAG_JUDGE_API_KEY (or OPENAI_API_KEY)")
         if self.llm_mode == "llm" and not (self.openai_api_key or self.openai_base_url):
             raise ConfigError("RAG_LLM_MODE=llm needs OPENAI_BASE_URL and/or OPENAI_API_KEY")
         from rag_app.config.ledger_location import LedgerURLError, parse_ledger_url

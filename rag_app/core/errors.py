@@ -69,7 +69,7 @@ class StageError(RagError):
 
 
 class LLMError(StageError):
-    def __init__(self, message: str, *, attempts: int, usages: Sequence[Any] = ()):
+    def __init__(self, message: str, *, attempts: int, usages: Sequence[Any] = (), stage: str = "generate"):
         self.attempts = attempts
         self.usages = tuple(usages)  # each attempt's StageUsage (what the failed call may have cost)
-        super().__init__("generate", f"{message} (after {attempts} attempt(s))")
+        super().__init__(stage, f"{message} (after {attempts} attempt(s))")

@@ -22,4 +22,4 @@ def from_nano(nano: int | None) -> Decimal | None:
 
 def usd_json(nano: int | None) -> float | None:
     """For JSON output: a plain number with nanodollar precision (or null when unpriced)."""
-    return None if nano is None else float(from_nano(nano))
+    return None if nano is None else float(Decimal(nano) / NANO)

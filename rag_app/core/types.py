@@ -59,7 +59,7 @@ class Chunk:
     doc_type: str = "other"  # statute | contract | other: the document's type, decided at ingest (doctype.py)
     # sparse.TermCounts of indexed_text(), counted in the parse worker under the per-file budget;
     # None when the chunk was made elsewhere (then the indexer counts them itself). Never stored.
-    terms: object | None = field(default=None, compare=False, repr=False)
+    terms: Any = field(default=None, compare=False, repr=False)
 
     def indexed_text(self) -> str:
         """What embedding and BM25 see: the chunk prefixed with its law title and heading path.

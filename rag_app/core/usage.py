@@ -25,6 +25,17 @@ from typing import Any, Literal
 
 USAGE_EVENT = "rag.usage"  # the custom LangChain event a stage's StageUsage travels in
 
+# An LLM judge grading an answer (rag_app/quality/judge.py) is evaluation spend: its attempts are rows of
+# stage `judge` under a run of its own (`queries.kind = 'judge'`, id `judge_run_id(<the judged query>)`),
+# never rows of the query it grades, so that query's cost, its budget and its arm's figures stay its own.
+JUDGE_STAGE = JUDGE_KIND = "judge"
+GRADES_QUERY = "grades_query_id"  # run metadata of a judge run: the query its grades (query_quality rows) belong to
+
+
+def judge_run_id(query_id: str) -> str:
+    """The ledger id of the judge run that graded `query_id` (one per query: sampling is by query id)."""
+    return f"judge:{query_id}"
+
 Billing = Literal["billed", "shadow", "none"]
 PriceBasis = Literal["llm", "embed", "rerank", "rerank_http"]
 
@@ -37,7 +48,11 @@ class Price:
     shadow_nano: int | None = None
     version: str | None = None
     source: str | None = None  # override | bundled | genai-prices | rate | unpriced
-    provider: str | None = None  # the provider hint the price was looked up with
+    provider: str | None = None  # whose prices: RAG_LLM_PROVIDER, a model prefix or the endpoint's host says
+    endpoint: str | None = None  # host[:port] the call was sent to (None: no endpoint, a local model)
+    rule: str | None = None  # the time rule applied: peak | off-peak | holiday | ...; None: none
+    effective_from: str | None = None  # the dated price used
+    warning: str | None = None  # what the price could not be sure of
 
     @property
     def unpriced(self) -> bool:

@@ -1,8 +1,13 @@
 """`rag eval`: one index per chunker (its own Qdrant collection, reused while unchanged), every
 question through the product's own query chain (chains/rag.py: the same stages, levers and packing
-`rag ask` runs, with the LLM left out), metrics from ranx, quality and cost side by side. The default
-retriever is what `rag ask` runs (`default`: RAG_RETRIEVER with RAG_RETRIEVAL_LEVERS). Nothing is
-written to the ledger. The hit rule and the run construction live in hits.py."""
+`rag ask` runs, with the LLM left out unless `--llm`), metrics from ranx, quality and cost side by side.
+The default retriever is what `rag ask` runs (`default`: RAG_RETRIEVER with RAG_RETRIEVAL_LEVERS).
+Nothing is written to the ledger. The hit rule and the run construction live in hits.py.
+
+Beside recall, each configuration says how often the answer cites a gold passage (a citation's range
+covers a gold span, the hit rule of hits.py) and what it spent per such answer: `$ per correct answer`
+is the questions' whole cost over the answers that cite their gold, so a configuration that is cheaper
+per query but right less often can cost more per right answer."""
 from __future__ import annotations
 
 import hashlib
@@ -12,17 +17,19 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from chains.rag import build_rag
 from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
 from rag_app.core.errors import ConfigError
-from rag_app.evaluation.hits import Ranked, qrels_for, ranking_to_run
+from rag_app.evaluation.hits import Ranked, covers, qrels_for, ranking_to_run
 from rag_app.evaluation.integrity import article_integrity, sentence_integrity, size_stats
 from rag_app.evaluation.qa import Question, load_qa
 from rag_app.evaluation.scoring import DEFAULT_BUDGETS, budget_report, paired
 from rag_app.evaluation.split import SPLIT_RULE, select_split, split_key
 from rag_app.ingest.indexing import decide_collection, expand_paths, index_documents
 from rag_app.ingest.loaders import load_document
+from rag_app.query.answer import marked_contexts
 from rag_app.query.levers import levers_for, parse_retriever
 from rag_app.core.money import usd_json
 from rag_app.query.pipeline import QueryConfig
@@ -30,6 +37,7 @@ from rag_app.query.retrieval import legs_for
 from rag_app.query.scope import Scope
 from rag_app.text.sparse import TOKENIZER_VERSION
 from rag_app.core.types import Answer
+from rag_app.core.usage import totals
 
 DEFAULT_RETRIEVER = "default"  # what `rag ask` runs: RAG_RETRIEVER + RAG_RETRIEVAL_LEVERS
 
@@ -51,6 +59,7 @@ class EvalSpec:
     split: str | None = None  # tune | validate | None (all)
     lever_params: dict = field(default_factory=dict)  # LeverParams overrides (`--lever-param k=v`)
     scope: str = "none"  # none | doc: each question searched within its QA line's own `doc`
+    use_llm: bool = False  # answer with RAG_LLM_MODEL (billed) instead of the extractive answer
 
 
 def _fingerprint(spec: EvalSpec, settings, chunker, docs, embed_model: str) -> str:
@@ -70,87 +79,90 @@ def query_config(app, spec: EvalSpec, retriever: str, top_k: int) -> QueryConfig
     if retriever == DEFAULT_RETRIEVER:
         mode, levers = base.retriever, base.levers
     else:
-        mode, named = parse_retriever(retriever)
+        parsed = parse_retriever(retriever)
+        if parsed is None:
+            raise ConfigError(f"unknown retriever {retriever!r}")
+        mode, named = parsed
         levers = "+".join(named) or "none"
     params = replace(base.lever_params, **spec.lever_params)
+    # eval waits for rescore, embeds what ingest did not, and calls the LLM only when asked to
     return base.with_(retriever=mode, levers=levers, top_k=top_k, cite=spec.cite, lever_params=params,
-                      rescore_wait_s=None, rescore_embed_missing=True,
-                      use_llm=False)  # eval waits for rescore, embeds what ingest did not, never calls the LLM
+                      rescore_wait_s=None, rescore_embed_missing=True, use_llm=spec.use_llm)
 
 
-def eval_questions(spec: EvalSpec) -> list[Question]:
-    """The questions of the spec's split (all without one), in hash order when split, cut at --limit."""
-    questions = select_split(load_qa(spec.qa), spec.split)
-    if spec.split:  # hash order: a stopped run or --limit is a fair sample of every task, not the file's first
-        questions.sort(key=lambda q: split_key(q.id))
-    return questions[: spec.limit or None]
+@dataclass
+class ConfigRun:
+    """One chunker/retriever configuration asked every question: what the scores and the row are made of."""
+    rankings: list[list[Ranked]] = field(default_factory=list)
+    context_tokens: list[int] = field(default_factory=list)
+    nano_usd: list[int | None] = field(default_factory=list)
+    cites_gold: list[bool] = field(default_factory=list)
+    levers_acted: Counter = field(default_factory=Counter)
+    scoped: int = 0
+    rerank_status: str = "skipped"
+
+    def costs(self) -> dict:
+        """$ per query and per correct answer (the whole spend over the answers citing their gold);
+        None where a query is unpriced, or no answer cited its gold."""
+        unknown = not self.nano_usd or None in self.nano_usd
+        total = None if unknown else sum(self.nano_usd)  # type: ignore[arg-type]
+        right = sum(self.cites_gold)
+        return {"answers_citing_gold": round(right / len(self.cites_gold), 4) if self.cites_gold else None,
+                "correct_answers": right,
+                "usd_per_query": None if total is None else usd_json(round(total / len(self.nano_usd))),
+                "usd_per_correct_answer": None if total is None or not right else usd_json(round(total / right))}
 
 
-def eval_documents(spec: EvalSpec) -> tuple[list, dict[str, str]]:
-    """The corpus's parsed documents and {source path: path relative to the corpus} (what gold spans name)."""
-    corpus = spec.corpus.resolve()
-    files, problems = expand_paths([corpus])
-    missing = [p for p in problems if p.status == "error"]
-    if missing:
-        raise FileNotFoundError(missing[0].error)
-    docs = [load_document(f) for f in files]
-    return docs, {d.source_path: str(Path(d.source_path).relative_to(corpus)) for d in docs}
-
-
-def _ingest_times(s) -> dict:
-    path = s.data_dir / "eval_ingest_times.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def eval_collection(app, spec: EvalSpec, name: str, docs, need_emb: bool, progress: Progress | None = None,
-                    ingest_times: dict | None = None):
-    """(collection name, its checked CollectionInfo, [(document, its chunks)]) for one chunker: the
-    collection is built the first time and reused while chunker, settings, model and corpus are unchanged."""
-    s = app.settings
-    ingest_times = _ingest_times(s) if ingest_times is None else ingest_times
-    emb = app.embeddings() if need_emb else None
-    chunker = build_chunker(name, s, emb)
-    t0 = time.perf_counter()
-    chunked = [(d, chunker.chunk(d)) for d in docs]
-    chunk_s = time.perf_counter() - t0
-    all_chunks = [c for _, cs in chunked for c in cs]
-    cname = f"eval-{name}-{_fingerprint(spec, s, chunker, docs, emb.model_name if emb else '-')}"
-    info = app.store.info(cname)
-    if info is None:
-        emb = emb or app.embeddings()
-        info = decide_collection(cname, chunker, emb, all_chunks, 1.0 if spec.force_dense else s.embed_max_unk_rate)
-        app.store.create(info)
-        t1 = time.perf_counter()
-        index_documents(app.store, info, chunked, emb, progress)
-        ingest_times[cname] = round(chunk_s + time.perf_counter() - t1, 2)
-        (s.data_dir / "eval_ingest_times.json").write_text(json.dumps(ingest_times, indent=1))
-    return cname, app.checked_collection(cname), chunked
+def ask_all(chain, questions: list[Question], spec: EvalSpec, rel: dict[str, str], label: str,
+            runs_file, progress: Progress | None) -> ConfigRun:
+    """Every question through one configuration's chain, in order; each ranking written as it goes."""
+    run = ConfigRun()
+    chunker, retriever = label.split("/", 1)
+    for i, q in enumerate(questions, 1):
+        answer: Answer = chain.invoke({"question": q.question, "scope": question_scope(q, spec.scope)},
+                                      config={"metadata": {"query_id": f"eval-{q.id}"}})
+        ranked = ranked_of(answer, rel)
+        run.rankings.append(ranked)
+        run.levers_acted.update(answer.levers)
+        run.scoped += answer.scope is not None
+        by_stage = {u.stage: u for u in answer.usage}
+        run.rerank_status = by_stage["rerank"].status
+        run.context_tokens.append(by_stage["generate"].context_tokens or 0)
+        run.nano_usd.append(_query_cost(answer))
+        run.cites_gold.append(cites_gold(answer, q, rel))
+        if runs_file:
+            runs_file.write(json.dumps({"qid": q.id, "chunker": chunker, "retriever": retriever,
+                                        "levers": list(answer.levers), "cites_gold": run.cites_gold[-1], "ranking": [
+                {"doc": r.doc, "char_start": r.char_start, "char_end": r.char_end, "tokens": r.tokens,
+                 "score": r.score, "text": r.text} for r in ranked]}, ensure_ascii=False) + "\n")
+            runs_file.flush()
+        if progress:
+            progress(f"eval {label}", i, len(questions))
+    return run
 
 
 def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
+    """Each chunker indexed once (its own collection), each retriever asked every question, scored."""
     s = app.settings
+    if spec.use_llm and not app.uses_llm:
+        raise ConfigError("--llm: no LLM is configured; set OPENAI_BASE_URL and RAG_LLM_MODEL "
+                          "(docs/operations.md), or leave --llm out for extractive answers")
     questions = eval_questions(spec)
-    corpus = spec.corpus.resolve()
-    docs, rel = eval_documents(spec)
+    corpus, docs, rel = load_corpus(spec.corpus)
     reranker, skip_reason = app.reranker()
-    results, per_task = [], []
+    results: list[dict] = []
+    per_task: list[dict] = []
     # written as it goes (one line per question), so a long run that is stopped still leaves rankings
     runs_file = Path(spec.runs_path).open("w", encoding="utf-8") if spec.runs_path else None
     per_q: list[tuple[str, dict[str, list[float]]]] = []  # (config label, per-question values)
-    ingest_times = _ingest_times(s)
     top_k = max(s.top_k, max(spec.ks))
     for name in spec.chunkers:
         configs = {r: query_config(app, spec, r, top_k) for r in spec.retrievers}
-        need_emb = (name in NEEDS_EMBEDDINGS or spec.force_dense
-                    or any(c.retriever in ("dense", "hybrid") for c in configs.values()))
-        cname, info, chunked = eval_collection(app, spec, name, docs, need_emb, progress, ingest_times)
-        all_chunks = [c for _, cs in chunked for c in cs]
-        quality = _chunk_quality(chunked, all_chunks, s)
+        info, chunk_row = index_for_chunker(app, spec, name, configs, docs, progress)
         for retriever, config in configs.items():
             use_dense, use_sparse = legs_for(config.retriever, info)
             resolved = levers_for(config.levers, info)
-            row = {"chunker": name, "retriever": retriever, "collection": cname, **quality,
-                   "ingest_s": ingest_times.get(cname), "legs": "+".join(
+            row = {"chunker": name, "retriever": retriever, **chunk_row, "legs": "+".join(
                        l for l, on in (("dense", use_dense), ("bm25", use_sparse)) if on),
                    "levers": "+".join(resolved) or "none"}
             if "ranker" in resolved:  # which trained model ranked (its artefact's file name holds the version)
@@ -159,45 +171,11 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                 results.append({**row, "skipped": info.dense_disabled_reason})
                 continue
             chain = build_rag(app.pipeline(config, info, rescore_required="rescore" in resolved))
-            rankings, ctx_tokens, usd, acted, scoped = [], [], [], Counter(), 0
-            rerank_status = "skipped"
-            for i, q in enumerate(questions, 1):
-                answer: Answer = chain.invoke({"question": q.question, "scope": question_scope(q, spec.scope)},
-                                              config={"metadata": {"query_id": f"eval-{q.id}"}})
-                ranked = ranked_of(answer, rel)
-                rankings.append(ranked)
-                acted.update(answer.levers)
-                scoped += answer.scope is not None
-                by_stage = {u.stage: u for u in answer.usage}
-                rerank_status = by_stage["rerank"].status
-                ctx_tokens.append(by_stage["generate"].context_tokens or 0)
-                usd.append(_query_cost(answer))
-                if runs_file:
-                    runs_file.write(json.dumps({"qid": q.id, "chunker": name, "retriever": retriever,
-                                                "levers": list(answer.levers), "ranking": [
-                        {"doc": r.doc, "char_start": r.char_start, "char_end": r.char_end, "tokens": r.tokens,
-                         "score": r.score, "text": r.text} for r in ranked]}, ensure_ascii=False) + "\n")
-                    runs_file.flush()
-                if progress:
-                    progress(f"eval {name}/{retriever}", i, len(questions))
-            metrics, multi = score(questions, rankings, spec.ks)
-            row.update(metrics)
-            row.update({"rerank": rerank_status, "multi_gold_chunks": multi,
-                        "levers_acted": dict(sorted(acted.items())), "scope": spec.scope, "scoped_questions": scoped,
-                        "mean_context_tokens": round(sum(ctx_tokens) / len(ctx_tokens), 1) if ctx_tokens else 0.0,
-                        "usd_per_query": (None if not usd or None in usd
-                                          else usd_json(round(sum(usd) / len(usd))))})
-            overall, tasks, values = budget_report(questions, rankings, spec.ks, spec.budgets)
-            row["budgets"] = overall
-            results.append(row)
+            run = ask_all(chain, questions, spec, rel, f"{name}/{retriever}", runs_file, progress)
+            overall, tasks, values = budget_report(questions, run.rankings, spec.ks, spec.budgets)
+            results.append({**row, **run_row(run, questions, spec), "budgets": overall})
             per_q.append((f"{name}/{retriever}", values))
-            by_task = defaultdict(list)
-            for q, r in zip(questions, rankings):
-                by_task[q.task].append((q, r))
-            for task, items in sorted(by_task.items()):
-                m, _ = score([q for q, _ in items], [r for _, r in items], spec.ks)
-                per_task.append({"chunker": name, "retriever": retriever, "task": task, "n": len(items), **m,
-                                 "budgets": tasks[task]})
+            per_task += task_rows(run, questions, spec, tasks, {"chunker": name, "retriever": retriever})
     if runs_file:
         runs_file.close()
     comparisons = [{"base": per_q[0][0], "new": label, "diff": paired(questions, per_q[0][1], vals),
@@ -211,8 +189,74 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
             "price_version": app.prices.version,
             "cost_rule": ("$/query: every stage at what it would bill on RAG_LLM_MODEL and the hosted-equivalent "
                           "embed/rerank rates, the reply at its expected length (as `rag ask` prices an extractive "
-                          "answer's shadow)"),
+                          "answer's shadow; with --llm, the reply as billed); $/correct answer: the whole cost over "
+                          "the answers that cite a passage covering their gold"),
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
+
+
+def eval_questions(spec: EvalSpec) -> list[Question]:
+    questions = select_split(load_qa(spec.qa), spec.split)
+    if spec.split:  # hash order: a stopped run or --limit is a fair sample of every task, not the file's first
+        questions.sort(key=lambda q: split_key(q.id))
+    return questions[: spec.limit or None]
+
+
+def load_corpus(folder: Path) -> tuple[Path, list, dict[str, str]]:
+    """(the corpus folder, its parsed documents, each document's path relative to the folder)."""
+    corpus = folder.resolve()
+    files, problems = expand_paths([corpus])
+    missing = [p for p in problems if p.status == "error"]
+    if missing:
+        raise FileNotFoundError(missing[0].error)
+    docs = [load_document(f) for f in files]
+    return corpus, docs, {d.source_path: str(Path(d.source_path).relative_to(corpus)) for d in docs}
+
+
+def eval_documents(spec: EvalSpec) -> tuple[list, dict[str, str]]:
+    """The corpus's parsed documents and {source path: path relative to the corpus} (what gold spans name)."""
+    _, docs, rel = load_corpus(spec.corpus)
+    return docs, rel
+
+
+def _ingest_times(s) -> dict:
+    path = s.data_dir / "eval_ingest_times.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def eval_collection(app, spec: EvalSpec, name: str, docs: list, need_emb: bool, progress: Progress | None = None,
+                    ingest_times: dict | None = None) -> tuple[str, Any, list]:
+    """(collection name, its checked CollectionInfo, [(document, its chunks)]) for one chunker: the
+    collection is built the first time and reused while chunker, settings, model and corpus are unchanged."""
+    s = app.settings
+    ingest_times = _ingest_times(s) if ingest_times is None else ingest_times
+    emb = app.embeddings() if need_emb else None
+    chunker = build_chunker(name, s, emb)
+    t0 = time.perf_counter()
+    chunked = [(d, chunker.chunk(d)) for d in docs]
+    chunk_s = time.perf_counter() - t0
+    all_chunks = [c for _, cs in chunked for c in cs]
+    cname = f"eval-{name}-{_fingerprint(spec, s, chunker, docs, emb.model_name if emb else '-')}"
+    if app.store.info(cname) is None:
+        emb = emb or app.embeddings()
+        info = decide_collection(cname, chunker, emb, all_chunks, 1.0 if spec.force_dense else s.embed_max_unk_rate)
+        app.store.create(info)
+        t1 = time.perf_counter()
+        index_documents(app.store, info, chunked, emb, progress)
+        ingest_times[cname] = round(chunk_s + time.perf_counter() - t1, 2)
+        (s.data_dir / "eval_ingest_times.json").write_text(json.dumps(ingest_times, indent=1))
+    return cname, app.checked_collection(cname), chunked
+
+
+def index_for_chunker(app, spec: EvalSpec, name: str, configs: dict[str, QueryConfig], docs: list,
+                      progress: Progress | None) -> tuple[Any, dict]:
+    """The chunker's own collection and what the row says of its chunks: sizes, integrity, ingest time."""
+    need_emb = (name in NEEDS_EMBEDDINGS or spec.force_dense
+                or any(c.retriever in ("dense", "hybrid") for c in configs.values()))
+    ingest_times = _ingest_times(app.settings)
+    cname, info, chunked = eval_collection(app, spec, name, docs, need_emb, progress, ingest_times)
+    all_chunks = [c for _, cs in chunked for c in cs]
+    return info, {"collection": cname, **_chunk_quality(chunked, all_chunks, app.settings),
+                  "ingest_s": ingest_times.get(cname)}
 
 
 def ranked_of(answer: Answer, rel: dict[str, str]) -> list[Ranked]:
@@ -220,6 +264,30 @@ def ranked_of(answer: Answer, rel: dict[str, str]) -> list[Ranked]:
     return [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,
                    h.rerank_score if h.rerank_score is not None else h.score, h.chunk.text)
             for h in answer.ranked]
+
+
+def run_row(run: ConfigRun, questions: list[Question], spec: EvalSpec) -> dict:
+    """One configuration's figures: ranx metrics, what acted, context tokens, answers and their cost."""
+    metrics, multi = score(questions, run.rankings, spec.ks)
+    ctx = run.context_tokens
+    return {**metrics, "rerank": run.rerank_status, "multi_gold_chunks": multi,
+            "levers_acted": dict(sorted(run.levers_acted.items())), "scope": spec.scope,
+            "scoped_questions": run.scoped, "answers": "llm" if spec.use_llm else "extractive",
+            "mean_context_tokens": round(sum(ctx) / len(ctx), 1) if ctx else 0.0, **run.costs()}
+
+
+def task_rows(run: ConfigRun, questions: list[Question], spec: EvalSpec, budgets_by_task: dict,
+              label: dict) -> list[dict]:
+    by_task: dict[str, list[tuple[Question, list[Ranked], bool]]] = defaultdict(list)
+    for q, r, cited in zip(questions, run.rankings, run.cites_gold):
+        by_task[q.task].append((q, r, cited))
+    rows = []
+    for task, items in sorted(by_task.items()):
+        m, _ = score([q for q, _, _ in items], [r for _, r, _ in items], spec.ks)
+        rows.append({**label, "task": task, "n": len(items), **m,
+                     "answers_citing_gold": round(sum(c for _, _, c in items) / len(items), 4),
+                     "budgets": budgets_by_task[task]})
+    return rows
 
 
 SCOPES = ("none", "doc")
@@ -236,15 +304,23 @@ def question_scope(q: Question, how: str) -> Scope | None:
     return Scope(docs=(q.doc,))
 
 
+def cites_gold(answer: Answer, q: Question, rel: dict[str, str]) -> bool:
+    """The answer cites a passage covering one of the question's gold spans. An extractive answer
+    cites the excerpt it shows of each passage; a generated one the passages its [n] marks point at
+    (a mark past the passages sent, or no mark, cites nothing)."""
+    spans: list[tuple[str, Any, Any]]
+    if answer.mode == "extractive":
+        spans = [(c.doc, c.char_start, c.char_end) for c in answer.citations]
+    else:
+        spans = [(sc.chunk.source_path, sc.chunk.char_start, sc.chunk.char_end)
+                 for sc in marked_contexts(answer.text, answer.contexts)]
+    return any(covers(rel.get(doc, doc), start, end, g) for doc, start, end in spans for g in q.gold)
+
+
 def _query_cost(answer: Answer) -> int | None:
     """Nano-dollars the query would cost with its LLM call made: billed plus shadow, None when unpriced."""
-    total = 0
-    for u in answer.usage:
-        p = u.price
-        if p is None or p.cost_nano is None or (u.billing == "shadow" and p.shadow_nano is None):
-            return None
-        total += p.cost_nano + (p.shadow_nano or 0)
-    return total
+    t = totals(answer.usage)
+    return None if t.known_cost_nano is None or t.known_shadow_nano is None else t.cost_nano + t.shadow_nano
 
 
 def score(questions: list[Question], rankings: list[list[Ranked]], ks: list[int]) -> tuple[dict, int]:

@@ -49,7 +49,7 @@ def ranking_to_run(q: Question, ranking: list[Ranked]) -> tuple[dict[str, float]
     for rank, r in enumerate(ranking):
         new = [i for i, g in enumerate(q.gold) if i not in found and covers(r.doc, r.char_start, r.char_end, g)]
         multi += len(new) > 1
-        for i in new or [None]:
+        for i in new or [None]:  # type: ignore[list-item]  # None: a miss at this rank
             run[gold_id(q, i) if i is not None else f"{q.id}#miss{rank}"] = float(n - pos)
             pos += 1
         found.update(new)

@@ -1,8 +1,10 @@
-"""Tables for `rag eval` budgets and `rag eval-compare` (rich), kept out of cli.py."""
+"""Tables for `rag eval` and `rag eval-compare` (rich), kept out of the CLI: 80 columns each."""
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+
+from rag_app.present.cost_render import usd
 
 
 def ci(m: dict | None) -> str:
@@ -63,3 +65,59 @@ def print_budgets(result: dict, console: Console) -> None:
     console.print(budget_table(result))
     for c in result.get("paired_vs_first", []):
         console.print(diff_table(f"{c['new']} vs {c['base']}", c["diff"], c["diff_by_task"]))
+
+
+def eval_tables(result: dict, ks: list[int]) -> list[Table]:
+    """`rag eval`'s tables: retrieval quality and cost, answers and what a right one costs, chunks, and
+    recall by task; configurations numbered in the order of `result["results"]`."""
+    number = {id(r): str(i) for i, r in enumerate(result["results"], 1)}
+    done = [(number[id(r)], r) for r in result["results"] if not r.get("skipped")]
+    return [_quality_table(done, ks), _answers_table(done), _chunks_table(done), _task_table(result["by_task"])]
+
+
+def _numbered(title: str, columns: tuple[str, ...]) -> Table:
+    t = Table(title=title, pad_edge=False, collapse_padding=True)
+    for c in columns:
+        t.add_column(c, justify="right", no_wrap=True)
+    return t
+
+
+def _quality_table(done: list[tuple[str, dict]], ks: list[int]) -> Table:
+    t = _numbered("quality and cost", ("#", *[f"r@{k}" for k in ks], "mrr@10", "ndcg@10", "ctx tok", "$/1k q"))
+    for n, r in done:
+        t.add_row(n, *[f"{r[f'recall@{k}']:.3f}" for k in ks], f"{r['mrr@10']:.3f}", f"{r['ndcg@10']:.3f}",
+                  f"{r['mean_context_tokens']:,.0f}",
+                  "unpriced" if r["usd_per_query"] is None else usd(1000 * r["usd_per_query"]))
+    return t
+
+
+def _answers_table(done: list[tuple[str, dict]]) -> Table:
+    t = _numbered("answers: cite their gold, and what a right one costs",
+                  ("#", "answers", "cite gold", "right", "$ per right answer"))
+    for n, r in done:
+        share, per_right = r.get("answers_citing_gold"), r.get("usd_per_correct_answer")
+        shown = "unpriced" if r["usd_per_query"] is None else "-" if per_right is None else usd(per_right)
+        t.add_row(n, r.get("answers", "extractive"), "-" if share is None else f"{share:.1%}",
+                  f"{r.get('correct_answers', 0):,}", shown)
+    return t
+
+
+def _chunks_table(done: list[tuple[str, dict]]) -> Table:
+    t = _numbered("chunks", ("#", "chunks", "mean tok", "in target %", "sent. int. %", "art. int. %", "ingest s"))
+    for n, r in done:
+        t.add_row(n, f"{r['chunks']:,}", f"{r['mean_tokens']:.0f}", f"{r['pct_in_target']:.1f}",
+                  f"{r['sentence_integrity_pct']:.1f}",
+                  "-" if r["article_integrity_pct"] is None else f"{r['article_integrity_pct']:.1f}",
+                  "-" if r["ingest_s"] is None else f"{r['ingest_s']:.1f}")
+    return t
+
+
+def _task_table(by_task: list[dict]) -> Table:
+    t = Table(title="by task")
+    for c in ("chunker", "retriever", "task", "n", "recall@5", "mrr@10", "cite gold"):
+        t.add_column(c)
+    for r in by_task:
+        cited = r.get("answers_citing_gold")
+        t.add_row(r["chunker"], r["retriever"], r["task"], str(r["n"]), f"{r.get('recall@5', 0):.3f}",
+                  f"{r['mrr@10']:.3f}", "-" if cited is None else f"{cited:.0%}")
+    return t

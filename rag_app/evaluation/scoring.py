@@ -36,7 +36,7 @@ def per_question(questions: Sequence[Question], rankings: Sequence[Sequence[Rank
 
 def summarize(values: dict[str, list[float]]) -> dict:
     """recall metrics as {mean, ci95_low, ci95_high, n}; token metrics as plain means."""
-    out = {}
+    out: dict[str, object] = {}
     for name, xs in values.items():
         if name.startswith("recall"):
             out[name] = mean_ci(xs)

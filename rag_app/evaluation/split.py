@@ -15,13 +15,21 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 SPLITS = ("tune", "validate")
 SPLIT_RULE = "per task: sort by sha256('rag-eval-split/1|'+id); first floor(n/2) validate, rest tune"
 _SALT = "rag-eval-split/1|"
 
-Q = TypeVar("Q")
+class _Labelled(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def task(self) -> str: ...
+
+
+Q = TypeVar("Q", bound=_Labelled)
 
 
 def split_key(qid: str) -> str:

@@ -19,7 +19,7 @@ dollars as $0.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path
 
@@ -139,34 +139,25 @@ def _rate(k: int, n: int) -> float | None:
 def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     """Both arms of a live experiment from the ledger, their differences and the verdict.
     `today` (UTC) decides whether a hybrid analysis has reached its planned_end."""
-    from rag_app.experiments.verdict import Plan, quality_gate, srm_level, verdict
+    from rag_app.experiments.verdict import QUALITY, Plan, quality_gate, srm_level, verdict
 
     guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
-    plan = Plan.of(exp.analysis, exp.guardrails)
+    quality, moments = arms_quality(ledger, exp)
+    plan = Plan.of(exp.analysis, exp.guardrails,
+                   quality_data={m for m in QUALITY if all(m in moments[arm] for arm in moments)})
     control = _arm(ledger, exp, exp.control, shadow_runs=False)
     treatment = _arm(ledger, exp, exp.treatment, shadow_runs=exp.mode == "shadow")
     use_shadow = control["_cost"].mean * control["_cost"].n + treatment["_cost"].mean * treatment["_cost"].n == 0
-    key = "_shadow" if use_shadow else "_cost"
-    cost_ci = welch_interval(control[key], treatment[key])
-    lat_ci = welch_interval(control["_lat"], treatment["_lat"])
-    err_ci = welch_interval(control["_errors"], treatment["_errors"])
-    srm = None
-    if exp.mode == "split":
-        srm_p = srm_pvalue(control["sticky_queries"], treatment["sticky_queries"], exp.rollout_pct / 100)
-        srm = {"pvalue": srm_p, "flagged": srm_p is not None and srm_p < guard["srm_p"],
-               "level": srm_level(srm_p, plan)}
+    srm_p = (srm_pvalue(control["sticky_queries"], treatment["sticky_queries"], exp.rollout_pct / 100)
+             if exp.mode == "split" else None)
+    srm = None if exp.mode != "split" else {"pvalue": srm_p, "flagged": srm_p is not None and srm_p < guard["srm_p"],
+                                            "level": srm_level(srm_p, plan)}
     unpriced = "unpriced_shadow_queries" if use_shadow else "unpriced_queries"
-    cost_name = "shadow_cost_per_query" if use_shadow else "cost_per_query"
-    data = {m: (control["_moments"][cost_name if m == "cost_per_query" else m],
-                treatment["_moments"][cost_name if m == "cost_per_query" else m]) for m in plan.order}
+    data = verdict_data(plan, control, treatment, moments, use_shadow)
     ended = bool(plan.ended(control["queries"] + treatment["queries"], today or datetime.now(timezone.utc).date()))
-    judged = verdict(plan, data, srm_p=srm and srm["pvalue"], ended=ended,
+    judged = verdict(plan, data, srm_p=srm_p, ended=ended,
                      unpriced_reason=unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0)))
-    side = "shadow" if exp.mode == "shadow" else "live"
-    quality = {"control": ledger.arm_quality(exp.name, exp.control, "live"),
-               "treatment": ledger.arm_quality(exp.name, exp.treatment, side)}
     judged = quality_gate(judged, quality["control"], quality["treatment"], guard["max_quality_drop"])
-    alphas = plan.alphas()
     strip = lambda arm: {k: v for k, v in arm.items() if not k.startswith("_")}  # noqa: E731
     repriced = control["repriced_rows"] + treatment["repriced_rows"]
     return {"experiment": exp.name, "mode": exp.mode, "rollout_pct": exp.rollout_pct,
@@ -175,19 +166,53 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
             "prices": "repriced" if repriced else "recorded", "repriced_rows": repriced,
             "arms": {"control": {**strip(control), "quality": quality["control"]},
                      "treatment": {**strip(treatment), "quality": quality["treatment"]}},
-            # fixed-horizon Welch 95%: right when read once at a planned size; `metrics` holds what decides
-            "differences": {"cost_per_query": cost_ci.as_dict() if cost_ci else None,
-                            "latency_ms": lat_ci.as_dict() if lat_ci else None,
-                            "error_rate": err_ci.as_dict() if err_ci else None},
-            "analysis": {"method": plan.method, "phase": judged["phase"], "alpha": plan.alpha,
-                         "expected_queries": plan.n_tune, "planned_queries": plan.planned_queries,
-                         "planned_end": plan.planned_end.isoformat() if plan.planned_end else None,
-                         "primary_metric": plan.primary, "guardrail_metrics": list(plan.guardrails),
-                         "alpha_split": {"rule": "preferential Bonferroni", "primary": alphas[plan.primary],
-                                         "per_guardrail": alphas[plan.guardrails[0]] if plan.guardrails else None}},
+            "differences": one_look_differences(control, treatment, "_shadow" if use_shadow else "_cost"),
+            "analysis": analysis_of(plan, judged["phase"]),
             "metrics": judged["metrics"],
             "srm": srm, "guardrails": guard, "verdict": judged["verdict"], "decided_by": judged["decided_by"],
             "reason": judged["reason"]}
+
+
+def arms_quality(ledger, exp: Experiment) -> tuple[dict, dict]:
+    """Each arm's answer quality as shown, and the (n, sum, sum of squares) of each quality metric."""
+    side = "shadow" if exp.mode == "shadow" else "live"
+    quality = {"control": ledger.arm_quality(exp.name, exp.control, "live"),
+               "treatment": ledger.arm_quality(exp.name, exp.treatment, side)}
+    return quality, {arm: quality[arm].pop("_moments") for arm in quality}
+
+
+def verdict_data(plan, control: dict, treatment: dict, quality_moments: dict, use_shadow: bool) -> dict:
+    """(control, treatment) moments of every metric the plan reads; cost is the shadow cost when
+    nothing was billed (an extractive service's prompt, priced at the model's rate)."""
+    from rag_app.experiments.verdict import QUALITY
+
+    cost_name = "shadow_cost_per_query" if use_shadow else "cost_per_query"
+    sides = []
+    for arm, a in (("control", control), ("treatment", treatment)):
+        m = {**a["_moments"], **{q: Moments(*quality_moments[arm].get(q, (0, 0.0, 0.0))) for q in QUALITY}}
+        sides.append(m)
+    return {k: tuple(side[cost_name if k == "cost_per_query" else k] for side in sides) for k in plan.order}
+
+
+def one_look_differences(control: dict, treatment: dict, cost_key: str) -> dict:
+    """Fixed-horizon Welch 95% intervals: right when read once at a planned size (`metrics` holds what
+    decides)."""
+    out = {}
+    for name, key in (("cost_per_query", cost_key), ("latency_ms", "_lat"), ("error_rate", "_errors")):
+        ci = welch_interval(control[key], treatment[key])
+        out[name] = ci.as_dict() if ci else None
+    return out
+
+
+def analysis_of(plan, phase: str) -> dict:
+    """How the experiment is read: method, alpha and its split, primary and guardrails."""
+    alphas = plan.alphas()
+    return {"method": plan.method, "phase": phase, "alpha": plan.alpha,
+            "expected_queries": plan.n_tune, "planned_queries": plan.planned_queries,
+            "planned_end": plan.planned_end.isoformat() if plan.planned_end else None,
+            "primary_metric": plan.primary, "guardrail_metrics": list(plan.guardrails),
+            "alpha_split": {"rule": "preferential Bonferroni", "primary": alphas[plan.primary],
+                            "per_guardrail": alphas[plan.guardrails[0]] if plan.guardrails else None}}
 
 
 def unpriced_reason(control_unpriced: int, treatment_unpriced: int) -> str | None:
@@ -212,60 +237,103 @@ def paired_bootstrap(diffs: list[float], iterations: int = 2000, seed: int = 0) 
     return Interval(float(x.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
 
 
-def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=None) -> dict:
-    """Run the same labelled questions through both arms; compare quality and cost on identical inputs."""
-    from rag_app.evaluation.hits import covers
+@dataclass
+class ReplayArm:
+    """One arm's answers to the replayed questions, question by question (same order in both arms)."""
+    recall: list[float] = field(default_factory=list)
+    rr: list[float] = field(default_factory=list)  # reciprocal rank of the first gold passage sent
+    cost: list[tuple[float | None, float | None]] = field(default_factory=list)  # (billed, shadow) dollars
+    grounded: list[float | None] = field(default_factory=list)
+    invalid: list[float | None] = field(default_factory=list)  # 1.0: the answer has an invalid citation
 
+    def add(self, answer, q, corpus: Path, k: int) -> None:
+        from rag_app.evaluation.hits import covers
+
+        def gold_in(c) -> list[bool]:
+            return [covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g) for g in q.gold]
+
+        hit_at = [any(gold_in(c)) for c in answer.contexts]
+        found = sum(any(col) for col in zip(*[gold_in(c) for c in answer.contexts[:k]])) if answer.contexts[:k] else 0
+        self.recall.append(found / len(q.gold))
+        self.rr.append(next((1 / r for r, hit in enumerate(hit_at, 1) if hit), 0.0))  # MRR over the passages sent
+        self.cost.append(answer_cost(answer))  # from the answer itself: the ledger need not be reachable
+        q_of = answer.quality
+        self.grounded.append(None if q_of is None else q_of.groundedness)
+        self.invalid.append(None if q_of is None else float(bool(q_of.invalid_citations)))
+
+    def summary(self, k: int, idx: int, unpriced: int) -> dict:
+        known = lambda xs: [x for x in xs if x is not None]  # noqa: E731
+        mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+        return {f"recall@{k}": mean(self.recall), "mrr": mean(self.rr), "groundedness": mean(known(self.grounded)),
+                "invalid_citation_rate": mean(known(self.invalid)),
+                "cost_per_query": None if unpriced else mean(known([x[idx] for x in self.cost])),
+                "unpriced_queries": unpriced}
+
+
+def replay(pool, exp: Experiment, questions, corpus: Path, k: int = 5, progress=None) -> dict:
+    """Run the same labelled questions through both arms; compare retrieval (recall@k, MRR), answer
+    groundedness and cost on identical inputs. A groundedness drop beyond `max_quality_drop` rolls
+    back (the interval wholly beyond it) or holds (the mean beyond it), before recall and cost speak."""
     guard = {**DEFAULT_GUARDRAILS, "max_recall_drop": 0.01, **(exp.guardrails or {})}
     corpus = corpus.resolve()
-    per_arm: dict[str, dict[str, list[float]]] = {}
-    for arm, variant in (("control", exp.control), ("treatment", exp.treatment)):
+    arms = {"control": exp.control, "treatment": exp.treatment}
+    per_arm = {arm: ReplayArm() for arm in arms}
+    for arm, variant in arms.items():
         app = pool.app_for(variant)
-        recalls, rrs, costs = [], [], []
         for i, q in enumerate(questions, 1):
-            answer = app.ask(q.question, variant=variant, experiment=exp.name, extra={"arm": arm, "sticky": 0,
-                                                                                          "origin": "replay"})
-            hit_at = [any(covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g) for g in q.gold)
-                      for c in answer.contexts]
-            found = sum(any(covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g)
-                            for c in answer.contexts[:k]) for g in q.gold)
-            recalls.append(found / len(q.gold))
-            rrs.append(next((1 / r for r, hit in enumerate(hit_at, 1) if hit), 0.0))  # MRR over the passages sent
-            costs.append(answer_cost(answer))  # from the answer itself: the ledger need not be reachable
+            answer = app.ask(q.question, variant=variant, experiment=exp.name,
+                             extra={"arm": arm, "sticky": 0, "origin": "replay"})
+            per_arm[arm].add(answer, q, corpus, k)
             if progress:
                 progress(f"replay {arm}", i, len(questions))
-        per_arm[arm] = {"recall": recalls, "rr": rrs, "cost": costs}
     c, t = per_arm["control"], per_arm["treatment"]
-    use_shadow = sum(x[0] or 0 for x in c["cost"] + t["cost"]) == 0
-    idx = 1 if use_shadow else 0
-    unpriced = {arm: sum(x[idx] is None for x in per_arm[arm]["cost"]) for arm in per_arm}
+    use_shadow, idx, unpriced = _replay_cost_basis(per_arm)
     why_unpriced = unpriced_reason(unpriced["control"], unpriced["treatment"])
-    recall_ci = paired_bootstrap([b - a for a, b in zip(c["recall"], t["recall"])])
-    mrr_ci = paired_bootstrap([b - a for a, b in zip(c["rr"], t["rr"])])
-    cost_ci = None if why_unpriced else paired_bootstrap([b[idx] - a[idx] for a, b in zip(c["cost"], t["cost"])])
-    base = 0.0 if why_unpriced else sum(a[idx] for a in c["cost"]) / len(c["cost"])
-    if recall_ci and recall_ci.low < -guard["max_recall_drop"]:
-        verdict, reason = ("roll back" if recall_ci.high < 0 else "hold",
-                           f"recall@{k} may drop by more than {guard['max_recall_drop']:.0%} (95% CI low {recall_ci.low:.3f})")
-    elif why_unpriced:
-        verdict, reason = "hold", why_unpriced
-    elif cost_ci and base > 0 and cost_ci.high <= -guard["min_cost_drop_pct"] / 100 * base:
-        verdict, reason = "promote", f"cost falls by >= {guard['min_cost_drop_pct']}% and recall@{k} holds, at 95% confidence"
-    elif cost_ci and cost_ci.low > 0:
-        verdict, reason = "roll back", "treatment costs more per query at 95% confidence"
-    else:
-        verdict, reason = "hold", "no difference established at 95% confidence"
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    cis = {f"recall@{k}": _paired(c.recall, t.recall), "mrr": _paired(c.rr, t.rr),
+           "groundedness": _paired(c.grounded, t.grounded),
+           "cost_per_query": None if why_unpriced else _paired([x[idx] for x in c.cost], [x[idx] for x in t.cost])}
+    base = 0.0 if why_unpriced else sum(x[idx] or 0.0 for x in c.cost) / len(c.cost)
+    verdict, reason = replay_verdict(guard, k, grounded_ci=cis["groundedness"], recall_ci=cis[f"recall@{k}"],
+                                     cost_ci=cis["cost_per_query"], base=base, why_unpriced=why_unpriced)
     return {"experiment": exp.name, "questions": len(questions), "k": k,
             "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
-            "arms": {arm: {"variant": v, f"recall@{k}": mean(per_arm[arm]["recall"]), "mrr": mean(per_arm[arm]["rr"]),
-                           "cost_per_query": None if unpriced[arm] else mean([x[idx] for x in per_arm[arm]["cost"]]),
-                           "unpriced_queries": unpriced[arm]}
-                     for arm, v in (("control", exp.control), ("treatment", exp.treatment))},
-            "differences": {f"recall@{k}": recall_ci.as_dict() if recall_ci else None,
-                            "mrr": mrr_ci.as_dict() if mrr_ci else None,
-                            "cost_per_query": cost_ci.as_dict() if cost_ci else None},
+            "arms": {arm: {"variant": v, **per_arm[arm].summary(k, idx, unpriced[arm])} for arm, v in arms.items()},
+            "differences": {name: ci.as_dict() if ci else None for name, ci in cis.items()},
             "guardrails": guard, "verdict": verdict, "reason": reason}
+
+
+def _replay_cost_basis(per_arm: dict[str, ReplayArm]) -> tuple[bool, int, dict[str, int]]:
+    """(compare the shadow cost: nothing was billed; which of (billed, shadow) that is; unpriced answers
+    per arm)."""
+    use_shadow = sum(x[0] or 0 for a in per_arm.values() for x in a.cost) == 0
+    idx = 1 if use_shadow else 0
+    return use_shadow, idx, {arm: sum(x[idx] is None for x in a.cost) for arm, a in per_arm.items()}
+
+
+def _paired(control: list, treatment: list) -> Interval | None:
+    """Paired bootstrap of treatment - control, question by question, where both are known."""
+    return paired_bootstrap([t - c for c, t in zip(control, treatment) if c is not None and t is not None])
+
+
+def replay_verdict(guard: dict, k: int, *, grounded_ci: Interval | None, recall_ci: Interval | None,
+                   cost_ci: Interval | None, base: float, why_unpriced: str | None) -> tuple[str, str]:
+    """A replay's verdict, first rule that applies: answers less grounded beyond the margin, recall
+    falling, cost unknown, cost falling enough (promote), cost rising (roll back), else hold."""
+    drop = guard["max_quality_drop"]
+    if grounded_ci and grounded_ci.diff < -drop:
+        return ("roll back" if grounded_ci.high < -drop else "hold",
+                f"groundedness falls by {-grounded_ci.diff:.1%}, more than its margin {drop:.0%} "
+                f"(95% CI [{grounded_ci.low:+.3f}, {grounded_ci.high:+.3f}])")
+    if recall_ci and recall_ci.low < -guard["max_recall_drop"]:
+        return ("roll back" if recall_ci.high < 0 else "hold",
+                f"recall@{k} may drop by more than {guard['max_recall_drop']:.0%} (95% CI low {recall_ci.low:.3f})")
+    if why_unpriced:
+        return "hold", why_unpriced
+    if cost_ci and base > 0 and cost_ci.high <= -guard["min_cost_drop_pct"] / 100 * base:
+        return "promote", f"cost falls by >= {guard['min_cost_drop_pct']}% and recall@{k} holds, at 95% confidence"
+    if cost_ci and cost_ci.low > 0:
+        return "roll back", "treatment costs more per query at 95% confidence"
+    return "hold", "no difference established at 95% confidence"
 
 
 def _rel(source_path: str, corpus: Path) -> str:
@@ -278,8 +346,8 @@ def _rel(source_path: str, corpus: Path) -> str:
 def answer_cost(answer) -> tuple[float | None, float | None]:
     """(billed, shadow) dollars of one answer from its own priced usages, as the ledger totals them: a
     row whose cost is unknown makes the query's cost unknown, an unpriced row its shadow."""
-    prices = [u.price for u in answer.usage]
-    cost = None if any(p is None or p.cost_nano is None for p in prices) else sum(p.cost_nano for p in prices) / 1e9
-    shadow = (None if any(p is None or p.unpriced for p in prices)
-              else sum(p.shadow_nano or 0 for p in prices) / 1e9)
-    return cost, shadow
+    from rag_app.core.usage import totals
+
+    t = totals(answer.usage)
+    return (None if t.known_cost_nano is None else t.known_cost_nano / 1e9,
+            None if t.known_shadow_nano is None else t.known_shadow_nano / 1e9)

@@ -17,8 +17,10 @@ from rag_app.core.errors import ConfigError
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "answer"
 RETRIEVERS = ("hybrid", "dense", "bm25")
-# what `rag experiment compare` can judge an experiment by (rag_app/experiments/verdict.py METRICS): all lower is better
-METRICS = ("cost_per_query", "latency_ms", "error_rate", "timeout_rate", "retry_rate")
+# what `rag experiment compare` can judge an experiment by (rag_app/experiments/verdict.py METRICS, with
+# each one's direction): cost, latency, failure rates, then answer quality
+METRICS = ("cost_per_query", "latency_ms", "error_rate", "timeout_rate", "retry_rate",
+           "groundedness", "invalid_citation_rate", "feedback_score", "judge_score")
 
 
 def known_chunkers() -> tuple[str, ...]:
@@ -208,7 +210,8 @@ def _one_line(path: str, e: ValidationError) -> str:
 def _allowed_keys(loc: list[str]) -> str:
     if len(loc) == 1:
         return "variants, experiments"
-    model = Variant if loc[0] == "variants" else ExperimentSpec
+    model: type[BaseModel] = Variant if loc[0] == "variants" else ExperimentSpec
     if model is ExperimentSpec and len(loc) > 3:  # a key inside experiments.NAME.analysis / .ramp
-        model = {"analysis": Analysis, "ramp": Ramp, "guardrails": Guardrails}.get(loc[2], ExperimentSpec)
+        inside: dict[str, type[BaseModel]] = {"analysis": Analysis, "ramp": Ramp, "guardrails": Guardrails}
+        model = inside.get(loc[2], ExperimentSpec)
     return ", ".join(model.model_fields)

@@ -2,7 +2,8 @@
 
 An experiment is judged by one primary metric (cost per query unless the experiments file's
 `analysis.primary_metric` says otherwise) and guardrails (by default every other metric the ledger
-holds: latency, and the error, timeout and retry rates). Each metric's interval for
+holds: latency, the error, timeout and retry rates, and each answer-quality metric both arms have data
+for: groundedness, invalid-citation rate, feedback score, judge score). Each metric's interval for
 treatment - control comes from rag_app/experiments/sequential.py, at its share of the experiment's alpha:
 
 - Preferential Bonferroni (Eppo's name for it): the primary gets `primary_alpha_share` of alpha
@@ -10,8 +11,15 @@ treatment - control comes from rag_app/experiments/sequential.py, at its share o
   the primary, 0.0025 each. By the union bound the chance that any interval misses, at any look,
   stays <= alpha, so no combination of metrics can promote or roll back an A/A test more often.
 
-The verdict, first rule that applies (all metrics here are lower-is-better):
-1. roll back: a guardrail is worse in treatment (its interval lies above 0); the first such decides.
+Each metric has a direction: cost, latency, failure rates and the invalid-citation rate are better
+lower; groundedness, the feedback score and the judge score are better higher. "Worse" below means
+worse in that direction. A quality guardrail is a non-inferiority test: it is worse only when its
+whole interval lies beyond `max_quality_drop` (the margin, in the metric's unit), and trending worse
+when its point estimate does.
+
+The verdict, first rule that applies:
+1. roll back: a guardrail is worse in treatment (its interval lies on the worse side of 0, or of the
+   margin for a quality guardrail); the first such decides.
 2. roll back: the primary is worse in treatment. A harm rolls back even under a sample-ratio
    mismatch: going back to control is always safe.
 3. hold: sample ratio mismatch, chi-square p < `srm_p` (default 0.001; p < 0.01 is a warning in the
@@ -20,7 +28,8 @@ The verdict, first rule that applies (all metrics here are lower-is-better):
 5. hold: fewer than two queries in an arm.
 6. promote: the primary is better in treatment (for cost: by at least `min_cost_drop_pct` of the
    control's cost) ... unless a guardrail's point estimate is worse than its tolerance
-   (`max_error_rate_increase` for the error rate; a trend not yet established), then hold.
+   (`max_error_rate_increase` for the error rate, `max_quality_drop` for quality; a trend not yet
+   established), then hold.
 7. hold: no difference established yet.
 
 `judge` works on numpy arrays (thousands of simulated experiments at once) as on one experiment;
@@ -56,7 +65,13 @@ BY_SRM = -1  # decided_by: the sample-ratio check, not a metric
 class Metric:
     label: str
     kind: str  # mean | rate
-    unit: str  # usd | ms | share
+    unit: str  # usd | ms | share | score
+    better: str = "lower"  # lower | higher
+    quality: bool = False  # an answer-quality metric: a guardrail only where both arms have data
+
+    def harm(self, v):
+        """How much worse treatment is (positive = worse), whichever direction is better."""
+        return v if self.better == "lower" else -v
 
 
 METRICS = {
@@ -65,7 +80,12 @@ METRICS = {
     "error_rate": Metric("error rate", "rate", "share"),
     "timeout_rate": Metric("timeout rate", "rate", "share"),
     "retry_rate": Metric("retry rate", "rate", "share"),
+    "groundedness": Metric("groundedness", "mean", "share", "higher", True),
+    "invalid_citation_rate": Metric("share of answers with an invalid citation", "rate", "share", "lower", True),
+    "feedback_score": Metric("feedback score", "mean", "score", "higher", True),
+    "judge_score": Metric("judge score", "mean", "share", "higher", True),
 }
+QUALITY = tuple(m for m, spec in METRICS.items() if spec.quality)
 assert tuple(METRICS) == METRIC_NAMES  # the schema's list and this catalogue name the same metrics
 
 
@@ -83,21 +103,26 @@ class Plan:
     min_cost_drop_pct: float = DEFAULT_GUARDRAILS["min_cost_drop_pct"]
     tolerances: dict[str, float] = field(default_factory=lambda: {
         "error_rate": DEFAULT_GUARDRAILS["max_error_rate_increase"]})
+    margins: dict[str, float] = field(default_factory=dict)  # quality guardrail -> non-inferiority margin
     srm_p: float = DEFAULT_GUARDRAILS["srm_p"]
 
     @classmethod
-    def of(cls, analysis: dict | None, guardrails: dict | None = None) -> Plan:
+    def of(cls, analysis: dict | None, guardrails: dict | None = None,
+           quality_data: frozenset[str] | set[str] = frozenset()) -> Plan:
+        """`quality_data`: the quality metrics both arms have data for; by default each is a guardrail
+        (none before answers are scored, so an experiment without them reads as before)."""
         a = Analysis.model_validate(analysis or {})
         g = {**DEFAULT_GUARDRAILS, **(guardrails or {})}
         planned = a.planned_queries is not None or a.planned_end is not None
         guards = tuple(a.guardrail_metrics) if a.guardrail_metrics is not None else tuple(
-            m for m in METRICS if m != a.primary_metric)
+            m for m in METRICS if m != a.primary_metric and (m not in QUALITY or m in quality_data))
         return cls(method=a.method or ("hybrid" if planned else "sequential"), alpha=a.alpha,
                    n_tune=a.expected_queries, planned_queries=a.planned_queries,
                    planned_end=date.fromisoformat(a.planned_end) if a.planned_end else None,
                    primary=a.primary_metric, guardrails=guards, primary_alpha_share=float(a.primary_alpha_share),
                    min_cost_drop_pct=float(g["min_cost_drop_pct"]),
                    tolerances={"error_rate": float(g["max_error_rate_increase"])} if "error_rate" in guards else {},
+                   margins={m: float(g["max_quality_drop"]) for m in guards if m in QUALITY},
                    srm_p=float(g["srm_p"]))
 
     @property
@@ -150,9 +175,11 @@ def judge(plan: Plan, data: dict[str, tuple[Moments, Moments]], *, srm_p=np.nan,
         d = difference(c, t, kind=METRICS[m].kind, method=plan.method, alpha=alphas[m], n_tune=plan.n_tune,
                        ended=ended)
         unknown = np.asarray(unpriced, dtype=bool) & (m == "cost_per_query")
+        spec, margin = METRICS[m], plan.margins.get(m, 0.0)
+        least, most = np.minimum(spec.harm(d.low), spec.harm(d.high)), np.maximum(spec.harm(d.low), spec.harm(d.high))
         # an unknown cost outranks "no data": the priced queries alone are a biased sample anyway
         with np.errstate(invalid="ignore"):  # NaN bounds (no data) compare False
-            status[m] = np.select([unknown, ~np.asarray(d.valid), d.low > 0, d.high < 0],
+            status[m] = np.select([unknown, ~np.asarray(d.valid), least > margin, most < 0],
                                   [UNKNOWN, NO_DATA, WORSE, BETTER], UNCLEAR)[()]
         diffs[m] = d
     p = plan.primary
@@ -162,8 +189,9 @@ def judge(plan: Plan, data: dict[str, tuple[Moments, Moments]], *, srm_p=np.nan,
         with np.errstate(invalid="ignore"):
             primary_ok = primary_ok & (base > 0) & (diffs[p].high <= -plan.min_cost_drop_pct / 100 * base)
     crossed, first_crossed = _first([status[g] == WORSE for g in plan.guardrails])
-    trending = {g: np.asarray(diffs[g].valid) & (np.nan_to_num(diffs[g].diff) > plan.tolerances[g])
-                for g in plan.guardrails if g in plan.tolerances}
+    allowed = {**plan.tolerances, **plan.margins}
+    trending = {g: np.asarray(diffs[g].valid) & (METRICS[g].harm(np.nan_to_num(diffs[g].diff)) > allowed[g])
+                for g in plan.guardrails if g in allowed}
     trend_flags = [trending.get(g, np.False_) for g in plan.guardrails]
     any_trend, first_trend = _first(trend_flags)
     with np.errstate(invalid="ignore"):
@@ -201,11 +229,14 @@ def verdict(plan: Plan, data: dict[str, tuple[Moments, Moments]], *, srm_p: floa
         if plan.method == "hybrid":  # the half of the metric's alpha this phase spends
             a = a * (HYBRID_FIXED_SHARE if phase == "fixed" else 1 - HYBRID_FIXED_SHARE)
         metrics[m] = {"role": "primary" if m == plan.primary else "guardrail", "alpha": a,
-                      "method": phase, "unit": METRICS[m].unit, "diff": _num(d.diff) if bool(d.valid) else None,
+                      "method": phase, "unit": METRICS[m].unit, "better": METRICS[m].better,
+                      "diff": _num(d.diff) if bool(d.valid) else None,
                       "low": _num(d.low), "high": _num(d.high), "pvalue": _num(d.pvalue),
                       "status": STATUS[int(j.status[m])]}
         if m in plan.tolerances:
             metrics[m]["tolerance"] = plan.tolerances[m]
+        if m in plan.margins:  # the non-inferiority margin, shown where the error rate shows its tolerance
+            metrics[m]["tolerance"] = metrics[m]["margin"] = plan.margins[m]
     code, by = int(j.verdict), int(j.decided_by)
     decided_by = "srm" if by == BY_SRM else plan.order[by]
     reason = _reason(plan, metrics, code, decided_by, srm_p, unpriced_reason)
@@ -229,20 +260,23 @@ def _reason(plan: Plan, metrics: dict, code: int, by: str, srm_p, unpriced_reaso
     if by == "srm":
         return f"sample ratio mismatch (p={srm_p:.2g}): fix assignment before reading results"
     r, label = metrics[by], METRICS[by].label
+    worse, better = ("lower", "higher") if METRICS[by].better == "higher" else ("higher", "lower")
     if code == ROLL_BACK:
         role = "guardrail " if r["role"] == "guardrail" else ""
-        return f"{role}{label} is higher in treatment, {_interval(r)} at {_conf(r)}"
+        beyond = f" by more than its margin {fmt(r['margin'], r['unit'], signed=False)}" if "margin" in r else ""
+        return f"{role}{label} is {worse} in treatment{beyond}, {_interval(r)} at {_conf(r)}"
     if r["status"] == STATUS[UNKNOWN] and unpriced_reason:
         return unpriced_reason
     if r["status"] == STATUS[NO_DATA]:
         return "not enough queries in both arms"
     if code == PROMOTE:
-        drop = f"falls by >= {plan.min_cost_drop_pct}%" if by == "cost_per_query" else "is lower in treatment"
+        drop = f"falls by >= {plan.min_cost_drop_pct}%" if by == "cost_per_query" else f"is {better} in treatment"
         return f"{label} {drop}, {_interval(r)} at {_conf(r)}; guardrails hold"
     if r["role"] == "guardrail":  # a promotable primary held back by a guardrail trending the wrong way
         p = metrics[plan.primary]
-        return (f"{METRICS[plan.primary].label} is lower ({_interval(p)}), but {label} is up "
-                f"{fmt(r['diff'], r['unit'])}, beyond its tolerance {fmt(r['tolerance'], r['unit'])}: hold")
+        better_p = "higher" if METRICS[plan.primary].better == "higher" else "lower"
+        return (f"{METRICS[plan.primary].label} is {better_p} ({_interval(p)}), but {label} moved "
+                f"{fmt(r['diff'], r['unit'])}, beyond its tolerance {fmt(r['tolerance'], r['unit'], signed=False)}: hold")
     return f"{label}: difference not established at {_conf(r)}, {_interval(r)}"
 
 

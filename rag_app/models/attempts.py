@@ -9,7 +9,8 @@ leaves and the final row after). Same callbacks, same function: the same figures
 
 Run metadata the retry loop sets: call_id, attempt, max_attempts, and optionally prompt_tokens /
 prompt_model (the prompt already counted by the generate stage), the context packing
-(context_budget_tokens, context_tokens) and REPORTED_BY_STAGE.
+(context_budget_tokens, context_tokens), REPORTED_BY_STAGE and ATTEMPT_STAGE (the stage an attempt's row
+is booked to: `generate` unless the call says otherwise, e.g. `judge`).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ Hook = Callable[[StageUsage, dict[str, Any]], None]  # (usage, the run's metadat
 # Run metadata set by the generate stage: it reports each attempt's usage itself (priced, on the answer),
 # so an observer must not write the attempt a second time from its own recorder.
 REPORTED_BY_STAGE = "usage_reported_by_stage"
+ATTEMPT_STAGE = "attempt_stage"  # run metadata: the stage of the attempt's row (default `generate`)
 INCOMPLETE = "incomplete"  # an attempt's status: its stream ended without a finish reason (billed; maybe cut)
 
 
@@ -149,7 +151,7 @@ class AttemptRecorder(BaseCallbackHandler):
                ended: bool = True) -> StageUsage:
         md = run.metadata
         return StageUsage(
-            stage="generate", model=run.model, status=status, input_tokens=usage.input_tokens,
+            stage=str(md.get(ATTEMPT_STAGE) or "generate"), model=run.model, status=status, input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens, cached_tokens=usage.cached_tokens,
             cache_write_tokens=usage.cache_write_tokens, reasoning_tokens=usage.reasoning_tokens,
             usage_source=usage.source, billing="billed", price_basis="llm", explicit_cache=usage.explicit_cache,

@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 
-from rag_app.models.attempts import AttemptLog
+from rag_app.models.attempts import ATTEMPT_STAGE, AttemptLog
 from rag_app.core.errors import LLMError
 from rag_app.models.llm_usage import RETRYABLE, chunk_usage, classify_error
 from rag_app.core.usage import StageUsage
@@ -61,6 +61,21 @@ def build_chat_model(settings: Any) -> Any:
     )
 
 
+def build_judge_model(settings: Any) -> Any:
+    """The judge's chat model (RAG_JUDGE_MODEL): its own endpoint and key when set, else the answer's;
+    the answer's timeout; never streamed (nobody waits on its tokens); a short reply (two grades)."""
+    return _chat_openai_class()(
+        model=settings.judge_model,
+        api_key=settings.judge_api_key or settings.openai_api_key or "not-needed",
+        base_url=settings.judge_base_url or settings.openai_base_url,
+        timeout=settings.llm_timeout_s,
+        max_retries=0,
+        max_tokens=settings.judge_max_tokens,
+        temperature=0,
+        stream_usage=True,
+    )
+
+
 def retry_after_s(exc: BaseException) -> float | None:
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None) or {}
@@ -77,22 +92,23 @@ def retry_after_s(exc: BaseException) -> float | None:
 def invoke_with_retries(chat: Any, messages: Sequence[Any], config: RunnableConfig | None, *, max_retries: int,
                         base_delay_s: float, sleep: Callable[[float], None] = time.sleep,
                         metadata: dict[str, Any] | None = None,
-                        max_tokens: int | None = None) -> tuple[Any, str, Sequence[StageUsage]]:
+                        max_tokens: int | None = None, stage: str = "generate") -> tuple[Any, str, Sequence[StageUsage]]:
     """Returns (AIMessage, call_id, the usage of every attempt). Raises LLMError after the last failed
     attempt; its `usages` are the attempts made. `metadata` rides on every attempt's run (the prompt
-    count, the context packing)."""
+    count, the context packing). `stage`: what the attempts' rows are booked to (`judge` for the judge)."""
     call_id = str(uuid.uuid4())
     max_attempts = max_retries + 1
     log = AttemptLog(default_max_tokens=max_tokens)
     for attempt in range(1, max_attempts + 1):
         cfg = merge_configs(config or {}, {"metadata": {**(metadata or {}), "call_id": call_id, "attempt": attempt,
-                                                        "max_attempts": max_attempts},
-                                           "run_name": "generate_attempt", "callbacks": [log.recorder]})
+                                                        "max_attempts": max_attempts, ATTEMPT_STAGE: stage},
+                                           "run_name": f"{stage}_attempt", "callbacks": [log.recorder]})
         try:
             return chat.invoke(messages, cfg), call_id, log.taken()
         except Exception as e:
             kind = classify_error(e)
             if kind not in RETRYABLE or attempt == max_attempts:
-                raise LLMError(f"{kind}: {type(e).__name__}: {e}", attempts=attempt, usages=log.taken()) from e
+                raise LLMError(f"{kind}: {type(e).__name__}: {e}", attempts=attempt, usages=log.taken(),
+                               stage=stage) from e
             sleep(retry_after_s(e) or base_delay_s * 2 ** (attempt - 1))
     raise AssertionError("unreachable")

@@ -18,6 +18,7 @@ puts it inside the last chunk's `choices[0]` (`chunk_usage` finds either).
 from __future__ import annotations
 
 import json
+from typing import Any
 from dataclasses import dataclass, field, replace
 
 PROVIDER = "provider"
@@ -53,7 +54,7 @@ USAGE_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
 
 
 def _at(raw: dict, path: tuple[str, ...]) -> int | None:
-    cur = raw
+    cur: Any = raw
     for key in path:
         if not isinstance(cur, dict) or cur.get(key) is None:
             return None
@@ -80,7 +81,7 @@ def usage_from_raw(raw: dict) -> TokenUsage | None:
         output = _at(raw, ("completion_tokens",)) or 0
     elif _at(raw, ("input_tokens",)) is not None:
         # Anthropic's input_tokens excludes both cache reads and cache writes
-        prompt = _at(raw, ("input_tokens",)) + cached + write
+        prompt = (_at(raw, ("input_tokens",)) or 0) + cached + write
         output = _at(raw, ("output_tokens",)) or 0
     else:
         return None
@@ -165,7 +166,7 @@ def classify_error(exc: BaseException) -> str:
     try:
         import openai
     except ImportError:  # pragma: no cover
-        openai = None
+        openai = None  # type: ignore[assignment]
     if openai is not None:
         if isinstance(exc, openai.APITimeoutError):
             return "timeout"

@@ -13,7 +13,7 @@ from rich.text import Text
 
 
 def fmt(v: float | None, unit: str, signed: bool = True) -> str:
-    """A metric's difference or bound for people: dollars, milliseconds or percentage points."""
+    """A metric's difference or bound for people: dollars, milliseconds, percentage points or a score."""
     if v is None or not math.isfinite(v):
         return "-"
     signed = signed and v != 0  # "0 ms", not "+0 ms"
@@ -22,6 +22,8 @@ def fmt(v: float | None, unit: str, signed: bool = True) -> str:
         return f"+{s}" if signed and v > 0 else s
     if unit == "ms":
         return f"{v:+.0f} ms" if signed else f"{v:.0f} ms"
+    if unit == "score":  # feedback, -1 (wrong) .. 1 (right)
+        return f"{v:+.3f}" if signed else f"{v:.3f}"
     return f"{v * 100:+.2f} pts" if signed else f"{v * 100:.2f} pts"
 
 
@@ -74,6 +76,8 @@ def stage_table(stages: list[dict], title: str) -> Group:
                   "-" if s["shadow_cost_usd"] is None else usd(s["shadow_cost_usd"]), f"{s['latency_ms']:.0f}")
         if mark:
             notes.append(f"* {s['stage']}: {source}" + (f" ({s['estimate_note']})" if s.get("estimate_note") else ""))
+        if s.get("price_warning"):
+            notes.append(f"! {s['stage']} price: {s['price_warning']}")
         if s.get("output_at_risk_tokens"):
             notes.append(f"! {s['stage']} attempt {s['attempt']}: up to {s['output_at_risk_tokens']} more output "
                          "tokens may be billed (timed out)")
@@ -139,8 +143,9 @@ def summary_lines(tot: dict, cur=None) -> list[str]:
     return lines
 
 
-def experiment_arm_tables(name: str, res: dict) -> tuple[Table, Table]:
-    """`rag experiment compare`'s arms in two 80-column tables: what a query costs, and how it ran."""
+def experiment_arm_tables(name: str, res: dict) -> tuple[Table, Table, Table]:
+    """`rag experiment compare`'s arms in three 80-column tables: what a query costs, how it ran, and
+    how good its answers were."""
     metric = "shadow_cost_per_query" if res["cost_metric"] == "shadow_cost_usd" else "cost_per_query"
     cost = Table(title=f"experiment {name} ({res['mode']}, {res['rollout_pct']:g}% treatment), "
                       f"{res['cost_metric']} per query", pad_edge=False, collapse_padding=True)
@@ -162,7 +167,23 @@ def experiment_arm_tables(name: str, res: dict) -> tuple[Table, Table]:
         lat = a["latency_ms"]
         ran.add_row(arm, ms(lat["p50"]), ms(lat["p95"]), pct(a["error_rate"]), pct(a["timeout_rate"]),
                     pct(a["retry_rate"]), usd(a["retry_waste_usd"]))
-    return cost, ran
+    return cost, ran, quality_arm_table(res)
+
+
+def quality_arm_table(res: dict) -> Table:
+    """Each arm's answer quality: answers scored, mean groundedness, share with an invalid citation,
+    users' mean feedback (-1..1) and the judge's mean score; "-" where there is no data."""
+    t = Table(title="answer quality", pad_edge=False, collapse_padding=True)
+    t.add_column("arm")
+    for c in ("scored", "grounded", "invalid cites", "feedback", "judge"):
+        t.add_column(c, justify="right", no_wrap=True)
+    pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
+    for arm, a in res["arms"].items():
+        q = a.get("quality") or {}
+        fb = q.get("feedback_score")
+        t.add_row(arm, f"{q.get('scored', 0):,}", pct(q.get("groundedness")), pct(q.get("invalid_citation_rate")),
+                  "-" if fb is None else f"{fb:+.2f}", pct(q.get("judge_score")))
+    return t
 
 
 def experiment_metrics_table(res: dict) -> Table:
@@ -172,14 +193,13 @@ def experiment_metrics_table(res: dict) -> Table:
     kind = {"sequential": "anytime-valid", "hybrid": "hybrid", "fixed": "fixed-horizon"}[a["method"]]
     t = Table(title=f"{a['method']} ({kind}; now {a['phase']}), alpha {a['alpha']:g}, "
                     f"N_tune {a['expected_queries']:,}", pad_edge=False, collapse_padding=True)
-    for c, just in (("metric", "left"), ("role", "left"), ("alpha", "right"), ("t - c", "right"),
-                    ("interval", "right"), ("status", "left")):
-        t.add_column(c, justify=just)
+    for c in ("metric", "role", "alpha", "t - c", "interval", "status"):
+        t.add_column(c, justify="left" if c in ("metric", "role", "status") else "right", no_wrap=c == "metric")
     short = {"no difference established": "unclear", "not enough data": "too few", "cost unknown (unpriced queries)": "unpriced"}
     for name, m in res["metrics"].items():
         u = m["unit"]
         interval = "-" if m["low"] is None else f"[{fmt(m['low'], u)}, {fmt(m['high'], u)}]"
-        t.add_row(name, m["role"], f"{m['alpha']:g}", "-" if m["diff"] is None else fmt(m["diff"], u), interval,
+        t.add_row(name, m["role"], f"{m['alpha']:.3g}", "-" if m["diff"] is None else fmt(m["diff"], u), interval,
                   short.get(m["status"], m["status"]))
     return t
 

@@ -39,6 +39,9 @@ def write_report(ledger, fmt: str, stream: TextIO, console: Console, *, last: in
         target = console if stream is None or stream is console.file else Console(file=stream, width=80)
         target.print(report_tables(rep, currency))
         target.print(audit_line(ledger_audit))
+        evaluation = rep.totals.get("evaluation_spend")
+        if evaluation and (evaluation["judge_calls"] or evaluation["failed_runs"]):
+            target.print(evaluation_line(evaluation, currency), markup=False, soft_wrap=True)
         quality = _quality(ledger, variant)
         if quality is not None and quality["scored_answers"]:
             target.print(quality_line(quality), markup=False)
@@ -95,6 +98,15 @@ def quality_line(q: dict) -> str:
             f"feedback: {f['right']:,} right, {f['unsure']:,} unsure, {f['wrong']:,} wrong")
 
 
+def evaluation_line(e: dict, cur=None) -> str:
+    """The judge's spend, apart: it is in no query's cost, cost per query or arm."""
+    cost = money(e["cost_usd"], cur) + ("+" if e["cost_is_lower_bound"] else "")
+    failed = f", {e['failed_runs']:,} failed" if e["failed_runs"] else ""
+    calls, judged = e["judge_calls"], e["judged_answers"]
+    return (f"evaluation spend: {cost} ({calls:,} judge call{'s' * (calls != 1)}, {judged:,} answer"
+            f"{'s' * (judged != 1)} judged{failed}), not in cost per query")
+
+
 def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, variant: str | None,
              currency=None) -> None:
     rows = ledger.by(dim, variant=variant)
@@ -116,6 +128,9 @@ def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, va
     target.print(by_table(dim, rows, currency))
     if converted:
         target.print(currency.note())
+    quality = quality_by_table(dim, rows)
+    if quality is not None:
+        target.print(quality)
 
 
 def by_table(dim: str, rows: list[dict], cur=None) -> Table:
@@ -141,4 +156,29 @@ def by_table(dim: str, rows: list[dict], cur=None) -> Table:
     t.caption = "cost+ = known part; unpriced rows (no price for the model) are not counted as $0"
     if any(r.get("unpriced_queries") and r["cost_per_1k_queries_usd"] is not None for r in shown):
         t.caption += "; per query* = over the priced queries only"
+    return t
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def quality_by_table(dim: str, rows: list[dict]) -> Table | None:
+    """The answers' quality and feedback per group, a second 80-column table in the spend table's row
+    order; None when no group has a scored answer or a word of feedback (or the ledger keeps none)."""
+    shown = rows[:BY_TABLE_ROWS]
+    if not any(r.get("scored") or r.get("feedback_count") for r in shown):
+        return None
+    t = Table(title=f"answer quality by {dim}", pad_edge=False, collapse_padding=True)
+    t.add_column(dim, overflow="fold", max_width=20)
+    for col in ("queries", "scored", "grounded", "bad cites", "right", "wrong", "said"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in shown:
+        t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}",
+                  f"{r['scored']:,}", _share(r["groundedness"]), _share(r["invalid_citation_rate"]),
+                  f"{r['feedback_up']:,}", f"{r['feedback_down']:,}", f"{r['feedback_count']:,}")
+    t.caption = ("grounded = mean groundedness of the scored answers; bad cites = share citing what was not "
+                 "sent; said = feedback in all (unsure too); - = nothing scored")
+    if dim == "model":
+        t.caption += "; an answer is booked to the model that generated it"
     return t

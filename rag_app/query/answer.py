@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from rag_app.query.excerpt import Excerpt, best_excerpt, ends_sentence, section_at, sections_in
 from rag_app.core.types import Citation, ScoredChunk
@@ -64,10 +65,15 @@ def document_range(sc: ScoredChunk, start: int, end: int) -> tuple[int, int]:
     return c.char_start + start, c.char_start + end
 
 
-def cited_contexts(answer: str, contexts: list[ScoredChunk]) -> list[ScoredChunk]:
-    """The passages an LLM answer points at with [n]; all passages if it cites none."""
+def marked_contexts(answer: str, contexts: Sequence[ScoredChunk]) -> list[ScoredChunk]:
+    """The passages an LLM answer points at with [n], in order; a mark past the passages sent is none."""
     picked = [int(n) for n in _MARKER.findall(answer) if 1 <= int(n) <= len(contexts)]
-    return [contexts[i - 1] for i in dict.fromkeys(picked)] or list(contexts)
+    return [contexts[i - 1] for i in dict.fromkeys(picked)]
+
+
+def cited_contexts(answer: str, contexts: list[ScoredChunk]) -> list[ScoredChunk]:
+    """The passages an LLM answer points at with [n]; all passages if it cites none (shown as sources)."""
+    return marked_contexts(answer, contexts) or list(contexts)
 
 
 def extractive_answer(contexts: list[ScoredChunk], question: str = "",

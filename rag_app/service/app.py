@@ -5,7 +5,9 @@ import hashlib
 import logging
 import threading
 from contextlib import asynccontextmanager
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -49,6 +51,7 @@ DASHBOARD = Path(__file__).parent / "static" / "dashboard.html"
 
 RECENT_ANSWERS = 200  # answers kept in memory for the dashboard's query page (service/answers.py)
 MAX_INT = 2**62  # SQLite integers are signed 64-bit; larger offsets were a 500
+MAX_QUALITY_DAYS = 366  # days one quality-over-time request may span
 MAX_REPORT_ROWS = 10_000  # per-query rows one report request may read (the dashboard asks for 500)
 
 
@@ -194,6 +197,21 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
             raise HTTPException(422, f"dim must be one of {', '.join(BY_DIMS)}")
         return {"by": dim, "variant": variant, "rows": read(lambda L: L.by(dim, variant=variant))}
 
+    @app.get("/v1/reports/quality", dependencies=[Depends(auth)])
+    def report_quality(since: date | None = None, until: date | None = None,
+                       days: int = Query(30, ge=1, le=MAX_QUALITY_DAYS), variant: str | None = None):
+        """Per day (UTC) and variant: cost per query beside answers scored, mean groundedness,
+        invalid-citation rate and feedback, oldest day first. `since`..`until` (dates, both included);
+        without `since`, the `days` days up to `until` (default today)."""
+        last = until or datetime.now(UTC).date()
+        first = since or last - timedelta(days=days - 1)
+        if first > last:
+            raise HTTPException(422, "since must not be after until")
+        if (last - first).days >= MAX_QUALITY_DAYS:
+            raise HTTPException(422, f"at most {MAX_QUALITY_DAYS} days per request")
+        rows = read(lambda L: L.quality_over_time(first.isoformat(), last.isoformat(), variant=variant))
+        return {"since": first.isoformat(), "until": last.isoformat(), "variant": variant, "rows": rows}
+
     @app.get("/v1/experiments", dependencies=[Depends(auth)])
     def experiments():
         return {"experiments": sorted(pool().config.experiments), "live": settings.experiment}
@@ -204,11 +222,13 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         The details (ledger counters, the OTel exporter's drops) need the token when one is set: paths,
         hosts and endpoints are nobody else's business."""
         ledger_health = pool().base.writer.health()
-        body = {"status": "degraded" if ledger_health["status"] == "degraded" else "up"}
+        body: dict[str, Any] = {"status": "degraded" if ledger_health["status"] == "degraded" else "up"}
         if settings.api_token is not None and (creds is None or not token_matches(creds.credentials, settings.api_token)):
             return body
         body["ledger"] = ledger_health
         body["shadow_skipped"] = pool().shadow_skipped
+        if pool().base.judge is not None:  # gradings offered, judged, failed, dropped (a full queue), waiting
+            body["judge"] = pool().base.judge.stats()
         if pool().base.otel is not None:  # export is best effort: its drops show here, status stays the ledger's
             body["otel"] = pool().base.otel.health()
         return body
@@ -297,8 +317,6 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     @app.get("/v1/budgets", dependencies=[Depends(auth)])
     def budgets_now(events: int = Query(20, ge=0, le=500)):
         """Each budget's limit, spend, unpriced calls and reset time (as `rag budgets`), and recent events."""
-        from datetime import UTC, datetime, timedelta
-
         month_ago = (datetime.now(UTC) - timedelta(days=31)).isoformat(timespec="milliseconds")
         rows, recent = read(lambda L: (budget_status(L, budgets, limits), L.budget_events(month_ago, events)))
         return {"budgets": rows, "unpriced_policy": settings.budget_unpriced,
@@ -322,10 +340,13 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
 
     @app.get("/v1/queries/{query_id}", dependencies=[Depends(auth)])
     def query(query_id: str):
-        row, stages, quality, feedback = read(lambda L: (L.query(query_id), L.stage_rows(query_id),
-                                                         L.quality(query_id), L.feedback(query_id)))
+        row, stages, quality, feedback, judged = read(lambda L: (L.query(query_id), L.stage_rows(query_id),
+                                                                 L.quality(query_id), L.feedback(query_id),
+                                                                 L.judge(query_id)))
         if row is None:
             raise HTTPException(404, f"no query {query_id[:80]!r} in the ledger")  # never echo a long input whole
+        if quality is not None:  # the judge's grades beside the local signals; its cost is evaluation spend
+            quality = {**quality, "judge": judged}
         return {**_query_json(row), "quality": quality, "feedback": feedback,
                 "stages": [stage_json(r) for r in stages]}
 
@@ -333,6 +354,12 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     def review(score: int = Query(-1, ge=-1, le=1), limit: int = Query(50, ge=1, le=500)):
         """The review list: the latest answers users marked wrong (score -1), unsure (0) or right (1)."""
         return {"score": score, "answers": read(lambda L: L.review(score, limit))}
+
+    @app.get("/v1/review", dependencies=[Depends(auth)])
+    def to_review(grounded_below: float = Query(0.5, ge=0, le=1), limit: int = Query(50, ge=1, le=500)):
+        """What a reviewer should read first: answers users marked wrong or grounded below
+        `grounded_below`, newest first, each with why."""
+        return {"grounded_below": grounded_below, "answers": read(lambda L: L.to_review(grounded_below, limit))}
 
     @app.post("/v1/queries/{query_id}/feedback", dependencies=[Depends(auth)])
     def query_feedback(query_id: str, req: FeedbackRequest):

@@ -124,24 +124,11 @@ def save_uploads(files, settings: Settings, ingest: Callable) -> list[dict]:
     """
     upload_dir = settings.data_dir / "uploads"
     upload_dir.mkdir(parents=True, exist_ok=True)
-    limit = int(settings.max_upload_mb * 2**20)
     outcomes: list[dict] = []
     saved: list[tuple[str, Path, Path | None]] = []  # (display name, stored path, previous version)
     slots: list[int] = []  # where each saved file's outcome goes, so replies keep the request's order
     for f in files:
-        name = _printable(PurePosixPath((f.filename or "upload").replace("\\", "/")).name or "upload")
-        shown = name if len(name) <= 120 else name[:100] + "…" + name[-12:]
-        suffix = Path(name).suffix.lower()
-        data = f.file.read(limit + 1)
-        target = upload_dir / _stored_name(name)
-        if suffix not in FORMATS:
-            error = f"unsupported file type {suffix[:16] or '(none)'}; supported: {', '.join(sorted(FORMATS))}"
-        elif len(data) > limit:
-            error = f"larger than {settings.max_upload_mb:g} MB (RAG_MAX_UPLOAD_MB)"
-        elif any(t == target for _, t, _ in saved):
-            error = "a file of the same name is already in this request; send one version"
-        else:
-            error = None
+        shown, target, data, error = _accepted(f, settings, upload_dir, [t for _, t, _ in saved])
         if error is None:
             previous = target.with_name(target.name + ".previous") if target.exists() else None
             try:
@@ -155,8 +142,7 @@ def save_uploads(files, settings: Settings, ingest: Callable) -> list[dict]:
             except OSError as e:
                 error = f"cannot store the upload ({e.strerror}); check free space and permissions of the data dir"
                 _restore(target, previous)
-        outcomes.append({"file": shown, "status": "error", "chunks": 0, "error": error, "warning": None,
-                         "replaced": None})
+        outcomes.append(_outcome(shown, "error", error=error))
     if not saved:
         return outcomes
     try:
@@ -167,18 +153,47 @@ def save_uploads(files, settings: Settings, ingest: Callable) -> list[dict]:
         raise
     by_path = {Path(o.path).resolve(): o for o in report.outcomes}
     for slot, (shown, target, previous) in zip(slots, saved):
-        o = by_path.get(target.resolve())
-        status = o.status if o else "error"
-        error = (o.error if o else "not processed") or None
-        if error:
-            error = error.replace(str(target.resolve()), shown).replace(str(target), shown)
-        if status == "error":
-            _restore(target, previous)
-        elif previous:
-            previous.unlink(missing_ok=True)
-        outcomes[slot] = {"file": shown, "status": status, "chunks": o.chunks if o else 0, "error": error,
-                          "warning": o.warning if o else None, "replaced": o.replaced if o else None}
+        outcomes[slot] = _settled(by_path.get(target.resolve()), shown, target, previous)
     return outcomes
+
+
+def _accepted(f, settings: Settings, upload_dir: Path, taken: list[Path]) -> tuple[str, Path, bytes, str | None]:
+    """(the name shown, where it is stored, its bytes, why it is refused or None)."""
+    limit = int(settings.max_upload_mb * 2**20)
+    name = _printable(PurePosixPath((f.filename or "upload").replace("\\", "/")).name or "upload")
+    shown = name if len(name) <= 120 else name[:100] + "…" + name[-12:]
+    suffix = Path(name).suffix.lower()
+    data = f.file.read(limit + 1)
+    target = upload_dir / _stored_name(name)
+    error = None
+    if suffix not in FORMATS:
+        error = f"unsupported file type {suffix[:16] or '(none)'}; supported: {', '.join(sorted(FORMATS))}"
+    elif len(data) > limit:
+        error = f"larger than {settings.max_upload_mb:g} MB (RAG_MAX_UPLOAD_MB)"
+    elif target in taken:
+        error = "a file of the same name is already in this request; send one version"
+    return shown, target, data, error
+
+
+def _settled(o, shown: str, target: Path, previous: Path | None) -> dict:
+    """A stored upload's outcome after ingest: a failed one gives way to its previous version."""
+    status = o.status if o else "error"
+    error = (o.error if o else "not processed") or None
+    if error:
+        error = error.replace(str(target.resolve()), shown).replace(str(target), shown)
+    if status == "error":
+        _restore(target, previous)
+    elif previous:
+        previous.unlink(missing_ok=True)
+    if o is None:
+        return _outcome(shown, status, error=error)
+    return _outcome(shown, status, chunks=o.chunks, error=error, warning=o.warning, replaced=o.replaced)
+
+
+def _outcome(shown: str, status: str, *, chunks: int = 0, error: str | None = None, warning: str | None = None,
+             replaced: str | None = None) -> dict:
+    return {"file": shown, "status": status, "chunks": chunks, "error": error, "warning": warning,
+            "replaced": replaced}
 
 
 def _restore(target: Path, previous: Path | None) -> None:

@@ -55,7 +55,7 @@ class VariantPool:
         # skipped (and counted) rather than queued: a burst must not grow memory and LLM spend unbounded.
         self._shadow_slots = threading.BoundedSemaphore(SHADOW_QUEUE_MAX)
         self.shadow_skipped = 0
-        self.ramp = None  # a RampController once start_ramp() ran (`rag serve` with a ramped experiment)
+        self.ramp: Any = None  # a RampController once start_ramp() ran (`rag serve` with a ramped experiment)
 
     def start_ramp(self, webhook=None) -> None:
         """Follow (and move) the experiment's ramp from the ledger; nothing when it declares none.
@@ -140,6 +140,7 @@ class VariantPool:
     def _run_shadow(self, question: str, control: Answer, a: Assignment, extra: dict,
                     scope: Scope | None = None) -> None:
         try:
+            assert a.shadow is not None  # a shadow run is only started for an assignment that has one
             shadow = self.app_for(a.shadow).ask(question, variant=a.shadow, experiment=a.experiment,
                                                 extra={**extra, "arm": "treatment", "shadow_of": control.query_id,
                                                        "origin": "shadow"}, scope=scope)
@@ -156,6 +157,8 @@ class VariantPool:
         """Wait for shadow runs and ledger writes (tests, shutdown)."""
         self._shadow.shutdown(wait=True)
         self._shadow = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shadow")
+        if self.base.judge is not None:
+            self.base.judge.drain()
         self.base.writer.flush()
 
     def close(self) -> None:

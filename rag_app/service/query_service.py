@@ -12,7 +12,7 @@ from typing import Any
 
 from rag_app.models.attempts import utcnow
 from rag_app.present.presenter import answer_payload
-from rag_app.spend.answer_cache import AnswerCache, Cached, hit_payload
+from rag_app.spend.answer_cache import AnswerCache, Cached, hit_payload, live_usage
 from rag_app.spend.budgets import BudgetGate
 from rag_app.service.inputs import display_path
 from rag_app.service.pool import Route, VariantPool
@@ -54,18 +54,20 @@ class QueryService:
                                            "llm_model": app_.settings.llm_model})
             hit = self.cache.get(store, collection, key)
             if hit is not None:
+                saved = hit.saving_at(app_.pricer, started)  # a live answer's price now, not the original's
                 p.base.writer.put("queries", {
                     "query_id": route.query_id, "kind": "query", "question": req.question, "mode": hit.payload["mode"],
                     "status": "ok", "variant": route.variant, "experiment": route.experiment, "started_at": started,
                     "ended_at": utcnow(), "latency_ms": round((time.perf_counter() - t0) * 1000, 3), **route.extra,
                     # origin `cache`: an experiment's comparison reads live runs of its arms, never hits
-                    "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": hit.cost_nano})
-                return hit_payload(hit, route.query_id), route
+                    "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": saved})
+                return hit_payload(hit, route.query_id, saved), route
         self.gate.admit(route.query_id, {"key": req.key_id, "user": req.user_id, "variant": route.variant}, req.question)
         if admitted is not None:
             admitted(route.query_id, route.variant)
         answer = p.run(route, req.question, req.scope, callbacks)
         payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, self.data_dir))
         if self.cache is not None and key is not None and not answer.incomplete:
-            self.cache.put(store, collection, key, Cached(payload, totals(answer.usage).known_cost_nano))
+            self.cache.put(store, collection, key, Cached(payload, totals(answer.usage).known_cost_nano,
+                                                          live_usage(answer.usage)))
         return {**payload, "cache_hit": False, "saved_cost_usd": None}, route

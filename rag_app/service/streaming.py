@@ -37,7 +37,8 @@ class TokenSink(BaseCallbackHandler):
         self.attempts += 1
         self.muted = self.muted or (self.attempts > 1 and self.sent)
 
-    def on_llm_new_token(self, token: str, **kw: Any) -> None:
+    def on_llm_new_token(self, token: str | list[str | dict[str, Any]], *, chunk: Any = None, run_id: UUID,
+                         parent_run_id: UUID | None = None, tags: list[str] | None = None, **kw: Any) -> None:
         if token and not self.muted:
             self.sent = True
             self.events.put((TOKEN, token))

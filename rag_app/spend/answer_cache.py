@@ -8,8 +8,10 @@ cached answer never outlives the documents it quoted (that generation is the col
 An experiment's arms never share entries: the variant and arm are in the key.
 
 A hit writes one query row (cache_hit = 1, no stage rows: zero billed tokens, $0 billed) whose
-saved_cost_nano_usd is what the original answer cost (NULL when that was unpriced: the saving is
-unknown, never $0), with origin `cache`: reports count it, an experiment's comparison (live runs of
+saved_cost_nano_usd is what a live answer would cost at the hit's own time: the original's successful
+billed usage (its failed and retried attempts excluded) priced again at the hit's start, so a hit in
+DeepSeek's peak hours saves the peak price even when the original ran off-peak (NULL when any of it is
+unpriced now: the saving is unknown, never $0), with origin `cache`: reports count it, an experiment's comparison (live runs of
 its arms) does not. Budgets count billed spend, so a hit spends nothing and is served even past a limit.
 Only complete answers are kept (a reply cut short is asked again).
 """
@@ -20,10 +22,13 @@ import json
 import threading
 import unicodedata
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rag_app.core.money import usd_json
+from rag_app.core.ports import Pricer
+from rag_app.core.usage import StageUsage
 from rag_app.query.scope import Scope
 
 CACHE_INDEX = "answer_cache"
@@ -36,7 +41,24 @@ def normalise(question: str) -> str:
 @dataclass(frozen=True)
 class Cached:
     payload: dict  # the answer payload as first served
-    cost_nano: int | None  # what it cost (None: unpriced)
+    cost_nano: int | None  # what it cost then, failed attempts included (None: unpriced)
+    usage: tuple[StageUsage, ...] = ()  # what a live answer would bill again: live_usage(the original's)
+
+    def saving_at(self, pricer: Pricer, at: str) -> int | None:
+        """What answering live at `at` would bill: the kept usage priced by the price in force then."""
+        total = 0
+        for u in self.usage:
+            price = pricer.price(replace(u, started_at=at, ended_at=None, price=None)).price
+            if price is None or price.cost_nano is None:
+                return None
+            total += price.cost_nano
+        return total
+
+
+def live_usage(usages: Iterable[StageUsage]) -> tuple[StageUsage, ...]:
+    """The billed usage a repeat of the answer would incur: successful calls only (a failed, timed-out or
+    retried attempt is what the original happened to pay, not what the answer costs)."""
+    return tuple(u for u in usages if u.billing == "billed" and u.status == "ok")
 
 
 class AnswerCache:
@@ -80,9 +102,9 @@ class AnswerCache:
                 entries.popitem(last=False)
 
 
-def hit_payload(hit: Cached, query_id: str) -> dict:
+def hit_payload(hit: Cached, query_id: str, saved_nano: int | None) -> dict:
     """The cached answer under the new query's id: nothing billed, and what it saved."""
     return {**hit.payload, "query_id": query_id, "stages": [], "total_cost_usd": 0.0, "total_shadow_cost_usd": 0.0,
             "priced_cost_usd": 0.0, "priced_shadow_cost_usd": 0.0, "unpriced": False, "unpriced_rows": 0,
-            "cache_hit": True, "saved_cost_usd": usd_json(hit.cost_nano),
+            "cache_hit": True, "saved_cost_usd": usd_json(saved_nano),
             "cached_from": hit.payload["query_id"]}

@@ -98,7 +98,8 @@ class CollectionInfo:
                 raise ValueError(f"field {key!r} is {value!r}, expected {' or '.join(t.__name__ for t in types)}")
         if meta["dimension"] <= 0 or meta["avgdl"] <= 0:
             raise ValueError("dimension and avgdl must be > 0")
-        return cls(**{k: meta.get(k) for k in cls.__dataclass_fields__})
+        fields: dict[str, Any] = {k: meta.get(k) for k in cls.__dataclass_fields__}
+        return cls(**fields)
 
 
 REBUILD = "rebuild it: `rag ingest --rebuild PATH` with the folder(s) you ingested"
@@ -158,6 +159,10 @@ class VectorStore(Protocol):
     def count(self, name: str) -> int: ...
     def commit(self, name: str) -> None: ...
     def close(self) -> None: ...
+    def missing(self, name: str) -> StoreError: ...  # the error for a collection not there
+    def emptied(self, name: str) -> StoreError: ...  # ... and for one whose chunks are gone
+    def __enter__(self) -> VectorStore: ...  # closes on leaving: `with open_store(settings) as store`
+    def __exit__(self, *exc: object) -> None: ...
 
     # -- documents
     def document_hash(self, name: str, doc_id: str) -> str | None: ...

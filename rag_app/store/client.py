@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from qdrant_client import QdrantClient, models
 
@@ -111,7 +112,7 @@ class ClientStore(StoreChecks):
         with self._lock:
             points, _ = self.client.scroll(name, scroll_filter=_filter({"doc_id": doc_id}), limit=1,
                                            with_payload=["content_hash"])
-        return points[0].payload.get("content_hash") if points else None
+        return _payload(points[0]).get("content_hash") if points else None
 
     def replace_document(self, name: str, doc_id: str, content_hash: str, points: Sequence[StoredPoint]) -> None:
         """Upsert the new version, then delete the document's points of any other version."""
@@ -123,11 +124,12 @@ class ClientStore(StoreChecks):
             self.derived_indexes.drop(name)
 
     def all_payloads(self, name: str) -> list[dict]:
-        out, offset = [], None
+        out: list[dict] = []
+        offset = None
         with self._lock:
             while True:
                 points, offset = self.client.scroll(name, limit=1024, offset=offset, with_payload=True)
-                out.extend(p.payload for p in points)
+                out.extend(_payload(p) for p in points)
                 if offset is None:
                     return out
 
@@ -141,7 +143,7 @@ class ClientStore(StoreChecks):
                     offset = None
                     while True:
                         points, offset = self.client.scroll(name, limit=2048, offset=offset, with_payload=["title"])
-                        seen.update((p.payload["title"], None) for p in points)
+                        seen.update((_payload(p)["title"], None) for p in points)
                         if offset is None:
                             break
                     return sorted(seen)
@@ -157,7 +159,7 @@ class ClientStore(StoreChecks):
             while True:
                 points, offset = self.client.scroll(name, limit=2048, offset=offset, with_payload=list(DOCUMENT_FIELDS))
                 for p in points:
-                    seen.setdefault(p.payload["doc_id"], {f: p.payload.get(f) for f in DOCUMENT_FIELDS})
+                    seen.setdefault(_payload(p)["doc_id"], {f: _payload(p).get(f) for f in DOCUMENT_FIELDS})
                 if offset is None:
                     return list(seen.values())
 
@@ -167,7 +169,7 @@ class ClientStore(StoreChecks):
         with self._lock:
             points, _ = self.client.scroll(name, scroll_filter=_filter({**where, "article_nums": list(keys)}),
                                            limit=limit, with_payload=True)
-        return [Hit(p.payload, 1.0) for p in points]
+        return [Hit(_payload(p), 1.0) for p in points]
 
     # -- search ---------------------------------------------------------------------------------
     def search(self, name: str, *, dense: Sequence[float] | None = None, sparse: SparseVector | None = None,
@@ -197,7 +199,7 @@ class ClientStore(StoreChecks):
                 res = self.client.query_points(
                     name, prefetch=legs, limit=limit, with_payload=True,
                     query=models.RrfQuery(rrf=models.Rrf(k=fusion.engine_k, weights=weights)))
-        return [Hit(p.payload, p.score) for p in res.points]
+        return [Hit(_payload(p), p.score) for p in res.points]
 
 
 def _match(field: str, value) -> models.FieldCondition:
@@ -215,3 +217,8 @@ def _point(p: StoredPoint) -> models.PointStruct:
     if p.dense is not None:
         vector[DENSE] = list(p.dense)
     return models.PointStruct(id=p.id, vector=vector, payload=p.payload)
+
+
+def _payload(point: Any) -> dict[str, Any]:
+    """A point's payload (asked for with every scroll and query here, so never absent)."""
+    return point.payload or {}

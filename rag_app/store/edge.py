@@ -18,6 +18,7 @@ import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import qdrant_edge as qe
 
@@ -180,7 +181,7 @@ class EdgeStore(StoreChecks):
         with self._lock:
             points, _ = self._shard(name).scroll(qe.ScrollRequest(
                 limit=1, filter=_filter({"doc_id": doc_id}), with_payload=["content_hash"]))
-            return points[0].payload.get("content_hash") if points else None
+            return _payload(points[0]).get("content_hash") if points else None
 
     def replace_document(self, name: str, doc_id: str, content_hash: str, points: Sequence[StoredPoint]) -> None:
         """New chunks go in first, then the document's chunks of any other version go: a query
@@ -196,10 +197,11 @@ class EdgeStore(StoreChecks):
 
     def all_payloads(self, name: str) -> list[dict]:
         with self._lock:
-            shard, out, offset = self._shard(name), [], None
+            shard, offset = self._shard(name), None
+            out: list[dict] = []
             while True:
                 points, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=2048, with_payload=True))
-                out.extend(p.payload for p in points)
+                out.extend(_payload(p) for p in points)
                 if offset is None:
                     return out
 
@@ -217,12 +219,13 @@ class EdgeStore(StoreChecks):
         """One entry per document ({doc_id, title, source_path, doc_type}), read from its chunks' payloads
         without their texts."""
         with self._lock:
-            shard, seen, offset = self._shard(name), {}, None
+            shard, offset = self._shard(name), None
+            seen: dict[str, dict] = {}
             while True:
                 points, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=4096,
                                                                with_payload=list(DOCUMENT_FIELDS)))
                 for p in points:
-                    seen.setdefault(p.payload["doc_id"], {f: p.payload.get(f) for f in DOCUMENT_FIELDS})
+                    seen.setdefault(_payload(p)["doc_id"], {f: _payload(p).get(f) for f in DOCUMENT_FIELDS})
                 if offset is None:
                     return list(seen.values())
 
@@ -233,7 +236,7 @@ class EdgeStore(StoreChecks):
         with self._lock:
             points, _ = self._shard(name).scroll(qe.ScrollRequest(
                 limit=limit, filter=_filter({**where, "article_nums": list(keys)}), with_payload=True))
-            return [Hit(p.payload, 1.0) for p in points]
+            return [Hit(_payload(p), 1.0) for p in points]
 
     # -- search ---------------------------------------------------------------------------------
     def search(self, name: str, *, dense: Sequence[float] | None = None, sparse: SparseVector | None = None,
@@ -262,9 +265,9 @@ class EdgeStore(StoreChecks):
                 limit=limit, with_payload=True,
                 prefetches=[qe.Prefetch(limit=max(depth or limit, limit), query=q, params=p, filter=flt)
                             for q, p in legs],
-                query=qe.Fusion.Rrf(k=fusion.engine_k, weights=weights))
+                query=qe.Fusion.Rrf(k=fusion.engine_k, weights=weights))  # type: ignore[arg-type]  # Rrf is a Fusion; the stub says otherwise
         with self._lock:
-            return [Hit(p.payload, p.score) for p in self._shard(name).query(request)]
+            return [Hit(_payload(p), p.score) for p in self._shard(name).query(request)]
 
     # -- a store an earlier version built -----------------------------------------------------
     def _legacy_collection(self, name: str) -> Path | None:
@@ -294,7 +297,7 @@ class EdgeStore(StoreChecks):
         finally:
             client.close()
         if not left:
-            shutil.rmtree(self.legacy_path, ignore_errors=True)
+            shutil.rmtree(self.legacy_path, ignore_errors=True)  # type: ignore[arg-type]  # set when legacy points were found
         log.info("removed collection %r of the earlier local-mode store %s", name, self.legacy_path)
 
 
@@ -313,3 +316,8 @@ def _point(p: StoredPoint) -> qe.Point:
     if p.dense is not None:
         vector[DENSE] = list(p.dense)
     return qe.Point(id=p.id, vector=vector, payload=p.payload)
+
+
+def _payload(point: Any) -> dict[str, Any]:
+    """A point's payload (asked for with every scroll and query here, so never absent)."""
+    return point.payload or {}

@@ -40,7 +40,8 @@ def int_to_cn(n: int) -> str:
     if n >= 10000:
         rest = n % 10000
         return f"{int_to_cn(n // 10000)}万" + ("零" if 0 < rest < 1000 else "") + (int_to_cn(rest) if rest else "")
-    out, zero = [], False
+    out: list[str] = []
+    zero = False
     for unit_value, unit in ((1000, "千"), (100, "百"), (10, "十"), (1, "")):
         d = n // unit_value % 10
         if d == 0:

@@ -89,14 +89,26 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 assert quality["scored_answers"] == 12 and 0 < quality["mean_groundedness"] <= 1
                 assert page.inner_text("#t-quality") == f"{100 * quality['mean_groundedness']:.1f}%"
                 assert "12 scored" in page.inner_text("#t-quality-more")
-                page.wait_for_selector("#review-none")  # nobody marked an answer wrong yet
-                wrong = rows[1]["query_id"]
-                said_wrong = httpx.post(f"{url}/v1/queries/{wrong}/feedback", headers={"Authorization": "Bearer tok"},
-                                        json={"score": -1, "comment": "引用的条文不对"})
-                assert said_wrong.status_code == 200, said_wrong.text
+                # to review: nobody said anything yet, so only answers grounded below half are listed
+                low = httpx.get(f"{url}/v1/review", headers={"Authorization": "Bearer tok"}).json()["answers"]
+                assert all(a["why"] == ["low_grounded"] and a["groundedness"] < 0.5 for a in low)
+                page.wait_for_selector("#review tbody tr" if low else "#review-none")
+                assert page.locator("#review tbody tr").count() == len(low)
+                # a reader marks an answer wrong with the buttons on its page, and says why
+                wrong = next(r["query_id"] for r in rows if r["query_id"] not in {a["query_id"] for a in low})
+                page.goto(f"{url}/dashboard?token=tok#/query/{wrong}")
+                page.wait_for_selector("#q-feedback button[data-score='-1']")
+                page.fill("#q-comment", "引用的条文不对")
+                page.click("#q-feedback button[data-score='-1']")
+                page.wait_for_selector("#q-feedback-said:text('saved: wrong')")
+                kept = httpx.get(f"{url}/v1/queries/{wrong}", headers={"Authorization": "Bearer tok"}).json()["feedback"]
+                assert [(f["score"], f["comment"]) for f in kept] == [(-1, "引用的条文不对")]
+                page.goto(f"{url}/dashboard?token=tok#/")
                 page.reload()
-                page.wait_for_selector("#review tbody tr")
-                assert page.locator("#review tbody tr").count() == 1 and "引用的条文不对" in page.inner_text("#review")
+                page.wait_for_selector(f"#review tr[data-id='{wrong}']")
+                marked = page.locator(f"#review tr[data-id='{wrong}']").inner_text()
+                assert "引用的条文不对" in marked and "marked wrong" in marked
+                assert page.locator("#review tbody tr").count() == len(low) + 1
                 assert "1 marked wrong" in page.inner_text("#t-quality-more")
                 page.wait_for_selector("#budgets tbody tr")
                 assert page.locator("#budgets tbody tr").count() == 12  # "*": one row per user that spent
@@ -164,6 +176,10 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 assert page.inner_text("#verdict") == f"verdict: {exp['verdict']}"
                 control = page.locator("tr[data-arm=control]").inner_text()
                 assert str(exp["arms"]["control"]["queries"]) in control
+                # each metric that decides, with its direction: quality beside cost (12 answers scored)
+                metrics = page.locator("#metrics tr[data-metric]").all_inner_texts()
+                assert [m.split()[0] for m in metrics] == list(exp["metrics"]), metrics
+                assert "primary" in metrics[0] and "lower" in metrics[0]
                 page.screenshot(path=str(shots / "experiment.png"), full_page=True)
                 assert not blocked, blocked
                 browser.close()
@@ -213,4 +229,75 @@ def test_an_unpriced_stage_is_marked_in_the_chart_never_drawn_as_zero(seeded):
             assert page.locator("#chart-stages rect[data-unpriced]").count() == 1
             assert not any(t.endswith("generate $0") for t in titles), titles
             assert "dashed: unpriced" in page.inner_text("#chart-stages .legend")
+            browser.close()
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium not installed (.ci/run installs it)")
+def test_quality_over_time_per_variant_is_charted_beside_cost(tmp_path):
+    """The home page charts each variant's mean groundedness and invalid-citation share per day beside
+    its cost per query per day, from GET /v1/reports/quality; a day nothing was scored (or priced) is a
+    gap, never a point at 0."""
+    from datetime import UTC, datetime, timedelta
+
+    from playwright.sync_api import sync_playwright
+
+    from tracing.ledger import LedgerWriter
+
+    settings = make_settings(tmp_path, answer_cache_size=0)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    today = datetime.now(UTC).date()
+    days = [(today - timedelta(days=d)).isoformat() for d in (2, 1, 0)]
+    w = LedgerWriter(settings.ledger_path)
+    for di, day in enumerate(days):
+        for variant, cost, grounded in (("control", 900_000, 0.9), ("cheap", 300_000, 0.4)):
+            for k in range(2):
+                qid = f"{variant}-{day}-{k}"
+                ts = f"{day}T0{k}:00:00.000+00:00"
+                w.put("queries", {"query_id": qid, "kind": "query", "status": "ok", "variant": variant, "mode": "llm",
+                                  "started_at": ts, "question": "股东会的职权有哪些？", "origin": "live"})
+                unpriced = variant == "cheap" and di == 1  # a day whose model had no price: no cost point
+                w.put("stage_calls", {"query_id": qid, "stage": "generate", "status": "ok", "model": "m", "input_tokens": 10,
+                                      "cost_nano_usd": None if unpriced else cost, "price_source": "unpriced" if unpriced else "bundled",
+                                      "variant": variant, "started_at": ts})
+                if variant == "cheap" and di == 2:
+                    continue  # today nobody scored cheap's answers: no quality point, not 0%
+                for metric, value in (("groundedness", grounded), ("invalid_citations", k)):
+                    w.put("query_quality", {"query_id": qid, "metric": metric, "source": "local", "value": value,
+                                            "recorded_at": ts})
+    assert w.flush(10)
+    w.close()
+    with Server(settings) as url:
+        api = httpx.get(f"{url}/v1/reports/quality", params={"days": 30}).json()
+        assert len(api["rows"]) == 6
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            blocked = []
+            page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
+            page.on("pageerror", lambda e: blocked.append(str(e)))
+            page.goto(f"{url}/dashboard")
+            page.wait_for_selector("#chart-quality-days circle", state="attached")
+            for chart, unit in (("#chart-quality-days", "(%)"), ("#chart-cost-days", "(USD)")):
+                assert page.text_content(f"{chart} .y-title").endswith(unit)
+                assert page.text_content(f"{chart} .x-title") == "days (UTC, 3 with queries)"
+            grounded = page.locator("#chart-quality-days circle[data-key=groundedness]")
+            assert grounded.count() == 5  # 2 variants x 3 days, less cheap's unscored day
+            assert page.locator("#chart-quality-days circle[data-key=invalid_citation_rate]").count() == 5
+            assert page.locator(f"#chart-quality-days circle[data-variant=cheap][data-day='{days[2]}']").count() == 0
+            title = page.text_content(f"#chart-quality-days circle[data-variant=control][data-key=groundedness][data-day='{days[0]}'] title")
+            assert title == f"control {days[0]} 90% (2 scored)"
+            costs = page.locator("#chart-cost-days circle")
+            assert costs.count() == 5  # cheap's unpriced day: no point (never $0)
+            cheap = page.text_content(f"#chart-cost-days circle[data-variant=cheap][data-day='{days[0]}'] title")
+            assert cheap == f"cheap {days[0]} {usd(0.0003)}"
+            assert "unpriced, not $0" in page.inner_text("#chart-cost-days .legend")
+            assert "nothing scored" in page.inner_text("#chart-quality-days .legend")
+            boxes = [page.locator(c).bounding_box() for c in ("#chart-quality-days", "#chart-cost-days")]
+            assert abs(boxes[0]["y"] - boxes[1]["y"]) < 5 and boxes[1]["x"] > boxes[0]["x"]  # side by side
+            shots = Path(os.environ.get("DASHBOARD_SCREENSHOTS", tmp_path))
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shots / "quality-days-1280.png"), full_page=True)
+            page.set_viewport_size({"width": 760, "height": 900})
+            fits_760(page, "#chart-cost-days")
+            assert not blocked, blocked
             browser.close()

@@ -129,3 +129,25 @@ def test_experiment_arms_never_share_an_entry(indexed, tmp_path):
     assert set(seen) == {"a", "b"}
     # each arm's first answer is a miss whoever asked before on the other arm; later ones are hits
     assert all(hits[0] is False and all(hits[1:]) for hits in seen.values()), seen
+
+
+def test_a_hit_saves_what_a_live_answer_would_cost_at_the_hits_time(indexed):
+    """The saving is the original's successful usage priced at the hit's own start (DeepSeek's peak rule
+    decides by then), never the original's recorded cost with its failed attempt."""
+    from tracing.pricing import PriceTable
+    from tests.fakes.openai_server import USAGE_SHAPES, Reply
+
+    with FakeOpenAI() as llm:
+        llm.script = [Reply(reset_after=2), Reply(usage=USAGE_SHAPES["deepseek"])]  # a reset, then the answer
+        settings = make_settings(indexed, openai_base_url=llm.base_url, llm_model="deepseek-flash", llm_stream=True)
+        with Server(settings) as url:
+            first, again = ask(url), ask(url)
+            assert (first["cache_hit"], again["cache_hit"]) == (False, True)
+            wait_until(lambda: httpx.get(f"{url}/v1/queries/{again['query_id']}").status_code == 200, "hit row")
+    [(started, saved)] = select_rows(settings.ledger, "SELECT started_at, saved_cost_nano_usd FROM queries "
+                                     "WHERE cache_hit = 1")
+    live = PriceTable().quote("deepseek-flash", 1500, 200, 1000, at=started).cost_nano  # peak or not, at the hit
+    assert saved == live and again["saved_cost_usd"] == pytest.approx(live / 1e9)
+    [(attempts,)] = select_rows(settings.ledger, "SELECT COUNT(*) FROM stage_calls WHERE query_id = :q AND "
+                                "stage = 'generate'", q=first["query_id"])
+    assert attempts == 2 and first["total_cost_usd"] * 1e9 > live  # the reset attempt was the original's, not ours

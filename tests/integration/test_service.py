@@ -189,6 +189,9 @@ def test_replay_compares_arms_on_identical_questions(indexed, tmp_path):
     assert res["arms"]["control"]["recall@5"] == 1.0  # citation-aware retrieval puts the article first
     assert res["arms"]["treatment"]["recall@5"] == 1.0  # top-1 holds it too
     assert res["arms"]["control"]["mrr"] == 1.0 and res["differences"]["mrr"]["diff"] == 0.0
+    # extractive answers quote their passages: grounded by construction, in both arms, no difference
+    assert res["arms"]["control"]["groundedness"] == res["arms"]["treatment"]["groundedness"] == 1.0
+    assert res["arms"]["treatment"]["invalid_citation_rate"] == 0.0 and res["differences"]["groundedness"]["diff"] == 0.0
     assert res["cost_metric"] == "shadow_cost_usd"  # extractive: the prompt's shadow cost is compared
     assert res["arms"]["treatment"]["cost_per_query"] < res["arms"]["control"]["cost_per_query"]
     assert res["differences"]["cost_per_query"]["ci95_high"] < 0

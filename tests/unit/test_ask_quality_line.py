@@ -5,7 +5,7 @@ import io
 
 from rich.console import Console
 
-from rag_app.cli import main as cli
+from rag_app.cli import documents as cli
 
 
 def test_the_quality_line_names_each_invalid_citation(monkeypatch):

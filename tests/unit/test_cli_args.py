@@ -93,7 +93,7 @@ def test_the_eval_csv_writes_nested_cells_as_json(tmp_path):
     import csv
     import json
 
-    from rag_app.cli.main import _write_eval
+    from rag_app.cli.evaluate import _write_eval
 
     path = tmp_path / "e.csv"
     _write_eval({"results": [{"chunker": "legal", "recall@1": 0.64, "budgets": {"recall@1": {"mean": 0.71}}}]}, path)

@@ -107,3 +107,32 @@ def test_cli_compare_shows_the_method_the_metrics_and_who_decided(tmp_path, monk
     assert "sequential (anytime-valid; now sequential), alpha 0.05, N_tune 2,000" in text
     assert "cost_per_query primary 0.04" in text and "error_rate guardrail 0.0025" in text
     assert "verdict: hold (decided by cost_per_query)" in text and "one-look 95% CI" in text
+
+
+def test_cli_compare_shows_answer_quality_beside_cost_within_80_columns(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from rag_app.cli.main import app
+    from tests.unit.test_comparison import seed_feedback, seed_quality
+
+    data = tmp_path / "data"
+    data.mkdir()
+    conn = moderate_drop(data, file="ledger.sqlite")
+    seed_quality(conn, "a", 200, 0.9, 0)
+    seed_quality(conn, "b", 200, 0.5, 2)
+    seed_feedback(conn, "b", 40, -1)
+    conn.close()
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"experiments": {"e": {"control": "a", "treatment": "b", "rollout_pct": 50,
+                                                     "seed": "s"}}, "variants": {"a": {}, "b": {"top_n": 3}}}))
+    monkeypatch.setenv("RAG_DATA_DIR", str(data))
+    monkeypatch.setenv("RAG_EXPERIMENTS_FILE", str(cfg))
+    monkeypatch.setenv("COLUMNS", "80")
+    res = CliRunner().invoke(app, ["experiment", "compare", "e"])
+    assert res.exit_code == 0, res.output
+    assert max(len(line) for line in res.output.splitlines()) <= 80
+    text = " ".join(res.output.replace("│", " ").split())
+    assert "answer quality" in text and "treatment 200 50.0% 100.0% -0.75 -" in text  # scored, grounded, ...
+    assert "groundedness guardrail" in text and "invalid_citation_rate guardrail" in text
+    assert "feedback_score guardrail" not in text  # feedback in one arm only: nothing to compare
+    assert "verdict: roll back" in text

@@ -220,7 +220,13 @@ def test_a_cheaper_arm_whose_answers_invent_articles_is_rolled_back_not_promoted
     res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
     assert res["verdict"] == "roll back" and res["decided_by"] == "quality", res["reason"]
     assert "groundedness 100% -> 0%" in res["reason"] and "invalid citation" in res["reason"]
-    assert res["arms"]["treatment"]["quality"] == {"scored": 100, "groundedness": 0.0, "invalid_citation_rate": 1.0}
+    assert res["arms"]["treatment"]["quality"] == {"scored": 100, "groundedness": 0.0, "invalid_citation_rate": 1.0,
+                                                    "feedback_score": None, "judge_score": None}
+    # each quality metric with data is a guardrail, with its direction and margin, beside cost
+    grounded = res["metrics"]["groundedness"]
+    assert grounded["role"] == "guardrail" and grounded["better"] == "higher" and grounded["margin"] == 0.05
+    assert grounded["status"] == "worse" and res["metrics"]["invalid_citation_rate"]["status"] == "worse"
+    assert "feedback_score" not in res["metrics"]  # no feedback in either arm: not a guardrail
 
 
 def test_quality_within_the_tolerance_lets_cost_decide(tmp_path):
@@ -230,3 +236,76 @@ def test_quality_within_the_tolerance_lets_cost_decide(tmp_path):
     seed_quality(conn, "a", 100, 0.95, 0)
     seed_quality(conn, "b", 100, 0.92, 0)  # 3 points lower: within the default 5
     assert compare_live(conn, Experiment("e", "a", "b", 50, "s"))["verdict"] == "promote"
+
+
+def seed_feedback(conn, variant, n, score):
+    for i in range(n):
+        conn.execute("INSERT INTO query_feedback (query_id, user_id, score, recorded_at) VALUES (?, '', ?, 't')",
+                     (f"live-{variant}{i}", score if i % 4 else 0))  # one in four unsure: a spread to measure
+    conn.commit()
+
+
+def test_users_marking_the_cheaper_arm_wrong_roll_it_back(tmp_path):
+    """Feedback is a guardrail like any other quality metric: 40 answers a side marked by users, none
+    scored locally (so the point gate cannot act), the treatment marked wrong, the control right:
+    rolled back by `feedback_score`."""
+    rng = random.Random(1)
+    conn = seed_ledger(tmp_path / "l.sqlite", [int(rng.gauss(1000, 50)) for _ in range(100)],
+                       [int(rng.gauss(600, 50)) for _ in range(100)])
+    seed_feedback(conn, "a", 40, 1)
+    seed_feedback(conn, "b", 40, -1)
+    res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
+    assert res["arms"]["treatment"]["quality"]["feedback_score"] == pytest.approx(-0.75)
+    assert res["metrics"]["feedback_score"]["status"] == "worse"
+    assert res["verdict"] == "roll back" and res["decided_by"] == "feedback_score", res["reason"]
+    assert "feedback score is lower in treatment by more than its margin" in res["reason"]
+
+
+def test_a_judge_score_within_the_margin_does_not_block_a_cheaper_arm(tmp_path):
+    rng = random.Random(2)
+    conn = seed_ledger(tmp_path / "l.sqlite", [int(rng.gauss(1000, 50)) for _ in range(100)],
+                       [int(rng.gauss(600, 50)) for _ in range(100)])
+    for variant, score in (("a", 0.90), ("b", 0.88)):  # 2 points lower, margin 5
+        for i in range(100):
+            conn.execute("INSERT INTO query_quality (query_id, metric, source, value, recorded_at) "
+                         "VALUES (?, 'judge_score', 'judge', ?, 't')", (f"live-{variant}{i}", score))
+    conn.commit()
+    res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
+    assert res["metrics"]["judge_score"]["status"] != "worse"
+    assert res["verdict"] == "promote", res["reason"]
+    narrow = compare_live(conn, Experiment("e", "a", "b", 50, "s", guardrails={"max_quality_drop": 0.01}))
+    assert narrow["verdict"] == "roll back" and narrow["decided_by"] == "judge_score", narrow["reason"]
+
+
+def test_quality_can_be_the_primary_metric(tmp_path):
+    """An experiment run for answer quality: groundedness primary, higher is better, cost a guardrail."""
+    rng = random.Random(3)
+    conn = seed_ledger(tmp_path / "l.sqlite", [int(rng.gauss(1000, 50)) for _ in range(200)],
+                       [int(rng.gauss(1000, 50)) for _ in range(200)])
+    for variant, p in (("a", 0.6), ("b", 0.9)):
+        for i in range(200):
+            conn.execute("INSERT INTO query_quality (query_id, metric, source, value, recorded_at) "
+                         "VALUES (?, 'groundedness', 'local', ?, 't')", (f"live-{variant}{i}", float(rng.random() < p)))
+    conn.commit()
+    exp = Experiment("e", "a", "b", 50, "s", analysis={"primary_metric": "groundedness"})
+    res = compare_live(conn, exp)
+    assert res["analysis"]["primary_metric"] == "groundedness" and "cost_per_query" in res["analysis"]["guardrail_metrics"]
+    assert res["metrics"]["groundedness"]["status"] == "better", res["metrics"]["groundedness"]
+    assert res["verdict"] == "promote" and "groundedness is higher in treatment" in res["reason"], res["reason"]
+
+
+def test_a_replay_whose_treatment_answers_are_less_grounded_is_not_promoted_on_cost():
+    from rag_app.experiments.comparison import Interval, paired_bootstrap, replay_verdict
+    from rag_app.experiments.verdict import DEFAULT_GUARDRAILS
+
+    guard = {**DEFAULT_GUARDRAILS, "max_recall_drop": 0.01}
+    cheaper, same_recall = Interval(-0.5e-3, -0.6e-3, -0.4e-3), Interval(0.0, 0.0, 0.0)
+    ask = dict(recall_ci=same_recall, cost_ci=cheaper, base=1e-3, why_unpriced=None)
+    assert replay_verdict(guard, 5, grounded_ci=None, **ask)[0] == "promote"  # no answer scored: cost decides
+    invented = paired_bootstrap([-1.0, -1.0, -1.0, -0.5, -1.0, -1.0])  # quoted -> invented, question by question
+    verdict, reason = replay_verdict(guard, 5, grounded_ci=invented, **ask)
+    assert verdict == "roll back" and "groundedness falls by" in reason, reason
+    mixed = paired_bootstrap([-1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # mean -12.5 points, interval reaches 0
+    assert replay_verdict(guard, 5, grounded_ci=mixed, **ask)[0] == "hold"
+    slight = paired_bootstrap([-0.02, 0.0, -0.04, 0.0])  # within the 5-point margin
+    assert replay_verdict(guard, 5, grounded_ci=slight, **ask)[0] == "promote"

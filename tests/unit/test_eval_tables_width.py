@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from rag_app.cli import main as cli
+from rag_app.cli import evaluate as cli
 from rag_app.evaluation.render import budget_table, diff_table, print_budgets
 
 CI = {"mean": 0.7132, "ci95_low": 0.6821, "ci95_high": 0.7433, "n": 312}
@@ -20,7 +20,8 @@ def result() -> dict:
            "levers": "rescore+charge+colloquial+named", **{f"recall@{k}": 0.5 for k in KS}, "mrr@10": 0.61,
            "ndcg@10": 0.66, "mean_context_tokens": 1834.2, "usd_per_query": 0.000511, "chunks": 3794,
            "mean_tokens": 412.0, "pct_in_target": 91.2, "sentence_integrity_pct": 99.1, "article_integrity_pct": 99.8,
-           "ingest_s": 41.7,
+           "ingest_s": 41.7, "answers": "extractive", "answers_citing_gold": 0.8125, "correct_answers": 254,
+           "usd_per_correct_answer": 0.000629,
            "budgets": {"recall@5": CI, **{f"recall_within_{b}": CI for b in BUDGETS},
                        **{f"context_tokens_within_{b}": b * 0.97 for b in BUDGETS}}}
     tasks = ["recitation", "case-facts", "layperson-colloquial", "definition"]
@@ -56,4 +57,5 @@ def test_eval_tables_fit_80_columns(monkeypatch):
     assert max(map(len, lines)) <= 80, "\n".join(lines)
     text = "\n".join(lines)
     assert "0.500" in text and "$0.511" in text and "3,794" in text  # the figures are there, per 1k queries
+    assert "81.2%" in text and "$0.000629" in text  # cite their gold; $ per right answer
     assert "3. semantic / bm25 (skipped: no embedder)" in text

@@ -23,6 +23,8 @@ EXPECTED_STAGE_CALLS = {
     "context_budget_tokens": int, "context_tokens": int,
     # m009_one_repository
     "writer_id": str,
+    # m015_row_says_where_and_why
+    "endpoint": str, "price_rule": str, "price_effective_from": str, "price_warning": str,
 }
 EXPECTED_REPRICINGS = {
     "id": int, "stage_call_id": int, "cost_nano_usd": int, "shadow_cost_nano_usd": int, "price_version": str,

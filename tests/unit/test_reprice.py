@@ -17,13 +17,14 @@ from tracing.reprice import reprice
 OLD = "genai-prices@0.2.3"  # the table the rows were first priced with
 
 
-def add_row(conn, qid, model, tin, tout, cached, cost, source, version=OLD, started="2026-03-02T08:00:00.000+00:00"):
+def add_row(conn, qid, model, tin, tout, cached, cost, source, version=OLD, started="2026-03-02T08:00:00.000+00:00",
+            endpoint="api.openai.com", provider=None):
     conn.execute("INSERT OR IGNORE INTO queries (query_id, kind, status, started_at) VALUES (?, 'query', 'ok', ?)",
                  (qid, started))
     conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, input_tokens, output_tokens, cached_tokens, "
-                 "cost_nano_usd, price_version, price_source, usage_source, started_at) "
-                 "VALUES (?, 'generate', 'ok', ?, ?, ?, ?, ?, ?, ?, 'provider', ?)",
-                 (qid, model, tin, tout, cached, cost, version, source, started))
+                 "cost_nano_usd, price_version, price_source, usage_source, started_at, endpoint, provider) "
+                 "VALUES (?, 'generate', 'ok', ?, ?, ?, ?, ?, ?, ?, 'provider', ?, ?, ?)",
+                 (qid, model, tin, tout, cached, cost, version, source, started, endpoint, provider))
 
 
 def seed(path):
@@ -158,7 +159,7 @@ def test_cli_prices_check_and_reprice(tmp_path, monkeypatch):
     monkeypatch.setenv("RAG_PRICE_OVERRIDES", str(overrides(tmp_path)))
     assert runner.invoke(app, ["prices", "check"]).exit_code == 0
     res = runner.invoke(app, ["reprice", "--model", "house-llm-7b"])
-    assert res.exit_code == 0 and "re-priced 1 rows" in res.output and "unpriced rows 1 -> 0" in res.output
-    assert "1 changed, 0 unchanged" in res.output and "1 priced now" in res.output
+    assert res.exit_code == 0 and "re-priced 1 of 1 rows" in res.output and "unpriced rows 1 -> 0" in res.output
+    assert "1 changed, 0 unchanged, 0 left" in res.output and "1 priced now" in res.output
     conn = sqlite3.connect(data / "ledger.sqlite")
     assert conn.execute("SELECT cost_nano_usd, price_source FROM repricings").fetchall() == [(140000, "override")]

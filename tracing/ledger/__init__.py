@@ -11,6 +11,7 @@
     writer.py      LedgerWriter: bounded buffer, one writer thread, quarantine, spill and replay
     spill.py       spill files under RAG_DATA_DIR: private, versioned, typed, resumable
     reports.py     reports from the rollups; percentiles by index walks; streamed exports
+    quality_groups.py  answer quality and feedback per report group and per day, beside the cost
     repository.py  Ledger: every read (and re-pricing, rebuilding) the front doors need
 
 Nothing outside this package writes SQL.

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from typing import Any
+
 from sqlalchemy import Engine, func, insert, select, text
 
 from tracing.ledger.schema import TABLES, metadata
@@ -18,7 +20,8 @@ def load(engine: Engine, table: str, rows: Sequence[dict]) -> int:
     cols = list(rows[0])
     with engine.begin() as db:
         if db.dialect.name == "postgresql":
-            cur = db.connection.driver_connection.cursor()
+            raw: Any = db.connection.driver_connection  # psycopg's connection: COPY is its own API
+            cur = raw.cursor()
             with cur.copy(f"COPY {t.name} ({', '.join(t.c[c].name for c in cols)}) FROM STDIN") as cp:
                 for r in rows:
                     cp.write_row([r[c] for c in cols])
@@ -47,9 +50,10 @@ def analyze(engine: Engine) -> None:
     """Planner statistics after a bulk load (PostgreSQL: what autovacuum would do; SQLite: ANALYZE)."""
     with engine.connect() as db:
         if db.dialect.name == "postgresql":
-            db.connection.driver_connection.autocommit = True
+            raw: Any = db.connection.driver_connection  # VACUUM cannot run inside a transaction
+            raw.autocommit = True
             db.exec_driver_sql("VACUUM ANALYZE")
-            db.connection.driver_connection.autocommit = False
+            raw.autocommit = False
         else:
             db.exec_driver_sql("ANALYZE")
             db.commit()
@@ -62,7 +66,7 @@ def size_bytes(engine: Engine) -> dict[str, int]:
             database = db.execute(select(func.pg_database_size(func.current_database()))).scalar()
             tables = sum(int(db.execute(select(func.pg_total_relation_size(text(f"'{t}'::regclass")))).scalar() or 0)
                          for t in metadata.tables)
-            return {"database": int(database), "tables": tables}
+            return {"database": int(database or 0), "tables": tables}
         pages = db.exec_driver_sql("PRAGMA page_count").scalar()
         size = db.exec_driver_sql("PRAGMA page_size").scalar()
-        return {"database": int(pages) * int(size), "tables": int(pages) * int(size)}
+        return {"database": int(pages or 0) * int(size or 0), "tables": int(pages or 0) * int(size or 0)}

@@ -309,6 +309,15 @@ def m014_query_feedback(db: Connection) -> None:
     _ddl(db, CreateTable(S.query_feedback, if_not_exists=True))
 
 
+@migration
+def m015_row_says_where_and_why(db: Connection) -> None:
+    # each priced row: the endpoint it was sent to (its provider is in `provider`), so `rag reprice` prices it
+    # where it was sent, never by the shell's OPENAI_BASE_URL; the time rule applied, the dated price's
+    # effective date and any warning (a holiday calendar that does not cover the call's year)
+    for name in ("endpoint", "price_rule", "price_effective_from", "price_warning"):
+        add_column(db, "stage_calls", Column(name, Text))
+
+
 def _create_triggers(db: Connection) -> None:
     """Any insert, update or delete of a query's rows marks it dirty, whoever writes: the writers fold
     dirty queries into the totals, so the totals cannot drift from rows written around the writer."""

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, case, cast, func, select, tuple_
+from sqlalchemy import Connection, case, cast, func, literal, select, tuple_
 from sqlalchemy.sql import ColumnElement, Select
 
 from rag_app.core.money import usd_json
+from rag_app.core.usage import JUDGE_KIND, judge_run_id
 from tracing.ledger import views
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import (
@@ -78,7 +79,10 @@ def stage_json(row: dict) -> dict:
             "price_source": row["price_source"],
             "possibly_billed": bool(row["possibly_billed"]), "latency_ms": row["latency_ms"],
             "cache_hits": row["cache_hits"], "cache_misses": row["cache_misses"], "error": row["error"],
-            "context_budget_tokens": row.get("context_budget_tokens"), "context_tokens": row.get("context_tokens")}
+            "context_budget_tokens": row.get("context_budget_tokens"), "context_tokens": row.get("context_tokens"),
+            # why it cost what it cost (m015): where it was sent, the rule and dated price applied, any warning
+            "provider": row.get("provider"), "endpoint": row.get("endpoint"), "price_rule": row.get("price_rule"),
+            "price_effective_from": row.get("price_effective_from"), "price_warning": row.get("price_warning")}
 
 
 # -- per-query rows from the totals ---------------------------------------------------------------------------
@@ -228,7 +232,57 @@ def report_totals(db: Connection, last: int | None = None, variant: str | None =
                                 if sums["context_queries"] else None),
         "context_budget_tokens": budgets,
         "stages": {st: _stage_json(stages.get(st)) for st in [*STAGES, *sorted(set(stages) - set(STAGES))]},
+        "evaluation_spend": evaluation_totals(db, source, variant, last),
     }
+
+
+# -- evaluation spend: the judge's runs, apart from the queries they graded ---------------------------------
+def evaluation_json(runs: int, calls: int, priced_nano: int, null_cost_rows: int, unpriced_rows: int, failed: int,
+                    retries: int, timeouts: int) -> dict:
+    """What grading answers cost (`kind = 'judge'` runs: one per judged answer, `calls` LLM attempts),
+    never part of a query's cost, its cost per query or its arm's figures."""
+    return {"cost_usd": usd_json(int(number(priced_nano))), "cost_is_lower_bound": int(number(null_cost_rows)) > 0,
+            "judge_calls": int(number(calls)), "judged_answers": int(number(runs)) - int(number(failed)),
+            "failed_runs": int(number(failed)), "unpriced_rows": int(number(unpriced_rows)),
+            "retries": int(number(retries)), "timeouts": int(number(timeouts))}
+
+
+def _judged_of(source, variant: str | None, last: int | None, kind_col, id_col, variant_col) -> list:
+    """Which judge runs a report covers: those of its variant, or those grading its `last` queries."""
+    where = [kind_col == JUDGE_KIND]
+    if variant:
+        where.append(variant_col == variant)
+    if last is not None:
+        where.append(id_col.in_(select(literal(judge_run_id("")).concat(source.c.query_id))))
+    return where
+
+
+def evaluation_totals(db: Connection, source, variant: str | None, last: int | None) -> dict:
+    """Evaluation spend from the judge runs' totals (query_totals, kept by the writer like a query's)."""
+    t = query_totals
+    row = db.execute(select(
+        func.count(), func.coalesce(func.sum(t.c.stage_rows), 0), func.coalesce(func.sum(t.c.priced_cost_nano_usd), 0),
+        func.coalesce(func.sum(t.c.null_cost_rows), 0), func.coalesce(func.sum(t.c.unpriced_rows), 0),
+        func.coalesce(func.sum(case((t.c.status != "ok", 1), else_=0)), 0),
+        func.coalesce(func.sum(t.c.retries), 0), func.coalesce(func.sum(t.c.timeouts), 0))
+        .where(*_judged_of(source, variant, last, t.c.kind, t.c.query_id, t.c.variant))).one()
+    return evaluation_json(*row)
+
+
+def evaluation_full(db: Connection, stage_source, source, variant: str | None, last: int | None) -> dict:
+    """evaluation_totals() from the judge runs' rows (`stage_source`: stage_calls or the re-priced view)."""
+    q, s = queries, stage_source
+    runs, failed = db.execute(select(func.count(), func.coalesce(func.sum(case((q.c.status != "ok", 1), else_=0)), 0))
+                              .where(*_judged_of(source, variant, last, q.c.kind, q.c.query_id, q.c.variant))).one()
+    calls, cost, null_cost, unpriced, retries, timeouts = db.execute(select(
+        func.count(), func.coalesce(func.sum(s.c.cost_nano_usd), 0),
+        func.coalesce(func.sum(case((s.c.cost_nano_usd.is_(None), 1), else_=0)), 0),
+        func.coalesce(func.sum(case((s.c.price_source == "unpriced", 1), else_=0)), 0),
+        func.coalesce(func.sum(case((s.c.status == "retry", 1), else_=0)), 0),
+        func.coalesce(func.sum(case((s.c.status == "timeout", 1), else_=0)), 0))
+        .select_from(s.join(q, q.c.query_id == s.c.query_id))
+        .where(*_judged_of(source, variant, last, q.c.kind, q.c.query_id, q.c.variant))).one()
+    return evaluation_json(runs, calls, cost, null_cost, unpriced, failed, retries, timeouts)
 
 
 def answer_cache_json(queries: int, hits: int, saved_nano: int, saved_unknown: int) -> dict:
@@ -284,8 +338,8 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
             cache_hits += 1
             saved += saving or 0
             saved_unknown += saving is None
-        for r in db.execute(select(stage_source).where(stage_source.c.query_id.in_(batch))).mappings():
-            r = dict(r)
+        for m in db.execute(select(stage_source).where(stage_source.c.query_id.in_(batch))).mappings():
+            r = dict(m)
             _add(per_stage[r["query_id"]].setdefault(r["stage"], _new_sums()), r)
             _add(stage_tot.setdefault(r["stage"], _new_sums()), r)
             if r["status"] in ("retry", "timeout", "error"):
@@ -304,6 +358,7 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
                 misses += r["cache_misses"] or 0
             if r["stage"] == "generate" and r.get("context_tokens") is not None:
                 context[r["query_id"]] = (r["context_tokens"], r.get("context_budget_tokens"))
+    j = evaluation_full(db, stage_source, sel.subquery("sel"), variant, last)
     rows = []
     for q in qs:  # shaped as a query_totals row, then printed by the one query_row()
         qid = q["query_id"]
@@ -338,6 +393,7 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
         "stages": {st: {"input_tokens": v["input_tokens"], "output_tokens": v["output_tokens"],
                         "cost_usd": usd_json(v["cost_nano"]), "shadow_cost_usd": usd_json(v["shadow_nano"]),
                         "unpriced_rows": v["unpriced"], "rows": v["rows"]} for st, v in stage_tot.items()},
+        "evaluation_spend": j,
     }
     return Report(rows, totals)
 

@@ -17,12 +17,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, case, cast, distinct, func, insert, select
+from sqlalchemy import Engine, and_, case, cast, distinct, func, insert, or_, select, union
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.errors import RagError
+from rag_app.core.usage import JUDGE_KIND, judge_run_id
 from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target
-from tracing.ledger import budgets, reports, rollups, views
+from tracing.ledger import budgets, quality_groups, reports, rollups, views
 from tracing.ledger.engine import (
     Bounds,
     config_error,
@@ -134,6 +135,7 @@ class Ledger:
         else:
             raise _translated(target, last) from None  # type: ignore[arg-type]
         if todo and migrated_copy:  # migrate a copy in memory and leave the file untouched
+            assert target.path is not None  # a SQLite target names its file
             source = sqlite3.connect(f"{target.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
             copy = sqlite3.connect(":memory:", check_same_thread=False)
             source.backup(copy)
@@ -149,7 +151,7 @@ class Ledger:
     @classmethod
     def readable(cls, where: Any, *, bounds: Bounds = CLI_BOUNDS) -> Ledger:
         target = as_target(where)
-        if target.dialect == "sqlite" and not target.path.exists():
+        if target.dialect == "sqlite" and not target.exists():
             raise LedgerUnavailable(f"no ledger at {target.display}; run `rag ask` first or set RAG_DATA_DIR")
         try:
             return cls.open(target, bounds=bounds)
@@ -182,14 +184,16 @@ class Ledger:
         return None if row is None else dict(row)
 
     def arm_quality(self, experiment: str, variant: str, side: str) -> dict:
-        """An arm's answer quality (source `local`): how many answers were scored, their mean
-        groundedness, and the share with an invalid citation."""
+        """An arm's answer quality: how many answers were scored (source `local`), the mean of each
+        quality metric (groundedness, invalid-citation rate, users' feedback score, the judge's score;
+        None without data), and under `_moments` the (n, sum, sum of squares) the verdict reads."""
         t = query_totals
         arm = select(t.c.query_id).where(t.c.kind == "query", t.c.experiment == experiment, t.c.variant == variant,
                                          t.c.side == side)
         with self._read() as db:
-            scored, grounded, invalid = _quality_of(db, arm)
-        return {"scored": scored, "groundedness": grounded, "invalid_citation_rate": invalid}
+            moments = _quality_moments(db, arm)
+        means = {m: moments[m][1] / moments[m][0] if m in moments else None for m in QUALITY_METRICS}
+        return {"scored": moments.get("invalid_citation_rate", (0,))[0], **means, "_moments": moments}
 
     def quality_summary(self, variant: str | None = None) -> dict:
         """Every scored answer (source `local`) and users' feedback, optionally of one variant: what
@@ -219,6 +223,33 @@ class Ledger:
         for metric, value, detail in rows:
             out[metric] = json.loads(detail) if detail is not None else value
         return out
+
+    def judge(self, query_id: str) -> dict | None:
+        """The judge's grades of this answer (source `judge`: faithfulness, relevance, judge_score, with its
+        reason, model and prompt version) and what its run cost (evaluation spend, not the query's), or
+        None when the answer was not judged (off, not sampled, dropped, or not yet)."""
+        q, t, r = query_quality, query_totals, queries
+        run_id = judge_run_id(query_id)
+        with self._read() as db:
+            grades = db.execute(select(q.c.metric, q.c.value, q.c.detail, q.c.recorded_at)
+                                .where(q.c.query_id == query_id, q.c.source == JUDGE_KIND)).all()
+            run = db.execute(select(r.c.status, r.c.error, t.c.stage_rows, t.c.cost_nano_usd)
+                             .select_from(r.outerjoin(t, t.c.query_id == r.c.query_id))
+                             .where(r.c.query_id == run_id)).mappings().first()
+        if not grades and run is None:
+            return None
+        from rag_app.core.money import usd_json
+
+        out: dict = {"faithfulness": None, "relevance": None, "judge_score": None, "reason": None, "model": None,
+                     "prompt_version": None, "recorded_at": None}
+        for metric, value, detail, at in grades:
+            out[metric] = value
+            out["recorded_at"] = at
+            if detail is not None and metric == "judge_score":
+                out.update({k: v for k, v in json.loads(detail).items() if k in ("reason", "model", "prompt_version")})
+        run = dict(run or {})
+        return {**out, "status": run.get("status"), "error": run.get("error"), "calls": int(run.get("stage_rows") or 0),
+                "cost_usd": usd_json(run["cost_nano_usd"]) if run.get("cost_nano_usd") is not None else None}
 
     def list_queries(self, *, variant: str | None = None, status: str | None = None, since: str | None = None,
                      until: str | None = None, experiment: str | None = None, limit: int = 50,
@@ -261,8 +292,29 @@ class Ledger:
             yield from reports.iter_query_rows(db, variant=variant, last=last, raw=raw)
 
     def by(self, dim: str, variant: str | None = None) -> list[dict]:
+        """`rag report --by` rows: the spend, then (every dim but `stage`) the answers' quality and feedback
+        (`scored`, `groundedness`, `invalid_citation_rate`, `feedback_up`/`_down`/`_count`; null on a
+        ledger that predates them, counts 0 and means null where nothing was scored or said)."""
+        known = self.quality_kept()
         with self._read() as db:
-            return reports.by_report(db, dim, variant=variant)
+            rows = reports.by_report(db, dim, variant=variant)
+            per = (quality_groups.by_quality(db, dim, variant=variant) or {}) if known else {}
+        if dim == "stage":  # a stage has no answer of its own
+            return rows
+        return [{**r, **per.get(r[dim], quality_groups.blank(known))} for r in rows]
+
+    def quality_over_time(self, since: str, until: str, variant: str | None = None) -> list[dict]:
+        """Per day and variant: cost per query beside mean groundedness, invalid-citation rate and feedback
+        (the dashboard's quality chart; `GET /v1/reports/quality`)."""
+        with self._read() as db:
+            rows = quality_groups.over_time(db, since, until, variant=variant)
+        if not self.quality_kept():
+            rows = [{**r, **quality_groups.blank(False)} for r in rows]
+        return rows
+
+    def quality_kept(self) -> bool:
+        """False on a ledger that predates answer quality or feedback (read through a migrated copy)."""
+        return not {"m013_answer_quality", "m014_query_feedback"} & set(self.pending or ())
 
     # -- the ledger itself --------------------------------------------------------------------------------
     def audit(self) -> dict:
@@ -408,6 +460,17 @@ class Ledger:
                                 "tokens": int(number(tokens)), "last_seen": last, "why": q.warning})
         return out
 
+    def price_warnings(self) -> list[dict]:
+        """Rows priced with a warning (e.g. a holiday calendar that did not cover the call's year), per
+        model, provider and warning: how many, and the first and last call."""
+        s = stage_calls
+        with self._read() as db:
+            return [dict(r) for r in db.execute(
+                select(s.c.model, s.c.provider, s.c.price_warning.label("warning"), func.count().label("rows"),
+                       func.min(s.c.started_at).label("first_seen"), func.max(s.c.started_at).label("last_seen"))
+                .where(s.c.price_warning.is_not(None))
+                .group_by(s.c.model, s.c.provider, s.c.price_warning).order_by(s.c.model)).mappings()]
+
     def unpriced_rows_now(self) -> int:
         """Stage rows whose latest figure (re-priced or original) is unpriced."""
         v = views.stage_calls_repriced().subquery("c")
@@ -427,7 +490,7 @@ class Ledger:
     def reprice_candidates(self, since: str | None = None, model: str | None = None) -> list[dict]:
         s, c = stage_calls, views.stage_calls_repriced().subquery("c")
         sel = (select(s.c.id, s.c.model, s.c.input_tokens, s.c.output_tokens, s.c.cached_tokens, s.c.cache_write_tokens,
-                      s.c.provider, s.c.status, s.c.started_at, s.c.usage_raw, c.c.cost_nano_usd,
+                      s.c.provider, s.c.endpoint, s.c.status, s.c.started_at, s.c.usage_raw, c.c.cost_nano_usd,
                       c.c.shadow_cost_nano_usd, c.c.price_source, c.c.price_version)
                .select_from(s.join(c, c.c.id == s.c.id))
                .where(c.c.price_source.in_(TABLE_PRICED), s.c.model.is_not(None)).order_by(s.c.id))
@@ -484,6 +547,31 @@ class Ledger:
                 .select_from(f.outerjoin(t, t.c.query_id == f.c.query_id))
                 .where(f.c.score == score).order_by(f.c.recorded_at.desc()).limit(limit)).mappings()]
 
+    def to_review(self, grounded_below: float = 0.5, limit: int = 50) -> list[dict]:
+        """The review list: answers users marked wrong or whose groundedness is below `grounded_below`,
+        newest first, each saying why (`marked_wrong`, `low_grounded`) with the users' comments."""
+        f, t, q = query_feedback, queries, query_quality
+        low = select(q.c.query_id).where(q.c.metric == "groundedness", q.c.source == "local",
+                                         q.c.value < grounded_below)
+        wrong = select(f.c.query_id).where(f.c.score == -1)
+        ids = union(low, wrong).subquery("review_ids")
+        grounded = (select(q.c.value).where(q.c.query_id == t.c.query_id, q.c.metric == "groundedness",
+                                            q.c.source == "local").scalar_subquery())
+        said_wrong = select(func.count()).where(f.c.query_id == t.c.query_id, f.c.score == -1).scalar_subquery()
+        comment = select(func.max(f.c.comment)).where(f.c.query_id == t.c.query_id, f.c.score == -1).scalar_subquery()
+        with self._read() as db:
+            rows = db.execute(
+                select(t.c.query_id, t.c.question, t.c.variant, t.c.started_at, grounded.label("groundedness"),
+                       said_wrong.label("marked_wrong"), comment.label("comment"))
+                .join_from(ids, t, t.c.query_id == ids.c.query_id)
+                .order_by(t.c.started_at.desc()).limit(limit)).mappings().all()
+        out = []
+        for r in rows:
+            why = (["marked_wrong"] if r["marked_wrong"] else []) + (
+                ["low_grounded"] if r["groundedness"] is not None and r["groundedness"] < grounded_below else [])
+            out.append({**r, "why": why})
+        return out
+
     def feedback(self, query_id: str) -> list[dict]:
         f = query_feedback
         with self._read() as db:
@@ -513,15 +601,36 @@ def _translated(target: LedgerTarget, e: BaseException) -> Exception:
     return e if isinstance(e, Exception) else RuntimeError(msg)
 
 
+# the quality metrics an experiment can be judged by (rag_app/experiments/verdict.py QUALITY)
+QUALITY_METRICS = ("groundedness", "invalid_citation_rate", "feedback_score", "judge_score")
+
+
+def _quality_moments(db, ids) -> dict[str, tuple[int, float, float]]:
+    """(n, sum, sum of squares) per quality metric of the queries `ids` selects, for those with data:
+    groundedness and invalid citations (0/1: any) from the local signals, the judge's score, users'
+    feedback (-1..1). Two grouped reads, for an experiment's arm and for the reports."""
+    q, f = query_quality, query_feedback
+    wanted = or_(and_(q.c.source == "local", q.c.metric.in_(("groundedness", "invalid_citations"))),
+                 and_(q.c.source == "judge", q.c.metric == "judge_score"))
+    out: dict[str, tuple[int, float, float]] = {}
+    for metric, n, s1, s2, bad in db.execute(
+            select(q.c.metric, func.count(q.c.value), func.sum(q.c.value), func.sum(q.c.value * q.c.value),
+                   func.sum(case((q.c.value > 0, 1), else_=0)))
+            .where(q.c.query_id.in_(ids), q.c.value.is_not(None), wanted).group_by(q.c.metric)):
+        n = int(number(n))
+        if metric == "invalid_citations":  # the rate of answers with at least one
+            out["invalid_citation_rate"] = (n, float(number(bad)), float(number(bad)))
+        elif n:
+            out[metric] = (n, float(number(s1)), float(number(s2)))
+    n, s1, s2 = db.execute(select(func.count(f.c.score), func.sum(f.c.score), func.sum(f.c.score * f.c.score))
+                           .where(f.c.query_id.in_(ids))).one()
+    if n:
+        out["feedback_score"] = (int(n), float(number(s1)), float(number(s2)))
+    return out
+
+
 def _quality_of(db, ids) -> tuple[int, float | None, float | None]:
-    """(answers scored, mean groundedness, share with an invalid citation) of the queries `ids` selects
-    (source `local`): one grouped read of query_quality, for an experiment's arm and for the reports."""
-    q = query_quality
-    rows = {m: (int(number(n)), number(total), int(number(bad)))
-            for m, n, total, bad in db.execute(
-                select(q.c.metric, func.count(q.c.value), func.sum(q.c.value),
-                       func.sum(case((q.c.value > 0, 1), else_=0)))
-                .where(q.c.query_id.in_(ids), q.c.source == "local", q.c.value.is_not(None))
-                .group_by(q.c.metric))}
-    g, inv = rows.get("groundedness", (0, None, 0)), rows.get("invalid_citations", (0, None, 0))
-    return inv[0], float(g[1]) / g[0] if g[0] else None, inv[2] / inv[0] if inv[0] else None
+    """(answers scored, mean groundedness, share with an invalid citation) of the queries `ids` selects."""
+    m = _quality_moments(db, ids)
+    g, inv = m.get("groundedness"), m.get("invalid_citation_rate")
+    return (inv[0] if inv else 0, g[1] / g[0] if g else None, inv[1] / inv[0] if inv else None)

@@ -246,7 +246,7 @@ def _driver_statements(dialect: str, steps: tuple[str, ...] = FOLD_STEPS) -> lis
     """The fold's statements as the driver's SQL, compiled once, and how to bind a batch's ids: executed
     through SQLAlchemy, each batch paid for a cache key made by walking every statement's tree (~1 ms a
     statement, a tenth of the writer's time on SQLite). SQLAlchemy still writes each dialect."""
-    out = []
+    out: list[tuple[str, Any]] = []
     for step in steps:
         compiled = _statements(dialect)[step].compile(dialect=_DRIVER_DIALECTS[dialect](),
                                                       compile_kwargs={"render_postcompile": True})
@@ -255,7 +255,7 @@ def _driver_statements(dialect: str, steps: tuple[str, ...] = FOLD_STEPS) -> lis
             out.append((str(compiled), lambda ids, fixed=fixed: {**fixed, "ids": ids}))
         else:
             order = list(compiled.positiontup or ())
-            out.append((str(compiled), lambda ids, fixed=fixed, order=order:
+            out.append((str(compiled), lambda ids, fixed=fixed, order=order:  # type: ignore[misc]
                         tuple(ids if k == "ids" else fixed[k] for k in order)))
     return out
 

@@ -36,12 +36,13 @@ from sqlalchemy import (
     literal_column,
     text,
 )
+from sqlalchemy.types import TypeEngine
 
 metadata = MetaData()
 
 # SQLite keeps INTEGER (its PRIMARY KEY AUTOINCREMENT needs exactly that) and REAL, as 0.4.0 ledgers have them
-INT = BigInteger().with_variant(Integer(), "sqlite")
-FLOAT = Double().with_variant(REAL(), "sqlite")
+INT: TypeEngine[int] = BigInteger().with_variant(Integer(), "sqlite")
+FLOAT: TypeEngine[float] = Double().with_variant(REAL(), "sqlite")
 
 STAGES = ("embed_query", "retrieve", "rerank", "generate")
 # each stage's model on its query's totals: what the `model` dim books that stage's cost to (retrieve's model,
@@ -121,6 +122,11 @@ stage_calls = Table(
     Column("context_budget_tokens", INT),
     Column("context_tokens", INT),
     Column("writer_id", Text),  # the writer process that wrote a `started` row (m009)
+    # m015: where the call was sent and why it cost what it cost (re-pricing reads `provider`/`endpoint`)
+    Column("endpoint", Text),  # host[:port] of the LLM / rerank base URL at call time, never its path or key
+    Column("price_rule", Text),  # peak | off-peak | holiday | a genai-prices time-of-day rule; NULL: no time rule
+    Column("price_effective_from", Text),  # the dated price used, as the table writes it
+    Column("price_warning", Text),  # e.g. a holiday calendar that does not cover the call's year
     Index("stage_calls_query", "query_id"),
     Index("stage_calls_started", "started_at"),
     Index("stage_calls_attempt", "attempt_id", unique=True),
@@ -200,14 +206,16 @@ experiment_events = Table(
 )
 
 # -- totals (tracing/ledger/rollups.py): nothing here that cannot be recomputed from the rows --------
-_I0 = {"nullable": False, "server_default": text("0")}
+def _int0(name: str) -> Column[int]:
+    """A count or sum that starts at 0 and is never NULL."""
+    return Column(name, INT, nullable=False, server_default=text("0"))
 
 
 def _stage_columns() -> list[Column]:
-    cols = []
+    cols: list[Column] = []
     for st in STAGES:
-        cols += [Column(f"{st}_{c}", INT, **_I0) for c in ("rows", "input_tokens", "output_tokens", "cost_nano_usd",
-                                                              "shadow_nano_usd", "unpriced_rows")]
+        cols += [_int0(f"{st}_{c}") for c in ("rows", "input_tokens", "output_tokens", "cost_nano_usd",
+                                              "shadow_nano_usd", "unpriced_rows")]
         if st in M007_MODEL_STAGES:
             cols.append(Column(f"{st}_model", Text))
     return cols
@@ -227,33 +235,33 @@ query_totals = Table(
     Column("mode", Text),
     Column("status", Text),
     Column("origin", Text),
-    Column("sticky", INT, **_I0),
+    _int0("sticky"),
     Column("latency_ms", FLOAT),
     Column("cost_nano_usd", INT),  # NULL when any stage row's cost is unknown, never $0
     Column("shadow_cost_nano_usd", INT),
-    Column("stage_rows", INT, **_I0),
-    Column("input_tokens", INT, **_I0),
-    Column("output_tokens", INT, **_I0),
-    Column("null_cost_rows", INT, **_I0),
-    Column("priced_cost_nano_usd", INT, **_I0),
-    Column("shadow_sum_nano_usd", INT, **_I0),
-    Column("unpriced_rows", INT, **_I0),
-    Column("waste_nano_usd", INT, **_I0),
-    Column("retries", INT, **_I0),
-    Column("timeouts", INT, **_I0),
-    Column("estimated_rows", INT, **_I0),
-    Column("output_at_risk_tokens", INT, **_I0),
-    Column("cache_hits", INT, **_I0),
-    Column("cache_misses", INT, **_I0),
+    _int0("stage_rows"),
+    _int0("input_tokens"),
+    _int0("output_tokens"),
+    _int0("null_cost_rows"),
+    _int0("priced_cost_nano_usd"),
+    _int0("shadow_sum_nano_usd"),
+    _int0("unpriced_rows"),
+    _int0("waste_nano_usd"),
+    _int0("retries"),
+    _int0("timeouts"),
+    _int0("estimated_rows"),
+    _int0("output_at_risk_tokens"),
+    _int0("cache_hits"),
+    _int0("cache_misses"),
     Column("context_tokens", INT),
     Column("context_budget_tokens", INT),
     *_stage_columns(),
     Column("retrieve_model", Text),  # m009
-    Column("unknown_attempts", INT, **_I0),  # m009: attempts whose outcome is unknown (possibly billed)
-    Column("unknown_cost_nano_usd", INT, **_I0),  # ... priced at their input estimate: at risk
-    Column("cache_hit", INT, **_I0),  # m012: answered from the answer cache
-    Column("saved_cost_nano_usd", INT, **_I0),  # m012: what that saved (0 when unknown: see saved_unpriced)
-    Column("saved_unpriced", INT, **_I0),  # m012: a hit whose original answer was unpriced (saving unknown)
+    _int0("unknown_attempts"),  # m009: attempts whose outcome is unknown (possibly billed)
+    _int0("unknown_cost_nano_usd"),  # ... priced at their input estimate: at risk
+    _int0("cache_hit"),  # m012: answered from the answer cache
+    _int0("saved_cost_nano_usd"),  # m012: what that saved (0 when unknown: see saved_unpriced)
+    _int0("saved_unpriced"),  # m012: a hit whose original answer was unpriced (saving unknown)
     Index("query_totals_started", "kind", "started_at", "query_id"),
     Index("query_totals_variant_started", "kind", "variant", "started_at", "query_id"),
     Index("query_totals_cost", "kind", "cost_nano_usd"),
@@ -286,10 +294,10 @@ ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_C
 report_rollup = Table(
     "report_rollup", metadata,
     *(Column(k, Text, primary_key=True) for k in ROLLUP_KEYS),
-    *(Column(c, INT, **_I0) for c in ROLLUP_INT_SUMS),
-    *(Column(c, FLOAT, **_I0) for c in ROLLUP_FLOAT_SUMS),
-    *(Column(c, INT, **_I0) for c in ROLLUP_EXTRA_SUMS),
-    *(Column(c, INT, **_I0) for c in ROLLUP_CACHE_SUMS),
+    *(_int0(c) for c in ROLLUP_INT_SUMS),
+    *(Column(c, FLOAT, nullable=False, server_default=text("0")) for c in ROLLUP_FLOAT_SUMS),
+    *(_int0(c) for c in ROLLUP_EXTRA_SUMS),
+    *(_int0(c) for c in ROLLUP_CACHE_SUMS),
 )
 
 rollup_dirty = Table("rollup_dirty", metadata, Column("query_id", Text, primary_key=True))
@@ -312,7 +320,7 @@ budget_reservations = Table(
     Column("api_key_id", Text),
     Column("user_id", Text),
     Column("variant", Text),
-    Column("estimate_nano_usd", INT, **_I0),  # what the query is expected to cost, counted until its row lands
+    _int0("estimate_nano_usd"),  # what the query is expected to cost, counted until its row lands
     Column("created_at", Text, nullable=False),
     Index("budget_reservations_created", "created_at"),
 )
@@ -328,7 +336,7 @@ budget_events = Table(
     Column("period_start", Text, nullable=False),
     Column("spend_nano_usd", INT, nullable=False),  # priced spend (unpriced calls are counted apart)
     Column("limit_nano_usd", INT, nullable=False),
-    Column("unpriced_calls", INT, **_I0),
+    _int0("unpriced_calls"),
     Column("webhook", Text),  # none | pending | sent | failed
     Index("budget_events_lookup", "budget", "value", "kind", "at"),
     sqlite_autoincrement=True,

@@ -28,6 +28,7 @@ from sqlalchemy import (
     select,
     union_all,
 )
+from sqlalchemy.sql.expression import ColumnClause
 
 from tracing.ledger.schema import (
     MODEL_STAGES,
@@ -37,7 +38,9 @@ from tracing.ledger.schema import (
     STAGES,
 )
 
-_ZERO_INT, _ZERO_FLOAT, _EMPTY = literal_column("0"), literal_column("0.0"), literal_column("''")
+_ZERO_INT: ColumnClause[int] = literal_column("0")
+_ZERO_FLOAT: ColumnClause[float] = literal_column("0.0")
+_EMPTY: ColumnClause[str] = literal_column("''")
 
 
 def _flag(cond):
@@ -137,7 +140,7 @@ def shares_select(source, sign: int = 1):
         _model_rows(source),
     ]
     u = union_all(*branches).subquery("shares")
-    factor = literal_column(str(int(sign)))
+    factor: ColumnClause[int] = literal_column(str(int(sign)))
     keys = [u.c[k] for k in ROLLUP_KEYS]
     return (select(*keys, *((func.sum(u.c[name]) * factor).label(name) for name in ROLLUP_SUMS))
             .group_by(*keys).order_by(*keys))

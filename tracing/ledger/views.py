@@ -8,13 +8,13 @@ creates it (`query_costs` used to be written twice, once per dialect).
 """
 from __future__ import annotations
 
-from sqlalchemy import Select, and_, case, cast, func, literal, select
+from sqlalchemy import ColumnElement, Select, and_, case, cast, func, literal, select
 from sqlalchemy.sql import FromClause
 
 from tracing.ledger.schema import INT, queries, repricings, stage_calls
 
 
-def _count(cond) -> object:
+def _count(cond) -> ColumnElement[int]:
     return func.coalesce(func.sum(case((cond, 1), else_=0)), 0)
 
 

@@ -113,7 +113,7 @@ def _defaults(table: str) -> dict:
     out = {}
     for c in TABLES[table].columns:
         if not c.primary_key:
-            default = c.server_default.arg.text if c.server_default is not None else None  # type: ignore[union-attr]
+            default = c.server_default.arg.text if c.server_default is not None else None  # type: ignore[attr-defined]
             out[c.name] = None if default is None else int(default) if default.lstrip("-").isdigit() else default.strip("'")
     return out
 
@@ -234,6 +234,25 @@ def insert_rows(db: Connection, rows: list[tuple[str, Any]], *, careful: bool = 
     A refused row whose text cannot be stored (a lone surrogate, a NUL) is written again with that text
     replaced (`clean_text`): its query still counts; the original goes to the quarantine beside it and
     is appended to `salvaged`."""
+    runs, quarantined = _runs_of(db, rows)
+    if not careful:
+        try:
+            for (_, table, cols, upsert), run in runs:
+                _execute_run(db, table, cols, upsert, run)
+            return quarantined
+        except Exception as e:
+            if is_transient(e):
+                raise
+            raise BadBatch(redacted_error(e)) from e
+    for (_, table, cols, upsert), run in runs:  # some row is bad: again one by one, quarantining just that one
+        for row in run:
+            quarantined += _insert_one(db, table, cols, upsert, row, salvaged)
+    return quarantined
+
+
+def _runs_of(db: Connection, rows: list[tuple[str, Any]]) -> tuple[list[tuple[tuple, list[dict]]], int]:
+    """Rows grouped by (`started` last?, table, columns, upsert), `started` groups first; a row that is
+    no ledger row is quarantined on the way (the count is returned)."""
     groups: dict[tuple, list[dict]] = {}
     quarantined = 0
     for table, row in rows:  # one pass: the writer thread's time is the ledger's throughput
@@ -248,33 +267,26 @@ def insert_rows(db: Connection, rows: list[tuple[str, Any]], *, careful: bool = 
         if table == "stage_calls" and row.get("attempt_id") is not None:  # an LLM attempt's row
             first, upsert = row.get("status") == "started", True
         groups.setdefault((not first, table, tuple(row), upsert), []).append(row)
-    runs = sorted(groups.items(), key=lambda kv: kv[0][0])  # stable: `started` shapes first
-    if not careful:
-        try:
-            for (_, table, cols, upsert), run in runs:
-                _execute_run(db, table, cols, upsert, run)
-            return quarantined
-        except Exception as e:
-            if is_transient(e):
-                raise
-            raise BadBatch(redacted_error(e)) from e
-    for (_, table, cols, upsert), run in runs:  # some row is bad: again one by one, quarantining just that one
-        for row in run:
-            one = db.begin_nested()
-            try:
-                _execute_run(db, table, cols, upsert, [row])
-                one.commit()
-            except Exception as e:
-                if is_transient(e):
-                    raise
-                one.rollback()
-                if _write_salvaged(db, table, upsert, row, e):
-                    if salvaged is not None:
-                        salvaged.append(row)
-                    continue
-                _quarantine(db, table, row, redacted_error(e))
-                quarantined += 1
-    return quarantined
+    return sorted(groups.items(), key=lambda kv: kv[0][0]), quarantined  # stable: `started` shapes first
+
+
+def _insert_one(db: Connection, table: str, cols: tuple, upsert: bool, row: dict, salvaged: list | None) -> int:
+    """One row in its own savepoint; 1 when the database refused it and it went to the quarantine."""
+    one = db.begin_nested()
+    try:
+        _execute_run(db, table, cols, upsert, [row])
+        one.commit()
+        return 0
+    except Exception as e:
+        if is_transient(e):
+            raise
+        one.rollback()
+        if _write_salvaged(db, table, upsert, row, e):
+            if salvaged is not None:
+                salvaged.append(row)
+            return 0
+        _quarantine(db, table, row, redacted_error(e))
+        return 1
 
 
 def _write_salvaged(db: Connection, table: str, upsert: bool, row: dict, error: BaseException) -> bool:
@@ -512,25 +524,8 @@ class LedgerWriter:
         file takes are counted lost, in the ledger later or, once closing, in the loss record."""
         n = sum(t != "ledger_losses" for t, _ in rows)
         for path in (self.spill_path, self.fallback_path):
-            if path is None:
-                continue
-            lines = [spill.encode(t, r, SCHEMA_VERSION) for t, r in rows]
-            if self._stop.is_set() and n:  # no later batch will record it: the file carries its own count
-                lines.append(spill.encode("ledger_losses", {"kind": "spilled", "rows": n, "reason": reason[:500],
-                                                            "spill_path": path.name, "recorded_at": utcnow()},
-                                          SCHEMA_VERSION))
-            with self._spill_lock:
-                try:
-                    spill.append(path, lines)
-                except Exception as e:  # any reason at all: the next place, then counted lost
-                    log.critical("ledger spill file %s not writable (%s)", path, e)
-                    continue
-            self._account("spilled", n, reason, path.name, late=False)
-            if path != self.spill_path:
-                log.error("ledger rows kept in the fallback spill file %s (%s)", path, reason)
-            elif self.spilled - n == 0 or len(rows) > 1:  # first spill and bulk spills; not every row
-                log.error("ledger rows kept in %s for replay (%s); %d so far", path, reason, self.spilled)
-            return
+            if path is not None and self._spill_to(path, rows, n, reason):
+                return
         with self._cv:  # the accounting rows that rode with these rows are gone too: keep what they said
             if self._stop.is_set():
                 self._late += [dict(r) for t, r in rows if t == "ledger_losses" and isinstance(r, dict)]
@@ -540,6 +535,26 @@ class LedgerWriter:
         log.critical("%d ledger rows LOST: no spill file could take them (%s)%s", n, reason,
                      f"; counted in {self._loss_record.path}" if self._stop.is_set() and self._loss_record
                      and self._loss_record.usable else "")
+
+    def _spill_to(self, path: Path, rows: list[tuple[str, Any]], n: int, reason: str) -> bool:
+        """Append the rows to one spill file; False when it cannot take them (any reason at all)."""
+        lines = [spill.encode(t, r, SCHEMA_VERSION) for t, r in rows]
+        if self._stop.is_set() and n:  # no later batch will record it: the file carries its own count
+            lines.append(spill.encode("ledger_losses", {"kind": "spilled", "rows": n, "reason": reason[:500],
+                                                        "spill_path": path.name, "recorded_at": utcnow()},
+                                      SCHEMA_VERSION))
+        with self._spill_lock:
+            try:
+                spill.append(path, lines)
+            except Exception as e:  # the next place, then counted lost
+                log.critical("ledger spill file %s not writable (%s)", path, e)
+                return False
+        self._account("spilled", n, reason, path.name, late=False)
+        if path != self.spill_path:
+            log.error("ledger rows kept in the fallback spill file %s (%s)", path, reason)
+        elif self.spilled - n == 0 or len(rows) > 1:  # first spill and bulk spills; not every row
+            log.error("ledger rows kept in %s for replay (%s); %d so far", path, reason, self.spilled)
+        return True
 
     def _account(self, kind: str, n: int, reason: str, spill_path: str | None, *, late: bool = True) -> None:
         """Count rows spilled or lost: into `ledger_losses` with the next batch, or, once closing (no

@@ -1,0 +1,107 @@
+"""Answer quality and users' feedback per report group: `rag report --by` rows and the quality-over-time
+series the dashboard charts beside the cost.
+
+Quality belongs to a query, not to a stage: each query's signals (source `local`) and feedback are
+booked to its user, API key, variant, day, or the model that generated its answer (`generate_model` on
+its totals; an answer with no generation call, extractive or from the answer cache, has none). One
+grouped read per table (query_quality, query_feedback) joined to query_totals by primary key, never
+one read per group.
+"""
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, case, func, select
+from sqlalchemy.sql import ColumnElement
+
+from rag_app.core.money import usd_json
+from tracing.ledger.rollups import number
+from tracing.ledger.schema import query_feedback, query_quality, query_totals, report_rollup
+
+QUALITY_FIELDS = ("scored", "groundedness", "invalid_citation_rate", "feedback_up", "feedback_down",
+                  "feedback_count")
+_NONE = dict.fromkeys(QUALITY_FIELDS)  # nothing known (a ledger before quality was kept): null, never 0
+
+
+def _key(dim: str) -> ColumnElement | None:
+    t = query_totals
+    return {"user": func.coalesce(t.c.user_id, ""), "key": func.coalesce(t.c.api_key_id, ""),
+            "variant": func.coalesce(t.c.variant, ""), "day": t.c.day, "model": t.c.generate_model}.get(dim)
+
+
+def grouped(db: Connection, keys: list[ColumnElement], where: list[ColumnElement]) -> dict[tuple, dict]:
+    """{key tuple: quality fields} of the queries (query_totals rows `where` selects) per `keys`: answers
+    scored, mean groundedness (over those with a claim), share with an invalid citation, feedback up
+    (right), down (wrong) and count (every word, unsure too). A group nobody scored or rated is absent."""
+    t, q, f = query_totals, query_quality, query_feedback
+    scope = [t.c.kind == "query", *where]
+    out: dict[tuple, dict] = {}
+    signals = (select(*keys, q.c.metric, func.count(q.c.value), func.sum(q.c.value),
+                      func.sum(case((q.c.value > 0, 1), else_=0)))
+               .select_from(q.join(t, t.c.query_id == q.c.query_id))
+               .where(q.c.source == "local", q.c.metric.in_(("groundedness", "invalid_citations")),
+                      q.c.value.is_not(None), *scope)
+               .group_by(*keys, q.c.metric))
+    n = len(keys)
+    for row in db.execute(signals):
+        k, (metric, count, total, bad) = tuple(row[:n]), row[n:]
+        g = out.setdefault(k, {"scored": 0, "groundedness": None, "invalid_citation_rate": None,
+                               "feedback_up": 0, "feedback_down": 0, "feedback_count": 0})
+        count = int(number(count))
+        if metric == "groundedness" and count:
+            g["groundedness"] = round(float(number(total)) / count, 4)
+        elif metric == "invalid_citations":
+            g["scored"] = count
+            g["invalid_citation_rate"] = round(int(number(bad)) / count, 4) if count else None
+    said = (select(*keys, func.sum(case((f.c.score == 1, 1), else_=0)), func.sum(case((f.c.score == -1, 1), else_=0)),
+                   func.count())
+            .select_from(f.join(t, t.c.query_id == f.c.query_id)).where(*scope).group_by(*keys))
+    for row in db.execute(said):
+        k, (up, down, count) = tuple(row[:n]), row[n:]
+        g = out.setdefault(k, {"scored": 0, "groundedness": None, "invalid_citation_rate": None})
+        g.update(feedback_up=int(number(up)), feedback_down=int(number(down)), feedback_count=int(number(count)))
+    return out
+
+
+def by_quality(db: Connection, dim: str, variant: str | None = None) -> dict[Any, dict] | None:
+    """{group value (None for none, as `rag report --by` names it): quality fields} for a query-level
+    dim or `model`; None for `stage` (a stage has no answer of its own)."""
+    key = _key(dim)
+    if key is None:
+        return None
+    where = [] if not variant else [query_totals.c.variant == variant]
+    return {(k[0] or None): v for k, v in grouped(db, [key], where).items()}
+
+
+def blank(known: bool) -> dict:
+    """A group with no scored answer and no feedback: counts 0 when quality is kept, else null."""
+    return ({"scored": 0, "groundedness": None, "invalid_citation_rate": None, "feedback_up": 0,
+             "feedback_down": 0, "feedback_count": 0} if known else dict(_NONE))
+
+
+def over_time(db: Connection, since: str, until: str, variant: str | None = None) -> list[dict]:
+    """Per day (UTC, `since` .. `until` inclusive, YYYY-MM-DD) and variant: queries, cost per query (the
+    mean over priced queries; null when none is priced) and the quality fields, oldest day first. Cost
+    from the rollups; quality from the queries of those days (read through query_totals' started_at
+    index, each query's signals by its primary key)."""
+    r, t = report_rollup, query_totals
+    scope = [r.c.dim == "all", r.c.day >= since, r.c.day <= until, *([r.c.variant == variant] if variant else [])]
+    cost = db.execute(select(r.c.day, r.c.variant, func.sum(r.c.queries), func.sum(r.c.priced_queries),
+                             func.sum(r.c.cost_nano_usd), func.sum(r.c.unpriced_rows))
+                      .where(*scope).group_by(r.c.day, r.c.variant)).all()
+    # started_at, not day: the index (kind, started_at) bounds the read; `until`'s whole day is in
+    where = [t.c.started_at >= since, t.c.started_at < (date.fromisoformat(until) + timedelta(days=1)).isoformat(),
+             *([t.c.variant == variant] if variant else [])]
+    quality = grouped(db, [t.c.day, func.coalesce(t.c.variant, "")], where)
+    rows = []
+    for day, var, queries, priced, nano, unpriced in cost:
+        queries, priced = int(number(queries)), int(number(priced))
+        if not queries:
+            continue
+        rows.append({"day": day, "variant": var or None, "queries": queries, "priced_queries": priced,
+                     "cost_per_query_usd": usd_json(round(int(number(nano)) / priced)) if priced else None,
+                     "cost_is_lower_bound": int(number(unpriced)) > 0,
+                     **quality.get((day, var), blank(True))})
+    rows.sort(key=lambda x: (x["day"], x["variant"] or ""))
+    return rows
