@@ -51,7 +51,7 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
                   f"{usd(d['ci95_high'])}]")
     out.print(experiment_metrics_table(res))
     for ev in res.get("ramp", {}).get("events", []):
-        out.print(f"ramp {ev['at'][:16]}: {ev['action']} {ev['from_pct']:g}% -> {ev['to_pct']:g}% ({ev['reason']})")
+        out.print(f"ramp {ev['at'][:16].replace('T', ' ')}: {ev['action']} {ev['from_pct']:g}% -> {ev['to_pct']:g}% ({ev['reason']})")
     if res["prices"] == "repriced":
         out.print(f"costs are re-priced figures ({res['repriced_rows']} stage rows changed by `rag reprice`); "
                   "recorded figures: `rag report`")

@@ -100,7 +100,7 @@ def report_tables(rep, cur=None) -> Group:
     for r in rep.queries:
         tokens = sum(r[f"{s}_tokens"] for s in ("embed_query", "retrieve", "rerank", "generate"))
         cost = usd(r["cost_usd"]) if r["cost_usd"] is not None else f"unpriced ({r['unpriced_rows']})"
-        q.add_row((r["started_at"] or "")[5:19].replace("T", " "), (r["question"] or "")[:16],
+        q.add_row((r["started_at"] or "")[:16].replace("T", " "), (r["question"] or "")[:16],  # with the year
                   f"{r['status']}/{r['mode'] or '-'}", str(tokens), cost, usd(r["shadow_cost_usd"]),
                   f"{r['latency_ms'] or 0:.0f}")
     tot = rep.totals

@@ -67,6 +67,7 @@ def test_report_tables_fit_80_columns_and_show_unpriced(tmp_path):
     assert "…" not in text
     assert "$0.000129" in text and "unpriced (1)" in text and "unpriced: 1 rows in 1 queries" in text
     assert "$0.13/1k q" in text  # mean of the two priced queries, per 1,000 queries
+    assert "2026-11-30 10:00" in text  # the date with its year, as finance reads it
     # ... and it says so: the unpriced query is left out of the per-query figures, not counted as $0
     assert "(over the 2 priced queries; 1 unpriced left out)" in text
     day = render(by_table("day", conn.by("day")))
