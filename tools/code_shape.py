@@ -3,7 +3,8 @@ edges and depth, cycles, functions over McCabe 10 and 20 (radon), mypy errors in
 
     python tools/code_shape.py            # needs radon and mypy (pip install radon mypy)
 
-Import edges count imports inside functions too: a reader must follow them all the same."""
+Import edges count imports inside functions too: a reader must follow them all the same. The import
+graph, its cycles and packages are also what tests/unit/test_layering.py checks."""
 from __future__ import annotations
 
 import ast
@@ -25,16 +26,16 @@ def module_name(path: Path) -> str:
     return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
 
 
-def _nodes(tree: ast.AST, annotations: bool):
+def nodes(tree: ast.AST, annotations: bool):
     """Every node, or (annotations=False) every node outside `if TYPE_CHECKING:` blocks."""
     for node in ast.iter_child_nodes(tree):
         if not annotations and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             for child in node.orelse:
                 yield child
-                yield from _nodes(child, annotations)
+                yield from nodes(child, annotations)
             continue
         yield node
-        yield from _nodes(node, annotations)
+        yield from nodes(node, annotations)
 
 
 def import_graph(annotations: bool = True) -> dict[str, set[str]]:
@@ -43,7 +44,7 @@ def import_graph(annotations: bool = True) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for p in paths:
         me, out = module_name(p), set()
-        for node in _nodes(ast.parse(p.read_text(encoding="utf-8")), annotations):
+        for node in nodes(ast.parse(p.read_text(encoding="utf-8")), annotations):
             if isinstance(node, ast.Import):
                 out.update(a.name for a in node.names if a.name in names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

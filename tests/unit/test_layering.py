@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tools.code_shape import cycles, import_graph, module_name, nodes, package_of
+
 REPO = Path(__file__).resolve().parents[2]
 WIRING = {"rag_app/app.py", "rag_app/present/report_export.py", "rag_app/present/presenter.py",
           "rag_app/experiments/comparison.py"}  # and every module under cli/, service/ and spend/
@@ -72,61 +74,11 @@ def test_no_sql_outside_the_ledger_package(path):
     assert not found, f"{rel} holds SQL {found}: add a method to tracing/ledger/repository.py instead"
 
 
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(REPO).with_suffix("")
-    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-    return ".".join(parts)
-
-
-def import_graph() -> dict[str, set[str]]:
-    """Project module -> project modules it imports (inside functions too: a cycle through a
-    function-level import is still a cycle a reader must hold in mind)."""
-    files = modules("rag_app", "chains", "tracing")
-    names = {_module_name(p) for p in files}
-    graph: dict[str, set[str]] = {}
-    for p in files:
-        me, out = _module_name(p), set()
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                out.update(a.name for a in node.names if a.name in names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for a in node.names:
-                    sub = f"{node.module}.{a.name}"
-                    out.add(sub if sub in names else node.module)
-        graph[me] = {m for m in out if m in names and m != me}
-    return graph
-
-
 def test_no_import_cycles():
-    """0.7.0 had one, cost_render <-> verdict through imports inside functions."""
-    graph = import_graph()
-    index, low, stack, on, cycles = {}, {}, [], set(), []
-
-    def visit(v):  # Tarjan's strongly connected components
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                cycles.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    assert not cycles, f"import cycles: {cycles}"
+    """0.7.0 had one, cost_render <-> verdict through imports inside functions (counted: a cycle through a
+    function-level import is still a cycle a reader must hold in mind)."""
+    found = cycles(import_graph())
+    assert not found, f"import cycles: {found}"
 
 
 @pytest.mark.parametrize("path", modules("rag_app", "chains", "tracing"), ids=lambda p: str(p.relative_to(REPO)))
@@ -165,35 +117,21 @@ MAY_IMPORT = {
 }
 
 
-def package_of(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if parts[0] == "rag_app" and len(parts) > 1 else parts[0]
-
-
 def runtime_imports(path: Path) -> set[str]:
     """Modules imported at run time, inside functions too, but not under `if TYPE_CHECKING:`."""
     out: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
+    for node in nodes(ast.parse(path.read_text(encoding="utf-8")), annotations=False):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")))
     return out
 
 
 @pytest.mark.parametrize("path", modules("rag_app", "chains", "tracing", "prompts"),
                          ids=lambda p: str(p.relative_to(REPO)))
 def test_each_package_imports_only_the_packages_below_it(path):
-    me = package_of(_module_name(path))
+    me = package_of(module_name(path))
     if me in {"rag_app", "data"}:
         return
     assert me in MAY_IMPORT, f"{path.relative_to(REPO)}: package {me!r} has no row in MAY_IMPORT"

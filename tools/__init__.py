@@ -1,0 +1,1 @@
+"""Scripts about the code itself (not shipped with the package)."""
