@@ -18,6 +18,8 @@ ANSWER_FIELDS = ("query_id", "question", "answer", "mode", "citations", "passage
 
 
 class AnswerArchive(Protocol):
+    limit: int  # how many answers it keeps (a 404 says so)
+
     def put(self, payload: dict) -> None: ...
 
     def get(self, query_id: str) -> dict | None: ...

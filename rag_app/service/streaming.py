@@ -54,7 +54,7 @@ class StreamedQuery:
     """`run(callbacks, admitted)` in a worker thread; `admitted(query_id, variant)` is called by the
     budget gate's wrapper once the query may spend."""
 
-    def __init__(self, run: Callable[[list, Callable[[str, str], None]], Any]):
+    def __init__(self, run: Callable[[list, Callable[[str, str | None], None]], Any]):
         self.events: queue.Queue = queue.Queue()
         self.sink = TokenSink(self.events)
         self.query_id: str | None = None
@@ -68,7 +68,7 @@ class StreamedQuery:
 
         threading.Thread(target=work, name="sse-query", daemon=True).start()
 
-    def _admitted(self, query_id: str, variant: str) -> None:
+    def _admitted(self, query_id: str, variant: str | None) -> None:
         self.query_id, self.variant = query_id, variant
         self.events.put((ADMITTED, None))
 

@@ -158,3 +158,17 @@ def test_every_package_says_what_it_is_for(package):
 def test_nothing_but_the_composition_root_lies_loose_in_rag_app():
     loose = sorted(p.name for p in (REPO / "rag_app").glob("*.py") if p.name not in {"__init__.py", "app.py"})
     assert not loose, f"{loose}: put each module in the package of its capability (rag_app/__init__.py)"
+
+
+def test_the_service_defines_its_routes_only_in_routers():
+    """`create_app` wires routers; a route written elsewhere is one a newcomer will not find."""
+    verbs = {"get", "post", "put", "patch", "delete", "api_route"}
+    service = REPO / "rag_app" / "service"
+    for path in sorted(service.rglob("*.py")):
+        if path.parent.name == "routes":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for d in getattr(node, "decorator_list", []):
+                target = d.func if isinstance(d, ast.Call) else d
+                assert not (isinstance(target, ast.Attribute) and target.attr in verbs), (
+                    f"{path.relative_to(REPO)}:{node.lineno}: a route outside rag_app/service/routes/")

@@ -1,0 +1,105 @@
+"""What a route may ask for: the service's state (settings, the variant pool, the budget gate, the
+answer cache, the ledger reader) and the caller. Routes declare these as typed `Depends` aliases
+(`Svc`, `Authed`) and never build anything themselves; `create_app` builds one `ServiceState` and
+puts it on `app.state`."""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, TypeVar
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from rag_app.config.settings import Settings
+from rag_app.core.errors import RagError
+from rag_app.service.answers import AnswerArchive
+from rag_app.service.guards import token_matches
+from rag_app.service.inputs import public_message
+from rag_app.service.pool import VariantPool
+from rag_app.service.query_service import QueryService
+from rag_app.spend.budgets import Budget, BudgetGate, Limits
+from rag_app.spend.webhook import Webhook
+from tracing.ledger import SERVICE_BOUNDS, Ledger, LedgerUnavailable, is_transient
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+bearer = HTTPBearer(auto_error=False)
+Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+@dataclass
+class ServiceState:
+    settings: Settings
+    pool: VariantPool
+    budgets: list[Budget]
+    limits: Limits
+    gate: BudgetGate
+    queries: QueryService
+    answers: AnswerArchive
+    webhook: Webhook | None
+    upload_lock: threading.Lock = field(default_factory=threading.Lock)
+    # One pooled reader for every request (connect, statement and lock bounded by SERVICE_BOUNDS: a
+    # frozen server is a 503 in seconds, never a hung request), opened on first use.
+    _readers: list[Ledger] = field(default_factory=list)
+    _readers_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def read(self, fn: Callable[[Ledger], T], flush: bool = True) -> T:
+        """fn(ledger) for a request; the ledger down or frozen is a 503 naming it (never a 500)."""
+        if flush:
+            self.pool.base.writer.flush(2.0)  # just-written rows show; bounded, at once while the ledger fails
+        try:
+            with self._readers_lock:
+                if not self._readers:
+                    self._readers.append(Ledger.attach(self.settings.ledger, bounds=SERVICE_BOUNDS))
+            return fn(self._readers[0])
+        except LedgerUnavailable as e:
+            raise HTTPException(503, str(e)) from None
+        except Exception as e:
+            if not is_transient(e):
+                raise
+            raise HTTPException(503, f"ledger {self.settings.ledger} unreachable ({type(e).__name__}); "
+                                     "new rows wait in memory, retry shortly") from None
+
+    def error_body(self, e: BaseException) -> dict:
+        """A streamed query's `error` event: a RagError's own words (paths made public), else no details."""
+        if isinstance(e, RagError):
+            return {"detail": public_message(str(e), self.settings.data_dir), "type": type(e).__name__}
+        log.error("streamed query failed", exc_info=e)
+        return {"detail": "the query failed; its rows in the ledger say where", "type": type(e).__name__}
+
+    def close(self) -> None:
+        if self.webhook is not None:
+            self.webhook.close()
+        self.pool.close()
+        for r in self._readers:
+            r.close()
+
+
+def state(request: Request) -> ServiceState:
+    return request.app.state.svc
+
+
+Svc = Annotated[ServiceState, Depends(state)]
+
+
+def authenticated(svc: Svc, creds: Bearer) -> None:
+    token = svc.settings.api_token
+    if token is None:
+        return
+    if creds is None or not token_matches(creds.credentials, token):
+        raise HTTPException(401, "missing or wrong bearer token (RAG_API_TOKEN)",
+                            headers={"WWW-Authenticate": "Bearer"})
+
+
+Authed = [Depends(authenticated)]  # a router's `dependencies=`: every route on it needs the token
+
+
+def token_ok(svc: ServiceState, creds: HTTPAuthorizationCredentials | None) -> bool:
+    """True when no token is set or the request carries it (for routes that answer less without it)."""
+    token = svc.settings.api_token
+    return token is None or (creds is not None and token_matches(creds.credentials, token))
+
+

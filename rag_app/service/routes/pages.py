@@ -1,0 +1,45 @@
+"""What needs no JSON client: the cost dashboard (one static page that reads the API) and /healthz."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import HTMLResponse
+
+from rag_app.service.deps import Bearer, Svc, token_ok
+from rag_app.service.guards import token_matches
+from rag_app.service.inputs import dashboard_headers
+
+router = APIRouter()
+DASHBOARD = Path(__file__).parent.parent / "static" / "dashboard.html"
+
+
+@router.get("/dashboard", response_class=HTMLResponse)
+def dashboard(svc: Svc, creds: Bearer, token: str | None = None):
+    """The cost dashboard: one static page, no build step, no CDN; it reads the JSON API."""
+    if svc.settings.api_token is not None:
+        given = token or (creds.credentials if creds else "")
+        if not token_matches(given, svc.settings.api_token):
+            raise HTTPException(401, "open /dashboard?token=<RAG_API_TOKEN>")
+    page = DASHBOARD.read_text(encoding="utf-8")
+    return HTMLResponse(page, media_type="text/html; charset=utf-8", headers=dashboard_headers(page))
+
+
+@router.get("/healthz")
+def healthz(svc: Svc, creds: Bearer):
+    """`up` or `degraded` (rows waiting in memory, a spill file being replayed, rows spilled or lost).
+    The details (ledger counters, the OTel exporter's drops) need the token when one is set: paths,
+    hosts and endpoints are nobody else's business."""
+    base = svc.pool.base
+    ledger_health = base.writer.health()
+    body: dict[str, Any] = {"status": "degraded" if ledger_health["status"] == "degraded" else "up"}
+    if not token_ok(svc, creds):
+        return body
+    body["ledger"] = ledger_health
+    body["shadow_skipped"] = svc.pool.shadow_skipped
+    if base.judge is not None:  # gradings offered, judged, failed, dropped (a full queue), waiting
+        body["judge"] = base.judge.stats()
+    if base.otel is not None:  # export is best effort: its drops show here, status stays the ledger's
+        body["otel"] = base.otel.health()
+    return body
