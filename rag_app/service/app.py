@@ -29,6 +29,7 @@ from rag_app.spend.budgets import (
     event_json,
     load_budgets,
     price_of_a_question,
+    unpriced_assumption,
 )
 from rag_app.spend.webhook import Webhook
 from rag_app.service.guards import Guard, token_matches
@@ -150,7 +151,7 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
         if settings.alert_webhook else None)
     gate = BudgetGate(budgets, limits, lambda fn: read(fn, flush=False), settings.budget_unpriced, webhook,
                       first_estimate=price_of_a_question(state["pool"].base.prices, settings),
-                      ledger_down=settings.budget_ledger_down)
+                      ledger_down=settings.budget_ledger_down, unpriced_assume_nano=unpriced_assumption(settings))
     state["pool"].start_ramp(webhook)  # a ramped experiment moves by itself (rag_app/experiments/ramp.py)
 
     @app.exception_handler(OverBudget)
