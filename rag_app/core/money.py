@@ -32,3 +32,9 @@ def positive_usd(text: str | None) -> Decimal | None:
     except (InvalidOperation, ValueError):
         return None
     return d if d is not None and d.is_finite() and d > 0 else None
+
+
+def decimal_text(d: Decimal) -> str:
+    """An exact amount as plain decimal text, no exponent and no trailing zeros: 0.01672, 12, 0.000000003."""
+    text = format(d.normalize(), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -19,14 +19,16 @@ BY_TABLE_ROWS = 50  # a person reads the top spenders; CSV/JSON carry every one
 
 
 def with_currency(row: dict, cur) -> dict:
-    """A report row with a `<name>_<cur>` twin beside every `<name>_usd` figure (RAG_REPORT_CURRENCY)."""
+    """A report row with a `<name>_<cur>` twin beside every `<name>_usd` figure (RAG_REPORT_CURRENCY): a
+    query's at the rate in force when it started, a group's at the latest rate."""
     if cur is None or cur.rate is None:
         return row
     out = {}
+    at = row.get("started_at")
     for k, v in row.items():
         out[k] = v
         if k.endswith("_usd") and (v is None or isinstance(v, (int, float))):
-            out[f"{k[:-4]}_{cur.code.lower()}"] = cur.convert(v)
+            out[f"{k[:-4]}_{cur.code.lower()}"] = cur.convert(v, at)
     return out
 
 

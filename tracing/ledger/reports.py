@@ -82,7 +82,10 @@ def stage_json(row: dict) -> dict:
             "context_budget_tokens": row.get("context_budget_tokens"), "context_tokens": row.get("context_tokens"),
             # why it cost what it cost (m015): where it was sent, the rule and dated price applied, any warning
             "provider": row.get("provider"), "endpoint": row.get("endpoint"), "price_rule": row.get("price_rule"),
-            "price_effective_from": row.get("price_effective_from"), "price_warning": row.get("price_warning")}
+            "price_effective_from": row.get("price_effective_from"), "price_warning": row.get("price_warning"),
+            # in the price's own currency (m016): a CNY row's yuan as billed, exact, and the rate used
+            "price_currency": row.get("price_currency"), "native_cost": row.get("native_cost"),
+            "fx_rate": row.get("fx_rate")}
 
 
 # -- per-query rows from the totals ---------------------------------------------------------------------------
