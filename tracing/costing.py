@@ -20,7 +20,7 @@ import logging
 import threading
 from decimal import Decimal
 
-from rag_app.core.money import to_nano
+from rag_app.core.money import decimal_text, to_nano
 from rag_app.core.usage import Price, StageUsage
 from tracing.pricing import PriceTable, Quote, endpoint_of, rate_quote
 
@@ -85,8 +85,10 @@ class LedgerPricer:
             quote = self._llm_quote(u)
             provider, endpoint = self.prices.endpoint_provider(u.model or "unknown", self.provider), self.endpoint
         billed, shadow = (0, quote.cost_nano) if u.billing == "shadow" else (quote.cost_nano, None)
+        native = None if quote.native_cost is None or quote.cost_nano is None else decimal_text(quote.native_cost)
         return Price(billed, shadow, quote.version, quote.source, provider, endpoint, quote.applied,
-                     quote.effective_from, quote.warning)
+                     quote.effective_from, quote.warning, quote.currency if native is not None else None, native,
+                     quote.fx)
 
     def _llm_quote(self, u: StageUsage) -> Quote:
         # the price in force when the call was made (its start), not when it is priced

@@ -66,24 +66,37 @@ class FxTable:
 
 @dataclass(frozen=True)
 class DisplayCurrency:
-    """How reports show money: the ledger's USD, or converted at one dated rate (shown)."""
+    """How reports show money: the ledger's USD, or converted at a dated rate: a figure of one moment (a
+    query's) at the rate in force then, a total at the latest rate (named in the note)."""
     code: str = USD
     rate: FxRate | None = None
+    table: FxTable | None = None
 
     @property
     def symbol(self) -> str:
         return SYMBOLS.get(self.code, self.code + " ")
 
-    def convert(self, usd: float | None) -> float | None:
+    def convert(self, usd: float | None, at: datetime | str | None = None) -> float | None:
+        """USD in this currency, at the rate in force at `at` (default: the latest), rounded to what the
+        ledger's nano-dollars can tell: 8 places for CNY, so a yuan price round-trips exactly (0.01672 CNY
+        booked as 0.002381868 USD reads 0.01672 again, not 0.0167199987996)."""
         if usd is None or self.rate is None:
             return usd
-        return float(Decimal(str(usd)) * self.rate.per_usd)
+        rate = self.rate
+        if at and self.table is not None:
+            try:
+                rate = self.table.rate_at(self.code, at)[0] or rate
+            except ValueError:
+                pass  # an unreadable time: the latest rate, as for a total
+        # a nano-dollar's rounding moves the result by at most rate / 2e9: keep the places above that
+        places = 8 - rate.per_usd.adjusted()
+        return float((Decimal(str(usd)) * rate.per_usd).quantize(Decimal(1).scaleb(-places)))
 
     def note(self) -> str | None:
         if self.rate is None:
             return None
         return (f"amounts in {self.code} = ledger USD x {self.rate.per_usd} ({self.rate.day} rate, "
-                f"{self.rate.source})")
+                f"{self.rate.source}); each query at the rate of its own day")
 
     def json(self) -> dict:
         return {"code": self.code, "per_usd": None if self.rate is None else str(self.rate.per_usd),
@@ -98,4 +111,4 @@ def display_currency(code: str | None, fx: FxTable) -> DisplayCurrency:
     rate = fx.latest(code)
     if rate is None:
         raise ValueError(f"RAG_REPORT_CURRENCY={code}: no {code}/USD rate in the price table; use USD or CNY")
-    return DisplayCurrency(code, rate)
+    return DisplayCurrency(code, rate, fx)

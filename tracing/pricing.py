@@ -534,9 +534,11 @@ class PriceTable:
             fix = "" if "RAG_PRICE_OVERRIDES" in why else " Add it to a RAG_PRICE_OVERRIDES file."
             log.warning("model %r is unpriced in %s: %s; its cost is recorded as null.%s", model, self.version, why, fix)
 
-    def rate_card(self, model: str, provider: str | None = None, at: datetime | str | None = None) -> "RateCard":
-        """The per-million prices in force at `at` (first tier, off-peak with the peak multiplier
-        beside it), for comparing tables; `price` is None when unpriced, with `why`."""
+    def rate_card(self, model: str, provider: str | None = None, at: datetime | str | None = None,
+                  input_tokens: int | None = None) -> "RateCard":
+        """The per-million prices in force at `at` (the tier of an `input_tokens` prompt, else the first;
+        off-peak with the peak multiplier beside it), for comparing tables; `price` is None when unpriced,
+        with `why`."""
         when = self.when(at)
         res = self.resolve(model, provider, at=when)
         for _ in range(4):  # follow billed_as
@@ -553,7 +555,10 @@ class PriceTable:
                 prefix = res.key.rpartition("/")[0]
                 res = self.resolve(f"{prefix}/{period.billed_as}" if prefix else period.billed_as, at=when)
                 continue
-            return RateCard(res.layer, period.tiers[0], Decimal(period.peak.multiplier) if period.peak else None,
+            tier = period.tiers[0] if input_tokens is None else period.tier_for(input_tokens)
+            if tier is None:
+                return RateCard(res.layer, None, why=f"a {input_tokens}-token prompt is above {res.key}'s last tier")
+            return RateCard(res.layer, tier, Decimal(period.peak.multiplier) if period.peak else None,
                             e.currency, f"{res.key} from {period.since()}")
         calc = self._genai_calc(model, (1, 0, 0, 0, None), self.provider_of(model, provider), when)
         if calc is None:

@@ -157,13 +157,19 @@ def check_against(settings, against: str, out: Console, as_json: bool = False, a
         out.print(INSTALL_HINT, markup=False, soft_wrap=True)
         return 2
     table = _table(settings)
-    diffs, compared = compare(table, cost_map, at=_at(at))
+    diffs, compared, skipped = compare(table, cost_map, at=_at(at))
     if as_json:
         print(json.dumps({"version": table.version, "compared": compared,
-                          "differences": [d.__dict__ for d in diffs]}, ensure_ascii=False, indent=2))
+                          "differences": [d.__dict__ for d in diffs],
+                          "not_compared": [{"model": k, "why": why} for k, why in skipped]},
+                         ensure_ascii=False, indent=2))
         return 1 if diffs else 0
+    not_compared = (f"not compared ({len(skipped)}): " + "; ".join(f"{k} ({why})" for k, why in skipped)
+                    if skipped else "")
     if not diffs:
         out.print(f"{compared} LiteLLM chat models compared: all within 1% of {table.version}")
+        if not_compared:
+            out.print(not_compared, markup=False, soft_wrap=True)
         return 0
     t = Table(title=f"{len({d.model for d in diffs})} of {compared} models differ by more than 1% ($/M tokens)",
               pad_edge=False, collapse_padding=True)
@@ -175,6 +181,8 @@ def check_against(settings, against: str, out: Console, as_json: bool = False, a
     for d in diffs:
         t.add_row(d.model, d.field, d.ours, d.theirs, d.note)
     out.print(t)
+    if not_compared:
+        out.print(not_compared, markup=False, soft_wrap=True)
     out.print(f"ours: {table.version}; a stale entry of ours goes in a RAG_PRICE_OVERRIDES file until the bundled "
               "table is updated", markup=False)
     return 1

@@ -139,6 +139,9 @@ class Settings(BaseSettings):
     # RAG_BUDGET_UNPRICED: block = a hard budget whose period holds unpriced calls (spend unknown) refuses
     # further queries; allow = only the priced part counts (reported as partly unpriced)
     budget_unpriced: Literal["block", "allow"] = "block"
+    # under allow, each unpriced call counts at this many dollars against a hard limit (required with allow
+    # and a budgets file: unpriced spend is bounded, never free)
+    budget_unpriced_assume_usd: str | None = None
     # the ledger cannot be read to admit a query under a budget: refuse it (503) or admit it unchecked
     budget_ledger_down: Literal["closed", "open"] = "closed"
     # answers `rag serve` keeps per collection (rag_app/spend/answer_cache.py); 0 = no answer cache
@@ -216,6 +219,16 @@ class Settings(BaseSettings):
             if not ok:
                 raise ConfigError(f"RAG_RERANK_PRICE_USD must be a non-negative dollar amount such as 0.002, "
                                   f"not {self.rerank_price_usd!r}")
+        if self.budget_unpriced_assume_usd is not None or (self.budget_unpriced == "allow" and self.budgets_file):
+            from rag_app.core.money import positive_usd
+
+            if self.budget_unpriced_assume_usd is None:
+                raise ConfigError("RAG_BUDGET_UNPRICED=allow needs RAG_BUDGET_UNPRICED_ASSUME_USD, the dollars each "
+                                  "unpriced call counts at against a hard budget (e.g. 0.01); or set "
+                                  "RAG_BUDGET_UNPRICED=block")
+            if positive_usd(self.budget_unpriced_assume_usd) is None:
+                raise ConfigError("RAG_BUDGET_UNPRICED_ASSUME_USD must be a positive dollar amount such as 0.01, "
+                                  f"not {self.budget_unpriced_assume_usd!r}")
         if self.judge_model is not None and not self.judge_model.strip():
             self.judge_model = None  # RAG_JUDGE_MODEL= (empty): off, like unset
         if self.judge_model and not (self.judge_base_url or self.openai_base_url or self.judge_api_key

@@ -5,7 +5,7 @@ micro-dollars round to zero; nano-dollars keep it exact for every price table in
 """
 from __future__ import annotations
 
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 NANO = Decimal("1000000000")
 
@@ -23,3 +23,18 @@ def from_nano(nano: int | None) -> Decimal | None:
 def usd_json(nano: int | None) -> float | None:
     """For JSON output: a plain number with nanodollar precision (or null when unpriced)."""
     return None if nano is None else float(Decimal(nano) / NANO)
+
+
+def positive_usd(text: str | None) -> Decimal | None:
+    """A positive, finite dollar amount from a setting's text ("0.01"), or None when it is not one."""
+    try:
+        d = Decimal(str(text).strip()) if text is not None else None
+    except (InvalidOperation, ValueError):
+        return None
+    return d if d is not None and d.is_finite() and d > 0 else None
+
+
+def decimal_text(d: Decimal) -> str:
+    """An exact amount as plain decimal text, no exponent and no trailing zeros: 0.01672, 12, 0.000000003."""
+    text = format(d.normalize(), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -53,6 +53,9 @@ class Price:
     rule: str | None = None  # the time rule applied: peak | off-peak | holiday | ...; None: none
     effective_from: str | None = None  # the dated price used
     warning: str | None = None  # what the price could not be sure of
+    currency: str | None = None  # the price's own currency (USD, CNY); None: no price table entry used
+    native_cost: str | None = None  # the cost in that currency, exact decimal text ("0.01672")
+    fx: str | None = None  # the rate a non-USD cost was converted at ("7.0197 CNY/USD (2026-01-08, ...)")
 
     @property
     def unpriced(self) -> bool:

@@ -78,6 +78,9 @@ def stage_table(stages: list[dict], title: str) -> Group:
             notes.append(f"* {s['stage']}: {source}" + (f" ({s['estimate_note']})" if s.get("estimate_note") else ""))
         if s.get("price_warning"):
             notes.append(f"! {s['stage']} price: {s['price_warning']}")
+        if s.get("native_cost") is not None and s.get("price_currency") not in (None, "USD"):
+            # billed in the provider's currency: its own amount, exact, and the dated rate it was converted at
+            notes.append(f"{s['stage']} #{s['attempt']}: {s['native_cost']} {s['price_currency']} at {s['fx_rate']}")
         if s.get("output_at_risk_tokens"):
             notes.append(f"! {s['stage']} attempt {s['attempt']}: up to {s['output_at_risk_tokens']} more output "
                          "tokens may be billed (timed out)")

@@ -19,14 +19,16 @@ BY_TABLE_ROWS = 50  # a person reads the top spenders; CSV/JSON carry every one
 
 
 def with_currency(row: dict, cur) -> dict:
-    """A report row with a `<name>_<cur>` twin beside every `<name>_usd` figure (RAG_REPORT_CURRENCY)."""
+    """A report row with a `<name>_<cur>` twin beside every `<name>_usd` figure (RAG_REPORT_CURRENCY): a
+    query's at the rate in force when it started, a group's at the latest rate."""
     if cur is None or cur.rate is None:
         return row
     out = {}
+    at = row.get("started_at")
     for k, v in row.items():
         out[k] = v
         if k.endswith("_usd") and (v is None or isinstance(v, (int, float))):
-            out[f"{k[:-4]}_{cur.code.lower()}"] = cur.convert(v)
+            out[f"{k[:-4]}_{cur.code.lower()}"] = cur.convert(v, at)
     return out
 
 
@@ -140,14 +142,17 @@ def by_table(dim: str, rows: list[dict], cur=None) -> Table:
 
     shown = rows[:BY_TABLE_ROWS]
     more = f" (top {len(shown)} of {len(rows)} by cost; --format csv for all)" if len(rows) > len(shown) else ""
-    t = Table(title=f"spend by {dim}{more}", pad_edge=False, collapse_padding=True)
+    # a model's queries are those that called it: its $ per query is over them, not every query
+    over = " (per query: over the queries that called it)" if dim == "model" else ""
+    t = Table(title=f"spend by {dim}{over}{more}", pad_edge=False, collapse_padding=True)
     t.add_column(dim, overflow="fold", max_width=20)
     for col in ("queries", "cost", "per query", "shadow", "tokens", "unpriced"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in shown:
         cost = ("unpriced" if r["cost_is_lower_bound"] and not r["cost_usd"]  # nothing of it is priced: not $0+
                 else usd(r["cost_usd"]) + ("+" if r["cost_is_lower_bound"] else ""))
-        mean = per_1k(None if r["cost_per_1k_queries_usd"] is None else r["cost_per_1k_queries_usd"] / 1000, cur)
+        mean = ("-" if not r["queries"]  # named by skipped rows only: never called, no per query
+                else per_1k(None if r["cost_per_1k_queries_usd"] is None else r["cost_per_1k_queries_usd"] / 1000, cur))
         if r["cost_per_1k_queries_usd"] is not None and r.get("unpriced_queries"):
             mean += "*"  # a mean over the priced queries alone: the unpriced ones are left out, not $0
         t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}", cost, mean,

@@ -21,7 +21,8 @@ from rag_app.service.query_service import QueryService
 from rag_app.service.routes import ROUTERS
 from rag_app.service.routes.ask import AskRequest, api_key_id
 from rag_app.spend.answer_cache import AnswerCache
-from rag_app.spend.budgets import BudgetGate, LedgerDown, Limits, OverBudget, load_budgets, price_of_a_question
+from rag_app.spend.budgets import (BudgetGate, LedgerDown, Limits, OverBudget, load_budgets, price_of_a_question,
+                                   unpriced_assumption)
 from rag_app.spend.webhook import Webhook
 from rag_app.store.space import DiskFull
 
@@ -59,7 +60,7 @@ def build_state(settings: Settings) -> ServiceState:
         if settings.alert_webhook else None)
     gate = BudgetGate(budgets, limits, lambda fn: svc.read(fn, flush=False), settings.budget_unpriced, webhook,
                       first_estimate=price_of_a_question(pool.base.prices, settings),
-                      ledger_down=settings.budget_ledger_down)
+                      ledger_down=settings.budget_ledger_down, unpriced_assume_nano=unpriced_assumption(settings))
     svc = ServiceState(settings, pool, budgets, limits, gate, QueryService(lambda: pool, gate, cache, settings.data_dir),
                        RecentAnswers(RECENT_ANSWERS), webhook)
     pool.start_ramp(webhook)  # a ramped experiment moves by itself (rag_app/experiments/ramp.py)

@@ -14,7 +14,9 @@ budget lets queries past while its spend is unknown). A cache hit bills nothing,
 Admission counts what is in flight and what this query may cost: the mean cost of the variant's last
 20 priced queries, or, on a fresh ledger with no history, the price of a question (the passages' token
 budget, the prompt and the question at the model's input price, plus RAG_LLM_MAX_TOKENS at its output
-price): a burst of first queries cannot overshoot a hard limit. When the ledger cannot be read,
+price): a burst of first queries cannot overshoot a hard limit. Under RAG_BUDGET_UNPRICED=allow each
+unpriced call counts at RAG_BUDGET_UNPRICED_ASSUME_USD (unpriced spend is bounded, never free); under
+`block` a query to an unpriced model is refused from the first call. When the ledger cannot be read,
 RAG_BUDGET_LEDGER_DOWN decides: `closed` (the default) refuses with 503, `open` admits and logs it.
 Events (alert, soft, hard) are rows in `budget_events`, each POSTed to RAG_ALERT_WEBHOOK by a background
 thread with retries: a slow or dead webhook never holds a query.
@@ -178,6 +180,13 @@ def price_of_a_question(prices: Any, settings: Any) -> Callable[[str], int | Non
     return estimate
 
 
+def unpriced_assumption(settings: Any) -> int | None:
+    """RAG_BUDGET_UNPRICED_ASSUME_USD in nano-dollars (checked positive by the settings), or None."""
+    from rag_app.core.money import positive_usd, to_nano
+
+    return to_nano(positive_usd(settings.budget_unpriced_assume_usd))
+
+
 def ledger_unreadable(e: BaseException) -> bool:
     """The ledger is down, frozen or unreachable (the service's reader answers 503), not a bug or a refusal."""
     return getattr(e, "status_code", None) == 503 or isinstance(e, LedgerUnavailable) or is_transient(e)
@@ -193,10 +202,13 @@ class BudgetGate:
     def __init__(self, budgets: list[Budget], limits: Limits, ledger: Callable[[Callable[[Ledger], Any]], Any],
                  unpriced: str = "block", webhook: Webhook | None = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 first_estimate: Callable[[str], int | None] = lambda question: None,
-                 ledger_down: str = "closed"):
+                 first_estimate: Callable[[str], int | None] | None = None,
+                 ledger_down: str = "closed", unpriced_assume_nano: int | None = None):
         self.budgets, self.limits, self.ledger, self.unpriced = budgets, limits, ledger, unpriced
         self.webhook, self.clock, self.first_estimate, self.ledger_down = webhook, clock, first_estimate, ledger_down
+        # under RAG_BUDGET_UNPRICED=allow, what each unpriced call counts at against a hard limit
+        # (RAG_BUDGET_UNPRICED_ASSUME_USD): unpriced spend is bounded, never free
+        self.assume = unpriced_assume_nano if unpriced == "allow" else None
         self._pruned_at: datetime | None = None
         self.admitted_unchecked = 0  # queries let through while the ledger was down (ledger_down=open)
 
@@ -221,28 +233,27 @@ class BudgetGate:
     def _admit(self, query_id: str, who: dict[str, str | None], question: str,
                applicable: list[tuple[Budget, str]]) -> None:
         now = self.clock()
-        first: list[int | None] = []  # the price-based estimate, computed once and only when needed
+        # the price of this question at the model's price (None: the model is unpriced, so is this query),
+        # computed before the lock; a gate given no price of a question has only the variant's history
+        price = self.first_estimate(question) if self.first_estimate is not None else 0
+        mine_unknown = price is None and self.assume is None  # RAG_BUDGET_UNPRICED decides
 
         def estimate(tx: BudgetTx) -> int:
-            mean = tx.estimate(who.get("variant"))
-            if mean:
-                return mean
-            if not first:
-                first.append(self.first_estimate(question))
-            return first[0] or 0  # unpriced: unknown (`mine_unknown`), RAG_BUDGET_UNPRICED decides
+            if price is None:  # however cheap the variant's past queries were, this one has no price
+                return self.assume or 0
+            return tx.estimate(who.get("variant")) or price
 
         def decide(tx: BudgetTx) -> tuple[dict | None, list[tuple[int, dict]]]:
             refusal: dict | None = None
             events: list[dict] = []
             mine = estimate(tx)  # this query's own cost counts: a limit of 5.5 queries admits 5
-            # no priced history and no price for the model: this query's own cost is unknown
-            mine_unknown = mine == 0 and bool(first) and first[0] is None
             for b, value in applicable:
                 start, reset = period_bounds(b.period, now)
                 limit, fx = self.limits.nano(b, start)
                 spent, n_flight, flight = tx.headroom(b.dim, value, stamp(start),
                                                       stamp(max(start, now - RESERVATION_TTL)))
                 priced, unpriced = spent["priced_nano_usd"], spent["unpriced_calls"]
+                assumed = unpriced * (self.assume or 0)  # allow: each unpriced call at the assumed price
                 base = {"budget": b.label, "dim": b.dim, "value": value, "period_start": stamp(start),
                         "limit_nano_usd": limit, "unpriced_calls": unpriced}
                 if b.alert_at is not None:
@@ -251,12 +262,13 @@ class BudgetGate:
                     last = tx.last_event_at(b.label, value, "alert")
                     if rolling >= b.alert_at * limit and (last is None or last < stamp(window)):
                         events.append({**base, "kind": "alert", "spend_nano_usd": rolling})
-                over = priced + flight >= limit or priced + flight + mine > limit
+                known = priced + assumed + flight
+                over = known >= limit or known + mine > limit
                 unknown = (unpriced > 0 or mine_unknown) and self.unpriced == "block"
                 if b.hard and (over or unknown):
                     if refusal is None:
                         refusal = _refusal(b, value, limit, fx, priced, flight, n_flight, unpriced, reset, now, over,
-                                           mine, mine_unknown)
+                                           mine, mine_unknown, assumed)
                     last = tx.last_event_at(b.label, value, "hard")
                     if last is None or last < stamp(start):
                         events.append({**base, "kind": "hard", "spend_nano_usd": priced})
@@ -287,8 +299,11 @@ class BudgetGate:
 
 
 def _refusal(b: Budget, value: str, limit: int, fx: str | None, priced: int, flight: int, n_flight: int,
-             unpriced: int, reset: datetime, now: datetime, over: bool, mine: int, mine_unknown: bool = False) -> dict:
-    why = (f"spent {_usd(priced)} of {_usd(limit)}" + (f" (+{_usd(flight)} in flight)" if flight else "")
+             unpriced: int, reset: datetime, now: datetime, over: bool, mine: int, mine_unknown: bool = False,
+             assumed: int = 0) -> dict:
+    why = (f"spent {_usd(priced)} of {_usd(limit)}"
+           + (f" (+{_usd(assumed)} for {unpriced} unpriced call(s) at RAG_BUDGET_UNPRICED_ASSUME_USD)" if assumed else "")
+           + (f" (+{_usd(flight)} in flight)" if flight else "")
            + (f"; this query may cost {_usd(mine)}" if mine else "")
            if over else f"{unpriced} unpriced call(s) this {b.period}: spend unknown (RAG_BUDGET_UNPRICED=block)"
            if unpriced else "this query's model has no price, so its cost is unknown (RAG_BUDGET_UNPRICED=block; "
@@ -298,6 +313,7 @@ def _refusal(b: Budget, value: str, limit: int, fx: str | None, priced: int, fli
             "limit_usd": usd_json(limit), "spend_usd": usd_json(priced), "in_flight_usd": usd_json(flight),
             "in_flight_queries": n_flight, "estimate_usd": None if mine_unknown else usd_json(mine),
             "unpriced_calls": unpriced, "spend_known": unpriced == 0,
+            **({"unpriced_assumed_usd": usd_json(assumed)} if assumed else {}),
             **({"limit_cny": float(b.limit), "fx": fx} if b.currency == "CNY" else {}),
             "reset_at": stamp(reset), "retry_after_s": max(1, int((reset - now).total_seconds()) + 1)}
 

@@ -65,7 +65,7 @@ def test_every_breakdown_adds_up_to_the_total(data_dir, monkeypatch):
     tokens = sum(r[3] + r[4] for r in ROWS)
     for dim in DIMS:
         rows = cli_json(data_dir, monkeypatch, "--by", dim)["rows"]
-        assert round(sum(r["cost_usd"] for r in rows) * 1e9) == PRICED_NANO, dim
+        assert round(sum(r["cost_usd"] or 0 for r in rows) * 1e9) == PRICED_NANO, dim
         assert sum(r["input_tokens"] + r["output_tokens"] for r in rows) == tokens, dim
         assert sum(r["unpriced_rows"] for r in rows) == 1, dim
         assert round(sum(r["shadow_cost_usd"] for r in rows) * 1e9) == round(total["shadow_cost_usd"] * 1e9), dim

@@ -151,11 +151,14 @@ def test_stream_cut_by_timeout_records_what_arrived_and_the_rest_at_risk(tmp_pat
     assert row["cost_nano_usd"] == row["input_tokens"] * 150 + arrived * 600
 
 
-def test_prompt_above_the_last_known_tier_is_unpriced(tmp_path):
-    # qwen-plus's USD price is confirmed up to 128K prompt tokens only
-    big = dict(USAGE_SHAPES["dashscope"], prompt_tokens=140_000)
+# qwen-plus's USD tiers: $0.4 up to 256K (0.7.0: unpriced above 128K), $1.2 to 1M, nothing known above.
+# 140K prompt, 2,048 explicit hits at 10%, 512 written at 125%: 137,440 x 400 + 2,048 x 40 + 512 x 500
+# + 100 out x 1,200 nano-$
+@pytest.mark.parametrize("prompt, nano, source", [(140_000, 55_433_920, "bundled"), (1_100_000, None, "unpriced")])
+def test_a_prompt_is_priced_at_its_tier_and_above_the_last_known_tier_is_unpriced(tmp_path, prompt, nano, source):
+    big = dict(USAGE_SHAPES["dashscope"], prompt_tokens=prompt)
     with FakeOpenAI() as fake:
         fake.script = [Reply(usage=big)]
         rows, _ = call(tmp_path, fake, "qwen-plus")
-    assert rows[0]["input_tokens"] == 140_000
-    assert (rows[0]["cost_nano_usd"], rows[0]["price_source"]) == (None, "unpriced")
+    assert rows[0]["input_tokens"] == prompt
+    assert (rows[0]["cost_nano_usd"], rows[0]["price_source"]) == (nano, source)

@@ -137,3 +137,84 @@ def test_an_unpriced_models_first_query_is_unknown_spend_from_the_first_call(tmp
             gate.admit("q1", {"user": "u1", "variant": "default"}, "问题")
     finally:
         ledger.close()
+
+
+NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)  # a fixed clock: every admission in one UTC day
+
+
+def _land(ledger, query_id: str, cost_nano: int | None, user: str = "u1") -> None:
+    """What the writer commits when a query ends (its row and its generate row), folded into the totals."""
+    from sqlalchemy import insert
+
+    from rag_app.spend.budgets import stamp
+    from tracing.ledger.schema import queries, stage_calls
+
+    at = stamp(NOW)
+    with ledger.engine.begin() as db:
+        db.execute(insert(queries).values(query_id=query_id, kind="query", status="ok", user_id=user,
+                                          variant="default", started_at=at, ended_at=at))
+        db.execute(insert(stage_calls).values(query_id=query_id, stage="generate", status="ok", model="m",
+                                              cost_nano_usd=cost_nano, started_at=at,
+                                              price_source="unpriced" if cost_nano is None else "override"))
+    ledger.fold_backlog()
+
+
+def _ask(gate, query_id: str) -> bool:
+    from rag_app.spend.budgets import OverBudget
+
+    try:
+        gate.admit(query_id, {"user": "u1", "variant": "default"}, "问题")
+        return True
+    except OverBudget:
+        return False
+
+
+def test_under_allow_unpriced_calls_count_at_the_assumed_price_in_flight_and_landed(tmp_path):
+    """RAG_BUDGET_UNPRICED=allow, RAG_BUDGET_UNPRICED_ASSUME_USD=0.01, a $0.05 hard limit, an unpriced model:
+    5 queries in all, whether they are in flight or have landed (0.7.0: every one, the spend unknown)."""
+    assume = 10_000_000  # $0.01
+    gate, ledger = _gate(tmp_path, 0.05, first_estimate=lambda q: None, unpriced="allow",
+                         unpriced_assume_nano=assume, clock=lambda: NOW)
+    try:
+        assert [_ask(gate, f"q{i}") for i in range(3)] == [True, True, True]  # in flight at $0.01 each
+        for i in range(3):
+            _land(ledger, f"q{i}", None)  # landed unpriced: still $0.01 each, no longer in flight
+        assert [_ask(gate, f"q{i}") for i in range(3, 8)] == [True, True, False, False, False]
+        from rag_app.spend.budgets import OverBudget
+
+        with pytest.raises(OverBudget) as e:
+            gate.admit("q9", {"user": "u1", "variant": "default"}, "问题")
+        body = e.value.body
+        assert body["unpriced_calls"] == 3 and body["unpriced_assumed_usd"] == pytest.approx(0.03)
+        assert "3 unpriced call(s) at RAG_BUDGET_UNPRICED_ASSUME_USD" in body["detail"]
+        assert body["estimate_usd"] == pytest.approx(0.01) and not body["spend_known"]
+    finally:
+        ledger.close()
+
+
+def test_under_block_an_unpriced_model_is_refused_from_its_first_call_after_priced_history(tmp_path):
+    """The variant's past queries were priced (their mean is an estimate), but its model has no price now:
+    the first call to it is refused, not admitted at the old mean."""
+    gate, ledger = _gate(tmp_path, 100.0, first_estimate=lambda q: None, unpriced="block", clock=lambda: NOW)
+    try:
+        _land(ledger, "q0", 50_000)
+        assert not _ask(gate, "q1")
+        priced_now, again = _gate(tmp_path, 100.0, first_estimate=lambda q: 60_000, unpriced="block",
+                                  clock=lambda: NOW)
+        assert _ask(priced_now, "q2")  # the same history, a priced model: admitted
+        again.close()
+    finally:
+        ledger.close()
+
+
+@pytest.mark.parametrize("env, says", [
+    ({"RAG_BUDGET_UNPRICED": "allow"}, "RAG_BUDGET_UNPRICED=allow needs RAG_BUDGET_UNPRICED_ASSUME_USD"),
+    ({"RAG_BUDGET_UNPRICED": "allow", "RAG_BUDGET_UNPRICED_ASSUME_USD": "free"}, "not 'free'"),
+    ({"RAG_BUDGET_UNPRICED_ASSUME_USD": "-0.01"}, "a positive dollar amount"),
+])
+def test_unbounded_unpriced_spend_stops_start_up_with_one_line(tmp_path, env, says):
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"budgets": [{"user": "*", "period": "day", "limit_usd": 1}]}))
+    r = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "budgets"], capture_output=True, text=True,
+                       env=serve_env(tmp_path / "data", None, RAG_BUDGETS_FILE=str(path), **env), timeout=HANG_S)
+    assert r.returncode != 0 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

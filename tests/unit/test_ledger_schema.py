@@ -25,6 +25,8 @@ EXPECTED_STAGE_CALLS = {
     "writer_id": str,
     # m015_row_says_where_and_why
     "endpoint": str, "price_rule": str, "price_effective_from": str, "price_warning": str,
+    # m016_row_says_its_rate
+    "price_currency": str, "native_cost": str, "fx_rate": str,
 }
 EXPECTED_REPRICINGS = {
     "id": int, "stage_call_id": int, "cost_nano_usd": int, "shadow_cost_nano_usd": int, "price_version": str,

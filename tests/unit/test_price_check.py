@@ -34,8 +34,18 @@ MAP = {
     # cache hits at 40% of input there, 20% here
     "dashscope/qwen-plus": chat("dashscope", input_cost_per_token=4e-07, output_cost_per_token=1.2e-06,
                                 cache_read_input_token_cost=1.6e-07),
-    # priced there, not here
-    "dashscope/qwen3-max": chat("dashscope", input_cost_per_token=1.2e-06, output_cost_per_token=6e-06),
+    # tiered by prompt length (LiteLLM's `tiered_pricing`): compared tier by tier; 0.7.0 skipped these silently
+    "dashscope/qwen-flash": chat("dashscope", tiered_pricing=[
+        {"input_cost_per_token": 5e-08, "output_cost_per_token": 4e-07, "range": [0, 256000.0]},
+        {"input_cost_per_token": 2.5e-07, "output_cost_per_token": 2e-06, "range": [256000.0, 1000000.0]}]),
+    "dashscope/qwen3-max": chat("dashscope", tiered_pricing=[  # its middle tier 4% above ours
+        {"input_cost_per_token": 1.2e-06, "output_cost_per_token": 6e-06, "range": [0, 32000.0]},
+        {"input_cost_per_token": 2.5e-06, "output_cost_per_token": 1.2e-05, "range": [32000.0, 128000.0]},
+        {"input_cost_per_token": 3e-06, "output_cost_per_token": 1.5e-05, "range": [128000.0, 252000.0]}]),
+    "dashscope/qwen3-coder-plus": chat("dashscope", tiered_pricing=[  # priced there, not here
+        {"input_cost_per_token": 1e-06, "output_cost_per_token": 5e-06, "range": [0, 32000.0]}]),
+    # neither a price nor tiers: listed as not compared
+    "dashscope/qwen-omni-turbo": chat("dashscope"),
     # not a chat model, and a provider we do not carry: not compared
     "text-embedding-3-small": {"litellm_provider": "openai", "mode": "embedding", "input_cost_per_token": 2e-08},
     "mistral/mistral-large": chat("mistral", input_cost_per_token=2e-06, output_cost_per_token=6e-06),
@@ -43,14 +53,16 @@ MAP = {
 
 
 def test_compare_lists_what_differs_by_more_than_one_percent():
-    diffs, compared = compare(PriceTable(), MAP, at=AT)
-    assert compared == 5
+    diffs, compared, skipped = compare(PriceTable(), MAP, at=AT)
+    assert compared == 7
     got = {(d.model, d.field): (d.ours, d.theirs) for d in diffs}
     assert got == {("zai/glm-4.5", "input"): ("0.6", "0.61"),
                    ("dashscope/qwen-plus", "cache read"): ("0.08", "0.16"),
-                   ("dashscope/qwen3-max", "price"): ("unpriced", "1.2 in")}
+                   ("dashscope/qwen3-max", "input 32K-128K"): ("2.4", "2.5"),
+                   ("dashscope/qwen3-coder-plus", "price 0-32K"): ("unpriced", "1 in")}
+    assert skipped == [("dashscope/qwen-omni-turbo", "LiteLLM lists neither a price nor tiers")]
     # at 2025-12 our qwen-plus hits were 40% too: no difference then
-    diffs, _ = compare(PriceTable(), MAP, at="2025-12-01T00:00:00Z")
+    diffs, _, _ = compare(PriceTable(), MAP, at="2025-12-01T00:00:00Z")
     assert ("dashscope/qwen-plus", "cache read") not in {(d.model, d.field) for d in diffs}
 
 

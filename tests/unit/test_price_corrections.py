@@ -134,9 +134,9 @@ def beijing_ledger(tmp_path, name: str = "l.sqlite"):
 
 def test_reprice_prices_each_row_where_it_was_sent_never_by_the_shells_endpoint(tmp_path):
     conn, cost = beijing_ledger(tmp_path)
-    # the operator's shell points at Singapore, where qwen-flash has no confirmed price
+    # the operator's shell points at Singapore, where qwen-flash costs USD 0.05 / 0.4, not Beijing's yuan
     shell = PriceTable.load(base_url=SINGAPORE_URL)
-    assert shell.quote("qwen-flash", *QWEN_FLASH, at=NOV).cost_nano is None
+    assert shell.quote("qwen-flash", *QWEN_FLASH, at=NOV).cost_nano == 2000 * 50 + 300 * 400 != cost
     res = reprice(conn, shell)
     assert (res.rows, res.changed, res.unchanged, res.left) == (2, 0, 1, 1)
     assert dict(res.reasons) == {"left as recorded: no endpoint on the row (written before endpoints were recorded; "

@@ -86,9 +86,15 @@ CASES = {
                                  None),
     "dashscope/qwen-plus (LiteLLM name)": ("dashscope/qwen-plus", None, "2026-11-01T00:00:00Z", Q_IMPLICIT, 664_640,
                                            "bundled", None),
-    "qwen-plus above its 128K tier": ("qwen-plus", None, "2026-11-01T00:00:00Z", (140_000, 100, 0, 0), None, "unpriced",
-                                      None),
-    "qwen3-max (no confirmed price)": ("qwen3-max", None, "2026-11-01T00:00:00Z", Q_IMPLICIT, None, "unpriced", None),
+    # above 128K: $0.4 up to 256K (LiteLLM's figures from Model Studio's page; unpriced in 0.7.0)
+    "qwen-plus above 128K": ("qwen-plus", None, "2026-11-01T00:00:00Z", (140_000, 100, 0, 0), 56_120_000, "bundled",
+                             None),
+    "qwen-plus above its last tier": ("qwen-plus", None, "2026-11-01T00:00:00Z", (1_100_000, 100, 0, 0), None,
+                                      "unpriced", None),
+    # $1.2 in, 20% for an implicit hit, $6 out up to 32K: 952 x 1,200 + 2,048 x 240 + 100 x 6,000 nano-$
+    "qwen3-max (up to 32K)": ("qwen3-max", None, "2026-11-01T00:00:00Z", Q_IMPLICIT, 2_233_920, "bundled", None),
+    "qwen3-max before its first dated price": ("qwen3-max", None, "2025-12-01T00:00:00Z", Q_IMPLICIT, None,
+                                               "unpriced", None),
     # qwen-flash, mainland: CNY 0.15 in / 0.03 implicit hit / 0.015 explicit hit / 0.1875 creation / 1.5 out
     # per million up to 128K; 0.6 / 6 up to 256K; at 7.0197 CNY per USD (7.0796 before 2026-01-08)
     "qwen-flash CN explicit (CNY 342.72e-6)": ("qwen-flash", "alibaba-cn", "2026-11-01T00:00:00Z", Q_EXPLICIT, 48_823,
@@ -190,7 +196,7 @@ def test_override_file_with_dated_cny_prices_and_its_own_rate(tmp_path):
 def test_every_bundled_price_is_dated_sourced_and_checked():
     table = load_bundled_table()
     for key, entry in table.entries.items():
-        assert entry.source.startswith("https://") and entry.checked == "2026-12-01", key
+        assert entry.source.startswith("https://") and entry.checked in ("2026-12-01", "2026-12-04"), key
         for period in entry.periods:
             assert period.effective_from is not None or period.unpriced, f"{key}: an undated price"
             assert period.tiers or period.unpriced or period.billed_as, key

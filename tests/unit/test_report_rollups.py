@@ -158,7 +158,7 @@ def test_by_dimension_sums_match_the_rows(ledger):
     row_shadow = sum(v["shadow_cost_usd"] for v in full["stages"].values())  # every row's, unpriced queries' too
     for dim in ("model", "stage"):  # every row's cost is booked to its own model and stage: the sums agree
         rows = L.by(dim)
-        assert sum(r["cost_usd"] for r in rows) == pytest.approx(full["cost_usd"], rel=1e-12)
+        assert sum(r["cost_usd"] or 0 for r in rows) == pytest.approx(full["cost_usd"], rel=1e-12)
         assert sum(r["shadow_cost_usd"] for r in rows) == pytest.approx(row_shadow, rel=1e-12)
     users = {r["user"]: r for r in L.by("user")}
     expect = conn.execute("SELECT COUNT(*), SUM(c.priced_cost_nano_usd) FROM query_costs c JOIN queries q USING (query_id) "
@@ -170,6 +170,7 @@ def test_by_dimension_sums_match_the_rows(ledger):
                            "WHERE q.kind = 'query' AND s.model = 'mystery-model'").fetchone()
     assert models["mystery-model"]["queries"] == mystery[0] and models["mystery-model"]["unpriced_rows"] == mystery[1]
     assert models["mystery-model"]["cost_per_1k_queries_usd"] is None  # unpriced, never $0
+    assert models["mystery-model"]["cost_usd"] is None  # nothing of it priced: null, not 0.0
     assert models["mystery-model"]["cost_is_lower_bound"]
     with pytest.raises(ValueError, match="unknown dimension"):
         L.by("planet")

@@ -200,7 +200,8 @@ def m007_report_rollups(db: Connection) -> None:
                            sqlite_where=text("status IN ('started', 'unknown')"),
                            postgresql_where=text("status IN ('started', 'unknown')")))
     m009_only = {"unknown_attempts", "unknown_cost_nano_usd", "retrieve_model", "shadow_part_nano_usd",
-                 "cache_hit", "saved_cost_nano_usd", "saved_unpriced", *S.ROLLUP_CACHE_SUMS}  # added later
+                 "cache_hit", "saved_cost_nano_usd", "saved_unpriced", *S.ROLLUP_CACHE_SUMS,
+                 *(f"{st}_called_rows" for st in S.MODEL_STAGES)}  # added later (m009, m011, m012, m017)
     totals = Table("query_totals", MetaData(), *(c._copy() for c in S.query_totals.columns if c.name not in m009_only))
     _ddl(db, CreateTable(totals))
     for ix in S.query_totals.indexes:
@@ -316,6 +317,30 @@ def m015_row_says_where_and_why(db: Connection) -> None:
     # effective date and any warning (a holiday calendar that does not cover the call's year)
     for name in ("endpoint", "price_rule", "price_effective_from", "price_warning"):
         add_column(db, "stage_calls", Column(name, Text))
+
+
+@migration
+def m016_row_says_its_rate(db: Connection) -> None:
+    # each priced row: the currency of the price used, the cost in that currency (exact decimal text, e.g.
+    # 0.01672 CNY) and the exchange rate it was converted at, so a CNY row shows its own yuan
+    for name in ("price_currency", "native_cost", "fx_rate"):
+        add_column(db, "stage_calls", Column(name, Text))
+
+
+@migration
+def m017_model_queries_called(db: Connection) -> None:
+    # `--by model` divides a model's cost by the queries that called it: each model stage's rows that were not
+    # `skipped` (an extractive answer names the LLM it never called). Totals and rollups are computed again
+    # from the rows by the writers, a batch at a time, as after m011.
+    for st in S.MODEL_STAGES:
+        add_column(db, "query_totals", _i0(f"{st}_called_rows"))
+    from tracing.ledger import rollups
+
+    db.execute(S.report_rollup.delete())
+    db.execute(S.query_totals.delete())
+    for name in ("refold:stage_calls", "refold:queries", "refold:query_totals"):
+        rollups.set_state(db, name, None)
+    rollups.start_refold(db, ("stage_calls", "queries"))
 
 
 def _create_triggers(db: Connection) -> None:

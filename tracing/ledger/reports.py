@@ -82,7 +82,10 @@ def stage_json(row: dict) -> dict:
             "context_budget_tokens": row.get("context_budget_tokens"), "context_tokens": row.get("context_tokens"),
             # why it cost what it cost (m015): where it was sent, the rule and dated price applied, any warning
             "provider": row.get("provider"), "endpoint": row.get("endpoint"), "price_rule": row.get("price_rule"),
-            "price_effective_from": row.get("price_effective_from"), "price_warning": row.get("price_warning")}
+            "price_effective_from": row.get("price_effective_from"), "price_warning": row.get("price_warning"),
+            # in the price's own currency (m016): a CNY row's yuan as billed, exact, and the rate used
+            "price_currency": row.get("price_currency"), "native_cost": row.get("native_cost"),
+            "fx_rate": row.get("fx_rate")}
 
 
 # -- per-query rows from the totals ---------------------------------------------------------------------------
@@ -412,9 +415,11 @@ def _add(sums: dict, row: dict) -> None:
 
 
 def by_report(db: Connection, dim: str, variant: str | None = None) -> list[dict]:
-    """Spend per user, API key, model, stage, variant or day, most expensive first. For `model` and
-    `stage`, `queries` counts the queries that used it and the cost is that model's / stage's rows (the
-    per-model and per-stage totals add up to the overall total)."""
+    """Spend per user, API key, model, stage, variant or day, most expensive first. For `stage`, `queries`
+    counts the queries that had it; for `model`, the queries that called it (an extractive answer's skipped
+    row names the LLM but did not call it), so $/1k queries is over those. The cost is that model's /
+    stage's rows (the per-model and per-stage totals add up to the overall total). `cost_usd` is null when
+    nothing of a group is priced."""
     if dim not in BY_DIMS:
         raise ValueError(f"unknown dimension {dim!r}; use one of {', '.join(BY_DIMS)}")
     rdim, col = BY_DIMS[dim]
@@ -423,14 +428,17 @@ def by_report(db: Connection, dim: str, variant: str | None = None) -> list[dict
     sel = select(r.c[col].label("key"), *_rollup_sums([]).selected_columns).where(*where).group_by(r.c[col])
     out = []
     for s in db.execute(sel).mappings():
-        if not s["queries"]:
-            continue
         query_level = rdim not in ("model", "stage")
+        if not s["queries"] and (query_level or not s["stage_rows"]):
+            continue  # a model only named by skipped rows keeps its row: its shadow is booked to it
         priced = s["priced_queries"] if query_level else (0 if s["unpriced_rows"] else s["queries"])
         mean_base = s["cost_nano_usd"] if query_level else s["priced_cost_nano_usd"]
+        # nothing of it priced (every cost unknown): unpriced, never 0.0, in JSON and CSV as in the table
+        wholly_unpriced = s["unpriced_rows"] > 0 and not s["priced_cost_nano_usd"]
         out.append({dim: s["key"] or None, "queries": s["queries"],
                     "unpriced_queries": s["queries"] - priced if query_level else None,
-                    "cost_usd": usd_json(s["priced_cost_nano_usd"]), "cost_is_lower_bound": s["unpriced_rows"] > 0,
+                    "cost_usd": None if wholly_unpriced else usd_json(s["priced_cost_nano_usd"]),
+                    "cost_is_lower_bound": s["unpriced_rows"] > 0,
                     "cost_per_1k_queries_usd": _usd(1000 * mean_base / priced) if priced else None,
                     "shadow_cost_usd": usd_json(s["shadow_part_nano_usd"]),
                     "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"],

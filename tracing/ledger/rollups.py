@@ -117,6 +117,7 @@ def _stage_aggregates(s) -> list:
                 _n(and_(on, unpriced)).label(f"{st}_unpriced_rows")]
         if st in MODEL_STAGES:
             out.append(func.max(case((on, s.c.model))).label(f"{st}_model"))
+            out.append(_n(and_(on, s.c.status != "skipped")).label(f"{st}_called_rows"))
     return out
 
 

@@ -127,6 +127,9 @@ stage_calls = Table(
     Column("price_rule", Text),  # peak | off-peak | holiday | a genai-prices time-of-day rule; NULL: no time rule
     Column("price_effective_from", Text),  # the dated price used, as the table writes it
     Column("price_warning", Text),  # e.g. a holiday calendar that does not cover the call's year
+    Column("price_currency", Text),  # m016: the currency of the price used (USD, CNY); NULL: unpriced or a rate
+    Column("native_cost", Text),  # m016: the cost in that currency, exact decimal text ("0.01672")
+    Column("fx_rate", Text),  # m016: the rate it was converted at: "7.0197 CNY/USD (2026-01-08, source)"
     Index("stage_calls_query", "query_id"),
     Index("stage_calls_started", "started_at"),
     Index("stage_calls_attempt", "attempt_id", unique=True),
@@ -262,6 +265,9 @@ query_totals = Table(
     _int0("cache_hit"),  # m012: answered from the answer cache
     _int0("saved_cost_nano_usd"),  # m012: what that saved (0 when unknown: see saved_unpriced)
     _int0("saved_unpriced"),  # m012: a hit whose original answer was unpriced (saving unknown)
+    # m017: the stage's rows that called its model (not `skipped`: an extractive answer names the LLM it did
+    # not call), so `--by model` divides by the queries that called the model
+    *(_int0(f"{st}_called_rows") for st in MODEL_STAGES),
     Index("query_totals_started", "kind", "started_at", "query_id"),
     Index("query_totals_variant_started", "kind", "variant", "started_at", "query_id"),
     Index("query_totals_cost", "kind", "cost_nano_usd"),

@@ -7,7 +7,8 @@
     key         api_key_id                 "
     budget      context_budget_tokens      "   (only queries that had a context budget)
     stage       each stage with rows       that stage's rows (`_stage_part`)
-    model       each model a stage used    the rows of the stages that used it; `queries` counts the query once
+    model       each model a stage used    the rows of the stages that used it; `queries` counts the query once,
+                                           and only when one of them called it (not a `skipped` row)
 
 One definition, run by the engine (set-based, no row through Python): the writer refreshes the rollups
 per batch with it (rollups.fold: minus the old totals' shares, plus the new ones, one INSERT ... SELECT
@@ -92,9 +93,12 @@ def _row(dim: str, value, day, t, sums: dict):
 
 
 def _model_rows(t):
-    """Per model: the rows of every stage that used it, a query counted once however many stages did."""
+    """Per model: the rows of every stage that used it, a query counted once however many stages called it
+    (a query whose only row of the model is `skipped`, an extractive answer naming the LLM, never called it:
+    its rows are booked to the model, but it is not one of the model's queries)."""
     per_stage = union_all(*(
         select(t.c.query_id, t.c[f"{st}_model"].label("model"), t.c.day, t.c.variant, t.c.experiment, t.c.side,
+               case((t.c[f"{st}_called_rows"] > 0, t.c.query_id)).label("called"),
                *(v.label(k) for k, v in _stage_part(t, st).items()))
         .where(t.c[f"{st}_rows"] > 0, t.c[f"{st}_model"].is_not(None), t.c[f"{st}_model"] != "")
         for st in MODEL_STAGES)).subquery("per_stage")
@@ -102,7 +106,7 @@ def _model_rows(t):
     parts = {k: func.sum(m.c[k]) for k in _stage_part(t, STAGES[0])}
     keys = (m.c.model, m.c.day, m.c.variant, m.c.experiment, m.c.side)
     grouped = select(m.c.model, m.c.day, m.c.variant, m.c.experiment, m.c.side,
-                     func.count(m.c.query_id.distinct()).label("queries"), *(v.label(k) for k, v in parts.items())
+                     func.count(m.c.called.distinct()).label("queries"), *(v.label(k) for k, v in parts.items())
                      ).group_by(*keys).subquery("by_model")
     return _row("model", grouped.c.model, grouped.c.day, grouped,
                 {"queries": grouped.c.queries, **{k: grouped.c[k] for k in parts}})
