@@ -9,7 +9,7 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from rag_app.cli import documents, evaluate, experiments, serving, spend
+from rag_app.cli import documents, evaluate, experiments, keys, serving, spend
 from rag_app.cli.common import fail_one_line
 from rag_app.core.errors import RagError
 
@@ -72,6 +72,14 @@ experiment_app = typer.Typer(help="Gray-release experiments.", no_args_is_help=T
 experiment_app.command("compare")(experiments.experiment_compare)
 experiment_app.command("replay")(experiments.experiment_replay)
 app.add_typer(experiment_app, name="experiment")
+
+keys_app = typer.Typer(help="Issued API keys: who may ask, with what limits.", no_args_is_help=True)
+keys_app.command("create")(keys.create)
+keys_app.command("list")(keys.list_keys)
+keys_app.command("revoke")(keys.revoke)
+keys_app.command("rotate")(keys.rotate)
+keys_app.command("audit")(keys.audit)
+app.add_typer(keys_app, name="keys")
 
 chunks_app = typer.Typer(help="Inspect the chunks of a collection.", no_args_is_help=True)
 chunks_app.command("stats")(documents.chunks_stats)

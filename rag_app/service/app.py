@@ -10,6 +10,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from rag_app.access.keys import KeyRing
+from rag_app.access.rate import RateLimited, RateLimiter
+from rag_app.access.rights import Forbidden
 from rag_app.config.settings import Settings
 from rag_app.core.errors import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.service.answers import RecentAnswers
@@ -61,8 +64,12 @@ def build_state(settings: Settings) -> ServiceState:
     gate = BudgetGate(budgets, limits, lambda fn: svc.read(fn, flush=False), settings.budget_unpriced, webhook,
                       first_estimate=price_of_a_question(pool.base.prices, settings),
                       ledger_down=settings.budget_ledger_down, unpriced_assume_nano=unpriced_assumption(settings))
-    svc = ServiceState(settings, pool, budgets, limits, gate, QueryService(lambda: pool, gate, cache, settings.data_dir),
-                       RecentAnswers(RECENT_ANSWERS), webhook)
+    rate = RateLimiter(lambda fn: svc.read(fn, flush=False))
+    keys = KeyRing(lambda h: svc.read(lambda L: L.key_by_secret(h), flush=False),
+                   lambda: svc.read(lambda L: L.any_keys(), flush=False))
+    svc = ServiceState(settings, pool, budgets, limits, gate,
+                       QueryService(lambda: pool, gate, cache, settings.data_dir, rate),
+                       RecentAnswers(RECENT_ANSWERS), webhook, keys)
     pool.start_ramp(webhook)  # a ramped experiment moves by itself (rag_app/experiments/ramp.py)
     return svc
 
@@ -91,6 +98,14 @@ def install_error_handlers(app: FastAPI, settings: Settings) -> None:
     @app.exception_handler(OverBudget)
     async def over_budget(request: Request, exc: OverBudget):
         return JSONResponse(exc.body, status_code=429, headers={"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(RateLimited)
+    async def rate_limited(request: Request, exc: RateLimited):
+        return JSONResponse(exc.body, status_code=429, headers={"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(request: Request, exc: Forbidden):
+        return JSONResponse({"detail": str(exc), "type": "forbidden"}, status_code=403)
 
     @app.exception_handler(LedgerDown)
     async def budgets_unchecked(request: Request, exc: LedgerDown):

@@ -13,6 +13,8 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from rag_app.access.keys import OPEN, KeyRing, Principal, Unauthorized, bootstrap
+from rag_app.access.rate import RateLimiter
 from rag_app.config.settings import Settings
 from rag_app.core.errors import RagError
 from rag_app.service.answers import AnswerArchive
@@ -40,6 +42,7 @@ class ServiceState:
     queries: QueryService
     answers: AnswerArchive
     webhook: Webhook | None
+    keys: KeyRing
     upload_lock: threading.Lock = field(default_factory=threading.Lock)
     # One pooled reader for every request (connect, statement and lock bounded by SERVICE_BOUNDS: a
     # frozen server is a 503 in seconds, never a hung request), opened on first use.
@@ -85,21 +88,36 @@ def state(request: Request) -> ServiceState:
 Svc = Annotated[ServiceState, Depends(state)]
 
 
-def authenticated(svc: Svc, creds: Bearer) -> None:
+def principal_of(svc: ServiceState, given: str | None) -> Principal:
+    """Who a bearer secret is: the bootstrap admin (RAG_API_TOKEN), an issued key, or, while no token is
+    set and no key was ever issued, anyone (the service is open, as before keys). Unauthorized otherwise."""
     token = svc.settings.api_token
-    if token is None:
-        return
-    if creds is None or not token_matches(creds.credentials, token):
-        raise HTTPException(401, "missing or wrong bearer token (RAG_API_TOKEN)",
-                            headers={"WWW-Authenticate": "Bearer"})
+    if given and token is not None and token_matches(given, token):
+        return bootstrap(token)
+    if token is None and not svc.keys.issued():
+        return OPEN
+    if not given:
+        raise Unauthorized("missing bearer token: send `Authorization: Bearer <API key>` (rag keys create)")
+    return svc.keys.resolve(given)
 
 
-Authed = [Depends(authenticated)]  # a router's `dependencies=`: every route on it needs the token
+def caller(svc: Svc, creds: Bearer) -> Principal:
+    try:
+        return principal_of(svc, creds.credentials if creds else None)
+    except Unauthorized as e:
+        raise HTTPException(401, str(e), headers={"WWW-Authenticate": "Bearer"}) from None
+
+
+Caller = Annotated[Principal, Depends(caller)]
+Authed = [Depends(caller)]  # a router's `dependencies=`: every route on it needs a key
 
 
 def token_ok(svc: ServiceState, creds: HTTPAuthorizationCredentials | None) -> bool:
-    """True when no token is set or the request carries it (for routes that answer less without it)."""
-    token = svc.settings.api_token
-    return token is None or (creds is not None and token_matches(creds.credentials, token))
+    """True when the request's key is good (for routes that answer less without one)."""
+    try:
+        principal_of(svc, creds.credentials if creds else None)
+        return True
+    except Unauthorized:
+        return False
 
 

@@ -59,6 +59,7 @@ class ChatRequest(BaseModel):
     stream_options: dict[str, Any] | None = None
     user: EdgeText | None = Field(None, max_length=200)
     scope: AskScope | None = None
+    collection: EdgeText | None = Field(None, min_length=1, max_length=200)  # None: RAG_COLLECTION
 
 
 def question_of(messages: list[ChatMessage]) -> str:

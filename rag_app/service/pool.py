@@ -31,6 +31,7 @@ class Route:
     experiment: str | None
     assignment: Assignment | None
     extra: dict  # the query row's who and where
+    collection: str | None = None  # the collection it reads (None: RAG_COLLECTION)
 
 
 class VariantPool:
@@ -48,7 +49,7 @@ class VariantPool:
                                   "lower top_n or raise top_k")
         self.base = RagApp(settings)
         self._open_index()
-        self._apps: dict[str, RagApp] = {}
+        self._apps: dict[tuple[str, str], RagApp] = {}
         self._lock = threading.Lock()
         self._shadow = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shadow")
         # Shadow runs double a request's work off the request path; past this many waiting, a new one is
@@ -88,17 +89,23 @@ class VariantPool:
             return self.ramp.live()
         return self.config.experiments.get(self.settings.experiment) if self.settings.experiment else None
 
-    def app_for(self, variant: str) -> RagApp:
+    def app_for(self, variant: str, collection: str | None = None) -> RagApp:
+        """The variant's RagApp over `collection` (default RAG_COLLECTION): every one shares the base's
+        store, models and ledger writer, so serving another collection costs no second load."""
+        collection = collection or self.settings.collection
         with self._lock:
-            if variant not in self._apps:
+            if (variant, collection) not in self._apps:
                 if variant not in self.config.variants:
                     raise ConfigError(f"unknown variant {variant!r}")
-                overrides = {**self.config.variants[variant], "variant": variant}
-                self._apps[variant] = RagApp(self.settings.model_copy(update=overrides), shared=self.base)
-            return self._apps[variant]
+                overrides = {**self.config.variants[variant], "variant": variant, "collection": collection}
+                self._apps[variant, collection] = RagApp(self.settings.model_copy(update=overrides), shared=self.base)
+            return self._apps[variant, collection]
+
+    def has_collection(self, name: str) -> bool:
+        return self.base.store.info(name) is not None
 
     def route(self, user_id: str | None = None, session_id: str | None = None, api_key_id: str | None = None,
-              variant: str | None = None) -> Route:
+              variant: str | None = None, collection: str | None = None) -> Route:
         """Which variant answers this request and what its ledger row says (the experiment's assignment).
         `variant`: this variant, outside any experiment (the OpenAI-compatible endpoint's `model`)."""
         query_id = str(uuid.uuid4())
@@ -108,19 +115,21 @@ class VariantPool:
             if variant is not None and variant not in self.config.variants:
                 raise ConfigError(f"unknown variant {variant!r}")
             name = variant or self.settings.variant
-            return Route(query_id, name, name if name in self.config.variants else "default", None, None, base)
+            return Route(query_id, name, name if name in self.config.variants else "default", None, None, base,
+                         collection)
         a = assign(exp, user_id, session_id, request_id=query_id)
-        return Route(query_id, a.variant, a.variant, exp.name, a, {**base, "arm": a.arm, "sticky": int(a.sticky)})
+        return Route(query_id, a.variant, a.variant, exp.name, a, {**base, "arm": a.arm, "sticky": int(a.sticky)},
+                     collection)
 
     def run(self, route: Route, question: str, scope: Scope | None = None, callbacks: Sequence[Any] = ()) -> Answer:
         """Answer a routed question (and start its shadow run, if its experiment has one)."""
-        answer = self.app_for(route.app_variant).ask(question, query_id=route.query_id, variant=route.variant,
+        answer = self.app_for(route.app_variant, route.collection).ask(question, query_id=route.query_id, variant=route.variant,
                                                      experiment=route.experiment, extra=route.extra, scope=scope,
                                                      callbacks=callbacks)
         a = route.assignment
         if a is not None and a.shadow:
             if self._shadow_slots.acquire(blocking=False):
-                self._shadow.submit(self._run_shadow, question, answer, a, route.extra, scope)
+                self._shadow.submit(self._run_shadow, question, answer, a, route.extra, scope, route.collection)
             else:
                 self.shadow_skipped += 1
                 log.warning("shadow run of %s skipped: %d already waiting", a.shadow, SHADOW_QUEUE_MAX)
@@ -138,10 +147,10 @@ class VariantPool:
         return self.run(route, question, scope, callbacks), route.assignment
 
     def _run_shadow(self, question: str, control: Answer, a: Assignment, extra: dict,
-                    scope: Scope | None = None) -> None:
+                    scope: Scope | None = None, collection: str | None = None) -> None:
         try:
             assert a.shadow is not None  # a shadow run is only started for an assignment that has one
-            shadow = self.app_for(a.shadow).ask(question, variant=a.shadow, experiment=a.experiment,
+            shadow = self.app_for(a.shadow, collection).ask(question, variant=a.shadow, experiment=a.experiment,
                                                 extra={**extra, "arm": "treatment", "shadow_of": control.query_id,
                                                        "origin": "shadow"}, scope=scope)
         except Exception:  # a failing shadow never affects the user's answer; its rows say what failed

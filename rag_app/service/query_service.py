@@ -1,19 +1,24 @@
-"""The HTTP query policy in one place, callable without HTTP: the answer cache first (a hit bills
-nothing and spends no budget), then the budgets (admission, or OverBudget: the 429), then the query
-path of the variant the request is routed to, then the cache is filled. `/v1/ask` (JSON and SSE) and
+"""The HTTP query policy in one place, callable without HTTP: the key's rate limit first (RateLimited:
+the 429), the key's models, then the answer cache (a hit bills nothing and spends no budget), then the
+budgets, the key's own among them (admission, or OverBudget: the 429), then the query path of the
+variant the request is routed to, over the collection the key may read, then the cache is filled. `/v1/ask` (JSON and SSE) and
 `/v1/chat/completions` (JSON and SSE) all call `QueryService.answer`; routes only parse and present."""
 from __future__ import annotations
 
 import time
+from decimal import Decimal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rag_app.access.keys import OPEN, Principal
+from rag_app.access.rate import RateLimiter
+from rag_app.access.rights import check_models
 from rag_app.models.attempts import utcnow
 from rag_app.present.presenter import answer_payload
 from rag_app.spend.answer_cache import AnswerCache, Cached, hit_payload, live_usage
-from rag_app.spend.budgets import BudgetGate
+from rag_app.spend.budgets import NANO, Budget, BudgetGate
 from rag_app.service.inputs import display_path
 from rag_app.service.pool import Route, VariantPool
 from rag_app.core.usage import totals
@@ -30,19 +35,32 @@ class QueryRequest:
     scope: Any = None
     key_id: str | None = None
     variant: str | None = None
+    collection: str | None = None  # None: RAG_COLLECTION
+    principal: Principal = OPEN  # the key that asked: its models, rate limits and budget apply
+    model: str | None = None  # the chat request's `model` (a key's model list may name it)
+
+
+def key_budget(p: Principal) -> tuple[Budget, ...]:
+    """An issued key's own budget, as a hard budget on its name."""
+    if p.name is None or p.budget_nano_usd is None:
+        return ()
+    return (Budget("key", p.name, p.budget_period or "month", Decimal(p.budget_nano_usd) / NANO, "USD", True, None),)
 
 
 class QueryService:
-    def __init__(self, pool: Callable[[], VariantPool], gate: BudgetGate, cache: AnswerCache | None, data_dir: Path):
-        self.pool, self.gate, self.cache, self.data_dir = pool, gate, cache, data_dir
+    def __init__(self, pool: Callable[[], VariantPool], gate: BudgetGate, cache: AnswerCache | None, data_dir: Path,
+                 rate: RateLimiter | None = None):
+        self.pool, self.gate, self.cache, self.data_dir, self.rate = pool, gate, cache, data_dir, rate
 
     def answer(self, req: QueryRequest, *, callbacks: Sequence[Any] = (),
                admitted: Callable[[str, str | None], None] | None = None) -> tuple[dict, Route]:
         """(answer payload, route). `admitted(query_id, variant)` is called once the budgets let the
         query through (a streamed query starts its response then); a refusal raises OverBudget."""
         p = self.pool()
-        route = p.route(req.user_id, req.session_id, req.key_id, req.variant)
-        app_ = p.app_for(route.app_variant)
+        window = self.rate.admit(req.principal) if self.rate is not None else None
+        route = p.route(req.user_id, req.session_id, req.key_id, req.variant, req.collection)
+        app_ = p.app_for(route.app_variant, route.collection)
+        check_models(req.principal, (req.model, route.variant, app_.settings.llm_model))
         store, collection = app_.store, app_.settings.collection
         key = None
         if self.cache is not None:
@@ -62,10 +80,14 @@ class QueryService:
                     # origin `cache`: an experiment's comparison reads live runs of its arms, never hits
                     "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": saved})
                 return hit_payload(hit, route.query_id, saved), route
-        self.gate.admit(route.query_id, {"key": req.key_id, "user": req.user_id, "variant": route.variant}, req.question)
+        self.gate.admit(route.query_id, {"key": req.key_id, "user": req.user_id, "variant": route.variant}, req.question,
+                        key_budget(req.principal))
         if admitted is not None:
             admitted(route.query_id, route.variant)
         answer = p.run(route, req.question, req.scope, callbacks)
+        if self.rate is not None:
+            tokens = sum(u.input_tokens + u.output_tokens for u in answer.usage)
+            self.rate.spent(req.principal, window, tokens)
         payload = answer_payload(answer, doc_path=lambda doc: display_path(doc, self.data_dir))
         if self.cache is not None and key is not None and not answer.incomplete:
             self.cache.put(store, collection, key, Cached(payload, totals(answer.usage).known_cost_nano,

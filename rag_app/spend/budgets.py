@@ -4,8 +4,8 @@
 
 Each entry names what it limits with exactly one of `key` (the 12-hex id the ledger records for a bearer
 token), `user` (the request's user_id) or `variant`; "*" means each one separately. `limit_usd` or
-`limit_cny` (converted at the price table's dated rate in force when the period began), `period` day or
-month (UTC: a day resets at 00:00 UTC, a month on the 1st), `hard` (default true: over it, 429), `alert_at`
+`limit_cny` (converted at the price table's dated rate in force when the period began), `period` day, week
+or month (UTC: a day resets at 00:00 UTC, a week on Monday, a month on the 1st), `hard` (default true: over it, 429), `alert_at`
 (a fraction of the limit: spend over the last rolling day or 30 days at or past it raises an alert).
 
 Spend is what the ledger holds (every replica reads the same rows): billed stage costs of the queries
@@ -42,8 +42,9 @@ from tracing.ledger.budgets import DIMS, BudgetTx
 
 log = logging.getLogger(__name__)
 NANO = Decimal(10**9)
-PERIODS = ("day", "month")
-ROLLING = {"day": timedelta(days=1), "month": timedelta(days=30)}  # the alert's rolling window per period
+PERIODS = ("day", "week", "month")
+# the alert's rolling window per period
+ROLLING = {"day": timedelta(days=1), "week": timedelta(days=7), "month": timedelta(days=30)}
 PROMPT_OVERHEAD_TOKENS = 200  # the prompt template and its instructions around the passages and question
 RESERVATION_TTL = timedelta(minutes=10)  # an admitted query whose row never lands stops counting after this
 PRUNE_EVERY = timedelta(hours=1)
@@ -54,7 +55,7 @@ FIELDS = {"key", "user", "variant", "period", "limit_usd", "limit_cny", "hard", 
 class Budget:
     dim: str  # key | user | variant
     value: str  # "*" (each one separately) or one name
-    period: str  # day | month
+    period: str  # day | week | month
     limit: Decimal  # in `currency`
     currency: str  # USD | CNY
     hard: bool
@@ -107,7 +108,7 @@ def _budget(path: Path, i: int, item: Any) -> Budget:
         raise ConfigError(f"{where}.{dims[0]}: a name or \"*\", not {value!r}")
     period = item.get("period")
     if period not in PERIODS:
-        raise ConfigError(f"{where}.period: day or month, not {period!r}")
+        raise ConfigError(f"{where}.period: day, week or month, not {period!r}")
     limits = [f for f in ("limit_usd", "limit_cny") if f in item]
     if len(limits) != 1:
         raise ConfigError(f"{where}: give exactly one of limit_usd or limit_cny")
@@ -132,10 +133,13 @@ def _budget(path: Path, i: int, item: Any) -> Budget:
 
 
 def period_bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
-    """(start, reset) of the UTC day or month `now` is in."""
+    """(start, reset) of the UTC day, week (Monday to Monday) or month `now` is in."""
     day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     if period == "day":
         return day, day + timedelta(days=1)
+    if period == "week":
+        monday = day - timedelta(days=day.weekday())
+        return monday, monday + timedelta(days=7)
     start = day.replace(day=1)
     return start, (start.replace(year=start.year + 1, month=1) if start.month == 12
                    else start.replace(month=start.month + 1))
@@ -212,8 +216,11 @@ class BudgetGate:
         self._pruned_at: datetime | None = None
         self.admitted_unchecked = 0  # queries let through while the ledger was down (ledger_down=open)
 
-    def admit(self, query_id: str, who: dict[str, str | None], question: str = "") -> None:
-        applicable = [(b, v) for b in self.budgets if (v := b.applies(who)) is not None]
+    def admit(self, query_id: str, who: dict[str, str | None], question: str = "",
+              extra: tuple[Budget, ...] = ()) -> None:
+        """Admit a query against every budget that applies to it; `extra`: budgets of its own (an issued
+        key's budget, rag_app/access/keys.py), counted exactly like the file's."""
+        applicable = [(b, v) for b in (*self.budgets, *extra) if (v := b.applies(who)) is not None]
         if not applicable:
             return
         try:

@@ -199,7 +199,7 @@ def test_one_user_asking_in_turn_overshoots_a_hard_limit_by_at_most_the_estimate
 
 
 @pytest.mark.parametrize("budgets, field", [
-    ([{"user": "*", "period": "week", "limit_usd": 1}], "budgets[0].period"),
+    ([{"user": "*", "period": "fortnight", "limit_usd": 1}], "budgets[0].period"),
     ([{"user": "*", "key": "*", "period": "day", "limit_usd": 1}], "exactly one of key, user or variant"),
     ([{"user": "*", "period": "day", "limit_usd": -1}], "budgets[0].limit_usd"),
     ([{"user": "*", "period": "day"}], "limit_usd or limit_cny"),

@@ -107,13 +107,14 @@ MAY_IMPORT = {
     "present": {"core", "query", "quality", "tracing"},
     "experiments": {"core", "chunking", "evaluation", "present"},
     "spend": {"core", "query", "tracing"},
+    "access": {"core", "query"},  # query: a key's documents become a Scope
     "tracing": {"core", "config", "models"},
     "app": {"core", "text", "config", "models", "store", "ingest", "query", "chains", "tracing",
             "quality"},  # quality: the composition root starts the judge's worker (RAG_JUDGE_MODEL)
     "service": {"core", "text", "config", "models", "store", "ingest", "query", "present", "experiments",
-                "spend", "app", "tracing"},
+                "spend", "app", "tracing", "access"},
     "cli": {"core", "text", "config", "store", "chunking", "query", "evaluation", "experiments", "present",
-            "spend", "service", "app", "tracing"},
+            "spend", "service", "app", "tracing", "access"},
 }
 
 

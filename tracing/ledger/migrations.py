@@ -343,6 +343,15 @@ def m017_model_queries_called(db: Connection) -> None:
     rollups.start_refold(db, ("stage_calls", "queries"))
 
 
+@migration
+def m018_keys_and_teams(db: Connection) -> None:
+    # issued API keys, their audit trail and per-minute rate windows (rag_app/access/)
+    for t in (S.api_keys, S.key_audit, S.rate_windows):
+        _ddl(db, CreateTable(t, if_not_exists=True))
+        for ix in t.indexes:
+            create_index(db, ix)
+
+
 def _create_triggers(db: Connection) -> None:
     """Any insert, update or delete of a query's rows marks it dirty, whoever writes: the writers fold
     dirty queries into the totals, so the totals cannot drift from rows written around the writer."""

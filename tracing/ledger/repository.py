@@ -23,7 +23,7 @@ from sqlalchemy.sql import ColumnElement
 from rag_app.core.errors import RagError
 from rag_app.core.usage import JUDGE_KIND, judge_run_id
 from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target
-from tracing.ledger import budgets, quality_groups, reports, rollups, views
+from tracing.ledger import budgets, keys, quality_groups, reports, rollups, views
 from tracing.ledger.engine import (
     Bounds,
     config_error,
@@ -253,16 +253,16 @@ class Ledger:
 
     def list_queries(self, *, variant: str | None = None, status: str | None = None, since: str | None = None,
                      until: str | None = None, experiment: str | None = None, limit: int = 50,
-                     offset: int = 0) -> tuple[int, list[dict]]:
-        """(how many match, one page of them), newest first."""
+                     offset: int = 0, user: str | None = None) -> tuple[int, list[dict]]:
+        """(how many match, one page of them), newest first. `user`: only that user's (a member key)."""
         t = query_totals
         where: list[ColumnElement] = []
         for col, val, op in ((t.c.variant, variant, "eq"), (t.c.status, status, "eq"), (t.c.started_at, since, "ge"),
-                             (t.c.started_at, until, "lt"), (t.c.experiment, experiment, "eq")):
+                             (t.c.started_at, until, "lt"), (t.c.experiment, experiment, "eq"), (t.c.user_id, user, "eq")):
             if val is not None:
                 where.append(col == val if op == "eq" else col >= val if op == "ge" else col < val)
         with self._read() as db:
-            if status is None and since is None and until is None and experiment is None:
+            if status is None and since is None and until is None and experiment is None and user is None:
                 # the unfiltered (or per-variant) count is in the day rollups
                 r = report_rollup
                 total = db.execute(select(func.coalesce(func.sum(r.c.queries), 0))
@@ -586,6 +586,50 @@ class Ledger:
     def prune_budget_reservations(self, before: str) -> int:
         with self.engine.begin() as db:
             return budgets.prune_reservations(db, before)
+
+    # -- keys and teams (rag_app/access/) --------------------------------------------------------------
+    def create_key(self, row: dict[str, Any], audit: dict[str, Any]) -> bool:
+        """The key and its audit row in one transaction; False (nothing written) when the name is taken."""
+        with self.engine.begin() as db:
+            if not keys.create(db, row):
+                return False
+            keys.audit(db, audit)
+            return True
+
+    def change_key(self, name: str, values: dict[str, Any], audit: dict[str, Any]) -> bool:
+        with self.engine.begin() as db:
+            if not keys.change(db, name, values):
+                return False
+            keys.audit(db, audit)
+            return True
+
+    def list_keys(self) -> list[dict]:
+        with self._read() as db:
+            return keys.all_keys(db)
+
+    def key_by_secret(self, secret_sha256: str) -> dict | None:
+        with self._read() as db:
+            return keys.by_secret(db, secret_sha256)
+
+    def any_keys(self) -> bool:
+        with self._read() as db:
+            return keys.any_keys(db)
+
+    def key_audit(self, limit: int = 100) -> list[dict]:
+        with self._read() as db:
+            return keys.audit_rows(db, limit)
+
+    def rate_take(self, key: str, window: str, rpm: int | None, tpm: int | None) -> tuple[bool, int, int]:
+        with self.engine.begin() as db:
+            return keys.take(db, key, window, rpm, tpm)
+
+    def rate_add_tokens(self, key: str, window: str, tokens: int) -> None:
+        with self.engine.begin() as db:
+            keys.add_tokens(db, key, window, tokens)
+
+    def prune_rate_windows(self, before: str) -> int:
+        with self.engine.begin() as db:
+            return keys.prune_windows(db, before)
 
 
 def _translated(target: LedgerTarget, e: BaseException) -> Exception:

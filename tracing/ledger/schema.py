@@ -17,6 +17,9 @@ column is one line here plus its migration.
     ledger_writers      writer processes and their heartbeats (a dead one's `started` rows become unknown)
     budget_reservations a query admitted past a budget and not yet in `queries`: its estimate is in flight (m012)
     budget_events       budget alerts, soft-limit crossings and hard-limit refusals, and their webhook's fate (m012)
+    api_keys            issued API keys: a hash of the secret (never the secret), who, role, limits, scope (m018)
+    key_audit           who created, rotated or revoked which key, when, and with what (m018)
+    rate_windows        requests and tokens per key per minute, shared by every replica (m018)
     _migrations         applied migrations
 """
 from __future__ import annotations
@@ -375,6 +378,49 @@ query_feedback = Table(
     Column("score", INT, nullable=False),  # -1 wrong, 0 unsure, 1 right
     Column("comment", Text),
     Column("recorded_at", Text, nullable=False),
+)
+
+# m018: keys and teams (rag_app/access/, tracing/ledger/keys.py). A key is known by its name: the ledger's
+# `api_key_id` of its queries, so rotating the secret keeps its history, budgets and limits.
+api_keys = Table(
+    "api_keys", metadata,
+    Column("name", Text, primary_key=True),
+    Column("secret_sha256", Text, nullable=False, unique=True),  # hex SHA-256 of the secret
+    Column("prefix", Text, nullable=False),  # the secret's first characters, to tell keys apart in a list
+    Column("user_id", Text, nullable=False),  # who the key speaks for: every query row's user
+    Column("role", Text, nullable=False),  # admin | member
+    Column("budget_nano_usd", INT),  # a hard budget of its own (NULL: none)
+    Column("budget_period", Text),  # day | week | month
+    Column("rpm", INT),  # requests per minute (NULL: no limit)
+    Column("tpm", INT),  # tokens per minute
+    Column("models", Text),  # JSON list of models or variants it may use (NULL: any)
+    Column("collections", Text),  # JSON list of collections it may read (NULL: any)
+    Column("documents", Text),  # JSON list of documents it may read within them (NULL: any)
+    _int0("can_ingest"),  # may upload into its collections (admins always may)
+    Column("created_at", Text, nullable=False),
+    Column("expires_at", Text),
+    Column("revoked_at", Text),
+    Column("rotated_at", Text),
+)
+
+key_audit = Table(
+    "key_audit", metadata,
+    _id(),
+    Column("at", Text, nullable=False),
+    Column("actor", Text, nullable=False),  # the key (or `cli` for the operator's shell) that did it
+    Column("action", Text, nullable=False),  # create | rotate | revoke
+    Column("target", Text, nullable=False),  # the key's name
+    Column("detail", Text),  # JSON: the settings it was given (never the secret)
+    Index("key_audit_at", "at"),
+    sqlite_autoincrement=True,
+)
+
+rate_windows = Table(
+    "rate_windows", metadata,
+    Column("key_name", Text, primary_key=True),
+    Column("window_start", Text, primary_key=True),  # the minute, UTC: 2026-12-04T07:05
+    _int0("requests"),
+    _int0("tokens"),
 )
 
 WRITABLE = {t.name: frozenset(c.name for c in t.columns if c.name != "id")

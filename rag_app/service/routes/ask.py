@@ -9,7 +9,9 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rag_app.service.deps import Authed, Bearer, ServiceState, Svc
+from rag_app.access.keys import Principal, token_key_id
+from rag_app.access.rights import collection_for, scope_for, user_for
+from rag_app.service.deps import Authed, Caller, ServiceState, Svc
 from rag_app.service.inputs import AskScope
 from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
 from rag_app.service.pool import Route
@@ -26,6 +28,7 @@ class AskRequest(BaseModel):
     user_id: EdgeText | None = Field(None, max_length=200)
     session_id: EdgeText | None = Field(None, max_length=200)
     scope: AskScope | None = None
+    collection: EdgeText | None = Field(None, min_length=1, max_length=200)  # None: RAG_COLLECTION
     stream: bool = False  # SSE: tokens as they come, the answer and its cost in the last event
 
     @field_validator("question")
@@ -45,16 +48,18 @@ def scope_of(req: AskScope | None):
         raise HTTPException(422, f"scope: {e}") from None
 
 
-def api_key_id(token: str) -> str:
-    """What the ledger records for a bearer token: 12 hex digits of its SHA-256 (tells keys apart, reveals none)."""
-    import hashlib
-
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+api_key_id = token_key_id  # what the ledger records for RAG_API_TOKEN (an issued key: its name)
 
 
-def key_of(svc: ServiceState, creds) -> str | None:
-    # spend per API key: the ledger keeps a short hash of the bearer token, never the token
-    return api_key_id(creds.credentials) if creds and svc.settings.api_token is not None else None
+def query_request(svc: ServiceState, who: Principal, question: str, user: str | None, session: str | None,
+                  scope: AskScope | None, collection: str | None, variant: str | None = None,
+                  model: str | None = None) -> QueryRequest:
+    """One question as the key may ask it: its user, its collection, its documents (Forbidden: 403)."""
+    name = collection_for(who, collection, svc.settings.collection)
+    if name != svc.settings.collection and not svc.pool.has_collection(name):
+        raise HTTPException(404, f"no collection {name[:80]!r} in this service's store; ingest into it first")
+    return QueryRequest(question, user_for(who, user), session, scope_for(who, scope_of(scope)), who.name, variant,
+                        name, who, model)
 
 
 def presented(svc: ServiceState, result: tuple[dict, Route]) -> dict:
@@ -76,10 +81,10 @@ def streamed(svc: ServiceState, req: QueryRequest) -> StreamedQuery:
 
 
 @router.post("/v1/ask")
-def ask(req: AskRequest, svc: Svc, creds: Bearer):
+def ask(req: AskRequest, svc: Svc, who: Caller):
     """The answer, its citations and its cost. `stream: true`: SSE, `token` events as the LLM sends
     them, then one `answer` event with the whole payload and its cost (or one `error` event)."""
-    query = QueryRequest(req.question, req.user_id, req.session_id, scope_of(req.scope), key_of(svc, creds))
+    query = query_request(svc, who, req.question, req.user_id, req.session_id, req.scope, req.collection)
     if not req.stream:
         return presented(svc, svc.queries.answer(query))
     q = streamed(svc, query)
@@ -102,11 +107,12 @@ def models(svc: Svc):
 
 
 @router.post("/v1/chat/completions")
-def chat_completions(req: ChatRequest, svc: Svc, creds: Bearer):
+def chat_completions(req: ChatRequest, svc: Svc, who: Caller):
     """OpenAI-compatible chat completions over the same query path and ledger as /v1/ask
     (rag_app/service/openai_compat.py)."""
     variant = variant_for(req.model, sorted(svc.pool.config.variants))
-    query = QueryRequest(question_of(req.messages), req.user, None, scope_of(req.scope), key_of(svc, creds), variant)
+    query = query_request(svc, who, question_of(req.messages), req.user, None, req.scope, req.collection, variant,
+                          req.model)
     show: Callable[[tuple[dict, Route]], dict] = lambda result: presented(svc, result)  # noqa: E731
     if not req.stream:
         return completion(show(svc.queries.answer(query)), req.model)

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException
 
-from rag_app.service.deps import Authed, Svc
+from rag_app.access.rights import check_admin
+from rag_app.service.deps import Authed, Caller, Svc
 
 router = APIRouter(dependencies=Authed)
 
 
 @router.get("/v1/experiments")
-def experiments(svc: Svc):
+def experiments(svc: Svc, who: Caller):
+    check_admin(who, "experiments")
     return {"experiments": sorted(svc.pool.config.experiments), "live": svc.settings.experiment}
 
 
 @router.get("/v1/experiments/{name}")
-def experiment(name: str, svc: Svc):
+def experiment(name: str, svc: Svc, who: Caller):
+    check_admin(who, "experiments")
     from rag_app.experiments.comparison import compare_live
 
     exp = svc.pool.config.experiments.get(name)

@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse
 
-from rag_app.service.deps import Bearer, Svc, token_ok
-from rag_app.service.guards import token_matches
+from rag_app.access.keys import Unauthorized
+from rag_app.service.deps import Bearer, Svc, principal_of, token_ok
 from rag_app.service.inputs import dashboard_headers
 
 router = APIRouter()
@@ -18,10 +18,10 @@ DASHBOARD = Path(__file__).parent.parent / "static" / "dashboard.html"
 @router.get("/dashboard", response_class=HTMLResponse)
 def dashboard(svc: Svc, creds: Bearer, token: str | None = None):
     """The cost dashboard: one static page, no build step, no CDN; it reads the JSON API."""
-    if svc.settings.api_token is not None:
-        given = token or (creds.credentials if creds else "")
-        if not token_matches(given, svc.settings.api_token):
-            raise HTTPException(401, "open /dashboard?token=<RAG_API_TOKEN>")
+    try:  # the page's own requests carry the same key: a member's page shows its own queries
+        principal_of(svc, token or (creds.credentials if creds else None))
+    except Unauthorized:
+        raise HTTPException(401, "open /dashboard?token=<your API key or RAG_API_TOKEN>") from None
     page = DASHBOARD.read_text(encoding="utf-8")
     return HTMLResponse(page, media_type="text/html; charset=utf-8", headers=dashboard_headers(page))
 

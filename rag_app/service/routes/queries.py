@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Query
 
+from rag_app.access.keys import Principal
+from rag_app.access.rights import check_admin, seen_user, user_for
 from rag_app.core.money import usd_json
-from rag_app.service.deps import Authed, Svc
+from rag_app.service.deps import Authed, Caller, ServiceState, Svc
 from rag_app.service.inputs import FeedbackRequest, Timestamp
 from tracing.ledger import stage_json
 
@@ -14,22 +16,35 @@ MAX_INT = 2**62  # SQLite integers are signed 64-bit; larger offsets were a 500
 
 
 @router.get("/v1/queries")
-def queries(svc: Svc, variant: str | None = None, status: str | None = None, since: Timestamp | None = None,
+def queries(svc: Svc, who: Caller, variant: str | None = None, status: str | None = None, since: Timestamp | None = None,
             until: Timestamp | None = None, experiment: str | None = None,
             limit: int = Query(50, ge=-MAX_INT, le=MAX_INT), offset: int = Query(0, ge=-MAX_INT, le=MAX_INT)):
     limit, offset = min(max(limit, 1), 500), max(offset, 0)  # a page is 1-500 rows; say which was served
     total, rows = svc.read(lambda L: L.list_queries(variant=variant, status=status, since=since, until=until,
-                                                    experiment=experiment, limit=limit, offset=offset))
+                                                    experiment=experiment, limit=limit, offset=offset,
+                                                    user=seen_user(who)))
     return {"total": total, "limit": limit, "offset": offset, "queries": [query_json(r) for r in rows]}
 
 
+def visible(who: Principal, row: dict | None, query_id: str) -> dict:
+    """The query's row when this key may see it; otherwise the same 404 as a query that does not exist
+    (a member learns nothing of other users' queries, not even that they exist)."""
+    mine = seen_user(who)
+    if row is None or (mine is not None and row.get("user_id") != mine):
+        raise HTTPException(404, f"no query {query_id[:80]!r} in the ledger")  # never echo a long input whole
+    return row
+
+
+def own_query(svc: ServiceState, who: Principal, query_id: str) -> dict:
+    return visible(who, svc.read(lambda L: L.query(query_id)), query_id)
+
+
 @router.get("/v1/queries/{query_id}")
-def query(query_id: str, svc: Svc):
+def query(query_id: str, svc: Svc, who: Caller):
     row, stages, quality, feedback, judged = svc.read(lambda L: (L.query(query_id), L.stage_rows(query_id),
                                                                  L.quality(query_id), L.feedback(query_id),
                                                                  L.judge(query_id)))
-    if row is None:
-        raise HTTPException(404, f"no query {query_id[:80]!r} in the ledger")  # never echo a long input whole
+    row = visible(who, row, query_id)
     if quality is not None:  # the judge's grades beside the local signals; its cost is evaluation spend
         quality = {**quality, "judge": judged}
     return {**query_json(row), "quality": quality, "feedback": feedback,
@@ -37,33 +52,37 @@ def query(query_id: str, svc: Svc):
 
 
 @router.get("/v1/feedback")
-def review(svc: Svc, score: int = Query(-1, ge=-1, le=1), limit: int = Query(50, ge=1, le=500)):
+def review(svc: Svc, who: Caller, score: int = Query(-1, ge=-1, le=1), limit: int = Query(50, ge=1, le=500)):
     """The review list: the latest answers users marked wrong (score -1), unsure (0) or right (1)."""
+    check_admin(who, "the review list")
     return {"score": score, "answers": svc.read(lambda L: L.review(score, limit))}
 
 
 @router.get("/v1/review")
-def to_review(svc: Svc, grounded_below: float = Query(0.5, ge=0, le=1), limit: int = Query(50, ge=1, le=500)):
+def to_review(svc: Svc, who: Caller, grounded_below: float = Query(0.5, ge=0, le=1),
+              limit: int = Query(50, ge=1, le=500)):
     """What a reviewer should read first: answers users marked wrong or grounded below
     `grounded_below`, newest first, each with why."""
+    check_admin(who, "the review list")
     return {"grounded_below": grounded_below, "answers": svc.read(lambda L: L.to_review(grounded_below, limit))}
 
 
 @router.post("/v1/queries/{query_id}/feedback")
-def query_feedback(query_id: str, req: FeedbackRequest, svc: Svc):
+def query_feedback(query_id: str, req: FeedbackRequest, svc: Svc, who: Caller):
     """A user's word on an answer (-1 wrong, 0 unsure, 1 right, a comment): kept in the ledger beside
     its cost and quality; the same user's second word replaces the first."""
     from rag_app.models.attempts import utcnow
 
-    if svc.read(lambda L: L.query(query_id)) is None:
-        raise HTTPException(404, f"no query {query_id[:80]!r} in the ledger")
-    return svc.read(lambda L: L.add_feedback(query_id, req.user_id or "", req.score, req.comment, utcnow()),
-                    flush=False)
+    own_query(svc, who, query_id)
+    user = user_for(who, req.user_id) or ""
+    return svc.read(lambda L: L.add_feedback(query_id, user, req.score, req.comment, utcnow()), flush=False)
 
 
 @router.get("/v1/queries/{query_id}/answer")
-def query_answer(query_id: str, svc: Svc):
+def query_answer(query_id: str, svc: Svc, who: Caller):
     """The answer, citations and passages of one of the last answers this server gave (kept in memory)."""
+    if seen_user(who) is not None:
+        own_query(svc, who, query_id)
     kept = svc.answers.get(query_id)
     if kept is None:
         raise HTTPException(404, f"no answer text kept for {query_id[:80]!r}: this server keeps the last "

@@ -1,0 +1,235 @@
+"""API keys: issued with `rag keys create` or POST /v1/keys, shown once, kept as a SHA-256 of the
+secret in the ledger (both engines), resolved on every request.
+
+A key is known by its name: every ledger row of its queries records the name as `api_key_id` and the
+key's user as `user_id`, so rotating the secret keeps its history, budget and limits. RAG_API_TOKEN stays
+the bootstrap admin key (recorded, as before, by 12 hex digits of its hash). Replicas cache what they
+resolved for `ttl_s` (2 s): a revoked or expired key is refused by every replica within that time.
+Secrets are 32 random bytes, so one SHA-256 is enough to keep them (no password stretching needed:
+nobody can guess one to test against the hash)."""
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from rag_app.core.errors import ConfigError
+
+ADMIN, MEMBER = "admin", "member"
+ROLES = (ADMIN, MEMBER)
+PERIODS = ("day", "week", "month")
+SECRET_PREFIX = "rag_"
+NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.@")
+NANO = Decimal(10**9)
+
+
+class Unauthorized(Exception):
+    """401: no key, a wrong one, or one revoked or expired (the message says which)."""
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+def secret_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def token_key_id(token: str) -> str:
+    """What the ledger records for the bootstrap token: 12 hex digits of its SHA-256 (as before keys)."""
+    return secret_hash(token)[:12]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request speaks for and what it may do. `name` is the ledger's `api_key_id`."""
+
+    name: str | None
+    user: str | None
+    role: str
+    models: tuple[str, ...] | None = None
+    collections: tuple[str, ...] | None = None
+    documents: tuple[str, ...] | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    budget_nano_usd: int | None = None
+    budget_period: str | None = None
+    can_ingest: bool = False
+    issued: bool = False  # an issued key (False: the bootstrap token, or no auth at all)
+
+    @property
+    def admin(self) -> bool:
+        return self.role == ADMIN
+
+
+OPEN = Principal(None, None, ADMIN)  # no RAG_API_TOKEN and no key issued: the service is open, as before keys
+
+
+def bootstrap(token: str) -> Principal:
+    return Principal(token_key_id(token), None, ADMIN)
+
+
+def _names(raw: Any, field_: str) -> tuple[str, ...] | None:
+    if raw is None or raw == "" or raw == []:
+        return None
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    names = tuple(dict.fromkeys(str(x).strip() for x in items if str(x).strip()))
+    if not names or any(len(n) > 200 for n in names):
+        raise ConfigError(f"{field_}: a comma-separated list of names, each at most 200 characters")
+    return names
+
+
+def _positive(v: Any, field_: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{field_} must be a whole number of at least 1, got {v!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """What `rag keys create` and POST /v1/keys are given, checked field by field."""
+
+    name: str
+    user: str | None = None
+    role: str = MEMBER
+    budget_usd: Decimal | None = None
+    period: str = "month"
+    rpm: int | None = None
+    tpm: int | None = None
+    models: tuple[str, ...] | None = None
+    collections: tuple[str, ...] | None = None
+    documents: tuple[str, ...] | None = None
+    can_ingest: bool = False
+    expires: str | None = None  # ISO date or date-time, UTC
+
+    @classmethod
+    def parse(cls, d: dict[str, Any]) -> KeySpec:
+        name = str(d.get("name") or "")
+        if not name or len(name) > 64 or not set(name) <= NAME_CHARS:
+            raise ConfigError(f"name {name[:80]!r}: 1-64 characters of letters, digits, - _ . @")
+        role = d.get("role") or MEMBER
+        if role not in ROLES:
+            raise ConfigError(f"role must be admin or member, got {role!r}")
+        period = d.get("period") or "month"
+        if period not in PERIODS:
+            raise ConfigError(f"period must be day, week or month, got {period!r}")
+        budget = d.get("budget_usd")
+        if budget is not None:
+            try:
+                budget = Decimal(str(budget))
+            except InvalidOperation:
+                raise ConfigError(f"budget_usd must be a number of dollars, got {budget!r}") from None
+            if not budget.is_finite() or budget <= 0:
+                raise ConfigError(f"budget_usd must be above 0, got {budget}")
+        user = d.get("user")
+        if user is not None and (not str(user).strip() or len(str(user)) > 200):
+            raise ConfigError("user: non-empty text of at most 200 characters")
+        return cls(name, user, role, budget, period, _positive(d.get("rpm"), "rpm"), _positive(d.get("tpm"), "tpm"),
+                   _names(d.get("models"), "models"), _names(d.get("collections"), "collections"),
+                   _names(d.get("documents"), "documents"), bool(d.get("can_ingest")), _expiry(d.get("expires")))
+
+    def row(self, secret: str, now: datetime) -> dict[str, Any]:
+        import json
+
+        def listed(v: tuple[str, ...] | None) -> str | None:
+            return json.dumps(list(v), ensure_ascii=False) if v is not None else None
+
+        return {"name": self.name, "secret_sha256": secret_hash(secret), "prefix": secret[:8],
+                "user_id": self.user or self.name, "role": self.role,
+                "budget_nano_usd": int(self.budget_usd * NANO) if self.budget_usd is not None else None,
+                "budget_period": self.period if self.budget_usd is not None else None,
+                "rpm": self.rpm, "tpm": self.tpm, "models": listed(self.models),
+                "collections": listed(self.collections), "documents": listed(self.documents),
+                "can_ingest": int(self.can_ingest), "created_at": stamp(now), "expires_at": self.expires}
+
+    def shown(self) -> dict[str, Any]:
+        """The settings an audit row records (never the secret)."""
+        return {k: (str(v) if isinstance(v, Decimal) else list(v) if isinstance(v, tuple) else v)
+                for k, v in self.__dict__.items() if v is not None and v is not False}
+
+
+def _expiry(v: Any) -> str | None:
+    if v in (None, ""):
+        return None
+    try:
+        t = datetime.fromisoformat(str(v)) if "T" in str(v) else datetime.combine(date.fromisoformat(str(v)),
+                                                                                   datetime.min.time())
+    except ValueError:
+        raise ConfigError(f"expires must be a date (2027-01-31) or date-time, got {str(v)[:40]!r}") from None
+    return stamp(t if t.tzinfo else t.replace(tzinfo=UTC))
+
+
+def stamp(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def principal_of(row: dict[str, Any]) -> Principal:
+    import json
+
+    def listed(v: str | None) -> tuple[str, ...] | None:
+        return tuple(json.loads(v)) if v else None
+
+    return Principal(row["name"], row["user_id"], row["role"], listed(row["models"]), listed(row["collections"]),
+                     listed(row["documents"]), row["rpm"], row["tpm"], row["budget_nano_usd"], row["budget_period"],
+                     bool(row["can_ingest"]), issued=True)
+
+
+def refusal(row: dict[str, Any] | None, now: datetime) -> str | None:
+    """Why a key row cannot be used now (None: it can)."""
+    if row is None:
+        return "unknown API key"
+    if row["revoked_at"]:
+        return f"API key {row['name']!r} was revoked at {row['revoked_at']}"
+    if row["expires_at"] and stamp(now) >= row["expires_at"]:
+        return f"API key {row['name']!r} expired at {row['expires_at']}"
+    return None
+
+
+@dataclass
+class KeyRing:
+    """Resolves a bearer secret to its Principal through the ledger, remembering each answer `ttl_s`."""
+
+    lookup: Callable[[str], dict | None]  # secret_sha256 -> key row (the ledger)
+    any_issued: Callable[[], bool]
+    ttl_s: float = 2.0
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    _seen: dict[str, tuple[float, dict | None]] = field(default_factory=dict)
+    _issued: tuple[float, bool] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def issued(self) -> bool:
+        """Whether any key was ever issued (then a request without a key is refused even with no token)."""
+        now = time.monotonic()
+        with self._lock:
+            if self._issued is not None and now - self._issued[0] < self.ttl_s:
+                return self._issued[1]
+        found = self.any_issued()
+        with self._lock:
+            self._issued = (now, found)
+        return found
+
+    def resolve(self, secret: str) -> Principal:
+        h, now = secret_hash(secret), time.monotonic()
+        with self._lock:
+            hit = self._seen.get(h)
+        if hit is None or now - hit[0] >= self.ttl_s:
+            row = self.lookup(h)
+            with self._lock:
+                if len(self._seen) > 10_000:  # bounded: a flood of wrong keys must not grow memory
+                    self._seen.clear()
+                self._seen[h] = (now, row)
+        else:
+            row = hit[1]
+        why = refusal(row, self.clock())
+        if why is not None:
+            raise Unauthorized(why)
+        assert row is not None
+        return principal_of(row)

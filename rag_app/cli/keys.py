@@ -1,0 +1,128 @@
+"""`rag keys create|list|revoke|rotate|audit`: issued API keys, kept hashed in the ledger every replica
+reads (rag_app/access/). The secret is printed once, by create and rotate, and never stored."""
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from typing import Optional
+
+import typer
+
+from rag_app.cli.common import fail_one_line
+from rag_app.core.errors import RagError
+
+
+@contextmanager
+def _ledger():
+    from rag_app.config.settings import load_settings
+    from tracing.ledger import Ledger
+
+    try:
+        with Ledger.open(load_settings().ledger) as ledger:
+            yield ledger
+    except RagError as e:
+        fail_one_line(e)
+
+
+def _actor() -> str:
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except Exception:  # no login name (a container): still say it came from the shell
+        return "cli"
+
+
+def create(name: str = typer.Option(..., "--name", help="the key's name: its spend and rows are filed under it"),
+           user: Optional[str] = typer.Option(None, "--user", help="the user it speaks for (default: its name)"),
+           role: str = typer.Option("member", "--role", help="admin | member"),
+           budget_usd: Optional[str] = typer.Option(None, "--budget-usd", help="a hard budget of its own, in USD"),
+           period: str = typer.Option("month", "--period", help="the budget's period: day | week | month"),
+           rpm: Optional[int] = typer.Option(None, "--rpm", help="requests per minute"),
+           tpm: Optional[int] = typer.Option(None, "--tpm", help="tokens per minute"),
+           models: Optional[str] = typer.Option(None, "--models", help="models or variants it may use: m1,m2"),
+           collections: Optional[str] = typer.Option(None, "--collections", help="collections it may read: c1,c2"),
+           documents: Optional[str] = typer.Option(None, "--documents", help="documents it may read: a.md,b.pdf"),
+           ingest: bool = typer.Option(False, "--ingest", help="may upload documents into its collections"),
+           expires: Optional[str] = typer.Option(None, "--expires", help="UTC date or date-time it stops working"),
+           as_json: bool = typer.Option(False, "--json", help='print {"name": ..., "key": ...}')):
+    """Issue an API key; its secret is printed once (keep it: only a hash is stored)."""
+    from rag_app.access import manage
+    from rag_app.access.keys import KeySpec
+
+    try:
+        spec = KeySpec.parse({"name": name, "user": user, "role": role, "budget_usd": budget_usd, "period": period,
+                              "rpm": rpm, "tpm": tpm, "models": models, "collections": collections,
+                              "documents": documents, "can_ingest": ingest, "expires": expires})
+    except RagError as e:
+        fail_one_line(e)
+    with _ledger() as ledger:
+        try:
+            secret = manage.create(ledger, spec, _actor())
+        except RagError as e:
+            fail_one_line(e)
+    if as_json:
+        print(json.dumps({"name": spec.name, "key": secret}))
+    else:
+        print(secret)
+        typer.echo(f"key {spec.name!r} ({spec.role}, user {spec.user or spec.name}): the line above is its secret, "
+                   "shown once", err=True)
+
+
+def list_keys(as_json: bool = typer.Option(False, "--json", help="print JSON")):
+    """Every key: name, its secret's first characters, user, role, state, limits (never a secret)."""
+    from rag_app.access import manage
+
+    with _ledger() as ledger:
+        rows = manage.listing(ledger)
+    if as_json:
+        print(json.dumps({"keys": rows}, ensure_ascii=False, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False)
+    for col in ("name", "prefix", "user", "role", "state", "budget", "rpm", "tpm", "expires"):
+        t.add_column(col)
+    for r in rows:
+        budget = f"${r['budget_usd']:g}/{r['period']}" if r["budget_usd"] is not None else "-"
+        t.add_row(r["name"], r["prefix"] + "…", r["user"], r["role"], r["state"], budget, str(r["rpm"] or "-"),
+                  str(r["tpm"] or "-"), (r["expires_at"] or "-")[:10])
+    Console(width=80).print(t if rows else "no keys issued yet: rag keys create --name NAME")
+
+
+def revoke(name: str = typer.Argument(..., help="the key's name")):
+    """Revoke a key: every replica refuses it (401) within seconds; its rows and spend stay."""
+    from rag_app.access import manage
+
+    with _ledger() as ledger:
+        try:
+            manage.revoke(ledger, name, _actor())
+        except RagError as e:
+            fail_one_line(e)
+    print(f"revoked {name}")
+
+
+def rotate(name: str = typer.Argument(..., help="the key's name"),
+           as_json: bool = typer.Option(False, "--json", help='print {"name": ..., "key": ...}')):
+    """A new secret for a key (printed once); the old one stops working. Name, limits and history stay."""
+    from rag_app.access import manage
+
+    with _ledger() as ledger:
+        try:
+            secret = manage.rotate(ledger, name, _actor())
+        except RagError as e:
+            fail_one_line(e)
+    print(json.dumps({"name": name, "key": secret}) if as_json else secret)
+
+
+def audit(limit: int = typer.Option(50, "--limit", min=1, max=1000, help="the N latest changes"),
+          as_json: bool = typer.Option(False, "--json", help="print JSON")):
+    """Who created, rotated or revoked which key, and when."""
+    with _ledger() as ledger:
+        rows = ledger.key_audit(limit)
+    if as_json:
+        print(json.dumps({"events": rows}, ensure_ascii=False, indent=2))
+        return
+    for r in rows:
+        print(f"{r['at']}  {r['actor']:<16} {r['action']:<7} {r['target']}")
