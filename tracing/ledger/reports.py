@@ -327,78 +327,126 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
         sel = sel.limit(int(last))
     qs = [dict(r) for r in db.execute(sel).mappings()]
     ids = [q["query_id"] for q in qs]
-    per_stage: dict[str, dict[str, dict]] = {qid: {} for qid in ids}
-    unknown_by_query: dict[str, int] = {}
-    stage_tot: dict[str, dict] = {st: _new_sums() for st in STAGES}
-    waste = retries = timeouts = unpriced = estimated = at_risk = hits = misses = 0
-    unknown = unknown_cost = 0
-    context: dict[str, tuple] = {}
-    cache_hits = saved = saved_unknown = 0
-    for i in range(0, len(ids), 500):
-        batch = ids[i:i + 500]
-        for hit, saving in db.execute(select(queries.c.cache_hit, queries.c.saved_cost_nano_usd)
-                                      .where(queries.c.query_id.in_(batch), queries.c.cache_hit == 1)):
-            cache_hits += 1
-            saved += saving or 0
-            saved_unknown += saving is None
+    tally = _FullTally.over(ids)
+    for batch in _batches(ids, 500):
+        for _hit, saving in db.execute(select(queries.c.cache_hit, queries.c.saved_cost_nano_usd)
+                                       .where(queries.c.query_id.in_(batch), queries.c.cache_hit == 1)):
+            tally.add_cache_hit(saving)
         for m in db.execute(select(stage_source).where(stage_source.c.query_id.in_(batch))).mappings():
-            r = dict(m)
-            _add(per_stage[r["query_id"]].setdefault(r["stage"], _new_sums()), r)
-            _add(stage_tot.setdefault(r["stage"], _new_sums()), r)
-            if r["status"] in ("retry", "timeout", "error"):
-                waste += r["cost_nano_usd"] or 0
-            if r["status"] in ("started", "unknown"):
-                unknown += 1
-                unknown_cost += r["cost_nano_usd"] or 0
-                unknown_by_query[r["query_id"]] = unknown_by_query.get(r["query_id"], 0) + 1
-            retries += r["status"] == "retry"
-            timeouts += r["status"] == "timeout"
-            unpriced += r["price_source"] == "unpriced"
-            estimated += (r["usage_source"] or "").startswith("estimated:")
-            at_risk += r["output_at_risk_tokens"] or 0
-            if r["stage"] in ("embed_query", "retrieve"):
-                hits += r["cache_hits"] or 0
-                misses += r["cache_misses"] or 0
-            if r["stage"] == "generate" and r.get("context_tokens") is not None:
-                context[r["query_id"]] = (r["context_tokens"], r.get("context_budget_tokens"))
+            tally.add_stage_row(dict(m))
     j = evaluation_full(db, stage_source, sel.subquery("sel"), variant, last)
-    rows = []
-    for q in qs:  # shaped as a query_totals row, then printed by the one query_row()
+    return Report([query_row(tally.query_totals_row(q)) for q in qs], tally.totals(qs, prices, j))
+
+
+def _batches(ids: list[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(ids), size):
+        yield ids[i:i + size]
+
+
+@dataclass
+class _FullTally:
+    """What `build_report_full` sums while it walks the stage rows of the selected queries."""
+    per_stage: dict[str, dict[str, dict]]
+    stage_tot: dict[str, dict]
+    unknown_by_query: dict[str, int]
+    context: dict[str, tuple]
+    waste: int = 0
+    retries: int = 0
+    timeouts: int = 0
+    unpriced: int = 0
+    estimated: int = 0
+    at_risk: int = 0
+    embed_hits: int = 0
+    embed_misses: int = 0
+    unknown: int = 0
+    unknown_cost: int = 0
+    cache_hits: int = 0
+    saved: int = 0
+    saved_unknown: int = 0
+
+    @classmethod
+    def over(cls, ids: list[str]) -> _FullTally:
+        return cls(per_stage={qid: {} for qid in ids}, stage_tot={st: _new_sums() for st in STAGES},
+                   unknown_by_query={}, context={})
+
+    def add_cache_hit(self, saving: int | None) -> None:
+        self.cache_hits += 1
+        self.saved += saving or 0
+        self.saved_unknown += saving is None
+
+    def add_stage_row(self, r: dict) -> None:
+        _add(self.per_stage[r["query_id"]].setdefault(r["stage"], _new_sums()), r)
+        _add(self.stage_tot.setdefault(r["stage"], _new_sums()), r)
+        self._add_outcome(r)
+        if r["stage"] in ("embed_query", "retrieve"):
+            self.embed_hits += r["cache_hits"] or 0
+            self.embed_misses += r["cache_misses"] or 0
+        if r["stage"] == "generate" and r.get("context_tokens") is not None:
+            self.context[r["query_id"]] = (r["context_tokens"], r.get("context_budget_tokens"))
+
+    def _add_outcome(self, r: dict) -> None:
+        """Waste, attempts of unknown outcome and the counts of retries, timeouts, unpriced and estimated rows."""
+        if r["status"] in ("retry", "timeout", "error"):
+            self.waste += r["cost_nano_usd"] or 0
+        if r["status"] in ("started", "unknown"):
+            self.unknown += 1
+            self.unknown_cost += r["cost_nano_usd"] or 0
+            self.unknown_by_query[r["query_id"]] = self.unknown_by_query.get(r["query_id"], 0) + 1
+        self.retries += r["status"] == "retry"
+        self.timeouts += r["status"] == "timeout"
+        self.unpriced += r["price_source"] == "unpriced"
+        self.estimated += (r["usage_source"] or "").startswith("estimated:")
+        self.at_risk += r["output_at_risk_tokens"] or 0
+
+    def query_totals_row(self, q: dict) -> dict:
+        """One query shaped as a query_totals row, then printed by the one query_row()."""
         qid = q["query_id"]
-        ctx_used, ctx_budget = context.get(qid, (None, None))
+        ctx_used, ctx_budget = self.context.get(qid, (None, None))
         t = {**q, "context_tokens": ctx_used, "context_budget_tokens": ctx_budget,
-             "unknown_attempts": unknown_by_query.get(qid, 0)}
+             "unknown_attempts": self.unknown_by_query.get(qid, 0)}
         for st in STAGES:
-            d = per_stage[qid].get(st, {})
+            d = self.per_stage[qid].get(st, {})
             t.update({f"{st}_input_tokens": d.get("input_tokens", 0), f"{st}_output_tokens": d.get("output_tokens", 0),
                       f"{st}_unpriced_rows": d.get("unpriced", 0), f"{st}_cost_nano_usd": d.get("cost_nano", 0),
                       f"{st}_shadow_nano_usd": d.get("shadow_nano", 0)})
-        rows.append(query_row(t))
-    costs = [q["cost_nano_usd"] for q in qs if q["cost_nano_usd"] is not None]
-    shadows = [q["shadow_cost_nano_usd"] for q in qs if q["shadow_cost_nano_usd"] is not None]
-    total = sum(q["priced_cost_nano_usd"] for q in qs)
-    totals = {
-        "prices": prices, "queries": len(qs), "priced_queries": len(costs), "unpriced_queries": len(qs) - len(costs),
-        "cost_usd": usd_json(total), "cost_is_lower_bound": unpriced > 0,
-        "shadow_cost_usd": usd_json(sum(d.get("shadow_nano", 0) for q in per_stage.values() for d in q.values())),
-        "cost_per_query_p50_usd": _usd(percentile(costs, 50)), "cost_per_query_p95_usd": _usd(percentile(costs, 95)),
-        "cost_per_1k_queries_usd": _usd(1000 * sum(costs) / len(costs)) if costs else None,
-        "shadow_cost_per_query_p50_usd": _usd(percentile(shadows, 50)),
-        "shadow_cost_per_query_p95_usd": _usd(percentile(shadows, 95)),
-        "retry_timeout_waste_usd": usd_json(waste),
-        "retry_timeout_waste_pct": round(100 * waste / total, 2) if total else 0.0,
-        "retries": retries, "timeouts": timeouts, "unpriced_rows": unpriced, "estimated_rows": estimated,
-        "output_at_risk_tokens": at_risk, "unknown_attempts": unknown, "at_risk_usd": usd_json(unknown_cost),
-        "embedding_cache_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
-        **answer_cache_json(len(qs), cache_hits, saved, saved_unknown),
-        "context_tokens_mean": round(sum(t for t, _ in context.values()) / len(context), 1) if context else None,
-        "context_budget_tokens": sorted({b for _, b in context.values() if b is not None}),
-        "stages": {st: {"input_tokens": v["input_tokens"], "output_tokens": v["output_tokens"],
-                        "cost_usd": usd_json(v["cost_nano"]), "shadow_cost_usd": usd_json(v["shadow_nano"]),
-                        "unpriced_rows": v["unpriced"], "rows": v["rows"]} for st, v in stage_tot.items()},
-        "evaluation_spend": j,
-    }
-    return Report(rows, totals)
+        return t
+
+    def totals(self, qs: list[dict], prices: str, evaluation: dict) -> dict:
+        total = sum(q["priced_cost_nano_usd"] for q in qs)
+        return {"prices": prices, **self._cost_figures(qs, total), **self._attempt_figures(total),
+                **self._cache_and_context_figures(len(qs)),
+                "stages": {st: {"input_tokens": v["input_tokens"], "output_tokens": v["output_tokens"],
+                                "cost_usd": usd_json(v["cost_nano"]), "shadow_cost_usd": usd_json(v["shadow_nano"]),
+                                "unpriced_rows": v["unpriced"], "rows": v["rows"]} for st, v in self.stage_tot.items()},
+                "evaluation_spend": evaluation}
+
+    def _cost_figures(self, qs: list[dict], total: int) -> dict:
+        costs = [q["cost_nano_usd"] for q in qs if q["cost_nano_usd"] is not None]
+        shadows = [q["shadow_cost_nano_usd"] for q in qs if q["shadow_cost_nano_usd"] is not None]
+        return {
+            "queries": len(qs), "priced_queries": len(costs), "unpriced_queries": len(qs) - len(costs),
+            "cost_usd": usd_json(total), "cost_is_lower_bound": self.unpriced > 0,
+            "shadow_cost_usd": usd_json(sum(d.get("shadow_nano", 0) for q in self.per_stage.values()
+                                            for d in q.values())),
+            "cost_per_query_p50_usd": _usd(percentile(costs, 50)), "cost_per_query_p95_usd": _usd(percentile(costs, 95)),
+            "cost_per_1k_queries_usd": _usd(1000 * sum(costs) / len(costs)) if costs else None,
+            "shadow_cost_per_query_p50_usd": _usd(percentile(shadows, 50)),
+            "shadow_cost_per_query_p95_usd": _usd(percentile(shadows, 95))}
+
+    def _attempt_figures(self, total: int) -> dict:
+        return {"retry_timeout_waste_usd": usd_json(self.waste),
+                "retry_timeout_waste_pct": round(100 * self.waste / total, 2) if total else 0.0,
+                "retries": self.retries, "timeouts": self.timeouts, "unpriced_rows": self.unpriced,
+                "estimated_rows": self.estimated, "output_at_risk_tokens": self.at_risk,
+                "unknown_attempts": self.unknown, "at_risk_usd": usd_json(self.unknown_cost)}
+
+    def _cache_and_context_figures(self, n_queries: int) -> dict:
+        hits, misses, context = self.embed_hits, self.embed_misses, self.context
+        return {
+            "embedding_cache_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
+            **answer_cache_json(n_queries, self.cache_hits, self.saved, self.saved_unknown),
+            "context_tokens_mean": round(sum(t for t, _ in context.values()) / len(context), 1) if context else None,
+            "context_budget_tokens": sorted({b for _, b in context.values() if b is not None})}
 
 
 def _new_sums() -> dict:
@@ -426,29 +474,32 @@ def by_report(db: Connection, dim: str, variant: str | None = None) -> list[dict
     r = report_rollup
     where = [r.c.dim == rdim] + ([r.c.variant == variant] if variant else [])
     sel = select(r.c[col].label("key"), *_rollup_sums([]).selected_columns).where(*where).group_by(r.c[col])
-    out = []
-    for s in db.execute(sel).mappings():
-        query_level = rdim not in ("model", "stage")
-        if not s["queries"] and (query_level or not s["stage_rows"]):
-            continue  # a model only named by skipped rows keeps its row: its shadow is booked to it
-        priced = s["priced_queries"] if query_level else (0 if s["unpriced_rows"] else s["queries"])
-        mean_base = s["cost_nano_usd"] if query_level else s["priced_cost_nano_usd"]
-        # nothing of it priced (every cost unknown): unpriced, never 0.0, in JSON and CSV as in the table
-        wholly_unpriced = s["unpriced_rows"] > 0 and not s["priced_cost_nano_usd"]
-        out.append({dim: s["key"] or None, "queries": s["queries"],
-                    "unpriced_queries": s["queries"] - priced if query_level else None,
-                    "cost_usd": None if wholly_unpriced else usd_json(s["priced_cost_nano_usd"]),
-                    "cost_is_lower_bound": s["unpriced_rows"] > 0,
-                    "cost_per_1k_queries_usd": _usd(1000 * mean_base / priced) if priced else None,
-                    "shadow_cost_usd": usd_json(s["shadow_part_nano_usd"]),
-                    "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"],
-                    "unpriced_rows": s["unpriced_rows"], "retries": s["retries"] if query_level else None,
-                    "timeouts": s["timeouts"] if query_level else None,
-                    "waste_usd": usd_json(s["waste_nano_usd"]) if query_level else None,
-                    **(answer_cache_json(s["queries"], s["cache_hit_queries"], s["saved_cost_nano_usd"],
-                                         s["saved_unpriced"]) if query_level else {})})
+    query_level = rdim not in ("model", "stage")
+    out = [_by_row(dim, s, query_level) for s in db.execute(sel).mappings()
+           # a model only named by skipped rows keeps its row: its shadow is booked to it
+           if s["queries"] or (not query_level and s["stage_rows"])]
     out.sort(key=lambda x: (-(x["cost_usd"] or 0), -x["queries"], str(x[dim])))
     if dim == "day":
         out.sort(key=lambda x: str(x["day"]), reverse=True)
     return out
 
+
+def _by_row(dim: str, s, query_level: bool) -> dict:
+    """One group of `by_report`; the columns that only make sense per query are None for model and stage."""
+    priced = s["priced_queries"] if query_level else (0 if s["unpriced_rows"] else s["queries"])
+    mean_base = s["cost_nano_usd"] if query_level else s["priced_cost_nano_usd"]
+    # nothing of it priced (every cost unknown): unpriced, never 0.0, in JSON and CSV as in the table
+    wholly_unpriced = s["unpriced_rows"] > 0 and not s["priced_cost_nano_usd"]
+    row = {dim: s["key"] or None, "queries": s["queries"],
+           "unpriced_queries": s["queries"] - priced if query_level else None,
+           "cost_usd": None if wholly_unpriced else usd_json(s["priced_cost_nano_usd"]),
+           "cost_is_lower_bound": s["unpriced_rows"] > 0,
+           "cost_per_1k_queries_usd": _usd(1000 * mean_base / priced) if priced else None,
+           "shadow_cost_usd": usd_json(s["shadow_part_nano_usd"]),
+           "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"],
+           "unpriced_rows": s["unpriced_rows"], "retries": None, "timeouts": None, "waste_usd": None}
+    if query_level:
+        row.update({"retries": s["retries"], "timeouts": s["timeouts"], "waste_usd": usd_json(s["waste_nano_usd"]),
+                    **answer_cache_json(s["queries"], s["cache_hit_queries"], s["saved_cost_nano_usd"],
+                                        s["saved_unpriced"])})
+    return row
