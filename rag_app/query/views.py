@@ -17,7 +17,8 @@ top `depth` (and the same within a named scope), the cited articles and the char
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -78,59 +79,126 @@ def candidate_views(store, info, question: str, *, depth: int = 100, embeddings=
                     views: tuple[str, ...] = VIEWS, where=None) -> Views:
     """Every view of `views` for one question, each cut at `depth`. `dense` needs `embeddings` (the
     rescore embedder); without it the view is left out. `where` (a scope): every view keeps to it."""
-    name = info.name
-    ranked: dict[str, list[tuple[str, float]]] = {}
-    payloads: dict[str, dict] = {}
-    picks: tuple[str, ...] = ()
-    named_docs: tuple[str, ...] = ()
     words = _query_terms(question)
-    with_everyday = {**words, **colloquial.expansion_terms(question, words, params.colloquial_weight)}
-    if "bm25" in views:
-        ranked["bm25"], p = _sparse(store, name, words, depth, where)
-        payloads.update(p)
-    if "bm25+colloquial" in views:
-        ranked["bm25+colloquial"], p = _sparse(store, name, with_everyday, depth, where)
-        payloads.update(p)
-    if "expand" in views:
-        terms = {**words, **expansion_terms(words, corpus_definitions(store, name), params.expand_min_overlap,
-                                            params.expand_min_share, params.expand_weight)}
-        ranked["expand"], p = _sparse(store, name, terms, depth, where)
-        payloads.update(p)
-    if "named" in views and where is None:
-        within = named_in(question, catalogue(store, name))
-        ranked["named"], p = _sparse(store, name, with_everyday, depth, within.where) if within else ([], {})
-        payloads.update(p)
-        named_docs = tuple(within.where["doc_id"]) if within else ()
-    if "cite" in views:
-        hits = citation_hits(store, info, question, limit=depth)
-        ranked["cite"] = [(h.payload["chunk_id"], float(len(hits) - i)) for i, h in enumerate(hits)]
-        payloads.update({h.payload["chunk_id"]: h.payload for h in hits})
-    if "charge" in views:
-        ranked["charge"] = charge_ranking(store, name, question)
-        if ranked["charge"]:
-            index = charges.charge_index(store, name)
-            payloads.update({c: index.payloads[c] for c, _ in ranked["charge"]})
-            picks = tuple(charges.charge_chunk_ids(question, index))
-    if where is not None:  # a lever's additions obey a scope like every leg does
-        for view in ("cite", "charge"):
-            if view in ranked:
-                ranked[view] = [(c, sc) for c, sc in ranked[view] if matches(payloads[c], where)]
-        picks = tuple(c for c in picks if matches(payloads[c], where))
+    q = _Question(store, info, question, depth, params, where, words,
+                  {**words, **colloquial.expansion_terms(question, words, params.colloquial_weight)})
+    g = _Gathered()
+    for view, propose in _SPARSE_AND_LEVER_VIEWS:
+        if view in views:
+            propose(q, g)
+    if where is not None:
+        g.keep_to(where)
     cosine, used = None, EmbedUsage()
     if embeddings is not None:
-        vector, used = embeddings.embed_query_with_stats(rescore_text(question, params.rescore_query_chars))
-        qv = np.asarray(vector, dtype=np.float32)
-        ids, every, matrix = wide_matrix(store, name, embeddings, embed_missing)
-        sims = matrix @ qv if ids else np.zeros(0, dtype=np.float32)
-        if where is not None:
-            sims = np.where([matches(every[c], where) for c in ids], sims, -np.inf) if ids else sims
-        if "dense" in views and ids:
-            top = [i for i in np.argsort(-sims, kind="stable")[:depth] if np.isfinite(sims[i])]
-            ranked["dense"] = [(ids[i], float(sims[i])) for i in top]
-            payloads.update({ids[i]: every[ids[i]] for i in top})
-        row = {c: i for i, c in enumerate(ids)}
-        cosine = {c: float(sims[row[c]]) for c in payloads if c in row}
-    return Views(ranked, payloads, picks, named_docs, cosine, used)
+        cosine, used = _dense(q, g, embeddings, embed_missing, "dense" in views)
+    return Views(g.ranked, g.payloads, g.picks, g.named_docs, cosine, used)
+
+
+@dataclass(frozen=True)
+class _Question:
+    """What every view of `candidate_views` reads: the store, the question, its words and the levers' knobs."""
+
+    store: Any
+    info: Any
+    text: str
+    depth: int
+    params: LeverParams
+    where: Any
+    words: dict[str, float]
+    with_everyday: dict[str, float]  # the words and the everyday-word rows at their weight
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def sparse(self, terms: dict[str, float], where=None) -> tuple[list[tuple[str, float]], dict]:
+        return _sparse(self.store, self.name, terms, self.depth, where)
+
+
+@dataclass
+class _Gathered:
+    """The views found so far, the payload of every chunk they propose and the levers' own picks."""
+
+    ranked: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    payloads: dict[str, dict] = field(default_factory=dict)
+    picks: tuple[str, ...] = ()
+    named_docs: tuple[str, ...] = ()
+
+    def add(self, view: str, ranking: list[tuple[str, float]], payloads: dict) -> None:
+        self.ranked[view] = ranking
+        self.payloads.update(payloads)
+
+    def keep_to(self, where) -> None:
+        """A lever's additions obey a scope like every leg does."""
+        for view in ("cite", "charge"):
+            if view in self.ranked:
+                self.ranked[view] = [(c, sc) for c, sc in self.ranked[view] if matches(self.payloads[c], where)]
+        self.picks = tuple(c for c in self.picks if matches(self.payloads[c], where))
+
+
+def _bm25_view(q: _Question, g: _Gathered) -> None:
+    g.add("bm25", *q.sparse(q.words, q.where))
+
+
+def _colloquial_view(q: _Question, g: _Gathered) -> None:
+    g.add("bm25+colloquial", *q.sparse(q.with_everyday, q.where))
+
+
+def _expand_view(q: _Question, g: _Gathered) -> None:
+    p = q.params
+    terms = {**q.words, **expansion_terms(q.words, corpus_definitions(q.store, q.name), p.expand_min_overlap,
+                                          p.expand_min_share, p.expand_weight)}
+    g.add("expand", *q.sparse(terms, q.where))
+
+
+def _named_view(q: _Question, g: _Gathered) -> None:
+    if q.where is not None:  # only without a scope from outside
+        return
+    within = named_in(q.text, catalogue(q.store, q.name))
+    g.add("named", *(q.sparse(q.with_everyday, within.where) if within else ([], {})))
+    g.named_docs = tuple(within.where["doc_id"]) if within else ()
+
+
+def _cite_view(q: _Question, g: _Gathered) -> None:
+    hits = citation_hits(q.store, q.info, q.text, limit=q.depth)
+    g.add("cite", [(h.payload["chunk_id"], float(len(hits) - i)) for i, h in enumerate(hits)],
+          {h.payload["chunk_id"]: h.payload for h in hits})
+
+
+def _charge_view(q: _Question, g: _Gathered) -> None:
+    ranking = charge_ranking(q.store, q.name, q.text)
+    g.ranked["charge"] = ranking
+    if ranking:
+        index = charges.charge_index(q.store, q.name)
+        g.payloads.update({c: index.payloads[c] for c, _ in ranking})
+        g.picks = tuple(charges.charge_chunk_ids(q.text, index))
+
+
+# in this order: a chunk's payload is the last view's that proposed it, as before
+_SPARSE_AND_LEVER_VIEWS = (("bm25", _bm25_view), ("bm25+colloquial", _colloquial_view), ("expand", _expand_view),
+                           ("named", _named_view), ("cite", _cite_view), ("charge", _charge_view))
+
+
+def _dense(q: _Question, g: _Gathered, embeddings, embed_missing: bool,
+           with_view: bool) -> tuple[dict[str, float], EmbedUsage]:
+    """The question's similarity to every proposed chunk, and (`with_view`) the dense view itself."""
+    ids, every, sims, used = _similarities(q, embeddings, embed_missing)
+    if with_view and ids:
+        top = [i for i in np.argsort(-sims, kind="stable")[:q.depth] if np.isfinite(sims[i])]
+        g.add("dense", [(ids[i], float(sims[i])) for i in top], {ids[i]: every[ids[i]] for i in top})
+    row = {c: i for i, c in enumerate(ids)}
+    return {c: float(sims[row[c]]) for c in g.payloads if c in row}, used
+
+
+def _similarities(q: _Question, embeddings, embed_missing: bool):
+    """Every chunk's id, payload and cosine to the question (-inf outside a scope), and what embedding it cost."""
+    vector, used = embeddings.embed_query_with_stats(rescore_text(q.text, q.params.rescore_query_chars))
+    qv = np.asarray(vector, dtype=np.float32)
+    ids, every, matrix = wide_matrix(q.store, q.name, embeddings, embed_missing)
+    sims = matrix @ qv if ids else np.zeros(0, dtype=np.float32)
+    if q.where is not None and ids:
+        sims = np.where([matches(every[c], q.where) for c in ids], sims, -np.inf)
+    return ids, every, sims, used
 
 
 def default_pool(v: Views, depth: int = 50, top_k: int = 20) -> set[str]:
