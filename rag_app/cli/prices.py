@@ -66,46 +66,80 @@ def show_prices(settings, model: str | None, out: Console, as_json: bool = False
     if as_json:
         print(json.dumps(info, ensure_ascii=False, indent=2))
         return code
+    _print_entry(info, out)
+    if info["source"] == "unpriced" and not info.get("history"):
+        _print_no_price(info, out)
+        return 1
+    _print_not_its_own_price(info, out)
+    if info["tiers"]:
+        _print_in_force(info, out)
+    _print_history(info, out)
+    _print_source_notes(info, out)
+    return code
+
+
+def _print_entry(info: dict, out: Console) -> None:
+    """Which entry of which table prices the model, and whether it is retired."""
     out.print(f"[bold]{info['model']}[/bold]: {info['source']} (table {info['version']})", highlight=False)
     if info.get("key"):
         out.print(f"entry {info['key']}" + (f" ({info['via']})" if info.get("via") else ""), markup=False)
     if info.get("retired"):
         out.print(f"retired {info['retired']}: calls made after that are unpriced", markup=False)
-    if info["source"] == "unpriced" and not info.get("history"):
-        out.print("no price: its rows are recorded as unpriced. Add it to a RAG_PRICE_OVERRIDES file "
-                  '({"version": "...", "models": {"NAME": {"input_per_mtok": "0.1", "output_per_mtok": "0.4"}}})',
-                  markup=False)
-        if info.get("note"):
-            out.print(f"note: {info['note']}", markup=False)
-        return 1
+
+
+def _print_no_price(info: dict, out: Console) -> None:
+    out.print("no price: its rows are recorded as unpriced. Add it to a RAG_PRICE_OVERRIDES file "
+              '({"version": "...", "models": {"NAME": {"input_per_mtok": "0.1", "output_per_mtok": "0.4"}}})',
+              markup=False)
+    if info.get("note"):
+        out.print(f"note: {info['note']}", markup=False)
+
+
+def _print_not_its_own_price(info: dict, out: Console) -> None:
+    """Why it has no confirmed price, or the model it is billed as."""
     if info.get("unpriced_reason"):
         out.print(f"no confirmed price: {info['unpriced_reason']}", markup=False)
     if info.get("billed_as"):
         out.print(f"at {info['at']} billed as {info['billed_as']}: see `rag prices {info['billed_as']}`", markup=False)
-    if info["tiers"]:
-        since = f" (in force from {info['effective_from']})" if info.get("effective_from") else ""
-        out.print(f"at {info['at']}{since}:", markup=False)
-        if info.get("rule_applied"):
-            out.print(f"{'peak' if info.get('peak') else 'not peak'} then: {info.get('basis') or info['rule_applied']}",
-                      markup=False, overflow="fold")
-        out.print(_tiers_table(info["tiers"], info.get("currency", "USD")))
-        if info.get("rule"):
-            out.print(f"time rule: {info['rule']}; the figures above are the off-peak ones", markup=False)
-    history = info.get("history") or []
-    if len(history) > 1 or (history and not info["tiers"]):
-        out.print("dated prices:")
-        for p in history:
-            what = (f"billed as {p['billed_as']}" if p["billed_as"] else
-                    f"unpriced ({p['unpriced'][:60]}...)" if p["unpriced"] else _short(p["tiers"]))
-            rule = f"; {p['rule']}" if p["rule"] else ""
-            layer = f"{p['layer']} " if len({h.get('layer') for h in history}) > 1 else ""
-            out.print(f"  {layer}from {p['effective_from']}: {what}{rule}", markup=False, overflow="fold")
+
+
+def _print_source_notes(info: dict, out: Console) -> None:
     for key in ("url", "checked", "note"):
         if info.get(key):
             out.print(f"{key}: {info[key]}", markup=False)
     if info.get("warning"):
         out.print(f"warning: {info['warning']}", markup=False, overflow="fold")
-    return code
+
+
+def _print_in_force(info: dict, out: Console) -> None:
+    """The tiers in force at the asked time, and the time rule that chose them."""
+    since = f" (in force from {info['effective_from']})" if info.get("effective_from") else ""
+    out.print(f"at {info['at']}{since}:", markup=False)
+    if info.get("rule_applied"):
+        out.print(f"{'peak' if info.get('peak') else 'not peak'} then: {info.get('basis') or info['rule_applied']}",
+                  markup=False, overflow="fold")
+    out.print(_tiers_table(info["tiers"], info.get("currency", "USD")))
+    if info.get("rule"):
+        out.print(f"time rule: {info['rule']}; the figures above are the off-peak ones", markup=False)
+
+
+def _print_history(info: dict, out: Console) -> None:
+    """The dated prices, when there is more to them than the one in force."""
+    history = info.get("history") or []
+    if not (len(history) > 1 or (history and not info["tiers"])):
+        return
+    out.print("dated prices:")
+    layered = len({h.get("layer") for h in history}) > 1
+    for p in history:
+        out.print(_dated_line(p, layered), markup=False, overflow="fold")
+
+
+def _dated_line(p: dict, layered: bool) -> str:
+    what = (f"billed as {p['billed_as']}" if p["billed_as"] else
+            f"unpriced ({p['unpriced'][:60]}...)" if p["unpriced"] else _short(p["tiers"]))
+    rule = f"; {p['rule']}" if p["rule"] else ""
+    layer = f"{p['layer']} " if layered else ""
+    return f"  {layer}from {p['effective_from']}: {what}{rule}"
 
 
 def check_prices(settings, out: Console) -> int:
