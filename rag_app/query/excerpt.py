@@ -155,34 +155,55 @@ def best_excerpt(text: str, question: str, max_tokens: int, text_tokens: int | N
     if n <= max_tokens:  # it all fits: nothing to choose
         return Excerpt(spans[0][0], spans[-1][1], whole, n, anchor=anchor)
     sizes = [count_tokens(text[a:b]) for a, b in spans]
-    # Ranked by (terms covered, most terms in one sentence, starts a line, start): the sentence that alone
-    # covers most of the question is the likeliest answer, so a window keeps it over one that only adds
-    # context before it; of the windows left, the one that opens at the latest line start (a section,
-    # an article, a list item) shows that answer from where its clause begins.
     line_start = [a == 0 or text[a - 1] == "\n" for a, _ in spans]
+    first, last = _best_window(sizes, terms, line_start, max_tokens)
+    first = _widen_back(sizes, first, last, max_tokens)
+    return _excerpt_of(text, spans[first][0], spans[last][1], anchor, max_tokens)
+
+
+def _best_window(sizes: list[int], terms: list[set[str]], line_start: list[bool], max_tokens: int) -> tuple[int, int]:
+    """The first and last sentence of the best window (the passage's start when no window holds a term).
+    Ranked by (terms covered, most terms in one sentence, starts a line, start): the sentence that alone
+    covers most of the question is the likeliest answer, so a window keeps it over one that only adds
+    context before it; of the windows left, the one that opens at the latest line start (a section,
+    an article, a list item) shows that answer from where its clause begins."""
     best: tuple[tuple[int, int, bool, int], int, int] | None = None
-    for i in range(len(spans)):
-        covered: set[str] = set()
-        used, j, peak = 0, i, 0
-        while j < len(spans) and used + sizes[j] + (1 if j > i else 0) <= max_tokens:
-            used += sizes[j] + (1 if j > i else 0)  # a space or line break between sentences
-            covered |= terms[j]
-            peak = max(peak, len(terms[j]))
-            j += 1
-        if j == i:  # this sentence alone is over the budget
-            covered, peak = terms[i], len(terms[i])
+    for i in range(len(sizes)):
+        covered, peak, last = _window_from(i, sizes, terms, max_tokens)
         score = (len(covered), peak, line_start[i], i)
         if best is None or score > best[0]:
-            best = (score, i, max(j - 1, i))
+            best = (score, i, last)
     assert best is not None
     score, first, last = best
     if score[0] == 0:  # nothing of the question in it: the passage from its start
-        first, last = 0, _fit(sizes, 0, max_tokens)
-    # a window that reached the passage's end leaves budget over: spend it on the sentences before it
+        return 0, _fit(sizes, 0, max_tokens)
+    return first, last
+
+
+def _window_from(i: int, sizes: list[int], terms: list[set[str]], max_tokens: int) -> tuple[set[str], int, int]:
+    """The sentences from `i` that fit the budget: the terms they cover, the most in one of them, the last."""
+    covered: set[str] = set()
+    used, j, peak = 0, i, 0
+    while j < len(sizes) and used + sizes[j] + (1 if j > i else 0) <= max_tokens:
+        used += sizes[j] + (1 if j > i else 0)  # a space or line break between sentences
+        covered |= terms[j]
+        peak = max(peak, len(terms[j]))
+        j += 1
+    if j == i:  # this sentence alone is over the budget
+        covered, peak = terms[i], len(terms[i])
+    return covered, peak, max(j - 1, i)
+
+
+def _widen_back(sizes: list[int], first: int, last: int, max_tokens: int) -> int:
+    """A window that reached the passage's end leaves budget over: spend it on the sentences before it."""
     used = sum(sizes[first:last + 1]) + (last - first)
     while first > 0 and used + 1 + sizes[first - 1] <= max_tokens:
         first, used = first - 1, used + 1 + sizes[first - 1]
-    a, b = spans[first][0], spans[last][1]
+    return first
+
+
+def _excerpt_of(text: str, a: int, b: int, anchor: int, max_tokens: int) -> Excerpt:
+    """text[a:b], cut at a clause when one sentence alone is over the budget."""
     anchor = min(max(anchor, a), b)
     shown = text[a:b]
     n = count_tokens(shown)
