@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rag_app.chunking.legal import _hard_cut, _span_counter, chunk_id_for
 from rag_app.chunking.semantic import split_sentences
@@ -125,9 +125,7 @@ def _bare_heading(line: str) -> bool:
 
 def split_units(doc: ParsedDocument) -> list[Unit]:
     text = doc.text
-    units: list[Unit] = []
-    stack: list[Label] = []
-    headings: dict[int, str] = {}  # depth of the stack -> the heading that opened it
+    reader = _UnitReader(text)
     title_seen = False
     for block in doc.blocks:
         line = text[block.start:block.end]
@@ -136,32 +134,57 @@ def split_units(doc: ParsedDocument) -> list[Unit]:
         if not title_seen and line.strip() == doc.title:
             title_seen = True  # carried on every chunk already
             continue
-        found = read_label(line, stack)
-        part = (Label("part", "Recitals") if _RECITALS.match(line) else Label("part", "Signatures")
-                if _SIGNATURES.match(line) else None)
+        reader.read(line, block.start, block.end)
+    return reader.units
+
+
+def _part(line: str) -> Label | None:
+    return (Label("part", "Recitals") if _RECITALS.match(line) else Label("part", "Signatures")
+            if _SIGNATURES.match(line) else None)
+
+
+@dataclass
+class _UnitReader:
+    """Reads a contract's lines into units: the labels open above each line and the headings they opened."""
+
+    text: str
+    units: list[Unit] = field(default_factory=list)
+    stack: list[Label] = field(default_factory=list)
+    headings: dict[int, str] = field(default_factory=dict)  # depth of the stack -> the heading that opened it
+
+    def read(self, line: str, start: int, end: int) -> None:
+        found = read_label(line, self.stack)
+        part = _part(line)
         if found is not None:
-            label, label_end = found
-            stack = _push(stack, label)
-            heading = _is_heading(line[label_end:])
-            headings = {d: h for d, h in headings.items() if d < len(stack)}
-            if heading:
-                headings[len(stack)] = line.strip()
-            units.append(Unit(block.start, block.end, tuple(stack), _headings(headings), heading))
+            self._labelled(line, found, start, end)
         elif part is not None or _OPERATIVE.match(line):
-            stack = [part] if part is not None else []  # NOW, THEREFORE: the operative part starts afresh
-            headings = {}
-            units.append(Unit(block.start, block.end, tuple(stack), ()))
+            self.stack = [part] if part is not None else []  # NOW, THEREFORE: the operative part starts afresh
+            self.headings = {}
+            self.units.append(Unit(start, end, tuple(self.stack), ()))
         elif _bare_heading(line):
-            headings = {d: h for d, h in headings.items() if d <= len(stack)}
-            headings[len(stack) + 1] = line.strip()
-            units.append(Unit(block.start, block.end, tuple(stack), _headings(headings), True))
-        elif units and not units[-1].heading_only and not _SENTENCE_END.search(text[units[-1].start:units[-1].end]):
-            units[-1].end = block.end  # a line broken mid-sentence (PDF extraction) continues its unit
-        elif units and units[-1].heading_only:
-            units[-1].end, units[-1].heading_only = block.end, False  # a heading and its first paragraph
+            self.headings = {d: h for d, h in self.headings.items() if d <= len(self.stack)}
+            self.headings[len(self.stack) + 1] = line.strip()
+            self.units.append(Unit(start, end, tuple(self.stack), _headings(self.headings), True))
         else:
-            units.append(Unit(block.start, block.end, tuple(stack), _headings(headings)))
-    return units
+            self._paragraph(start, end)
+
+    def _labelled(self, line: str, found: tuple[Label, int], start: int, end: int) -> None:
+        label, label_end = found
+        self.stack = _push(self.stack, label)
+        heading = _is_heading(line[label_end:])
+        self.headings = {d: h for d, h in self.headings.items() if d < len(self.stack)}
+        if heading:
+            self.headings[len(self.stack)] = line.strip()
+        self.units.append(Unit(start, end, tuple(self.stack), _headings(self.headings), heading))
+
+    def _paragraph(self, start: int, end: int) -> None:
+        last = self.units[-1] if self.units else None
+        if last is not None and not last.heading_only and not _SENTENCE_END.search(self.text[last.start:last.end]):
+            last.end = end  # a line broken mid-sentence (PDF extraction) continues its unit
+        elif last is not None and last.heading_only:
+            last.end, last.heading_only = end, False  # a heading and its first paragraph
+        else:
+            self.units.append(Unit(start, end, tuple(self.stack), _headings(self.headings)))
 
 
 def _headings(by_depth: dict[int, str]) -> tuple[str, ...]:
