@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from rag_app.text.legal_numbers import CN_NUM, parse_article_label
-from rag_app.core.types import ParsedDocument
+from rag_app.core.types import Block, ParsedDocument
 
 # `\s+(\S.*)` and no trailing `\s*$`: that pair backtracks quadratically on a long run of spaces.
 _MD_HEADING = re.compile(r"^(#{1,6})\s+(\S.*)")
@@ -98,64 +98,85 @@ def _set_heading(path: dict[str, str], level: str, title: str) -> None:
 
 
 def split_units(doc: ParsedDocument) -> list[Unit]:
-    text = doc.text
-    units: list[Unit] = []
-    path: dict[str, str] = {}
+    reader = _UnitReader(doc.title)
+    for block in doc.blocks:
+        reader.read(doc.text[block.start:block.end], block)
+    reader.flush()
+    return reader.units
+
+
+_HEADING_PATH = ("title2", "part", "chapter", "section", "heading", "annex")
+_BOUNDARY = ("title2", "part", "chapter", "heading", "annex")
+
+
+@dataclass
+class _UnitReader:
+    """Reads a law's lines into units (articles, annexes, tables, plain text) under the headings above them."""
+
+    title: str
+    units: list[Unit] = field(default_factory=list)
+    path: dict[str, str] = field(default_factory=dict)
     current: Unit | None = None
-    seen_title = False
+    seen_title: bool = False
 
-    def flush():
-        nonlocal current
-        if current and current.lines:
-            units.append(current)
-        current = None
+    def flush(self) -> None:
+        if self.current and self.current.lines:
+            self.units.append(self.current)
+        self.current = None
 
-    def new_unit(kind, article=None):
-        hp = tuple(path[k] for k in ("title2", "part", "chapter", "section", "heading", "annex") if k in path)
-        boundary = tuple(path[k] for k in ("title2", "part", "chapter", "heading", "annex") if k in path)
+    def new_unit(self, kind: str, article: str | None = None) -> Unit:
+        hp = tuple(self.path[k] for k in _HEADING_PATH if k in self.path)
+        boundary = tuple(self.path[k] for k in _BOUNDARY if k in self.path)
         return Unit(kind=kind, lines=[], heading_path=hp, boundary=boundary, article=article,
                     article_key=parse_article_label(article) if article else None)
 
-    for block in doc.blocks:
-        raw = text[block.start:block.end]
+    def read(self, raw: str, block: Block) -> None:
         if block.kind == "table":
-            flush()
-            u = new_unit("table")
-            u.lines.append(Line(block.start, block.end, "table", block.page))
-            units.append(u)
-            continue
+            self._table(block)
+            return
         if not raw.strip(_BLANK) or _COMMENT.match(raw):
-            continue
-        if not seen_title and raw.strip() == doc.title:
-            seen_title = True  # PDF/DOCX: the title line is carried on every chunk already
-            continue
+            return
+        if not self.seen_title and raw.strip() == self.title:
+            self.seen_title = True  # PDF/DOCX: the title line is carried on every chunk already
+            return
         h = heading_level(raw)
         if h:
-            level, title = h
-            if level == "title":
-                if not seen_title:
-                    seen_title = True
-                    continue  # the law's own title is carried on every chunk already
-                level = "title2"  # 民法典's second `#` line names its 编
-            flush()
-            _set_heading(path, level, title)
-            if level == "annex":  # the annex heading line belongs to the annex's text
-                current = new_unit("annex")
-                current.lines.append(Line(block.start, block.end, "text", block.page))
-            continue
+            self._heading(*h, block)
+            return
+        self._opening(raw)
+        if self.current is None:
+            self.current = self.new_unit("text")
+        kind = "item" if ITEM_START.match(raw) and self.current.lines else "text"
+        self.current.lines.append(Line(block.start, block.end, kind, block.page))
+
+    def _table(self, block: Block) -> None:
+        self.flush()
+        u = self.new_unit("table")
+        u.lines.append(Line(block.start, block.end, "table", block.page))
+        self.units.append(u)
+
+    def _heading(self, level: str, title: str, block: Block) -> None:
+        if level == "title":
+            if not self.seen_title:
+                self.seen_title = True
+                return  # the law's own title is carried on every chunk already
+            level = "title2"  # 民法典's second `#` line names its 编
+        self.flush()
+        _set_heading(self.path, level, title)
+        if level == "annex":  # the annex heading line belongs to the annex's text
+            self.current = self.new_unit("annex")
+            self.current.lines.append(Line(block.start, block.end, "text", block.page))
+
+    def _opening(self, raw: str) -> None:
+        """A line that opens a unit of its own: an article, an annex, an English contract's numbered section."""
+        current = self.current
         art = ARTICLE_START.match(raw)
         if art:
-            flush()
-            current = new_unit("article", re.sub(r"\s+", "", art.group(1)))
+            self.flush()
+            self.current = self.new_unit("article", re.sub(r"\s+", "", art.group(1)))
         elif _is_annex_line(raw) and (current is None or current.kind != "annex"):
-            flush()
-            _set_heading(path, "annex", raw.strip().rstrip("：:"))
-            current = new_unit("annex")
+            self.flush()
+            _set_heading(self.path, "annex", raw.strip().rstrip("：:"))
+            self.current = self.new_unit("annex")
         elif _EN_SECTION.match(raw) and current is not None and current.kind == "text" and current.lines:
-            flush()  # English contracts: a numbered section starts a new unit
-        if current is None:
-            current = new_unit("text")
-        kind = "item" if ITEM_START.match(raw) and current.lines else "text"
-        current.lines.append(Line(block.start, block.end, kind, block.page))
-    flush()
-    return units
+            self.flush()  # English contracts: a numbered section starts a new unit
