@@ -460,27 +460,30 @@ class PriceTable:
         if period.unpriced:
             return self._unpriced(res.key, f"{name}: {period.unpriced}", basis=basis)
         if period.billed_as:
-            if depth > 3:
-                raise ValueError(f"{res.key}: billed_as chain too long")
-            prefix = res.key.rpartition("/")[0]
-            target = self.resolve(f"{prefix}/{period.billed_as}" if prefix else period.billed_as, at=when)
-            q = self._quote_entry(target, when, tokens, depth + 1) if target else None
-            if q is None:
-                return self._unpriced(res.key, f"{name} is billed as {period.billed_as}, which has no price then")
-            return replace(q, basis=f"{basis}: billed as {q.basis}")
+            return self._quote_billed_as(res, name, period.billed_as, basis, when, tokens, depth)
+        return self._quote_period(res, name, period, basis, when, tokens)
+
+    def _quote_billed_as(self, res: Resolved, name: str, billed_as: str, basis: str, when: datetime, tokens: tuple,
+                         depth: int) -> Quote:
+        """A period billed as another model (beside it at the same provider): that model's price then."""
+        if depth > 3:
+            raise ValueError(f"{res.key}: billed_as chain too long")
+        prefix = res.key.rpartition("/")[0]
+        target = self.resolve(f"{prefix}/{billed_as}" if prefix else billed_as, at=when)
+        q = self._quote_entry(target, when, tokens, depth + 1) if target else None
+        if q is None:
+            return self._unpriced(res.key, f"{name} is billed as {billed_as}, which has no price then")
+        return replace(q, basis=f"{basis}: billed as {q.basis}")
+
+    def _quote_period(self, res: Resolved, name: str, period: PricePeriod, basis: str, when: datetime,
+                      tokens: tuple) -> Quote:
+        """The price of a call under one dated period: its prompt's tier, at peak or not, in dollars."""
         input_tokens = tokens[0]
         tier = period.tier_for(input_tokens)
         if tier is None:
             return self._unpriced(res.key, f"a {input_tokens}-token prompt is above {name}'s last priced tier", basis)
-        rule = warning = applied = None
-        if period.peak is not None:
-            verdict = period.peak.evaluate(when, self.calendars)
-            rule, warning, applied = ("peak" if verdict.peak else "off-peak"), verdict.warning, verdict.kind
-            if warning:
-                self._warn_once(res.key, f"{name} at {_iso(when)}: {warning}")
-            basis += f", {verdict.why}"
-            if verdict.peak:
-                tier = tier.scaled(Decimal(period.peak.multiplier))
+        tier, basis, rule, warning, applied = self._peak_or_not(res.key, name, period, tier, when, basis)
+        entry = res.entry
         native = tier.cost(*tokens)
         usd, fx_label = native, None
         if entry.currency != USD:
@@ -491,6 +494,19 @@ class PriceTable:
             warning = "; ".join(w for w in (warning, fx_warning) if w) or None
         return Quote(to_nano(usd), self.version, res.layer, basis, period.since(), rule, entry.currency,
                      native, fx_label, warning, applied)
+
+    def _peak_or_not(self, key: str, name: str, period: PricePeriod, tier: ModelPrice, when: datetime,
+                     basis: str) -> tuple[ModelPrice, str, str | None, str | None, str | None]:
+        """The tier at `when` under the period's time rule (scaled at peak), the basis with the rule's reason,
+        and the quote's rule, warning and applied kind (all None without a rule)."""
+        if period.peak is None:
+            return tier, basis, None, None, None
+        verdict = period.peak.evaluate(when, self.calendars)
+        if verdict.warning:
+            self._warn_once(key, f"{name} at {_iso(when)}: {verdict.warning}")
+        if verdict.peak:
+            tier = tier.scaled(Decimal(period.peak.multiplier))
+        return tier, f"{basis}, {verdict.why}", ("peak" if verdict.peak else "off-peak"), verdict.warning, verdict.kind
 
     def _genai_calc(self, model: str, tokens: tuple, provider: str | None, when: datetime):
         from genai_prices import Usage, calc_price
