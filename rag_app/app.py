@@ -38,6 +38,7 @@ from tracing.costing import LedgerPricer
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable
 from tracing.reply_stats import LedgerReplyStats
+from tracing.rows import queries_row
 
 log = logging.getLogger(__name__)
 
@@ -296,11 +297,10 @@ class RagApp:
         self.reranker()
         if self.uses_llm:
             self.chat_model()
-        ms = round((time.perf_counter() - t0) * 1000, 3)
-        self.writer.put("queries", {"query_id": f"startup-{uuid.uuid4()}", "kind": "startup", "status": "ok",
-                                    "variant": self.settings.variant, "started_at": started, "ended_at": utcnow(),
-                                    "latency_ms": ms, "origin": origin})
-        return ms
+        row = queries_row(f"startup-{uuid.uuid4()}", "startup", "ok", started, t0, variant=self.settings.variant,
+                          origin=origin)
+        self.writer.put("queries", row)
+        return row["latency_ms"]
 
     def ingest(self, paths: list[Path], *, rebuild: bool = False, progress: Any = None,
                doc_types: tuple[tuple[str, str], ...] = ()) -> IngestReport:

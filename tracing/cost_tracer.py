@@ -34,7 +34,7 @@ from rag_app.models.llm_usage import classify_error
 from rag_app.core.ports import Pricer
 from rag_app.core.usage import GRADES_QUERY, USAGE_EVENT, StageUsage
 from tracing.ledger import LedgerWriter
-from tracing.rows import stage_row
+from tracing.rows import queries_row, stage_row
 
 log = logging.getLogger(__name__)
 
@@ -192,12 +192,10 @@ class CostTracer(BaseCallbackHandler):
 
     def _write_query(self, run: _Run, status: str, mode: str | None = None, error: str | None = None) -> None:
         md = run.metadata
-        self._hand("queries", {
-            "query_id": md["query_id"], "kind": md.get("kind", "query"), "question": md.get("question"),
-            "mode": mode, "status": status, "error": error, "variant": md.get("variant"),
-            "experiment": md.get("experiment"), "started_at": run.started_at, "ended_at": utcnow(),
-            "latency_ms": round((time.perf_counter() - run.t0) * 1000, 3),
-            **{k: md.get(k) for k in ("user_id", "session_id", "arm", "sticky", "shadow_of", "origin", "api_key_id")}})
+        self._hand("queries", queries_row(
+            md["query_id"], md.get("kind", "query"), status, run.started_at, run.t0, question=md.get("question"),
+            mode=mode, error=error, variant=md.get("variant"), experiment=md.get("experiment"),
+            **{k: md.get(k) for k in ("user_id", "session_id", "arm", "sticky", "shadow_of", "origin", "api_key_id")}))
 
 
 def _quality_rows(query_id: str, quality: dict, *, source: str = "local", details: dict | None = None) -> list[dict]:

@@ -1,4 +1,5 @@
-"""The one row mapper: a priced `StageUsage` (a stage, or one LLM attempt) -> a `stage_calls` row.
+"""The row mappers: a priced `StageUsage` (a stage, or one LLM attempt) -> a `stage_calls` row, and the
+one `queries` row (`queries_row`) that the tracer, an answer-cache hit and a start-up's load time all write.
 
 Every field of a usage lands in a column (`COLUMN_OF`) or is an input of its price (`PRICING_INPUTS`,
 whose result lands in the cost columns); tests/unit/test_row_mapper.py holds the mapper to that. The
@@ -8,8 +9,10 @@ hold in memory: the same function for both, so the two cannot disagree.
 from __future__ import annotations
 
 import json
+import time
 
 from rag_app.core.usage import Price, StageUsage
+from rag_app.models.attempts import utcnow
 
 # usage field -> stage_calls column
 COLUMN_OF = {
@@ -48,3 +51,11 @@ def stage_row(u: StageUsage, *, query_id: str, variant: str | None = None, exper
     for fld, col in PRICE_COLUMN_OF.items():
         row[col] = getattr(p, fld)
     return row
+
+
+def queries_row(query_id: str, kind: str, status: str, started_at: str, t0: float, **columns: object) -> dict:
+    """A `queries` row that ends now: a query the tracer saw finish, an answer-cache hit, a start-up's load
+    time. Its latency counts from `t0` (time.perf_counter() when it started); `columns`: its other columns
+    (question, mode, error, variant, experiment, who asked and from where, a cache hit's figures)."""
+    return {"query_id": query_id, "kind": kind, "status": status, "started_at": started_at, "ended_at": utcnow(),
+            "latency_ms": round((time.perf_counter() - t0) * 1000, 3), **columns}

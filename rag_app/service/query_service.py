@@ -22,6 +22,7 @@ from rag_app.spend.budgets import NANO, Budget, BudgetGate
 from rag_app.service.inputs import display_path
 from rag_app.service.pool import Route, VariantPool
 from rag_app.core.usage import totals
+from tracing.rows import queries_row
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,11 @@ class QueryService:
             hit = self.cache.get(store, collection, key)
             if hit is not None:
                 saved = hit.saving_at(app_.pricer, started)  # a live answer's price now, not the original's
-                p.base.writer.put("queries", {
-                    "query_id": route.query_id, "kind": "query", "question": req.question, "mode": hit.payload["mode"],
-                    "status": "ok", "variant": route.variant, "experiment": route.experiment, "started_at": started,
-                    "ended_at": utcnow(), "latency_ms": round((time.perf_counter() - t0) * 1000, 3), **route.extra,
+                p.base.writer.put("queries", queries_row(route.query_id, "query", "ok", started, t0, **{
+                    "question": req.question, "mode": hit.payload["mode"], "variant": route.variant,
+                    "experiment": route.experiment, **route.extra,
                     # origin `cache`: an experiment's comparison reads live runs of its arms, never hits
-                    "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": saved})
+                    "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": saved}))
                 return hit_payload(hit, route.query_id, saved), route
         self.gate.admit(route.query_id, {"key": req.key_id, "user": req.user_id, "variant": route.variant}, req.question,
                         key_budget(req.principal))

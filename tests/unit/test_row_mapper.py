@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+import time
 
 import pytest
 
@@ -12,7 +13,8 @@ from rag_app.core.usage import AttemptInfo, Price, StageUsage
 from tracing.costing import LedgerPricer
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable
-from tracing.rows import ATTEMPT_COLUMN_OF, COLUMN_OF, PRICE_COLUMN_OF, PRICING_INPUTS, UnpricedUsage, stage_row
+from tracing.rows import (ATTEMPT_COLUMN_OF, COLUMN_OF, PRICE_COLUMN_OF, PRICING_INPUTS, UnpricedUsage, queries_row,
+                          stage_row)
 
 FULL = StageUsage(
     stage="generate", model="gpt-4o-mini", status="timeout", input_tokens=1234, output_tokens=56, cached_tokens=300,
@@ -66,3 +68,20 @@ def test_each_price_input_changes_the_price(field, other):
 def test_an_unpriced_usage_is_refused_not_written_as_free():
     with pytest.raises(UnpricedUsage):
         stage_row(dataclasses.replace(FULL, price=None), query_id="q1")
+
+
+def test_a_queries_row_reads_back_with_every_value(tmp_path):
+    """The one `queries` mapper (the tracer, an answer-cache hit and a start-up row all write through it)."""
+    t0 = time.perf_counter() - 0.25  # started a quarter of a second ago
+    row = queries_row("q1", "query", "ok", "2026-12-01T01:02:03.004+00:00", t0, question="q?", origin="cache",
+                      cache_hit=1, saved_cost_nano_usd=1234)
+    assert row["latency_ms"] >= 250 and row["ended_at"] > row["started_at"]
+    writer = LedgerWriter(tmp_path / "l.sqlite")
+    writer.put("queries", row)
+    assert writer.flush()
+    writer.close()
+    conn = sqlite3.connect(tmp_path / "l.sqlite")
+    conn.row_factory = sqlite3.Row
+    stored = dict(conn.execute("SELECT * FROM queries").fetchone())
+    conn.close()
+    assert {k: stored[k] for k in row} == row
