@@ -13,12 +13,11 @@ from langchain_core.runnables import RunnableConfig
 from chains.rag import report, stage, timed
 from rag_app.chunking.registry import build_chunker
 from rag_app.ingest.sandbox import prepare_limited
-from rag_app.ingest.indexing import (IngestReport, decide_collection, expand_paths, index_documents, parse_and_chunk,
-                              stored_versions, unchanged_by_hash)
+from rag_app.ingest.indexing import (IngestReport, check_collection, decide_collection, expand_paths, index_documents,
+                                     parse_and_chunk, stored_versions, unchanged_by_hash)
 from rag_app.query.levers import _embed_lock as rescore_lock
 from rag_app.query.levers import levers_for
 from rag_app.ingest.rescore_pass import fill_rescore_vectors
-from rag_app.text.sparse import READS, TOKENIZER_VERSION
 from rag_app.core.usage import StageUsage
 
 
@@ -54,10 +53,7 @@ def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None,
                                      [c for _, cs in parsed for c in cs], s.embed_max_unk_rate)
             app.store.create(info)
         elif info is not None:
-            app.store.check_tokenizer(info, TOKENIZER_VERSION, READS)
-            if info.dense_enabled:
-                embeddings = app.embeddings()
-                app.store.check_model(info, embeddings.model_name, embeddings.dimension)
+            embeddings = check_collection(app.store, info, app.embeddings)
         result.collection = info
         if info is None:
             report(app.pricer, (StageUsage("embed_documents", status="skipped", error="no document produced chunks"),),

@@ -23,14 +23,12 @@ from rag_app.config.settings import Settings
 from rag_app.models.embedding import LocalEmbeddings, load_embeddings
 from rag_app.models.embedding_cache import EmbeddingCache
 from rag_app.core.errors import ConfigError
-from rag_app.ingest.indexing import IngestReport
+from rag_app.ingest.indexing import IngestReport, check_collection
 from rag_app.config.ledger_location import LedgerURLError
 from rag_app.query.pipeline import Pipeline, QueryConfig
 from rag_app.core.ports import Reranker
 from rag_app.models.rerank import load_reranker
 from rag_app.query.scope import Scope
-from rag_app.text.sparse import READS as TOKENIZERS_READ
-from rag_app.text.sparse import TOKENIZER_VERSION
 from rag_app.store import CollectionInfo, VectorStore, open_store
 from rag_app.core.types import Answer
 from tracing.cost_tracer import CostTracer
@@ -199,10 +197,7 @@ class RagApp:
             raise self.store.missing(name)
         if self.store.count(name) == 0:  # a store that lost its data answers nothing
             raise self.store.emptied(name)
-        self.store.check_tokenizer(info, TOKENIZER_VERSION, TOKENIZERS_READ)
-        if info.dense_enabled:
-            emb = self.embeddings()
-            self.store.check_model(info, emb.model_name, emb.dimension)
+        check_collection(self.store, info, self.embeddings)
         return info
 
     # -- the query path ---------------------------------------------------------------------------

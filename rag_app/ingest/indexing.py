@@ -148,6 +148,19 @@ def parse_and_chunk(files: list[Path], chunker: Chunker, progress: Progress | No
     return done, failed
 
 
+def check_collection(store: VectorStore, info: CollectionInfo,
+                     embeddings: Callable[[], LocalEmbeddings]) -> LocalEmbeddings | None:
+    """An existing collection fits this version: it was indexed with a BM25 tokenizer this version reads, and
+    (a dense leg) with the model and dimension of the embedder `embeddings()` loads. Returns that embedder
+    (None: no dense leg, nothing loaded); a mismatch raises StoreError / ModelMismatch, before any stage runs."""
+    store.check_tokenizer(info, sparse.TOKENIZER_VERSION, sparse.READS)
+    if not info.dense_enabled:
+        return None
+    emb = embeddings()
+    store.check_model(info, emb.model_name, emb.dimension)
+    return emb
+
+
 def decide_collection(name: str, chunker: Chunker, embeddings: LocalEmbeddings, chunks: list[Chunk],
                       max_unk_rate: float) -> CollectionInfo:
     sampled = chunks[:: max(1, len(chunks) // 300)]
