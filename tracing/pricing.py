@@ -249,11 +249,6 @@ def load_bundled_table() -> Bundled:
                    dict(data.get("default_provider", {})), FxTable.parse(data.get("fx")), bundled_calendars())
 
 
-def load_bundled() -> tuple[dict[str, PriceEntry], str]:
-    b = load_bundled_table()
-    return b.entries, b.version
-
-
 def bare_model(model: str) -> str:
     """`deepseek/deepseek-chat` (LiteLLM / router spelling) -> `deepseek-chat`."""
     return model.rsplit("/", 1)[-1]

@@ -35,9 +35,6 @@ class RoutedChunker:
         doc_type = doc_type_for(doc, self.overrides)
         return [replace(c, doc_type=doc_type) for c in self.for_type(doc_type).chunk(doc)]
 
-    def with_overrides(self, overrides: Sequence[tuple[str, str]]) -> RoutedChunker:
-        return RoutedChunker(self.name, self.version, self.routes, overrides)
-
     def describe(self) -> str:
         """'statute:legal@2 contract:contract@1 *:legal@2' for a routed one; the chunker's own name otherwise."""
         if len({id(c) for c in self.routes.values()}) == 1:

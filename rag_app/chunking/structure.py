@@ -26,9 +26,6 @@ _BLANK = " \t\r\n\u3000\u200b\ufeff"  # 民事诉讼法 has zero-width-space-onl
 _COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
 _EN_SECTION = re.compile(r"^\s*(ARTICLE|Article|SECTION|Section)\s+[\dIVXLC]+\b|^\s*\d+\.\s+[A-Z]")
 
-# Heading levels that chunks must never straddle (编 and 章; 节 may be merged across).
-BOUNDARY_LEVELS = {"part", "chapter", "annex", "heading"}
-
 
 @dataclass
 class Line:
@@ -106,7 +103,7 @@ def split_units(doc: ParsedDocument) -> list[Unit]:
 
 
 _HEADING_PATH = ("title2", "part", "chapter", "section", "heading", "annex")
-_BOUNDARY = ("title2", "part", "chapter", "heading", "annex")
+_BOUNDARY = ("title2", "part", "chapter", "heading", "annex")  # what merging never crosses (节 it may)
 
 
 @dataclass

@@ -116,12 +116,6 @@ def _report_currency(settings):
         fail(e)
 
 
-def _print_report(rep) -> None:
-    from rag_app.present.cost_render import report_tables
-
-    out.print(report_tables(rep))
-
-
 def prices_cmd(model: Optional[str] = typer.Argument(None, help="a model name (default RAG_LLM_MODEL), or `check`"),
                as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
                at: Optional[str] = typer.Option(None, "--at", help="the price in force at this UTC time (default now)"),

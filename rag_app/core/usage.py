@@ -107,9 +107,6 @@ class StageUsage:
     def timed(self, started_at: str, ended_at: str, latency_ms: float) -> StageUsage:
         return replace(self, started_at=started_at, ended_at=ended_at, latency_ms=latency_ms)
 
-    def with_context(self, budget: int | None, used: int | None) -> StageUsage:
-        return replace(self, context_budget_tokens=budget, context_tokens=used)
-
 
 @dataclass(frozen=True)
 class EmbedUsage:

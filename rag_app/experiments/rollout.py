@@ -31,7 +31,6 @@ import numpy as np
 from rag_app.experiments.verdict import ROLL_BACK
 
 ADVANCE, STAY, ROLLED_BACK = 1, 0, -1
-ACTIONS = {ADVANCE: "advance", STAY: "stay", ROLLED_BACK: "roll back"}
 
 
 @dataclass(frozen=True)

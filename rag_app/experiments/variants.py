@@ -23,10 +23,6 @@ from pathlib import Path
 
 from rag_app.core.errors import ConfigError
 
-# Settings a variant may override; anything else in a variant is a config error.
-VARIANT_FIELDS = {"chunker", "collection", "prompt_version", "llm_model", "top_k", "top_n", "rerank_model",
-                  "retriever", "attach_refs", "table_weight"}
-
 
 def fnv1a32(text: str) -> int:
     h = 0x811C9DC5

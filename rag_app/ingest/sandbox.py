@@ -172,14 +172,6 @@ def _give_back(worker: _Worker) -> None:
     worker.kill()
 
 
-def shutdown_workers() -> None:
-    """Stop the idle workers (tests; a process exiting stops them anyway: they are daemons)."""
-    with _idle_lock:
-        workers, _idle[:] = list(_idle), []
-    for w in workers:
-        w.kill()
-
-
 _RICH_PRELOAD = ["rag_app.ingest.unstructured_setup", "unstructured.partition.pdf", "unstructured.partition.docx",
                  "unstructured.partition.html"]
 _server_started = False

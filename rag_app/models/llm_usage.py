@@ -17,7 +17,6 @@ puts it inside the last chunk's `choices[0]` (`chunk_usage` finds either).
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 from dataclasses import dataclass, field, replace
 
@@ -34,9 +33,6 @@ class TokenUsage:
     source: str = PROVIDER         # provider | estimated:<tokenizer>
     raw: dict | None = field(default=None, compare=False)  # the provider's usage object, as sent
     explicit_cache: bool | None = None  # DashScope said the request used an explicit cache (hits at 10%)
-
-    def raw_json(self) -> str | None:
-        return None if self.raw is None else json.dumps(self.raw, ensure_ascii=False, sort_keys=True, default=str)
 
     def estimated(self, tokenizer: str) -> "TokenUsage":
         return replace(self, source=f"estimated:{tokenizer}")

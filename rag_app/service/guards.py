@@ -15,7 +15,6 @@ from urllib.parse import parse_qs, urlsplit
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 DOC_PATHS = {"/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"}
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 def host_only(value: str) -> str:

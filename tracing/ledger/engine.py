@@ -16,7 +16,6 @@ service's threads.
 """
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -287,10 +286,3 @@ def redacted_error(e: BaseException) -> str:
 def url_for_path(path: Path) -> str:
     """The RAG_LEDGER_URL naming a SQLite file."""
     return "sqlite:///" + quote(str(Path(path).resolve()))
-
-
-def process_tag() -> str:
-    """Which process this is, for spill files and writer heartbeats: host and pid."""
-    import socket
-
-    return f"{socket.gethostname()}:{os.getpid()}"

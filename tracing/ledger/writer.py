@@ -446,11 +446,6 @@ class LedgerWriter:
                 self._cv.wait(min(left, 0.1))
             return True
 
-    def pending_rows(self, query_id: str) -> list[tuple[str, dict]]:
-        """Rows of one query still waiting in memory."""
-        with self._cv:
-            return [(t, r) for t, r, _ in self._buf if isinstance(r, dict) and r.get("query_id") == query_id]
-
     def health(self) -> dict:
         with self._cv:
             oldest = time.monotonic() - self._buf[0][2] if self._buf else 0.0
