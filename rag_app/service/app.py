@@ -64,12 +64,13 @@ def build_state(settings: Settings) -> ServiceState:
     gate = BudgetGate(budgets, limits, lambda fn: svc.read(fn, flush=False), settings.budget_unpriced, webhook,
                       first_estimate=price_of_a_question(pool.base.prices, settings),
                       ledger_down=settings.budget_ledger_down, unpriced_assume_nano=unpriced_assumption(settings))
-    rate = RateLimiter(lambda fn: svc.read(fn, flush=False))
+    rate = RateLimiter(lambda fn: svc.read(fn, flush=False), fail_open=settings.budget_ledger_down == "open")
     keys = KeyRing(lambda h: svc.read(lambda L: L.key_by_secret(h), flush=False),
                    lambda: svc.read(lambda L: L.any_keys(), flush=False))
     svc = ServiceState(settings, pool, budgets, limits, gate,
                        QueryService(lambda: pool, gate, cache, settings.data_dir, rate),
                        RecentAnswers(RECENT_ANSWERS), webhook, keys)
+    keys.issued()  # read once at start-up: what stands if the ledger is unreachable later
     pool.start_ramp(webhook)  # a ramped experiment moves by itself (rag_app/experiments/ramp.py)
     return svc
 
