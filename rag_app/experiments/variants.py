@@ -25,7 +25,7 @@ from rag_app.core.errors import ConfigError
 
 # Settings a variant may override; anything else in a variant is a config error.
 VARIANT_FIELDS = {"chunker", "collection", "prompt_version", "llm_model", "top_k", "top_n", "rerank_model",
-                  "retriever", "attach_refs", "table_weight"}
+                  "retriever", "attach_refs", "table_weight", "query_rewrite"}
 
 
 def fnv1a32(text: str) -> int:

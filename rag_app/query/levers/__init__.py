@@ -3,7 +3,7 @@ all_payloads) and retrieval.py's fusion and citation helpers. Each is named so `
 it alone or combined (`bm25+prf`, `bm25+law+expand`, `bm25+rescore`, `hybrid+law`) and
 RAG_RETRIEVAL_LEVERS can turn it on.
 
-One module per lever (prf, expand, colloquial, wide, rescore, law, charge, named, ranker), each a
+One module per lever (prf, expand, colloquial, rewrite, wide, rescore, law, charge, named, ranker), each a
 `Lever` of _contract.py: in, terms or a ranking; out, more terms, more candidates or a new ranking,
 and the label the retrieve row shows. _search.py runs them for one `SearchRequest`; _registry.py finds
 them, so adding a lever is adding one module.
@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rag_app.query.levers._contract import SearchRequest
+from rag_app.query.levers._contract import SearchRequest, with_rewrite
 from rag_app.query.levers._params import LeverParams
 from rag_app.query.levers._registry import unit, units
 from rag_app.query.levers._search import search, search_with_usage
@@ -27,16 +27,16 @@ from rag_app.query.levers._terms import _query_terms, _to_vector
 from rag_app.query.levers.expand import corpus_definitions, expansion_terms, mine_definitions
 from rag_app.query.levers.law import law_prior
 from rag_app.query.levers.prf import prf_terms
-from rag_app.query.levers._embedder import RescoreBusy, _embed_lock
+from rag_app.query.levers._embedder import Bounded, RescoreBusy, _embed_lock
 from rag_app.query.levers.rescore import dense_order, linear_fuse, rescore_text
 from rag_app.query.levers.wide import wide_candidates, wide_matrix
 from rag_app.store import CollectionInfo
 
-__all__ = ["AUTO_LEVERS", "LEVERS", "MODES", "LeverParams", "RescoreBusy", "SearchRequest", "_embed_lock",
+__all__ = ["AUTO_LEVERS", "LEVERS", "MODES", "Bounded", "LeverParams", "RescoreBusy", "SearchRequest", "_embed_lock",
            "_query_terms", "_to_vector", "acting_levers", "corpus_definitions", "dense_order", "expansion_terms",
            "law_prior", "lever_label", "levers_for", "linear_fuse", "mine_definitions", "parse_retriever",
            "prf_terms", "rescore_embeddings", "rescore_text", "search", "search_with_usage", "wide_candidates",
-           "wide_matrix"]
+           "wide_matrix", "with_rewrite"]
 
 log = logging.getLogger(__name__)
 LEVERS: tuple[str, ...] = tuple(u.name for u in units())

@@ -34,6 +34,11 @@ Ordered = list[tuple[str, float]]  # (chunk id, score), best first
 Payload = dict[str, Any]  # a chunk's payload in the store
 
 
+def with_rewrite(question: str, rewritten: str) -> str:
+    """The question with the rewrite's words added after it (never in place of it)."""
+    return f"{question}\n{rewritten}" if rewritten else question
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     """One question's search with its levers (what `search_with_usage` used to take as 15 arguments).
@@ -42,7 +47,8 @@ class SearchRequest:
     `embeddings`: the rescore embedder (None: rescore and wide are left out).
     `rescore_wait_s`: how long rescore waits for its busy embedder before RescoreBusy (None: as long as it takes).
     `where`: a payload filter (a scope) that every leg applies and every lever's additions obey.
-    `embed_missing`: see rescore.dense_order."""
+    `embed_missing`: see rescore.dense_order.
+    `rewritten`: the words the configured LLM gave for the question (the rewrite lever), or ''."""
 
     store: VectorStore
     info: CollectionInfo
@@ -60,11 +66,17 @@ class SearchRequest:
     rescore_wait_s: float | None = None
     where: Where | None = None
     embed_missing: bool = True
+    rewritten: str = ""
 
     @property
     def depth(self) -> int:
         """How deep each leg is searched."""
         return max(self.top_k * 2, self.params.depth)
+
+    @property
+    def search_text(self) -> str:
+        """What a dense leg embeds: the question, and the rewrite's words after it when that lever is on."""
+        return with_rewrite(self.question, self.rewritten if "rewrite" in self.levers else "")
 
     @property
     def dense_leg(self) -> bool:

@@ -60,3 +60,23 @@ class QuestionVector:
 
     def result(self) -> tuple[np.ndarray, EmbedUsage]:
         return self._future.result()  # RescoreBusy, or the embedder's own error, is raised here
+
+
+class Bounded:
+    """The rescore embedder, its question embeddings made under the embedder's lock and given up (RescoreBusy)
+    once `wait_s` passes: for code that embeds a question through the Embedder interface (the learned
+    ranker's candidate views), so RAG_RESCORE_WAIT_S bounds its wait as it bounds rescore's."""
+
+    def __init__(self, embeddings: Embedder, wait_s: float | None):
+        self._embeddings, self._wait_s = embeddings, wait_s
+        self.model_name = embeddings.model_name
+
+    def embed_query_with_stats(self, text: str) -> tuple[list[float], EmbedUsage]:
+        with _embedder(self._wait_s):
+            return self._embeddings.embed_query_with_stats(text)
+
+    def embed_array_with_stats(self, texts: list[str]) -> tuple[np.ndarray, EmbedUsage]:
+        return self._embeddings.embed_array_with_stats(texts)  # wide_matrix holds the lock itself
+
+    def cached_with_stats(self, texts: list[str]) -> tuple[dict[str, np.ndarray], EmbedUsage]:
+        return self._embeddings.cached_with_stats(texts)

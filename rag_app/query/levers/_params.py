@@ -28,6 +28,9 @@ class LeverParams:
     # a longer question is embedded as its head and tail (0: whole). 160 changed no ranking on validate and
     # recall within 1,000 by +0.001 [+0.000, +0.003] on tune; 64 lost within 500 on validate (-0.005)
     rescore_query_chars: int = 160
+    # the rewrite lever's words, beside the user's (as colloquial's: they may pull the statute's wording into
+    # the candidates without outweighing what the user wrote; not measurable offline: no LLM here)
+    rewrite_weight: float = 0.5
     ranker: str = ""  # the learned ranker's artefact (`rag train-ranker`; RAG_RANKER), read by the `ranker` lever
 
     def __post_init__(self) -> None:

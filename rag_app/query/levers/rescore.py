@@ -116,8 +116,8 @@ class Rescore(Lever):
 
     @staticmethod
     def text(req: SearchRequest) -> str:
-        """What rescore embeds of the question."""
-        return rescore_text(req.question, req.params.rescore_query_chars)
+        """What rescore embeds of the question (with the rewrite's words when that lever acts)."""
+        return rescore_text(req.search_text, req.params.rescore_query_chars)
 
 
 LEVER = Rescore()
