@@ -35,21 +35,17 @@ def test_every_lever_module_is_found_and_runs_in_its_stages_order():
         assert names.index(before) < names.index(after)
 
 
-class _Reverse(Lever):
-    name = "reverse"
-    stage = "ranking"
-    order = 99
-
+class _Reverse(Lever, name="reverse", stage="ranking", order=99):
     def rerank(self, req: SearchRequest, r: Ranking) -> Ranking:
         return Ranking([(cid, -sc) for cid, sc in reversed(r.ordered)], r.payloads)
 
 
-class _Twice(_Reverse):
-    name = "prf"
+class _Twice(_Reverse, name="prf", stage="ranking", order=99):
+    pass
 
 
-class _Elsewhere(_Reverse):
-    stage = "sideways"  # type: ignore[assignment]
+class _Elsewhere(_Reverse, name="elsewhere", stage="sideways", order=99):  # type: ignore[arg-type]
+    pass
 
 
 def test_two_levers_with_one_name_or_an_unknown_stage_are_refused():

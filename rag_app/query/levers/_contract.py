@@ -118,11 +118,17 @@ class Ranking:
 
 class Lever:
     """One lever: its name (RAG_RETRIEVAL_LEVERS, `rag eval -r bm25+<name>`), its stage and the one hook
-    of that stage. A lever module defines a subclass and `LEVER = TheLever()`; the package finds it."""
+    of that stage. A lever module defines a subclass, `class Expand(Lever, name="expand", stage="terms",
+    order=10)`, and `LEVER = Expand()`; the package finds it. `order`: where it runs among the levers of its
+    stage (lower first)."""
 
     name: ClassVar[str]
     stage: ClassVar[Stage]
-    order: ClassVar[int]  # where it runs among the levers of its stage (lower first)
+    order: ClassVar[int]
+
+    def __init_subclass__(cls, *, name: str, stage: Stage, order: int, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name, cls.stage, cls.order = name, stage, order
 
     def acts(self, question: str) -> bool:
         """Whether it changes anything for this question (the ledger row names only what acted)."""

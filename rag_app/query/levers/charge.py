@@ -7,11 +7,7 @@ from rag_app.query.levers._contract import Lever, Ranking, SearchRequest
 from rag_app.query.retrieval import put_first
 
 
-class Charge(Lever):
-    name = "charge"
-    stage = "ranking"
-    order = 20  # last: what it puts first stays first
-
+class Charge(Lever, name="charge", stage="ranking", order=20):  # last: what it puts first stays first
     def acts(self, question: str) -> bool:
         return bool(charges.named_charges(question))
 

@@ -11,11 +11,8 @@ from rag_app.query.levers._terms import Terms, _query_terms
 from rag_app.store import Hit
 
 
-class Colloquial(Lever):
-    name = "colloquial"
-    stage = "terms"
-    order = 20  # after expand: it leaves out what the query (with expand's terms) already has
-
+# after expand: it leaves out what the query (with expand's terms) already has
+class Colloquial(Lever, name="colloquial", stage="terms", order=20):
     def acts(self, question: str) -> bool:
         return bool(colloquial.expansion_terms(question, _query_terms(question), 1.0))
 

@@ -47,11 +47,7 @@ def corpus_definitions(store: VectorStore, collection: str) -> Definitions:
                          lambda: mine_definitions([p["text"] for p in store.all_payloads(collection)]))
 
 
-class Expand(Lever):
-    name = "expand"
-    stage = "terms"
-    order = 10
-
+class Expand(Lever, name="expand", stage="terms", order=10):
     def more_terms(self, req: SearchRequest, terms: Terms, feedback: Sequence[Hit]) -> Terms:
         p = req.params
         return expansion_terms(terms, corpus_definitions(req.store, req.info.name), p.expand_min_overlap,

@@ -19,11 +19,7 @@ def law_prior(ordered: Ordered, titles: dict[str, str], weight: float, top: int)
     return sorted(rescored, key=lambda kv: -kv[1])
 
 
-class Law(Lever):
-    name = "law"
-    stage = "ranking"
-    order = 10
-
+class Law(Lever, name="law", stage="ranking", order=10):
     def rerank(self, req: SearchRequest, r: Ranking) -> Ranking:
         titles = {c: p["title"] for c, p in r.payloads.items()}
         return Ranking(law_prior(r.ordered, titles, req.params.law_weight, req.params.law_top_chunks), r.payloads)

@@ -7,10 +7,8 @@ from __future__ import annotations
 from rag_app.query.levers._contract import Lever
 
 
-class Named(Lever):
-    name = "named"
-    stage = "outside"
-    order = 10
+class Named(Lever, name="named", stage="outside", order=10):
+    pass
 
 
 LEVER = Named()

@@ -19,11 +19,7 @@ def prf_terms(query: Terms, feedback: list[str], n_terms: int, weight: float) ->
     return {t: weight * df[t] / len(feedback) for t in picked}
 
 
-class Prf(Lever):
-    name = "prf"
-    stage = "feedback"
-    order = 10
-
+class Prf(Lever, name="prf", stage="feedback", order=10):
     def more_terms(self, req: SearchRequest, terms: Terms, feedback: Sequence[Hit]) -> Terms:
         p = req.params
         return prf_terms(terms, [h.chunk.indexed_text() for h in feedback[: p.prf_docs]], p.prf_terms, p.prf_weight)

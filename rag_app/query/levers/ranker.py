@@ -7,11 +7,7 @@ from rag_app.query.levers._contract import Lever
 from rag_app.query.levers._params import LeverParams
 
 
-class Ranker(Lever):
-    name = "ranker"
-    stage = "outside"
-    order = 20
-
+class Ranker(Lever, name="ranker", stage="outside", order=20):
     def label(self, params: LeverParams, version: str | None = None) -> str:
         return f"ranker({version})" if version else self.name
 

@@ -83,11 +83,7 @@ def linear_fuse(sparse_hits: Ordered, dense: Ordered, alpha: float) -> Ordered:
     return ranked + rest
 
 
-class Rescore(Lever):
-    name = "rescore"
-    stage = "candidates"
-    order = 20  # after wide: it orders what wide proposed too
-
+class Rescore(Lever, name="rescore", stage="candidates", order=20):  # after wide: it orders what wide proposed too
     def label(self, params: LeverParams, version: str | None = None) -> str:
         return f"rescore({params.rescore_model})"
 

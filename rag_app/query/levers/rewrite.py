@@ -18,11 +18,8 @@ def rewrite_terms(rewritten: str, query: Terms, weight: float) -> Terms:
             if plain_word(t) and t not in query}
 
 
-class Rewrite(Lever):
-    name = "rewrite"
-    stage = "terms"
-    order = 30  # after expand and colloquial: it adds only what the user's words and theirs lack
-
+# after expand and colloquial: it adds only what the user's words and theirs lack
+class Rewrite(Lever, name="rewrite", stage="terms", order=30):
     def more_terms(self, req: SearchRequest, terms: Terms, feedback: Sequence[Hit]) -> Terms:
         return rewrite_terms(req.rewritten, terms, req.params.rewrite_weight)
 

@@ -49,11 +49,7 @@ def wide_matrix(store: VectorStore, name: str, embeddings: Embedder,
     return store.derived(name, f"wide:{embeddings.model_name}:{int(embed_missing)}", build)
 
 
-class Wide(Lever):
-    name = "wide"
-    stage = "candidates"
-    order = 10  # before rescore, which orders what it proposes
-
+class Wide(Lever, name="wide", stage="candidates", order=10):  # before rescore, which orders what it proposes
     def more(self, req: SearchRequest, c: Candidates) -> Candidates:
         if "rescore" not in req.levers or req.embeddings is None:  # it widens rescore's pool; alone it does nothing
             return c
