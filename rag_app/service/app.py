@@ -30,6 +30,7 @@ from rag_app.spend.budgets import (
     load_budgets,
     price_of_a_question,
 )
+from rag_app.spend.alerts import renderer
 from rag_app.spend.webhook import Webhook
 from rag_app.service.guards import Guard, token_matches
 from rag_app.service.inputs import (AskScope, FeedbackRequest, Timestamp, dashboard_headers, public_message,
@@ -146,8 +147,8 @@ def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:
     # Budgets: every replica admits against the one ledger (the admission needs no flush: a query whose
     # rows are still buffered here counts by its reservation)
     webhook = (Webhook(settings.alert_webhook, lambda event_id, status: read(
-        lambda L: L.set_budget_webhook(event_id, status), flush=False), deadline_s=settings.alert_webhook_deadline_s)
-        if settings.alert_webhook else None)
+        lambda L: L.set_budget_webhook(event_id, status), flush=False), deadline_s=settings.alert_webhook_deadline_s,
+        render=renderer(settings.alert_format)) if settings.alert_webhook else None)
     gate = BudgetGate(budgets, limits, lambda fn: read(fn, flush=False), settings.budget_unpriced, webhook,
                       first_estimate=price_of_a_question(state["pool"].base.prices, settings),
                       ledger_down=settings.budget_ledger_down)
