@@ -42,6 +42,8 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MODES = {"run", "flags", "serve", "llm"}
 # Rows of the README's documentation table whose file another branch is writing (merged later).
 PENDING_DOCS = {"docs/spend-control.md"}
+# `rag` commands another branch is adding (merged later): named in the README before they exist.
+PENDING_COMMANDS = {"keys"}
 FAKE_ENDPOINT = "https://api.deepseek.com/v1"
 DOC_PORT = "8000"
 
@@ -168,6 +170,8 @@ def check_command(tokens: list[str]) -> list[str]:
         while hasattr(cmd, "commands") and rest and not rest[0].startswith("-"):
             name = rest[0].lstrip("[").rstrip("]")
             sub = cmd.commands.get(name)
+            if sub is None and path == ["rag"] and name in PENDING_COMMANDS:
+                return []
             if sub is None:
                 return [f"`{' '.join(path)} {name}`: no such command (has {', '.join(sorted(cmd.commands))})"]
             cmd, rest, path = sub, rest[1:], path + [name]
@@ -393,9 +397,10 @@ def test_make_demo_runs_the_main_job_on_the_shared_data(tmp_path):
     runs in), on the shared corpus, in a fresh directory: the README's figures hold (46 files, 3,794
     chunks, three answers with cost tables)."""
     makefile = (REPO / "Makefile").read_text()
-    recipe = re.search(r"^demo: install\n\t(.+)$", makefile, flags=re.MULTILINE).group(1)
+    recipe = re.search(r"^demo: install\n(?:\t@.*\n)*\t(.+)$", makefile, flags=re.MULTILINE).group(1)
     assert recipe == "$(BIN)/rag demo --corpus $(CORPUS) --qa $(QA)"
-    assert "CORPUS ?= $(SHARED)/data/legal_zh/corpus" in makefile and "QA ?= $(SHARED)/data/legal_zh/qa_dev.jsonl" in makefile
+    assert "CORPUS ?= $(if $(HAVE_SHARED),$(SHARED)/data/legal_zh/corpus," in makefile
+    assert "QA ?= $(if $(HAVE_SHARED),$(SHARED)/data/legal_zh/qa_dev.jsonl," in makefile
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "OPENAI_", "QDRANT_"))}
     env.update({"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "COLUMNS": "80"})
     proc = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "demo", "--corpus", str(CORPUS),
