@@ -142,6 +142,9 @@ class Settings(BaseSettings):
     # RAG_ALERT_WEBHOOK: http(s) URL POSTed each budget event and each ramp roll back (JSON; retried in the
     # background, never on a query's path)
     alert_webhook: str | None = None
+    # RAG_ALERT_FORMAT: json (the event itself) | slack (an incoming webhook's {"text": ...}; also Mattermost,
+    # Rocket.Chat, Discord's /slack endpoint)
+    alert_format: Literal["json", "slack"] = "json"
     # one alert's delivery, all its tries, ends by then: a receiver that trickles never holds later alerts
     alert_webhook_deadline_s: float = Field(10.0, gt=0, le=300)
     # RAG_BUDGET_UNPRICED: block = a hard budget whose period holds unpriced calls (spend unknown) refuses
