@@ -4,8 +4,13 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 SHARED ?= $(or $(RAG_SHARED_DIR),../shared)
-CORPUS ?= $(SHARED)/data/legal_zh/corpus
-QA ?= $(SHARED)/data/legal_zh/qa_dev.jsonl
+# Without the shared data set (a fresh clone), `make demo` runs on the sample shipped in the repository:
+# three laws of the corpus (tests/fixtures/laws) and 15 of their questions (tests/fixtures/laws_qa.jsonl).
+SAMPLE_CORPUS := tests/fixtures/laws
+SAMPLE_QA := tests/fixtures/laws_qa.jsonl
+HAVE_SHARED := $(wildcard $(SHARED)/data/legal_zh/corpus)
+CORPUS ?= $(if $(HAVE_SHARED),$(SHARED)/data/legal_zh/corpus,$(SAMPLE_CORPUS))
+QA ?= $(if $(HAVE_SHARED),$(SHARED)/data/legal_zh/qa_dev.jsonl,$(SAMPLE_QA))
 
 # `make test`: the suite on PYTEST_WORKERS processes (pytest-xdist; a test file stays on one worker, so
 # its module fixtures are built once), less the `heavy` tests, then the notebook, which runs even when
@@ -27,6 +32,7 @@ $(BIN)/rag: pyproject.toml
 install: $(BIN)/rag
 
 demo: install
+	@$(if $(filter $(SAMPLE_CORPUS),$(CORPUS)),echo "$(SHARED)/data not found: the demo runs on the sample in $(SAMPLE_CORPUS) (3 laws); set RAG_SHARED_DIR for the full corpus",:)
 	$(BIN)/rag demo --corpus $(CORPUS) --qa $(QA)
 
 test: install

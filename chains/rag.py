@@ -1,4 +1,4 @@
-"""The query chain: embed_query -> retrieve -> rerank -> generate (pack + generate), each a named
+"""The query chain: [rewrite ->] embed_query -> retrieve -> rerank -> generate (pack + generate), each a named
 Runnable stage whose `metadata["stage"]` the CostTracer keys on. Wiring only: the work is in
 rag_app/query/stages.py. Each stage's `StageUsage` is timed and priced here, once, handed to the tracer as
 the custom event `USAGE_EVENT` and kept on the `Answer`, so what a front door shows is what the ledger
@@ -6,6 +6,7 @@ holds.
 """
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from rag_app.core.types import Answer, ScoredChunk
 from rag_app.core.usage import USAGE_EVENT, StageUsage
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class QueryState:
     query_id: str
     question: str
     scope: Scope | None = None  # documents the caller restricts the question to
+    rewritten: str = ""  # the rewrite lever's words (RAG_QUERY_REWRITE), added to the question's for retrieval
     query_vector: list[float] | None = None
     retrieved: Retrieved | None = None
     ranked: tuple[ScoredChunk, ...] = ()
@@ -70,14 +73,27 @@ def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
         scope = inp.get("scope")
         return QueryState(str(query_id), str(inp["question"]), scope if isinstance(scope, Scope) else None)
 
+    def rewrite(q: QueryState, config: RunnableConfig) -> QueryState:
+        chat_model = pipeline.rewrite_model or pipeline.chat_model
+        try:
+            words, usages = stages.rewrite(q.question, config=cfg, chat_model=chat_model, run_config=config)
+        except Exception as e:  # a rewrite never fails the query: it is searched as asked, and its row says why
+            log.exception("rewrite failed for query %s; searching the question as asked", q.query_id)
+            usages = (StageUsage(stages.REWRITE_STAGE, status="error", error=f"{type(e).__name__}: {e}"[:500],
+                                 note="the question was searched as asked"),)
+            return replace(q, usage=q.usage + report(pipeline.pricer, usages, config))
+        return replace(q, rewritten=words, usage=q.usage + report(pipeline.pricer, usages, config))
+
     def embed_query(q: QueryState, config: RunnableConfig) -> QueryState:
-        vector, usage = timed(lambda: stages.embed_query(q.question, pipeline.collection(), cfg, pipeline.embedder))
+        vector, usage = timed(lambda: stages.embed_query(q.question, pipeline.collection(), cfg, pipeline.embedder,
+                                                         q.rewritten))
         return replace(q, query_vector=vector, usage=q.usage + report(pipeline.pricer, (usage,), config))
 
     def retrieve(q: QueryState, config: RunnableConfig) -> QueryState:
         found, usage = timed(lambda: stages.retrieve(q.question, q.query_vector, store=pipeline.store,
                                                      info=pipeline.collection(), config=cfg,
-                                                     rescorer=pipeline.rescorer, scope=q.scope))
+                                                     rescorer=pipeline.rescorer, scope=q.scope,
+                                                     rewritten=q.rewritten))
         return replace(q, retrieved=found, usage=q.usage + report(pipeline.pricer, (usage,), config))
 
     def rerank(q: QueryState, config: RunnableConfig) -> QueryState:
@@ -104,6 +120,9 @@ def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
                         scope=q.retrieved.scope if q.retrieved else None)
         return replace(answer, quality=quality_of(answer))  # the tracer records it on the query's rows
 
-    chain = (RunnableLambda(start).with_config(run_name="question") | stage("embed_query", embed_query)
+    first = RunnableLambda(start).with_config(run_name="question")
+    if cfg.rewrite:  # off (the default): no step, no row
+        first = first | stage(stages.REWRITE_STAGE, rewrite)
+    chain = (first | stage("embed_query", embed_query)
              | stage("retrieve", retrieve) | stage("rerank", rerank) | stage("generate", generate))
     return chain.with_config(run_name="rag_query")

@@ -58,6 +58,10 @@ class RagApp:
         """`shared`: another RagApp whose store, ledger writer and tracer this one reuses (variants
         of one service share them: an embedded store has one owner per process)."""
         self.settings = settings
+        if settings.rewrites:  # the rewrite lever's prompt: a missing version fails here, not on a question
+            from rag_app.query.stages import check_rewrite_prompt
+
+            check_rewrite_prompt(settings.query_rewrite_prompt_version)
         self._owner = shared is None
         if shared is None:
             self._open(settings)
@@ -68,6 +72,7 @@ class RagApp:
             if embeddings is None and shared._embeddings is not None and shared.settings.embed_model == settings.embed_model:
                 embeddings = shared._embeddings
         self._chat = chat_model
+        self._rewrite_chat: Any = chat_model  # a chat model handed in answers the rewrite too
         self._embeddings = embeddings
         self._reranker = reranker
         self._reranker_loaded = reranker is not None
@@ -179,6 +184,15 @@ class RagApp:
                 self._chat = build_chat_model(self.settings)
             return self._chat
 
+    def rewrite_model(self) -> Any:
+        """The rewrite lever's chat model (rag_app/models/llm.py build_rewrite_model), built on first use."""
+        with self._lock:
+            if self._rewrite_chat is None:
+                from rag_app.models.llm import build_rewrite_model
+
+                self._rewrite_chat = build_rewrite_model(self.settings)
+            return self._rewrite_chat
+
     @property
     def uses_llm(self) -> bool:
         return self._chat is not None or self.settings.use_llm
@@ -211,7 +225,7 @@ class RagApp:
         return Pipeline(config or self.query_config(), self.store,
                         (lambda: collection) if collection is not None else (lambda: self.collection),
                         self.embeddings, lambda: self.rescorer(rescore_required), self.reranker, self.chat_model,
-                        self.pricer, self.reply_stats)
+                        self.pricer, self.reply_stats, self.rewrite_model)
 
     def ask(self, question: str, *, query_id: str | None = None, variant: str | None = None,
             experiment: str | None = None, extra: dict | None = None, scope: Scope | None = None,
@@ -292,6 +306,8 @@ class RagApp:
         self.reranker()
         if self.uses_llm:
             self.chat_model()
+        if config.rewrite:
+            self.rewrite_model()
         row = queries_row(f"startup-{uuid.uuid4()}", "startup", "ok", started, t0, variant=self.settings.variant,
                           origin=origin)
         self.writer.put("queries", row)

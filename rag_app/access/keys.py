@@ -10,6 +10,7 @@ nobody can guess one to test against the hash)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import threading
 import time
@@ -20,6 +21,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from rag_app.core.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 ADMIN, MEMBER = "admin", "member"
 ROLES = (ADMIN, MEMBER)
@@ -206,12 +209,21 @@ class KeyRing:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def issued(self) -> bool:
-        """Whether any key was ever issued (then a request without a key is refused even with no token)."""
+        """Whether any key was ever issued (then a request without a key is refused even with no token).
+        While the ledger cannot be read, the last answer stands; never read at all, none is assumed (the
+        service stays as open as before keys: set RAG_API_TOKEN wherever keys are issued)."""
         now = time.monotonic()
         with self._lock:
             if self._issued is not None and now - self._issued[0] < self.ttl_s:
                 return self._issued[1]
-        found = self.any_issued()
+        try:
+            found = self.any_issued()
+        except Exception as e:
+            with self._lock:
+                known = self._issued
+            log.warning("keys issued? the ledger cannot say (%s); %s", getattr(e, "detail", e),
+                        "keeping the last answer" if known else "assuming none")
+            return known[1] if known else False
         with self._lock:
             self._issued = (now, found)
         return found
@@ -221,11 +233,17 @@ class KeyRing:
         with self._lock:
             hit = self._seen.get(h)
         if hit is None or now - hit[0] >= self.ttl_s:
-            row = self.lookup(h)
-            with self._lock:
-                if len(self._seen) > 10_000:  # bounded: a flood of wrong keys must not grow memory
-                    self._seen.clear()
-                self._seen[h] = (now, row)
+            try:
+                row = self.lookup(h)
+            except Exception:
+                if hit is None:
+                    raise  # never read: the caller answers 503 (the ledger is down), not 401
+                row = hit[1]  # the ledger is down: the key is judged by what was last read
+            else:
+                with self._lock:
+                    if len(self._seen) > 10_000:  # bounded: a flood of wrong keys must not grow memory
+                        self._seen.clear()
+                    self._seen[h] = (now, row)
         else:
             row = hit[1]
         why = refusal(row, self.clock())

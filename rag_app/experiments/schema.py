@@ -11,7 +11,8 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
+                      model_validator)
 
 from rag_app.core.errors import ConfigError
 
@@ -46,6 +47,7 @@ class Variant(BaseModel):
     retriever: Literal[RETRIEVERS] | None = None  # type: ignore[valid-type]
     attach_refs: StrictInt | None = Field(None, ge=0, le=20)
     table_weight: StrictFloat | StrictInt | None = Field(None, gt=0, le=100)
+    query_rewrite: StrictBool | None = None  # the rewrite lever (RAG_QUERY_REWRITE): needs the answer's LLM
 
     @model_validator(mode="after")
     def _known(self) -> "Variant":

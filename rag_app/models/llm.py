@@ -45,35 +45,41 @@ def _chat_openai_class() -> type[Any]:
     return UsageKeepingChatOpenAI
 
 
-def build_chat_model(settings: Any) -> Any:
+def _chat(model: str, api_key: str | None, base_url: str | None, timeout: float, max_tokens: int,
+          **extra: Any) -> Any:
+    """A chat model with our retry loop's settings: no SDK retries, temperature 0, the stream's usage kept."""
     return _chat_openai_class()(
-        model=settings.llm_model,
-        api_key=settings.openai_api_key or "not-needed",  # local servers accept any key
-        base_url=settings.openai_base_url,
-        timeout=settings.llm_timeout_s,
+        model=model,
+        api_key=api_key or "not-needed",  # local servers accept any key
+        base_url=base_url,
+        timeout=timeout,
         max_retries=0,
-        max_tokens=settings.llm_max_tokens,
+        max_tokens=max_tokens,
         temperature=0,
-        # set only when on: an explicit streaming=False would also refuse the streaming a caller asks for by
-        # attaching a streaming callback handler (SSE answers, rag_app/service/streaming.py)
-        **({"streaming": True} if settings.llm_stream else {}),
         stream_usage=True,  # stream_options.include_usage; ChatOpenAI turns it off for custom base URLs unless asked
+        **extra,
     )
+
+
+def build_chat_model(settings: Any) -> Any:
+    # streaming set only when on: an explicit streaming=False would also refuse the streaming a caller asks for
+    # by attaching a streaming callback handler (SSE answers, rag_app/service/streaming.py)
+    return _chat(settings.llm_model, settings.openai_api_key, settings.openai_base_url, settings.llm_timeout_s,
+                 settings.llm_max_tokens, **({"streaming": True} if settings.llm_stream else {}))
 
 
 def build_judge_model(settings: Any) -> Any:
     """The judge's chat model (RAG_JUDGE_MODEL): its own endpoint and key when set, else the answer's;
     the answer's timeout; never streamed (nobody waits on its tokens); a short reply (two grades)."""
-    return _chat_openai_class()(
-        model=settings.judge_model,
-        api_key=settings.judge_api_key or settings.openai_api_key or "not-needed",
-        base_url=settings.judge_base_url or settings.openai_base_url,
-        timeout=settings.llm_timeout_s,
-        max_retries=0,
-        max_tokens=settings.judge_max_tokens,
-        temperature=0,
-        stream_usage=True,
-    )
+    return _chat(settings.judge_model, settings.judge_api_key or settings.openai_api_key,
+                 settings.judge_base_url or settings.openai_base_url, settings.llm_timeout_s, settings.judge_max_tokens)
+
+
+def build_rewrite_model(settings: Any) -> Any:
+    """The rewrite lever's chat model: the answer's endpoint, key and model; its own timeout
+    (RAG_QUERY_REWRITE_TIMEOUT_S: the question waits on it) and a short reply; never streamed."""
+    return _chat(settings.llm_model, settings.openai_api_key, settings.openai_base_url,
+                 settings.query_rewrite_timeout_s, settings.query_rewrite_max_tokens)
 
 
 def retry_after_s(exc: BaseException) -> float | None:

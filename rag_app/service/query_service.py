@@ -45,7 +45,7 @@ def key_budget(p: Principal) -> tuple[Budget, ...]:
     """An issued key's own budget, as a hard budget on its name."""
     if p.name is None or p.budget_nano_usd is None:
         return ()
-    return (Budget("key", p.name, p.budget_period or "month", Decimal(p.budget_nano_usd) / NANO, "USD", True, None),)
+    return (Budget("key", p.name, p.budget_period or "month", Decimal(p.budget_nano_usd) / NANO, "USD", True, ()),)
 
 
 class QueryService:

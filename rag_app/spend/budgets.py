@@ -1,12 +1,13 @@
 """Budgets per API key, user and variant (RAG_BUDGETS_FILE), enforced at the front door of `rag serve`.
 
-    {"budgets": [{"key": "*", "period": "day", "limit_usd": 5.0, "hard": true, "alert_at": 0.8}]}
+    {"budgets": [{"key": "*", "period": "day", "limit_usd": 5.0, "hard": true, "alert_at": [0.5, 0.8, 1.0]}]}
 
 Each entry names what it limits with exactly one of `key` (the 12-hex id the ledger records for a bearer
 token), `user` (the request's user_id) or `variant`; "*" means each one separately. `limit_usd` or
 `limit_cny` (converted at the price table's dated rate in force when the period began), `period` day, week
-or month (UTC: a day resets at 00:00 UTC, a week on Monday, a month on the 1st), `hard` (default true: over it, 429), `alert_at`
-(a fraction of the limit: spend over the last rolling day or 30 days at or past it raises an alert).
+or month (UTC: a day resets at 00:00 UTC, a week on Monday, a month on the 1st), `hard` (default true: over
+it, 429), `alert_at` (fractions of the limit, one or a list: the period's spend reaching one raises an
+alert, once per period for each key, user or variant; a jump past several at once raises the highest).
 
 Spend is what the ledger holds (every replica reads the same rows): billed stage costs of the queries
 started in the period; unpriced calls are unknown, never $0 (RAG_BUDGET_UNPRICED decides whether a hard
@@ -43,8 +44,6 @@ from tracing.ledger.budgets import DIMS, BudgetTx
 log = logging.getLogger(__name__)
 NANO = Decimal(10**9)
 PERIODS = ("day", "week", "month")
-# the alert's rolling window per period
-ROLLING = {"day": timedelta(days=1), "week": timedelta(days=7), "month": timedelta(days=30)}
 PROMPT_OVERHEAD_TOKENS = 200  # the prompt template and its instructions around the passages and question
 RESERVATION_TTL = timedelta(minutes=10)  # an admitted query whose row never lands stops counting after this
 PRUNE_EVERY = timedelta(hours=1)
@@ -59,7 +58,7 @@ class Budget:
     limit: Decimal  # in `currency`
     currency: str  # USD | CNY
     hard: bool
-    alert_at: float | None
+    alert_at: tuple[float, ...]  # ascending fractions of the limit; () = no alert
 
     @property
     def label(self) -> str:
@@ -124,12 +123,29 @@ def _budget(path: Path, i: int, item: Any) -> Budget:
     hard = item.get("hard", True)
     if not isinstance(hard, bool):
         raise ConfigError(f"{where}.hard: true or false, not {hard!r}")
-    alert_at = item.get("alert_at")
-    if alert_at is not None and (isinstance(alert_at, bool) or not isinstance(alert_at, (int, float))
-                                 or not 0 < alert_at <= 1):
-        raise ConfigError(f"{where}.alert_at: a fraction of the limit in (0, 1] such as 0.8, not {alert_at!r}")
     return Budget(dims[0], value, period, limit, "USD" if limits[0] == "limit_usd" else "CNY", hard,
-                  None if alert_at is None else float(alert_at))
+                  _thresholds(where, item.get("alert_at")))
+
+
+def _thresholds(where: str, raw: Any) -> tuple[float, ...]:
+    """`alert_at`: one fraction of the limit or a list of them (0.8, [0.5, 0.8, 1.0])."""
+    if raw is None:
+        return ()
+    items = raw if isinstance(raw, list) else [raw]
+    if not items or any(isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 1 for t in items):
+        raise ConfigError(f"{where}.alert_at: fractions of the limit in (0, 1] such as 0.8 or [0.5, 0.8, 1.0], "
+                          f"not {raw!r}")
+    return tuple(sorted({float(t) for t in items}))
+
+
+def alert_kind(threshold: float) -> str:
+    """The event kind of one threshold's alert ("alert@0.8"): the ledger knows which were sent this period."""
+    return f"alert@{threshold:g}"
+
+
+def crossed(thresholds: tuple[float, ...], spent: int, limit: int) -> float | None:
+    """The highest threshold the spend has reached (None: none yet)."""
+    return max((t for t in thresholds if spent >= t * limit), default=None)
 
 
 def period_bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
@@ -263,12 +279,11 @@ class BudgetGate:
                 assumed = unpriced * (self.assume or 0)  # allow: each unpriced call at the assumed price
                 base = {"budget": b.label, "dim": b.dim, "value": value, "period_start": stamp(start),
                         "limit_nano_usd": limit, "unpriced_calls": unpriced}
-                if b.alert_at is not None:
-                    window = now - ROLLING[b.period]
-                    rolling = tx.spend(b.dim, value, stamp(window))["priced_nano_usd"]
-                    last = tx.last_event_at(b.label, value, "alert")
-                    if rolling >= b.alert_at * limit and (last is None or last < stamp(window)):
-                        events.append({**base, "kind": "alert", "spend_nano_usd": rolling})
+                threshold = crossed(b.alert_at, priced, limit)
+                if threshold is not None:  # each threshold once a period: the rows are the record every replica reads
+                    last = tx.last_event_at(b.label, value, alert_kind(threshold))
+                    if last is None or last < stamp(start):
+                        events.append({**base, "kind": alert_kind(threshold), "spend_nano_usd": priced})
                 known = priced + assumed + flight
                 over = known >= limit or known + mine > limit
                 unknown = (unpriced > 0 or mine_unknown) and self.unpriced == "block"
@@ -337,7 +352,9 @@ def _usd(nano: int) -> str:
 
 def event_json(row: dict) -> dict:
     """A budget event as the webhook receives it and GET /v1/budgets lists it."""
-    return {"at": row["at"], "kind": row["kind"], "budget": row["budget"], "dim": row["dim"], "value": row["value"],
+    kind, _, threshold = row["kind"].partition("@")  # "alert@0.8": the alert at 80% of the limit
+    return {"at": row["at"], "kind": kind, **({"threshold": float(threshold)} if threshold else {}),
+            "budget": row["budget"], "dim": row["dim"], "value": row["value"],
             "period_start": row["period_start"], "spend_usd": usd_json(row["spend_nano_usd"]),
             "limit_usd": usd_json(row["limit_nano_usd"]), "unpriced_calls": row["unpriced_calls"],
             "webhook": row.get("webhook")}
@@ -357,7 +374,7 @@ def budget_status(ledger: Ledger, budgets: list[Budget], limits: Limits,
             rows = {b.value: {"priced_nano_usd": 0, "unpriced_calls": 0, "queries": 0}}
         for value, s in sorted(rows.items(), key=lambda kv: (-kv[1]["priced_nano_usd"], kv[0])):
             out.append({"budget": b.label, "dim": b.dim, "value": value, "period": b.period, "hard": b.hard,
-                        "alert_at": b.alert_at, "limit_usd": usd_json(limit),
+                        "alert_at": list(b.alert_at), "limit_usd": usd_json(limit),
                         **({"limit_cny": float(b.limit), "fx": fx} if b.currency == "CNY" else {}),
                         "spend_usd": usd_json(s["priced_nano_usd"]), "spend_known": s["unpriced_calls"] == 0,
                         "unpriced_calls": s["unpriced_calls"], "queries": s["queries"],

@@ -23,11 +23,14 @@ MAX_ABANDONED = 4  # deliveries past their deadline still holding a thread
 
 class Webhook:
     """`send(event_id, event)` queues an event; `mark(event_id, "sent" | "failed")` records the outcome
-    where the event has a row for it (budget events; a ramp's event is sent with id None)."""
+    where the event has a row for it (budget events; a ramp's event is sent with id None). `render` turns
+    an event into the body POSTed (the event itself; rag_app/spend/alerts.py has Slack's {"text": ...})."""
 
     def __init__(self, url: str, mark: Callable[[int, str], None] | None = None, tries: int = 4,
-                 timeout_s: float = 5.0, backoff_s: float = 0.5, max_queue: int = 1000, deadline_s: float = 10.0):
+                 timeout_s: float = 5.0, backoff_s: float = 0.5, max_queue: int = 1000, deadline_s: float = 10.0,
+                 render: Callable[[dict], dict] = lambda event: event):
         self.url, self.mark, self.tries, self.timeout_s, self.backoff_s = url, mark, tries, timeout_s, backoff_s
+        self.render = render
         self.deadline_s = deadline_s
         self._abandoned: list[threading.Thread] = []
         self.abandoned = 0
@@ -60,12 +63,13 @@ class Webhook:
         self._q.task_done()
 
     def _tries(self, event: dict, outcome: list[bool], give_up_at: float) -> None:
+        body = self.render(event)  # here, in the delivery's thread: a renderer's bug fails one alert, not the sender
         for attempt in range(self.tries):
             left = give_up_at - time.monotonic()
             if left <= 0:
                 return
             try:
-                if httpx.post(self.url, json=event, timeout=min(self.timeout_s, left)).is_success:
+                if httpx.post(self.url, json=body, timeout=min(self.timeout_s, left)).is_success:
                     outcome.append(True)
                     return
             except httpx.HTTPError:

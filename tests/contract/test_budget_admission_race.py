@@ -40,7 +40,7 @@ def test_a_query_landing_mid_admission_still_counts(postgres):
     admitting, landing = Ledger.open(url), Ledger.open(url)
     now = datetime.now(UTC)
     budget = Budget("user", "*", "day", limit=Decimal("0.0005"), currency="USD",
-                    hard=True, alert_at=None)  # half of one query: the one in flight already spends it
+                    hard=True, alert_at=())  # half of one query: the one in flight already spends it
     gate = BudgetGate([budget], _Usd(), lambda fn: fn(admitting), clock=lambda: now)
     at = stamp(now - timedelta(seconds=1))
     admitting.budget_tx(lambda tx: tx.reserve("q1", None, "u1", None, COST, at))

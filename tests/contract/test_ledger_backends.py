@@ -108,6 +108,7 @@ def _budget_steps(tx) -> list:
                   "webhook": "pending"})
     steps.append(tx.last_event_at("user=* day", "u1", "hard"))
     steps += [tx.headroom("user", "u1", _t(0), _t(0)), tx.headroom("user", "u3", _t(0), _t(51))]  # one statement
+    steps += [tx.last_event("user=* day", "u1", "hard"), tx.last_event("user=* day", "u1", "digest")]
     return steps
 
 
@@ -311,6 +312,7 @@ def test_every_reader_gives_identical_results(ledger_url, sqlite_reference, tmp_
     assert steps[6:11] == [(1, 500), (0, 0), (1, 500), (1, 500), (0, 0)] and steps[11] is None
     assert steps[12] == _t(50) and snap["budget_events"][0]["spend_nano_usd"] == BIG
     assert steps[13] == (spend["user"]["u1"], 1, 500) and steps[14] == (spend["user"]["u3"], 0, 0)
+    assert steps[15:] == [{"at": _t(50), "webhook": "pending"}, None]
     assert snap["budget_pruned"] == (0, 2)  # made at _t(50): kept by a cut at _t(50), dropped by one at _t(51)
     assert snap == sqlite_reference
 

@@ -301,3 +301,44 @@ def test_quality_over_time_per_variant_is_charted_beside_cost(tmp_path):
             fits_760(page, "#chart-cost-days")
             assert not blocked, blocked
             browser.close()
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium not installed (.ci/run installs it)")
+def test_a_member_key_sees_its_own_queries_and_spend(tmp_path):
+    """Opened with a member key, the page shows that key's user's queries and cost, never another's,
+    and says why the service-wide panels are not there (they need an admin key)."""
+    from playwright.sync_api import sync_playwright
+
+    from rag_app.access import manage
+    from rag_app.access.keys import KeySpec
+    from tracing.ledger import LedgerWriter
+
+    settings = make_settings(tmp_path, api_token="boot", answer_cache_size=0)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    w = LedgerWriter(settings.ledger_path)
+    for i, (user, question) in enumerate((("ann", "股东会的职权有哪些？"), ("ann", "董事会由几人组成？"),
+                                          ("bob", "bob 的秘密问题"))):
+        ts = f"2026-12-0{i + 1}T10:00:00.000+00:00"
+        w.put("queries", {"query_id": f"q{i}", "kind": "query", "status": "ok", "variant": "default", "mode": "llm",
+                          "started_at": ts, "question": question, "origin": "live", "user_id": user, "api_key_id": user})
+        w.put("stage_calls", {"query_id": f"q{i}", "stage": "generate", "status": "ok", "model": "m", "input_tokens": 10,
+                              "cost_nano_usd": 250_000, "price_source": "bundled", "started_at": ts})
+    assert w.flush(10)
+    w.close()
+    with Ledger.open(settings.ledger_path) as L:
+        secret = manage.create(L, KeySpec.parse({"name": "ann"}), "test")
+    with Server(settings) as url:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{url}/dashboard?token={secret}")
+            page.wait_for_selector("#my-queries tbody tr")
+            shown = page.inner_text("#my-queries")
+            assert page.locator("#my-queries tbody tr").count() == 2 and "bob" not in shown and "股东会" in shown
+            assert page.text_content("#t-my-cost") == usd(0.0005) and "member key" in page.text_content("#member-note")
+            page.locator("#my-queries tbody tr").first.click()
+            page.wait_for_selector("text=query q1")
+            assert not errors
+            browser.close()

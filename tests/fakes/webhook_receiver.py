@@ -1,5 +1,5 @@
-"""An alert-webhook receiver on a real local HTTP port that refuses its first request (503), so a
-sender must retry; it records the bodies it accepted."""
+"""An alert-webhook receiver on a real local HTTP port that refuses its first requests (503 by default),
+so a sender must retry; it records the bodies it accepted."""
 from __future__ import annotations
 
 import json
@@ -8,17 +8,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class WebhookReceiver:
-    def __init__(self):
+    def __init__(self, refusals: tuple[int, ...] = (503,)):
+        """`refusals`: the statuses of the first requests, one each (then 204 and the body is kept)."""
         self.events: list[dict] = []  # accepted bodies, in order
-        self.calls = 0  # every request, the refused one included
+        self.calls = 0  # every request, the refused ones included
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 hook.calls += 1
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if hook.calls == 1:
-                    self.send_response(503)
+                if hook.calls <= len(refusals):
+                    self.send_response(refusals[hook.calls - 1])
                 else:
                     hook.events.append(body)
                     self.send_response(204)

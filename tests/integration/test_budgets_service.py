@@ -95,7 +95,7 @@ def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
                        "events marked sent")
     hook.close()
     rows = select_rows(settings.ledger, "SELECT kind, value FROM budget_events ORDER BY id")
-    assert sorted(rows) == [("alert", "default"), ("hard", "u1"), ("soft", "default")]
+    assert sorted(rows) == [("alert@0.5", "default"), ("hard", "u1"), ("soft", "default")]  # the alert at 50%
     # `rag budgets` reads the same ledger
     env = serve_env(indexed / "data" / "..", None, RAG_DATA_DIR=str(settings.data_dir), RAG_BUDGETS_FILE=str(budgets))
     out = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "budgets"], env=env, capture_output=True, text=True,

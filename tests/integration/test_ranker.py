@@ -75,4 +75,22 @@ def test_train_writes_a_versioned_artefact_and_the_lever_names_it_on_the_retriev
     app.writer.flush()
     model = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
         "SELECT model FROM stage_calls WHERE stage = 'retrieve'")][-1]
-    assert model == f"qdrant:bm25+rescore(e5-onnx)+ranker({record['version']})"
+    assert model == f"qdrant:bm25+ranker({record['version']})"  # the ranker, not the rescore it replaces
+
+
+def test_the_ranker_waits_for_a_busy_embedder_at_most_rag_rescore_wait_s_then_bm25_answers(app):
+    """rag serve under load: another question holds the rescore embedder. The ranker's question embedding
+    waits RAG_RESCORE_WAIT_S at most (it used to take no turn at all), then the question is answered as
+    a busy rescore is: by BM25 and the levers, and the row names neither the ranker nor rescore."""
+    import rag_app.query.levers as levers
+    from rag_app.query import stages
+
+    if not ranker_path("latest", app.settings.data_dir):  # run alone: train the artefact the lever reads
+        train(app, app.qa_path, app.corpus_path, split=None, pseudo=50, pool_depth=20)
+    config = app.query_config().with_(rescore_wait_s=0.2)
+    with levers._embed_lock:  # another question is embedding; the lock stays held, so only a bounded wait returns
+        found, usage = stages.retrieve("只有一个股东的公司叫什么？", None, store=app.store, info=app.collection,
+                                       config=config, rescorer=app.rescorer)
+    assert usage.error and "busy for 0.2 s (RAG_RESCORE_WAIT_S)" in usage.error
+    assert "ranker" not in usage.model and "rescore" not in usage.model and found.candidates
+    assert "ranker" not in found.levers

@@ -102,6 +102,14 @@ class BudgetTx:
         return self.db.execute(select(func.max(e.c.at)).where(e.c.budget == budget, e.c.value == value,
                                                                e.c.kind == kind)).scalar()
 
+    def last_event(self, budget: str, value: str, kind: str) -> dict | None:
+        """The latest event of this kind, {"at", "webhook"} (None: there is none)."""
+        e = budget_events
+        row = self.db.execute(select(e.c.at, e.c.webhook).where(e.c.budget == budget, e.c.value == value,
+                                                                e.c.kind == kind)
+                              .order_by(e.c.at.desc(), e.c.id.desc()).limit(1)).mappings().first()
+        return None if row is None else dict(row)
+
     def add_event(self, row: dict[str, Any]) -> int:
         return int(self.db.execute(insert(budget_events).values(**row).returning(budget_events.c.id)).scalar_one())
 
