@@ -69,53 +69,90 @@ def doc_lengths(store, name: str) -> dict[str, int]:
 
 def features(question: str, v: Views, pool: list[str], lengths: dict[str, int], titles: list[str]) -> np.ndarray:
     """One row of FEATURES per candidate of `pool` (float32)."""
-    bm25_r, bm25_s = _ranks(v.ranked.get("bm25", []))
-    bmc_r, bmc_s = _ranks(v.ranked.get("bm25+colloquial", []))
-    dense_r, _ = _ranks(v.ranked.get("dense", []))
-    named_r, _ = _ranks(v.ranked.get("named", []))
-    expand_r, _ = _ranks(v.ranked.get("expand", []))
-    cite = set(v.ids("cite"))
-    charge = dict(v.ranked.get("charge", []))
-    picks = set(v.charge_picks)
-    cos = v.cosine or {}
-    pool_cos = [cos.get(c, 0.0) for c in pool]
-    best_cos = max(pool_cos, default=0.0)
-    cos_order = {c: i for i, c in enumerate(sorted(pool, key=lambda c: -cos.get(c, 0.0)), 1)}
-    top20 = [set(v.ids(n, 20)) for n in v.ranked]
-    # the candidate's law among the candidates: its best three chunks by BM25 and by cosine
-    by_doc: dict[str, list[str]] = defaultdict(list)
-    for c in pool:
-        by_doc[v.payloads[c]["doc_id"]].append(c)
-    law_bm = {d: sum(sorted((bmc_s.get(c, 0.0) for c in cs), reverse=True)[:3]) for d, cs in by_doc.items()}
-    law_cs = {d: sum(sorted((cos.get(c, 0.0) for c in cs), reverse=True)[:3]) for d, cs in by_doc.items()}
-    bm_max, cs_max = max(law_bm.values(), default=1.0) or 1.0, max(law_cs.values(), default=1.0) or 1.0
-    named_laws = set(cited_laws(sparse.normalize_query(question), titles))
-    # structure: how many strong candidates of the same law point at this article (违反本法第X条 ...)
+    ctx = _PoolContext.of(question, v, pool, titles)
+    rows = [ctx.row(c, v.payloads[c], lengths) for c in pool]
+    return np.asarray(rows, dtype=np.float32).reshape(len(pool), len(FEATURES))
+
+
+def _law_strength(by_doc: dict[str, list[str]], score: dict[str, float]) -> tuple[dict[str, float], float]:
+    """Each law's best three chunks' summed score among the candidates, and the largest (never 0)."""
+    per = {d: sum(sorted((score.get(c, 0.0) for c in cs), reverse=True)[:3]) for d, cs in by_doc.items()}
+    return per, max(per.values(), default=1.0) or 1.0
+
+
+def _pointed_at(v: Views, top20: list[set[str]]) -> dict[tuple[str, str], int]:
+    """Structure: how many strong candidates of a law point at each of its articles (违反本法第X条 ...)."""
     pointed: dict[tuple[str, str], int] = defaultdict(int)
     for c in set().union(*top20) if top20 else ():
         p = v.payloads[c]
         for ref in p.get("refs") or ():
             pointed[(p["doc_id"], ref)] += 1
-    qgrams = _bigrams(question)
-    rows = []
-    for c in pool:
-        p = v.payloads[c]
+    return pointed
+
+
+@dataclass
+class _PoolContext:
+    """What every candidate's row is read against: each view's ranks and scores, the pool's cosines,
+    the candidates' laws and the question's bigrams."""
+
+    question: str
+    pool_size: int
+    bm25: tuple[dict[str, int], dict[str, float]]
+    bmc: tuple[dict[str, int], dict[str, float]]
+    dense_r: dict[str, int]
+    named_r: dict[str, int]
+    expand_r: dict[str, int]
+    cite: set[str]
+    charge: dict[str, float]
+    picks: set[str]
+    cos: dict[str, float]
+    best_cos: float
+    cos_order: dict[str, int]
+    top20: list[set[str]]
+    by_doc: dict[str, list[str]]
+    law_bm: tuple[dict[str, float], float]
+    law_cs: tuple[dict[str, float], float]
+    named_laws: set[str]
+    pointed: dict[tuple[str, str], int]
+    qgrams: set[str]
+
+    @classmethod
+    def of(cls, question: str, v: Views, pool: list[str], titles: list[str]) -> _PoolContext:
+        bmc = _ranks(v.ranked.get("bm25+colloquial", []))
+        cos = v.cosine or {}
+        top20 = [set(v.ids(n, 20)) for n in v.ranked]
+        by_doc: dict[str, list[str]] = defaultdict(list)  # the candidate's law among the candidates
+        for c in pool:
+            by_doc[v.payloads[c]["doc_id"]].append(c)
+        return cls(
+            question, len(pool), _ranks(v.ranked.get("bm25", [])), bmc, _ranks(v.ranked.get("dense", []))[0],
+            _ranks(v.ranked.get("named", []))[0], _ranks(v.ranked.get("expand", []))[0], set(v.ids("cite")),
+            dict(v.ranked.get("charge", [])), set(v.charge_picks), cos,
+            max((cos.get(c, 0.0) for c in pool), default=0.0),
+            {c: i for i, c in enumerate(sorted(pool, key=lambda c: -cos.get(c, 0.0)), 1)}, top20, by_doc,
+            _law_strength(by_doc, bmc[1]), _law_strength(by_doc, cos),
+            set(cited_laws(sparse.normalize_query(question), titles)), _pointed_at(v, top20), _bigrams(question))
+
+    def row(self, c: str, p: dict, lengths: dict[str, int]) -> tuple[float, ...]:
+        """The candidate's FEATURES, in their order."""
+        (bm25_r, bm25_s), (bmc_r, bmc_s), cos = self.bm25, self.bmc, self.cos
         text_grams = _bigrams(p["text"])
         title_grams = _bigrams(" ".join([p["title"], *p.get("heading_path", [])]))
-        br, cr, dr = bm25_r.get(c, ABSENT), bmc_r.get(c, ABSENT), dense_r.get(c, ABSENT)
-        rows.append((
-            br, bm25_s.get(c, 0.0), cr, bmc_s.get(c, 0.0), dr, cos.get(c, 0.0), best_cos - cos.get(c, 0.0),
-            cos_order[c], float(c in cite), charge.get(c, 0.0), float(c in picks), named_r.get(c, ABSENT),
-            expand_r.get(c, ABSENT), float(sum(c in t for t in top20)), 1 / (60 + cr) + 1 / (60 + dr),
-            law_bm[p["doc_id"]] / bm_max, law_cs[p["doc_id"]] / cs_max, len(by_doc[p["doc_id"]]) / len(pool),
-            float(p["title"] in named_laws),
-            float(p["token_count"]), p["char_start"] / max(lengths.get(p["doc_id"], 1), 1),
-            float(bool(p.get("article_nums"))), float(sum(pointed[(p["doc_id"], a)] for a in p.get("article_nums") or ())),
-            float(len(p.get("refs") or ())),
-            len(qgrams & text_grams) / max(len(qgrams), 1), len(qgrams & text_grams) / max(len(text_grams), 1),
-            len(qgrams & title_grams) / max(len(qgrams), 1), math.log1p(len(question)),
-        ))
-    return np.asarray(rows, dtype=np.float32).reshape(len(pool), len(FEATURES))
+        br, cr, dr = bm25_r.get(c, ABSENT), bmc_r.get(c, ABSENT), self.dense_r.get(c, ABSENT)
+        doc, q = p["doc_id"], self.qgrams
+        return (
+            br, bm25_s.get(c, 0.0), cr, bmc_s.get(c, 0.0), dr, cos.get(c, 0.0), self.best_cos - cos.get(c, 0.0),
+            self.cos_order[c], float(c in self.cite), self.charge.get(c, 0.0), float(c in self.picks),
+            self.named_r.get(c, ABSENT), self.expand_r.get(c, ABSENT), float(sum(c in t for t in self.top20)),
+            1 / (60 + cr) + 1 / (60 + dr),
+            self.law_bm[0][doc] / self.law_bm[1], self.law_cs[0][doc] / self.law_cs[1],
+            len(self.by_doc[doc]) / self.pool_size, float(p["title"] in self.named_laws),
+            float(p["token_count"]), p["char_start"] / max(lengths.get(doc, 1), 1),
+            float(bool(p.get("article_nums"))),
+            float(sum(self.pointed[(doc, a)] for a in p.get("article_nums") or ())), float(len(p.get("refs") or ())),
+            len(q & text_grams) / max(len(q), 1), len(q & text_grams) / max(len(text_grams), 1),
+            len(q & title_grams) / max(len(q), 1), math.log1p(len(self.question)),
+        )
 
 
 @dataclass(frozen=True)
