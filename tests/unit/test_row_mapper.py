@@ -34,16 +34,22 @@ def test_every_field_is_a_column_or_a_price_input():
     assert {f.name for f in dataclasses.fields(Price)} == set(PRICE_COLUMN_OF)
 
 
-def test_a_written_row_reads_back_with_every_value(tmp_path):
+def _written(tmp_path, table: str, row: dict) -> dict:
+    """The row as the real writer stored it in a fresh SQLite ledger."""
     writer = LedgerWriter(tmp_path / "l.sqlite")
-    row = stage_row(FULL, query_id="q1", variant="v", experiment="e")
-    writer.put("stage_calls", row)
+    writer.put(table, row)
     assert writer.flush()
     writer.close()
     conn = sqlite3.connect(tmp_path / "l.sqlite")
     conn.row_factory = sqlite3.Row
-    stored = dict(conn.execute("SELECT * FROM stage_calls").fetchone())
+    stored = dict(conn.execute(f"SELECT * FROM {table}").fetchone())
     conn.close()
+    return stored
+
+
+def test_a_written_row_reads_back_with_every_value(tmp_path):
+    row = stage_row(FULL, query_id="q1", variant="v", experiment="e")
+    stored = _written(tmp_path, "stage_calls", row)
     expected = {col: getattr(FULL, f) for f, col in COLUMN_OF.items()}
     expected["usage_raw"] = json.dumps(FULL.raw, ensure_ascii=False, sort_keys=True)
     expected.update({col: getattr(FULL.attempt, f) for f, col in ATTEMPT_COLUMN_OF.items()})
@@ -76,12 +82,5 @@ def test_a_queries_row_reads_back_with_every_value(tmp_path):
     row = queries_row("q1", "query", "ok", "2026-12-01T01:02:03.004+00:00", t0, question="q?", origin="cache",
                       cache_hit=1, saved_cost_nano_usd=1234)
     assert row["latency_ms"] >= 250 and row["ended_at"] > row["started_at"]
-    writer = LedgerWriter(tmp_path / "l.sqlite")
-    writer.put("queries", row)
-    assert writer.flush()
-    writer.close()
-    conn = sqlite3.connect(tmp_path / "l.sqlite")
-    conn.row_factory = sqlite3.Row
-    stored = dict(conn.execute("SELECT * FROM queries").fetchone())
-    conn.close()
+    stored = _written(tmp_path, "queries", row)
     assert {k: stored[k] for k in row} == row
