@@ -116,3 +116,11 @@ def test_embedders_over_two_caches_share_one_encoder(tmp_path, monkeypatch):
     two = levers.rescore_embeddings("e5-onnx", tmp_path / "b.sqlite")
     assert one is not two and one.encoder is two.encoder and loads == ["e5-onnx"]
     assert levers.rescore_embeddings("e5-onnx", tmp_path / "a.sqlite") is one
+
+
+def test_linear_fusion_of_nothing_is_nothing():
+    """A scoped question BM25 and the dense leg found nothing for: an empty ranking, never a ValueError."""
+    from rag_app.query.levers import linear_fuse
+
+    assert linear_fuse([], [], alpha=0.5) == []
+    assert linear_fuse([("a", 3.0)], [], alpha=0.5) == [("a", -1.0)]

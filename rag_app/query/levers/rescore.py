@@ -66,6 +66,8 @@ def rescore_text(question: str, max_chars: int) -> str:
 
 
 def _min_max(scores: dict[str, float]) -> dict[str, float]:
+    if not scores:  # nothing to scale: a scoped question BM25 found nothing for
+        return {}
     lo, hi = min(scores.values()), max(scores.values())
     return {k: (v - lo) / (hi - lo) if hi > lo else 1.0 for k, v in scores.items()}
 
