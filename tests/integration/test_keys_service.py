@@ -191,3 +191,10 @@ def test_a_keys_own_budget_binds_it(service):
     quinn = issue(url, "quinn", budget_usd="0.0000001", period="day")
     r = ask(url, quinn)
     assert r.status_code == 429 and r.json()["budget"] == "key=quinn day", r.text
+
+
+@pytest.mark.parametrize("name", ["../etc", "a/b", ".hidden", "x y", "\u202ex"])
+def test_a_bad_collection_name_is_a_422_naming_the_field(service, name):
+    url, _ = service
+    r = admin(url, "POST", "/v1/ask", json={"question": "公司是什么？", "collection": name})
+    assert r.status_code == 422 and "collection" in str(r.json()["detail"]), r.text

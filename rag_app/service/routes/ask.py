@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_app.access.keys import Principal, token_key_id
 from rag_app.access.rights import collection_for, scope_for, user_for
+from rag_app.core.errors import StoreError
+from rag_app.store.base import check_name
 from rag_app.service.deps import Authed, Caller, ServiceState, Svc
 from rag_app.service.inputs import AskScope
 from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
@@ -55,6 +57,11 @@ def query_request(svc: ServiceState, who: Principal, question: str, user: str | 
                   scope: AskScope | None, collection: str | None, variant: str | None = None,
                   model: str | None = None) -> QueryRequest:
     """One question as the key may ask it: its user, its collection, its documents (Forbidden: 403)."""
+    if collection is not None:
+        try:
+            check_name(collection)
+        except StoreError as e:  # a field of the request, not a state of the store: 422 like any bad field
+            raise HTTPException(422, f"collection: {e}") from None
     name = collection_for(who, collection, svc.settings.collection)
     if name != svc.settings.collection and not svc.pool.has_collection(name):
         raise HTTPException(404, f"no collection {name[:80]!r} in this service's store; ingest into it first")
