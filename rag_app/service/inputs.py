@@ -116,13 +116,14 @@ def _stored_name(display: str) -> str:
     return stem + suffix
 
 
-def save_uploads(files, settings: Settings, ingest: Callable) -> list[dict]:
+def save_uploads(files, settings: Settings, ingest: Callable, collection: str | None = None) -> list[dict]:
     """Write each acceptable upload under its name, ingest them as one batch, report per file.
 
     A rejected file is removed from disk, and a replaced file's previous version comes back if
     the new one fails, so the folder always mirrors what the store holds.
     """
-    upload_dir = settings.data_dir / "uploads"
+    # one folder per collection (RAG_COLLECTION's keeps its old place): the folder mirrors its store
+    upload_dir = settings.data_dir / ("uploads" if collection is None else f"uploads@{collection}")
     upload_dir.mkdir(parents=True, exist_ok=True)
     outcomes: list[dict] = []
     saved: list[tuple[str, Path, Path | None]] = []  # (display name, stored path, previous version)

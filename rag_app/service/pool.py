@@ -113,6 +113,16 @@ class VariantPool:
                 self._apps[variant, collection] = RagApp(self.settings.model_copy(update=overrides), shared=self.base)
             return self._apps[variant, collection]
 
+    def ingester(self, collection: str) -> RagApp:
+        """The RagApp that writes into `collection` (RAG_COLLECTION: the base itself)."""
+        if collection == self.settings.collection:
+            return self.base
+        with self._lock:
+            key = ("<ingest>", collection)
+            if key not in self._apps:
+                self._apps[key] = RagApp(self.settings.model_copy(update={"collection": collection}), shared=self.base)
+            return self._apps[key]
+
     def has_collection(self, name: str) -> bool:
         return self.base.store.info(name) is not None
 

@@ -198,3 +198,20 @@ def test_a_bad_collection_name_is_a_422_naming_the_field(service, name):
     url, _ = service
     r = admin(url, "POST", "/v1/ask", json={"question": "公司是什么？", "collection": name})
     assert r.status_code == 422 and "collection" in str(r.json()["detail"]), r.text
+
+
+def test_each_team_reads_and_writes_its_own_collection(service):
+    url, settings = service
+    law = (LAWS / "行政法规" / "仲裁委员会仲裁收费办法(1995-07-28).md").read_bytes()
+    up = admin(url, "POST", "/v1/ingest", files={"files": ("仲裁收费.md", law)}, data={"collection": "team_b"})
+    assert up.status_code == 200 and up.json()["files"][0]["status"] == "written", up.text
+    rita = issue(url, "rita", collections=["team_b"], can_ingest=True)
+    r = ask(url, rita, question="仲裁收费标准是什么？")  # no collection named: its first
+    assert r.status_code == 200, r.text
+    assert {p["doc"] for p in r.json()["passages"]} == {"uploads@team_b/仲裁收费.md"}
+    other = ask(url, issue(url, "sam"), question="仲裁收费标准是什么？")  # the default collection's key
+    assert other.status_code == 200 and not any("仲裁收费" in p["doc"] for p in other.json()["passages"])
+    refused = httpx.post(f"{url}/v1/ingest", files={"files": ("x.md", "第一条 测试。".encode())},
+                         headers={"Authorization": f"Bearer {rita}"}, timeout=HANG_S)  # default: not its collection
+    assert refused.status_code == 403 and "team_b" in refused.json()["detail"]
+    assert (settings.data_dir / "uploads@team_b" / "仲裁收费.md").exists()
