@@ -63,3 +63,20 @@ def listing(ledger: Any, now: datetime | None = None) -> list[dict[str, Any]]:
 
 def _list(v: str | None) -> list[str] | None:
     return json.loads(v) if v else None
+
+
+def audit_budgets(ledger: Any, path: Any, text: str, actor: str, now: datetime | None = None) -> bool:
+    """A budgets file (RAG_BUDGETS_FILE) is changed by editing it: each start that finds it changed
+    since the last one writes an audit row with its content and hash (True when it wrote one)."""
+    import hashlib
+
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    last = ledger.last_audit("budgets", str(path))
+    if last is not None and json.loads(last["detail"] or "{}").get("sha256") == digest:
+        return False
+    try:
+        content: Any = json.loads(text)
+    except ValueError:
+        content = text[:2000]
+    ledger.add_audit(_audit(actor, "budgets", str(path), now or datetime.now(UTC), {"sha256": digest, "file": content}))
+    return True

@@ -72,8 +72,26 @@ def build_state(settings: Settings) -> ServiceState:
                        QueryService(lambda: pool, gate, cache, settings.data_dir, rate),
                        RecentAnswers(RECENT_ANSWERS), webhook, keys)
     keys.issued()  # read once at start-up: what stands if the ledger is unreachable later
+    audit_budget_file(svc)
     pool.start_ramp(webhook)  # a ramped experiment moves by itself (rag_app/experiments/ramp.py)
     return svc
+
+
+def audit_budget_file(svc: ServiceState) -> None:
+    """A changed RAG_BUDGETS_FILE is an audit row (who: the shell user and host that started the service)."""
+    path = svc.settings.budgets_file
+    if path is None:
+        return
+    import getpass
+    import socket
+
+    from rag_app.access.manage import audit_budgets
+
+    try:
+        actor = f"file:{getpass.getuser()}@{socket.gethostname()}"
+        svc.read(lambda L: audit_budgets(L, path, path.read_text(encoding="utf-8"), actor), flush=False)
+    except Exception as e:  # an audit row never stops the service; the file itself was checked above
+        log.warning("the budgets file's audit row was not written: %s", getattr(e, "detail", e))
 
 
 def create_app(settings: Settings, *, bind_host: str | None = None) -> FastAPI:

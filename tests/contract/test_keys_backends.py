@@ -61,3 +61,13 @@ def test_a_shared_rate_window_admits_exactly_its_limit(ledger_url):
         L.rate_add_tokens("k", "2026-12-04T07:01", 500)
         assert L.rate_take("k", "2026-12-04T07:01", None, 500) == (False, 1, 500)
         assert L.prune_rate_windows("2026-12-04T07:01") == 1
+
+
+def test_a_changed_budgets_file_is_an_audit_row(ledger_url, tmp_path):
+    path = tmp_path / "budgets.json"
+    with Ledger.open(ledger_url) as L:
+        assert manage.audit_budgets(L, path, '{"budgets": []}', "file:ops@host", NOW)
+        assert not manage.audit_budgets(L, path, '{"budgets": []}', "file:ops@host", NOW)  # unchanged: no row
+        assert manage.audit_budgets(L, path, '{"budgets": [{"user": "*"}]}', "file:ops@host", NOW)
+        rows = [e for e in L.key_audit() if e["action"] == "budgets"]
+        assert len(rows) == 2 and rows[0]["actor"] == "file:ops@host" and '"user": "*"' in rows[0]["detail"]

@@ -56,6 +56,8 @@ def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
         settings = make_settings(indexed, openai_base_url=llm.base_url, budgets_file=budgets,
                                  alert_webhook=hook.url)
         with Server(settings) as url:
+            audit = httpx.get(f"{url}/v1/keys/audit", timeout=HANG_S).json()["events"]
+            assert [(e["action"], e["target"]) for e in audit] == [("budgets", str(budgets))]  # the file, audited
             costs, refused = [], None
             for question in [Q] + MORE_QUESTIONS:  # new questions each time (a repeat is a free cache hit)
                 r = ask(url, "u1", question=question)

@@ -43,6 +43,13 @@ def audit(db: Connection, row: dict[str, Any]) -> None:
     db.execute(key_audit.insert().values(**row))
 
 
+def last_audit(db: Connection, action: str, target: str) -> dict | None:
+    k = key_audit
+    row = db.execute(select(k).where(k.c.action == action, k.c.target == target)
+                     .order_by(k.c.at.desc(), k.c.id.desc()).limit(1)).mappings().first()
+    return dict(row) if row else None
+
+
 def audit_rows(db: Connection, limit: int) -> list[dict]:
     sel = select(key_audit).order_by(key_audit.c.at.desc(), key_audit.c.id.desc()).limit(limit)
     return [{k: v for k, v in dict(r).items() if k != "id"} for r in db.execute(sel).mappings()]

@@ -615,6 +615,14 @@ class Ledger:
         with self._read() as db:
             return keys.any_keys(db)
 
+    def add_audit(self, row: dict[str, Any]) -> None:
+        with self.engine.begin() as db:
+            keys.audit(db, row)
+
+    def last_audit(self, action: str, target: str) -> dict | None:
+        with self._read() as db:
+            return keys.last_audit(db, action, target)
+
     def key_audit(self, limit: int = 100) -> list[dict]:
         with self._read() as db:
             return keys.audit_rows(db, limit)
