@@ -217,6 +217,17 @@ def m007_report_rollups(db: Connection) -> None:
     rollups.start_refold(db, ("stage_calls", "queries"))
 
 
+def _refold_everything(db: Connection) -> None:
+    """Empty the totals and rollups; the writers compute them again from the rows, a batch at a time."""
+    from tracing.ledger import rollups
+
+    db.execute(S.report_rollup.delete())
+    db.execute(S.query_totals.delete())
+    for name in ("refold:stage_calls", "refold:queries", "refold:query_totals"):
+        rollups.set_state(db, name, None)
+    rollups.start_refold(db, ("stage_calls", "queries"))
+
+
 @migration
 def m008_reprice_reason(db: Connection) -> None:
     # Why a re-priced row changed (#19): a new price version or a new time rule.
@@ -245,13 +256,7 @@ def m009_one_repository(db: Connection) -> None:
     # rows by the writers, a batch of queries per transaction in key order, never inside this transaction
     # (a million-query ledger is not held for minutes as m007's back-fill held it); reports say they are
     # catching up meanwhile.
-    from tracing.ledger import rollups
-
-    db.execute(S.report_rollup.delete())
-    db.execute(S.query_totals.delete())
-    for name in ("refold:stage_calls", "refold:queries", "refold:query_totals"):
-        rollups.set_state(db, name, None)
-    rollups.start_refold(db, ("stage_calls", "queries"))
+    _refold_everything(db)
 
 
 @migration
@@ -266,13 +271,7 @@ def m011_shadow_part(db: Connection) -> None:
     # overall, per-user, per-variant and per-day shadows add up to the per-stage and per-model ones. The
     # totals and rollups are computed again from the rows by the writers, a batch at a time, as after m009.
     add_column(db, "report_rollup", _i0("shadow_part_nano_usd"))
-    from tracing.ledger import rollups
-
-    db.execute(S.report_rollup.delete())
-    db.execute(S.query_totals.delete())
-    for name in ("refold:stage_calls", "refold:queries", "refold:query_totals"):
-        rollups.set_state(db, name, None)
-    rollups.start_refold(db, ("stage_calls", "queries"))
+    _refold_everything(db)
 
 
 M012_INDEXES = {"queries_key_started", "queries_user_started", "queries_variant_started"}
@@ -334,13 +333,7 @@ def m017_model_queries_called(db: Connection) -> None:
     # from the rows by the writers, a batch at a time, as after m011.
     for st in S.MODEL_STAGES:
         add_column(db, "query_totals", _i0(f"{st}_called_rows"))
-    from tracing.ledger import rollups
-
-    db.execute(S.report_rollup.delete())
-    db.execute(S.query_totals.delete())
-    for name in ("refold:stage_calls", "refold:queries", "refold:query_totals"):
-        rollups.set_state(db, name, None)
-    rollups.start_refold(db, ("stage_calls", "queries"))
+    _refold_everything(db)
 
 
 @migration
