@@ -45,12 +45,18 @@ def split_misses(q: Question, ranking: Sequence[Ranked], candidates: Iterable[Ra
     return MissSplit(found / n, ranking_miss / n, candidate_miss / n)
 
 
-def miss_table(questions: Sequence[Question], splits: Sequence[MissSplit]) -> list[dict]:
-    """Rows per task and `all`: n, and for each outcome its mean share with a 95% bootstrap interval."""
+def by_task(questions: Sequence[Question]) -> dict[str, list[int]]:
+    """Question indexes per task and under `all`."""
     groups: dict[str, list[int]] = defaultdict(list)
     for i, q in enumerate(questions):
         groups[q.task].append(i)
         groups["all"].append(i)
+    return groups
+
+
+def miss_table(questions: Sequence[Question], splits: Sequence[MissSplit]) -> list[dict]:
+    """Rows per task and `all`: n, and for each outcome its mean share with a 95% bootstrap interval."""
+    groups = by_task(questions)
     rows = []
     for task in sorted(groups, key=lambda t: (t == "all", t)):
         idx = groups[task]
@@ -65,10 +71,7 @@ def view_recall(questions: Sequence[Question], views: Sequence[dict[str, list[Ra
     (`name@depth`); the views named in `whole` (sets, such as a union of views) uncut (`name`).
     `views[i]` is question i's {view name: its ranking}."""
     names = list(dict.fromkeys(n for v in views for n in v))
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, q in enumerate(questions):
-        groups[q.task].append(i)
-        groups["all"].append(i)
+    groups = by_task(questions)
     rows = []
     for task in sorted(groups, key=lambda t: (t == "all", t)):
         idx = groups[task]
