@@ -41,11 +41,11 @@ def main(argv: list[str] | None = None) -> dict:
     from chains.rag import build_rag
     from rag_app.app import RagApp
     from rag_app.config.settings import check_data_dir, load_settings
-    from rag_app.evaluation.budget import recall_at, recall_of, recall_within
+    from rag_app.evaluation.budget import recall_of, recall_within
     from rag_app.evaluation.harness import (DEFAULT_RETRIEVER, EvalSpec, eval_collection, eval_documents,
                                             eval_questions, query_config, ranked_of)
     from rag_app.evaluation.ranker_train import collect, fit, order_by, pseudo_questions
-    from rag_app.evaluation.stats import mean_ci, paired_diff_ci
+    from rag_app.evaluation.stats import mean_ci
     from rag_app.query.levers import levers_for
 
     settings = load_settings()
@@ -82,41 +82,26 @@ def main(argv: list[str] | None = None) -> dict:
     base = [recall_within(q, r, a.budget) for q, r in zip(questions, default)]
     ceiling = [recall_of(q, s.ranked) for q, s in zip(questions, samples)]
     print(f"default within {a.budget}: {mean_ci(base)['mean']:.3f}; pool ceiling {sum(ceiling) / len(ceiling):.3f}")
+    trainer = fit if a.objective == "pointwise" else fit_lambdarank
     results = {}
     for n in [int(x) for x in a.pseudo.split(",")]:
         t0 = time.perf_counter()
         ranked = [None] * len(questions)
         for k in range(a.folds):
             train = [s for s, f in zip(samples, fold) if f != k] + pseudo[:n]
-            model = fit(train) if a.objective == "pointwise" else fit_lambdarank(train)
+            model = trainer(train)
             for i, (s, f) in enumerate(zip(samples, fold)):
                 if f == k:
                     ranked[i] = order_by(model, s, first=not a.model_order_only)[:top_k]
         fit_s = (time.perf_counter() - t0) / a.folds
-        new = [recall_within(q, r, a.budget) for q, r in zip(questions, ranked)]
-        r5 = paired_diff_ci([recall_at(q, r, 5) for q, r in zip(questions, default)],
-                            [recall_at(q, r, 5) for q, r in zip(questions, ranked)])
-        by_task = defaultdict(list)
-        for i, q in enumerate(questions):
-            by_task[q.task].append(i)
-        d = paired_diff_ci(base, new)
-        print(f"\nranker, {n} pseudo-questions (fit {fit_s:.1f} s a fold): within {a.budget} "
-              f"{mean_ci(new)['mean']:.3f}, paired vs default {d['diff']:+.3f} [{d['ci95_low']:+.3f}, "
-              f"{d['ci95_high']:+.3f}]; recall@5 {r5['diff']:+.3f} [{r5['ci95_low']:+.3f}, {r5['ci95_high']:+.3f}]")
-        rows = {}
-        for task, idx in sorted(by_task.items()):
-            dt = paired_diff_ci([base[i] for i in idx], [new[i] for i in idx])
-            rows[task] = dt
-            print(f"  {task:28} n={len(idx):>3} default {sum(base[i] for i in idx) / len(idx):.3f} "
-                  f"ranker {sum(new[i] for i in idx) / len(idx):.3f}  {dt['diff']:+.3f} [{dt['ci95_low']:+.3f}, "
-                  f"{dt['ci95_high']:+.3f}]")
-        results[n] = {"within": mean_ci(new), "paired": d, "by_task": rows, "recall@5": r5}
+        results[n] = report(questions, default, ranked, a, f"ranker, {n} pseudo-questions (fit {fit_s:.1f} s a "
+                            f"fold), {a.split} out of fold")
     if a.report_on:
         n = int(a.pseudo.split(",")[0])
-        model = fit(samples + pseudo[:n]) if a.objective == "pointwise" else fit_lambdarank(samples + pseudo[:n])
+        model = trainer(samples + pseudo[:n])
         ranked = [order_by(model, s, first=not a.model_order_only)[:top_k] for s in held_samples]
-        results["report"] = report(held, held_default, ranked, a, f"{a.report_on}, trained on all of {a.split} "
-                                   f"+ {n} pseudo-questions ({a.objective})")
+        results["report"] = report(held, held_default, ranked, a, f"REPORTED ONCE on {a.report_on}, trained on all "
+                                   f"of {a.split} + {n} pseudo-questions ({a.objective})")
     return results
 
 
@@ -129,18 +114,20 @@ def report(questions, default, ranked, a, title: str) -> dict:
     d = paired_diff_ci(base, new)
     r5 = paired_diff_ci([recall_at(q, r, 5) for q, r in zip(questions, default)],
                         [recall_at(q, r, 5) for q, r in zip(questions, ranked)])
-    print(f"\nREPORTED ONCE on {title}: within {a.budget} default {mean_ci(base)['mean']:.3f} ranker "
+    print(f"\n{title}: within {a.budget} default {mean_ci(base)['mean']:.3f} ranker "
           f"{mean_ci(new)['mean']:.3f}, paired {d['diff']:+.3f} [{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}]; "
           f"recall@5 {r5['diff']:+.3f} [{r5['ci95_low']:+.3f}, {r5['ci95_high']:+.3f}]")
     by_task = defaultdict(list)
     for i, q in enumerate(questions):
         by_task[q.task].append(i)
+    rows = {}
     for task, idx in sorted(by_task.items()):
         dt = paired_diff_ci([base[i] for i in idx], [new[i] for i in idx])
+        rows[task] = dt
         print(f"  {task:28} n={len(idx):>3} default {sum(base[i] for i in idx) / len(idx):.3f} "
               f"ranker {sum(new[i] for i in idx) / len(idx):.3f}  {dt['diff']:+.3f} [{dt['ci95_low']:+.3f}, "
               f"{dt['ci95_high']:+.3f}]")
-    return {"paired": d, "recall@5": r5}
+    return {"within": mean_ci(new), "paired": d, "by_task": rows, "recall@5": r5}
 
 
 class _Scores:
