@@ -73,7 +73,8 @@ def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None,
         rescorer = app.rescorer()
         if rescorer is None:  # could not load (warned): questions fall back to BM25 and say so
             return inp
-        stats, usage = timed(lambda: _rescore_vectors(app.store, info, rescorer, s.rescore_model, progress))
+        stats, usage = timed(lambda: _rescore_vectors(app.store, info, rescorer, s.rescore_model, progress,
+                                                      s.rescore_unit))
         result.rescore = stats
         report(app.pricer, (usage,), config)
         return inp
@@ -86,8 +87,9 @@ def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None,
     return result
 
 
-def _rescore_vectors(store: Any, info: Any, rescorer: Any, model: str, progress: Any) -> tuple[Any, StageUsage]:
-    stats = fill_rescore_vectors(store, info.name, rescorer, progress, lock=rescore_lock)
+def _rescore_vectors(store: Any, info: Any, rescorer: Any, model: str, progress: Any,
+                     unit: str = "chunk") -> tuple[Any, StageUsage]:
+    stats = fill_rescore_vectors(store, info.name, rescorer, progress, lock=rescore_lock, unit=unit)
     return stats, StageUsage("embed_rescore", model=model, input_tokens=stats.tokens, cache_hits=stats.cache_hits,
                              cache_misses=stats.cache_misses, billing="shadow", price_basis="embed")
 

@@ -165,7 +165,7 @@ class RagApp:
                 if rescorer is None:
                     return
                 done = fill_rescore_vectors(self.store, info.name, rescorer, batch=8, lock=_embed_lock,
-                                            stop=self._stopping)
+                                            stop=self._stopping, unit=self.settings.rescore_unit)
                 if done.cache_misses:
                     log.info("rescore vectors: %d chunks embedded in the background", done.cache_misses)
                     self.store.forget_derived(info.name)  # `wide`'s matrix was built from fewer vectors

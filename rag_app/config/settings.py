@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     rescore_vectors: Literal["ingest", "query"] = "ingest"
     # the `ranker` lever's model: a path, or `latest` (the newest `rag train-ranker` wrote under RAG_DATA_DIR/rankers)
     ranker: str = ""
+    # the query adapter (rag_app/query/adapter.py): none | latest (the newest `rag train-adapter` wrote under
+    # RAG_DATA_DIR/adapters) | a .npz path. Off by default: not better on validate (docs/evaluation-and-levers.md)
+    query_adapter: str = "none"
+    # what rescore scores (rag_app/query/levers/rescore.py): chunk = the chunk's vector; article = its best
+    # article's (ingest then also embeds each article). Off by default: see docs/evaluation-and-levers.md
+    rescore_unit: Literal["chunk", "article"] = "chunk"
     top_n: int = Field(10, ge=1)  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
     context_tokens: int = Field(1000, ge=1)  # budget for the passages sent to the LLM (chosen on the tune split)
 
@@ -193,6 +199,7 @@ class Settings(BaseSettings):
         self._check_endpoints()
         self._check_budget_policy()
         self._check_levers()
+        self._check_adapter()
         self._check_models()
         from rag_app.config.ledger_location import LedgerURLError, parse_ledger_url
         try:
@@ -259,6 +266,16 @@ class Settings(BaseSettings):
 
                 raise ConfigError(f"RAG_RETRIEVAL_LEVERS={self.retrieval_levers!r}: use auto, none or a '+'-joined "
                                   f"list of {', '.join(LEVERS)} (each once), e.g. rescore+charge")
+
+    def _check_adapter(self) -> None:
+        from rag_app.query.adapter import adapter_path, load_adapter
+
+        path = adapter_path(self.query_adapter, self.data_dir)  # a ConfigError names the setting
+        if path:
+            adapter = load_adapter(path)
+            if adapter.model != self.rescore_model:
+                raise ConfigError(f"RAG_QUERY_ADAPTER: {path} was trained over {adapter.model}, not "
+                                  f"RAG_RESCORE_MODEL={self.rescore_model}; train one over it or set none")
 
     def _check_models(self) -> None:
         if self.judge_model is not None and not self.judge_model.strip():

@@ -1,6 +1,7 @@
 """Domain values passed between stages. Frozen: a stage returns new values, never mutates."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, TYPE_CHECKING
@@ -9,6 +10,10 @@ from rag_app.core.usage import StageUsage
 
 if TYPE_CHECKING:
     from rag_app.query.scope import Resolved
+
+
+# a line that opens an article of a Chinese statute: 第五十七条, 第一百三十三条之一
+_ARTICLE_LINE = re.compile(r"^\s*第[一二三四五六七八九十百千零〇\d]+\s*条(?:之[一二三四五六七八九十]+)?")
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,25 @@ class Chunk:
             parts = [self.title, PurePath(self.source_path).name, *self.heading_path, *self.articles]
         header = " ".join(parts).strip()
         return f"{header}\n{self.text}" if header else self.text
+
+    def article_texts(self) -> list[str]:
+        """What the rescore embedder reads of the chunk article by article (RAG_RESCORE_UNIT=article): each
+        article that opens a line, with the title and heading path in front as indexed_text() has them (text
+        before the first article is a piece of its own). A chunk of one article, or none, is its
+        indexed_text(): the vector ingest already made for it is the same one."""
+        starts = []
+        at = 0
+        for line in self.text.splitlines(keepends=True):
+            if _ARTICLE_LINE.match(line):
+                starts.append(at)
+            at += len(line)
+        if starts and starts[0] != 0:
+            starts.insert(0, 0)
+        if len(starts) <= 1 or self.doc_type == "contract":
+            return [self.indexed_text()]
+        header = " ".join([self.title, *self.heading_path]).strip()
+        pieces = [self.text[a:b].strip() for a, b in zip(starts, [*starts[1:], len(self.text)])]
+        return [f"{header}\n{p}" if header else p for p in pieces if p]
 
     def payload(self) -> dict:
         return {

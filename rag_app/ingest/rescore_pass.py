@@ -23,19 +23,28 @@ log = logging.getLogger(__name__)
 PHASE = "rescore"  # the progress phase name (`rag ingest` labels it)
 
 
-def chunk_texts(store: VectorStore, collection: str) -> list[str]:
-    """The texts rescore embeds (each chunk's indexed text, as levers.dense_order reads it), once each."""
-    return list(dict.fromkeys(Chunk.from_payload(p).indexed_text() for p in store.all_payloads(collection)))
+def chunk_texts(store: VectorStore, collection: str, unit: str = "chunk") -> list[str]:
+    """The texts rescore embeds (each chunk's indexed text, as levers.dense_order reads it), once each;
+    with unit `article` (RAG_RESCORE_UNIT) each chunk's articles too (the whole-corpus `wide` view and the
+    query adapter's training still read the chunk's own vector)."""
+    texts: dict[str, None] = {}
+    for p in store.all_payloads(collection):
+        chunk = Chunk.from_payload(p)
+        texts[chunk.indexed_text()] = None
+        if unit == "article":
+            texts.update(dict.fromkeys(chunk.article_texts()))
+    return list(texts)
 
 
 def fill_rescore_vectors(store: VectorStore, collection: str, embeddings: Embedder,
                          progress: Callable[[str, int, int], None] | None = None, batch: int = 32,
-                         lock: threading.Lock | None = None, stop: threading.Event | None = None) -> EmbedUsage:
+                         lock: threading.Lock | None = None, stop: threading.Event | None = None,
+                         unit: str = "chunk") -> EmbedUsage:
     """Embed every chunk of `collection` that has no cached vector yet; returns what was done (texts,
     cache hits = already there, tokens embedded now). `lock`: held per batch (levers._embed_lock), so a
     question asked meanwhile waits at most one batch for the engine. `stop`: set, the pass ends after
     the batch it is in (what it embedded is kept)."""
-    texts = chunk_texts(store, collection)
+    texts = chunk_texts(store, collection, unit)
     have, _ = embeddings.cached_with_stats(texts)
     missing = [t for t in texts if t not in have]
     total = EmbedUsage(texts=len(texts), cache_hits=len(texts) - len(missing))

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rag_app.query.adapter import adapter_path
 from rag_app.query.levers import LeverParams
 from rag_app.query.ranker import latest_ranker
 from rag_app.core.ports import Embedder, Pricer, ReplyStats, Reranker
@@ -54,7 +55,9 @@ class QueryConfig:
     @classmethod
     def from_settings(cls, s: Any) -> QueryConfig:
         return cls(retriever=s.retriever, levers=s.retrieval_levers,
-                   lever_params=LeverParams(rescore_model=s.rescore_model, ranker=ranker_path(s.ranker, s.data_dir)),
+                   lever_params=LeverParams(rescore_model=s.rescore_model, ranker=ranker_path(s.ranker, s.data_dir),
+                                            query_adapter=adapter_path(s.query_adapter, s.data_dir),
+                                            rescore_unit=s.rescore_unit),
                    top_k=s.top_k, top_n=s.top_n,
                    rrf_k=s.rrf_k, rrf_dense_weight=s.rrf_dense_weight, rrf_sparse_weight=s.rrf_sparse_weight,
                    rescore_wait_s=s.rescore_wait_s, rescore_embed_missing=s.rescore_vectors == "query",

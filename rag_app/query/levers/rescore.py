@@ -15,9 +15,16 @@ from rag_app.query.levers._embedder import QuestionVector, _embedder
 from rag_app.query.levers._params import LeverParams
 
 
+def dense_texts(payload: Payload, unit: str = "chunk") -> list[str]:
+    """What the rescore embedder reads of one chunk: its indexed text, or (unit `article`) each of its
+    articles, the chunk scored by the best of them (RAG_RESCORE_UNIT)."""
+    chunk = Chunk.from_payload(payload)
+    return chunk.article_texts() if unit == "article" else [chunk.indexed_text()]
+
+
 def dense_order(question: str, payloads: dict[str, Payload], ids: list[str], embeddings: Embedder,
                 query_vector: np.ndarray | list[float] | QuestionVector | None, wait_s: float | None = None,
-                embed_missing: bool = True) -> tuple[Ordered, EmbedUsage]:
+                embed_missing: bool = True, unit: str = "chunk") -> tuple[Ordered, EmbedUsage]:
     """(candidate, cosine similarity), most similar first, and what was embedded for it (tokens, cache
     hits and misses), so the retrieve row can show the work rescore did.
 
@@ -25,18 +32,22 @@ def dense_order(question: str, payloads: dict[str, Payload], ids: list[str], emb
     `embed_missing=False` (ask and serve, RAG_RESCORE_VECTORS=ingest): only candidates whose vector
     ingest's pass already made are ordered; the rest are left out of the dense leg (BM25 still ranks
     them) and counted as `not_embedded`. A question then costs one short query embedding, never a
-    batch of passages: a new question used to embed 18-21 of its 20 candidates (~8 s of CPU)."""
-    texts = [Chunk.from_payload(payloads[c]).indexed_text() for c in ids]
-    if not texts:
+    batch of passages: a new question used to embed 18-21 of its 20 candidates (~8 s of CPU).
+    `unit` article: a chunk is as similar as its most similar article (a chunk holds 2-3 articles, and
+    its one vector blurs them), and is ordered only when every article has a vector."""
+    pieces = [dense_texts(payloads[c], unit) for c in ids]
+    if not pieces:
         return [], EmbedUsage()
     found: dict[str, np.ndarray] | None = None
     used = EmbedUsage()
     if not embed_missing:
-        found, used = embeddings.cached_with_stats(texts)
-        ids = [c for c, t in zip(ids, texts) if t in found]
-        texts = [t for t in texts if t in found]
-        if not texts:  # nothing to order: the question's vector is not needed either
+        found, used = embeddings.cached_with_stats(list(dict.fromkeys(t for p in pieces for t in p)))
+        kept = [(c, p) for c, p in zip(ids, pieces) if all(t in found for t in p)]
+        used = replace(used, not_embedded=len(ids) - len(kept)) if unit == "article" else used
+        ids, pieces = [c for c, _ in kept], [p for _, p in kept]
+        if not pieces:  # nothing to order: the question's vector is not needed either
             return [], used
+    texts = list(dict.fromkeys(t for p in pieces for t in p))
     if isinstance(query_vector, QuestionVector):
         query_vector, q_used = query_vector.result()
         used += q_used
@@ -51,7 +62,8 @@ def dense_order(question: str, payloads: dict[str, Payload], ids: list[str], emb
     qv = np.asarray(query_vector, dtype=np.float32)
     if found is not None:
         vectors = np.stack([found[t] for t in texts])
-    sims = vectors @ qv
+    by_text = dict(zip(texts, (vectors @ qv).tolist()))
+    sims = np.array([max(by_text[t] for t in p) for p in pieces], dtype=np.float32)
     return [(ids[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")], used
 
 
@@ -87,7 +99,11 @@ def linear_fuse(sparse_hits: Ordered, dense: Ordered, alpha: float) -> Ordered:
 
 class Rescore(Lever, name="rescore", stage="candidates", order=20):  # after wide: it orders what wide proposed too
     def label(self, params: LeverParams, version: str | None = None) -> str:
-        return f"rescore({params.rescore_model})"
+        from rag_app.query.adapter import query_adapter
+
+        adapter = query_adapter(params)  # loaded once per process; the row names the version that moved the question
+        unit = "/article" if params.rescore_unit == "article" else ""
+        return f"rescore({params.rescore_model}{unit}{f'+adapter({adapter.version})' if adapter else ''})"
 
     def begin(self, req: SearchRequest, c: Candidates) -> Candidates:
         # the question's vector is started before the search when nothing else gives one (wide makes
@@ -105,7 +121,7 @@ class Rescore(Lever, name="rescore", stage="candidates", order=20):  # after wid
         # its dense leg is searched; else None (embedded in dense_order)
         qv = c.question_vector if c.question_vector is not None else req.query_vector if req.dense_leg else None
         dense, used = dense_order(self.text(req), dict(c.payloads), pool, req.embeddings, qv, req.rescore_wait_s,
-                                  req.embed_missing)
+                                  req.embed_missing, req.params.rescore_unit)
         c = replace(c.with_ranking([cid for cid, _ in dense], req.params.rescore_weight), embedded=used + c.embedded)
         if req.params.rescore_fusion == "linear" and len(c.legs) == 1:
             c = replace(c, fused=linear_fuse([(h.payload["chunk_id"], h.score) for h in c.legs[0]], dense,

@@ -1,0 +1,179 @@
+"""Choosing the query adapter on `tune` the way held-out questions behave: grouped k-fold cross-validation
+with the folds grouped by each question's first gold article, so a fold is ranked with an adapter that never
+saw its articles (held-out questions share no primary gold article with qa_dev). Each fold runs through
+the whole query chain `rag eval --retriever default` runs, its questions' vectors moved by that fold's
+adapter, paired against the same chain with no adapter. Then, once chosen, `--report-on validate`: an adapter
+trained on all of `--split`, reported once, by task and on the questions whose first gold is no `--split`
+question's gold.
+
+    RAG_DATA_DIR=.rag python bench/adapter_cv.py --split tune --folds 5
+    RAG_DATA_DIR=.rag python bench/adapter_cv.py --split tune --variants default --report-on validate
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
+
+# the chains compared, each with and without the adapter: the default levers, and the default with `wide`
+# (the whole-corpus dense view's nearest chunks join BM25's; with raw e5 it gained nothing, below)
+VARIANTS = {"default": "default", "wide": "bm25+rescore+wide+charge+colloquial+named"}
+
+
+def fold_of(q, folds: int) -> int:
+    g = q.gold[0]
+    return int(hashlib.sha256(f"adapter-cv|{g.doc}|{g.char_start}".encode()).hexdigest(), 16) % folds
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--qa", type=Path, default=QA_ZH)
+    ap.add_argument("--corpus", type=Path, default=CORPUS_ZH)
+    ap.add_argument("--split", default="tune")
+    ap.add_argument("--budget", type=int, default=1000)
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--variants", default="default,wide", help=f"of {', '.join(VARIANTS)}, each optionally "
+                    "@lever_param=value,... (e.g. wide@rescore_weight=2)")
+    ap.add_argument("--l2", default="0.01", help="the fit's L2 weights to compare (comma-separated)")
+    ap.add_argument("--pseudo", type=int, default=0, help="pseudo-questions mined from the corpus (article "
+                    "openings, as `rag train-ranker` mines them) added to every fold's training questions")
+    ap.add_argument("--report-on", default=None, help="after choosing: train on all of --split (first --variants, "
+                    "first --l2) and report once on this split (e.g. validate), paired against the default")
+    a = ap.parse_args(argv)
+
+    from chains.rag import build_rag
+    from rag_app.app import RagApp
+    from rag_app.config.settings import check_data_dir, load_settings
+    from rag_app.evaluation.adapter_train import Corpus, adapt, dense_recall, fit, question_vectors
+    from rag_app.evaluation.ranker_train import pseudo_questions
+    from rag_app.evaluation.harness import (DEFAULT_RETRIEVER, EvalSpec, eval_collection, eval_documents,
+                                            eval_questions, query_config, ranked_of)
+    from rag_app.query.adapter import load_adapter, save_adapter
+
+    settings = load_settings()
+    check_data_dir(settings.data_dir)
+    spec = EvalSpec(qa=a.qa, corpus=a.corpus, chunkers=["legal"], split=a.split)
+    questions = eval_questions(spec)
+    docs, rel = eval_documents(spec)
+    variants = a.variants.split(";") if ";" in a.variants else a.variants.split(",")
+    l2s = [float(x) for x in a.l2.split(",")]
+    out: dict = {}
+    print(machine_line())
+    with RagApp(settings) as app, tempfile.TemporaryDirectory() as tmp:
+        top_k = max(settings.top_k, 10)
+        _, info, _ = eval_collection(app, spec, "legal", docs, False)
+        rescorer = app.rescorer(required=True)
+        corpus = Corpus.of(app.store, info.name, rescorer, rel)
+        max_chars = app.query_config().lever_params.rescore_query_chars
+        vectors = question_vectors(questions, rescorer, max_chars)
+        golds = [corpus.gold_rows(q) for q in questions]
+        mined = pseudo_questions(app.store.all_payloads(info.name), rel, a.pseudo) if a.pseudo else []
+        mined_vectors = question_vectors(mined, rescorer, max_chars) if mined else vectors[:0]
+        mined_golds = [corpus.gold_rows(q) for q in mined]
+
+        def chain(variant: str, adapter: str):
+            name, _, overrides = variant.partition("@")  # e.g. wide@rescore_weight=2,wide_depth=50
+            config = query_config(app, spec, VARIANTS[name] if name != "default" else DEFAULT_RETRIEVER, top_k)
+            params = {k: type(getattr(config.lever_params, k))(v)
+                      for k, v in (kv.split("=") for kv in overrides.split(",") if kv)}
+            config = config.with_(lever_params=replace(config.lever_params, query_adapter=adapter, **params))
+            return build_rag(app.pipeline(config, info, rescore_required=True))
+
+        def rank(qs, variant: str, adapter: str):
+            c = chain(variant, adapter)
+            return [ranked_of(c.invoke({"question": q.question, "scope": None}), rel) for q in qs]
+
+        def adapter_file(idx: list[int], l2: float, name: str) -> str:
+            import numpy as np
+
+            W = fit(np.concatenate([vectors[idx], mined_vectors]), [golds[i] for i in idx] + mined_golds,
+                    corpus.matrix, l2=l2)
+            record = {"version": name, "model": rescorer.model_name, "kind": "query-adapter (bench fold)"}
+            return str(save_adapter(W, record, Path(tmp)))
+
+        base = rank(questions, "default", "")
+        fold = [fold_of(q, a.folds) for q in questions]
+        print(f"{len(questions)} questions ({a.split}), {a.folds} folds grouped by first gold article, "
+              f"{len(corpus.ids):,} chunks")
+        lay = [i for i, q in enumerate(questions) if q.task == "layperson_consultation"]
+
+        def dense_line(title: str, qv) -> None:
+            cells = [" / ".join(f"{dense_recall(qv[idx], [golds[i] for i in idx], corpus.matrix, k):.3f}"
+                                for k in (5, 20, 50)) for idx in (list(range(len(questions))), lay)]
+            print(f"  dense view, whole collection, recall@5/20/50, {title}: all {cells[0]}; layperson {cells[1]}")
+
+        print(f"\nthe view the adapter changes ({len(mined)} pseudo-questions in each fold's training):")
+        dense_line("e5 as is", vectors)
+        for l2 in l2s:
+            files = [adapter_file([i for i, f in enumerate(fold) if f != k], l2, f"cv{k}-{l2}") for k in range(a.folds)]
+            moved = vectors.copy()
+            for k in range(a.folds):
+                idx = [i for i, f in enumerate(fold) if f == k]
+                moved[idx] = adapt(vectors[idx], load_adapter(files[k]).matrix)
+            dense_line(f"adapter l2 {l2}, out of fold", moved)
+            for variant in variants:
+                t0 = time.perf_counter()
+                ranked: list = [None] * len(questions)
+                for k in range(a.folds):
+                    idx = [i for i, f in enumerate(fold) if f == k]
+                    for i, r in zip(idx, rank([questions[i] for i in idx], variant, files[k])):
+                        ranked[i] = r
+                out[(variant, l2)] = report(questions, base, ranked, a, f"{variant} + adapter (l2 {l2}), {a.split} "
+                                            f"out of fold ({time.perf_counter() - t0:.0f} s)")
+                if variant != "default":
+                    out[(variant, None)] = report(questions, base, rank(questions, variant, ""), a,
+                                                  f"{variant}, no adapter, {a.split}")
+        if a.report_on:
+            held = eval_questions(EvalSpec(qa=a.qa, corpus=a.corpus, chunkers=["legal"], split=a.report_on))
+            seen = {(g.doc, g.char_start) for q in questions for g in q.gold}
+            unseen = {q.id for q in held if (q.gold[0].doc, q.gold[0].char_start) not in seen}
+            path = adapter_file(list(range(len(questions))), l2s[0], "report")
+            held_base = rank(held, "default", "")
+            out["report"] = report(held, held_base, rank(held, variants[0], path), a,
+                                   f"REPORTED ONCE on {a.report_on}: {variants[0]} + adapter trained on all of "
+                                   f"{a.split} (l2 {l2s[0]})", unseen)
+    return out
+
+
+def report(questions, default, ranked, a, title: str, unseen: set[str] | None = None) -> dict:
+    from rag_app.evaluation.budget import recall_at, recall_within
+    from rag_app.evaluation.stats import mean_ci, paired_diff_ci
+
+    base = [recall_within(q, r, a.budget) for q, r in zip(questions, default)]
+    new = [recall_within(q, r, a.budget) for q, r in zip(questions, ranked)]
+    d = paired_diff_ci(base, new)
+    r5b = [recall_at(q, r, 5) for q, r in zip(questions, default)]
+    r5n = [recall_at(q, r, 5) for q, r in zip(questions, ranked)]
+    r5 = paired_diff_ci(r5b, r5n)
+    print(f"\n{title}: within {a.budget} default {mean_ci(base)['mean']:.3f} new {mean_ci(new)['mean']:.3f}, "
+          f"paired {d['diff']:+.3f} [{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}]; recall@5 "
+          f"{sum(r5b) / len(r5b):.3f} -> {sum(r5n) / len(r5n):.3f}, {r5['diff']:+.3f} [{r5['ci95_low']:+.3f}, "
+          f"{r5['ci95_high']:+.3f}]")
+    groups = defaultdict(list)
+    for i, q in enumerate(questions):
+        groups[q.task].append(i)
+        if unseen is not None:
+            groups["(first gold unseen) all" if q.id in unseen else "(first gold seen) all"].append(i)
+            if q.task == "layperson_consultation":
+                groups["(first gold unseen) layperson" if q.id in unseen else "(first gold seen) layperson"].append(i)
+    rows = {}
+    for task, idx in sorted(groups.items()):
+        dt = paired_diff_ci([base[i] for i in idx], [new[i] for i in idx])
+        rows[task] = dt
+        print(f"  {task[:30]:30} n={len(idx):>3} default {sum(base[i] for i in idx) / len(idx):.3f} "
+              f"new {sum(new[i] for i in idx) / len(idx):.3f}  {dt['diff']:+.3f} [{dt['ci95_low']:+.3f}, "
+              f"{dt['ci95_high']:+.3f}]")
+    return {"within": mean_ci(new), "paired": d, "by_task": rows, "recall@5": r5}
+
+
+if __name__ == "__main__":
+    main()

