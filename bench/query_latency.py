@@ -42,13 +42,16 @@ def main() -> None:
     ap.add_argument("--backend", default="edge", choices=["edge", "local"])
     ap.add_argument("--levers", default="auto", help="RAG_RETRIEVAL_LEVERS: auto (the default: rescore offline) or none")
     ap.add_argument("--data-dir", type=Path, help="reuse this data dir's ingest and embedding pass (default: a fresh one)")
+    ap.add_argument("--rescore-unit", default="chunk", choices=["chunk", "article"], help="RAG_RESCORE_UNIT")
+    ap.add_argument("--query-adapter", default="none", help="RAG_QUERY_ADAPTER: none, or an adapter's .npz path")
     args = ap.parse_args()
     print(machine_line())
     rows = [json.loads(line) for line in QA_ZH.read_text(encoding="utf-8").splitlines() if line.strip()]
     questions = [r["question"] for r in random.Random(args.seed).sample(rows, args.n)]
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(_env_file=None, data_dir=args.data_dir or Path(tmp), llm_mode="extractive",
-                            store_backend=args.backend, retrieval_levers=args.levers, rerank_model=None)
+                            store_backend=args.backend, retrieval_levers=args.levers, rerank_model=None,
+                            rescore_unit=args.rescore_unit, query_adapter=args.query_adapter)
         with RagApp(settings) as app:
             t0, c0 = time.perf_counter(), time.process_time()
             report = app.ingest([CORPUS_ZH])
@@ -60,9 +63,10 @@ def main() -> None:
             passes = {name: run_pass(app, anchors, questions) for name in ("cold", "warm")}
     r = report.rescore
     print(f"{len(questions)} questions drawn at random (seed {args.seed}) from {QA_ZH.name} over {CORPUS_ZH.name} "
-          f"(store: {args.backend}, levers: {args.levers}, extractive: no LLM)")
+          f"(store: {args.backend}, levers: {args.levers}, rescore unit: {args.rescore_unit}, adapter: "
+          f"{Path(args.query_adapter).name}, extractive: no LLM)")
     print(f"ingest {ingest[0]:.1f} s wall, {ingest[1]:.1f} s CPU; rescore vectors: "
-          + (f"{r.texts} chunks, {r.cache_misses} embedded now" if r else "no pass (rescore not in use)"))
+          + (f"{r.texts} texts, {r.cache_misses} embedded now" if r else "no pass (rescore not in use)"))
     print(f"{'pass':<6}{'what':<18}{'p50 ms':>9}{'p95 ms':>9}{'x bm25s':>9}{'x Edge':>9}{'CPU s':>8}")
     for name, p in passes.items():
         b50, e50 = percentile(p["bm25s"], 50), percentile(p["edge"], 50)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -75,3 +76,23 @@ def test_an_app_with_the_adapter_moves_its_questions_and_the_retrieve_row_names_
         model = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
             "SELECT model FROM stage_calls WHERE stage = 'retrieve'")][-1]
         assert model.startswith("qdrant:bm25+rescore(e5-onnx)")
+
+
+def test_the_query_path_ranks_with_the_moved_vector(trained, tmp_path):
+    """An adapter that turns every question into its opposite (W = -2I) must change what rescore orders:
+    the row's label alone would not show that the question path uses the adapter."""
+    from rag_app.query import stages
+    from rag_app.query.adapter import save_adapter
+
+    root = trained[0]
+    flip = save_adapter(-2 * np.eye(384, dtype=np.float32), {"version": "a1-flip", "model": "e5-onnx"}, tmp_path)
+    with RagApp(make_settings(root, **LEVERS)) as app:
+        plain = app.query_config()
+        flipped = plain.with_(lever_params=replace(plain.lever_params, query_adapter=str(flip)))
+        orders = []
+        for config in (plain, flipped):
+            found, usage = stages.retrieve("公司只有一个股东可以吗？", None, store=app.store, info=app.collection,
+                                           config=config, rescorer=app.rescorer)
+            orders.append(([h.chunk.chunk_id for h in found.candidates], [h.score for h in found.candidates]))
+        assert "adapter(a1-flip)" in usage.model
+        assert orders[0] != orders[1]

@@ -3,6 +3,7 @@ a question embeds only itself, an interrupted pass resumes, and a question asked
 complete is answered from the vectors that exist, saying so on its retrieve row."""
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 
 import pytest
@@ -92,3 +93,34 @@ def test_serve_finishes_an_unfinished_pass_in_the_background(app):
     assert app.fill_rescore_vectors_in_background() is not None  # nothing missing: a no-op pass
     app.settings.rescore_vectors = "query"
     assert app.fill_rescore_vectors_in_background() is None  # lazy mode: no pass at all
+
+
+def test_with_article_unit_ingest_embeds_each_article_and_a_question_still_embeds_only_itself(tmp_path):
+    with ingested_app(tmp_path, {"示例公司法.md": LAW4}, retriever="bm25", rescore_vectors="ingest",
+                      rescore_unit="article") as app:
+        texts = chunk_texts(app.store, app.collection.name, "article")
+        chunks = chunk_texts(app.store, app.collection.name)
+        assert len(texts) > len(chunks) and set(chunks) <= set(texts)  # 第一章's chunk holds three articles
+        assert vectors(app) == len(texts)
+        answer = app.ask(QUESTION)
+        assert "第五十七条" in answer.contexts[0].chunk.text
+        assert vectors(app) == len(texts) + 1  # + the question's own vector, no passage
+        model, hits, misses, note = retrieve_row(app)
+        assert model == "qdrant:bm25+rescore(e5-onnx/article)" and note is None and misses == 1
+        # one article's vector gone (its chunk's own vector is still there): rescore reads articles, so that
+        # chunk is left out and the row says so
+        piece = next(t for t in texts if t not in chunks and "第三条" in t)
+        db = sqlite3.connect(app.settings.cache_path)
+        with db:
+            db.execute("DELETE FROM embeddings WHERE text_hash = ?", (hashlib.sha256(piece.encode()).hexdigest(),))
+        app.ask("有限责任公司的股东承担什么责任？")
+        assert "rescore left out 1 candidate(s)" in retrieve_row(app)[3]
+
+
+def test_a_bad_rescore_unit_is_one_line_naming_it(tmp_path):
+    from rag_app.config.settings import load_settings
+    from rag_app.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="RAG_RESCORE_UNIT") as e:
+        load_settings(data_dir=tmp_path, rescore_unit="sentence")
+    assert "\n" not in str(e.value)
