@@ -11,18 +11,16 @@ question's gold.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
+from bench.common import cv_arguments, machine_line, paired_report  # noqa: E402
 
 # the chains compared, each with and without the adapter: the default levers, and the default with `wide`
 # (the whole-corpus dense view's nearest chunks join BM25's; with raw e5 it gained nothing, below)
@@ -35,12 +33,7 @@ def fold_of(q, folds: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--qa", type=Path, default=QA_ZH)
-    ap.add_argument("--corpus", type=Path, default=CORPUS_ZH)
-    ap.add_argument("--split", default="tune")
-    ap.add_argument("--budget", type=int, default=1000)
-    ap.add_argument("--folds", type=int, default=5)
+    ap = cv_arguments(__doc__.splitlines()[0])
     ap.add_argument("--variants", default="default,wide", help=f"of {', '.join(VARIANTS)}, each optionally "
                     "@lever_param=value,... (e.g. wide@rescore_weight=2)")
     ap.add_argument("--l2", default="0.01", help="the fit's L2 weights to compare (comma-separated)")
@@ -127,52 +120,22 @@ def main(argv: list[str] | None = None) -> dict:
                     idx = [i for i, f in enumerate(fold) if f == k]
                     for i, r in zip(idx, rank([questions[i] for i in idx], variant, files[k])):
                         ranked[i] = r
-                out[(variant, l2)] = report(questions, base, ranked, a, f"{variant} + adapter (l2 {l2}), {a.split} "
-                                            f"out of fold ({time.perf_counter() - t0:.0f} s)")
+                title = f"{variant} + adapter (l2 {l2}), {a.split} out of fold ({time.perf_counter() - t0:.0f} s)"
+                out[(variant, l2)] = paired_report(questions, base, ranked, a.budget, title)
                 if variant != "default":
-                    out[(variant, None)] = report(questions, base, rank(questions, variant, ""), a,
-                                                  f"{variant}, no adapter, {a.split}")
+                    out[(variant, None)] = paired_report(questions, base, rank(questions, variant, ""), a.budget,
+                                                         f"{variant}, no adapter, {a.split}")
         if a.report_on:
             held = eval_questions(EvalSpec(qa=a.qa, corpus=a.corpus, chunkers=["legal"], split=a.report_on))
             seen = {(g.doc, g.char_start) for q in questions for g in q.gold}
             unseen = {q.id for q in held if (q.gold[0].doc, q.gold[0].char_start) not in seen}
             path = adapter_file(list(range(len(questions))), l2s[0], "report")
             held_base = rank(held, "default", "")
-            out["report"] = report(held, held_base, rank(held, variants[0], path), a,
-                                   f"REPORTED ONCE on {a.report_on}: {variants[0]} + adapter trained on all of "
-                                   f"{a.split} (l2 {l2s[0]})", unseen)
+            out["report"] = paired_report(held, held_base, rank(held, variants[0], path), a.budget,
+                                          f"REPORTED ONCE on {a.report_on}: {variants[0]} + adapter trained on all "
+                                          f"of {a.split} (l2 {l2s[0]})", unseen=unseen)
     return out
 
-
-def report(questions, default, ranked, a, title: str, unseen: set[str] | None = None) -> dict:
-    from rag_app.evaluation.budget import recall_at, recall_within
-    from rag_app.evaluation.stats import mean_ci, paired_diff_ci
-
-    base = [recall_within(q, r, a.budget) for q, r in zip(questions, default)]
-    new = [recall_within(q, r, a.budget) for q, r in zip(questions, ranked)]
-    d = paired_diff_ci(base, new)
-    r5b = [recall_at(q, r, 5) for q, r in zip(questions, default)]
-    r5n = [recall_at(q, r, 5) for q, r in zip(questions, ranked)]
-    r5 = paired_diff_ci(r5b, r5n)
-    print(f"\n{title}: within {a.budget} default {mean_ci(base)['mean']:.3f} new {mean_ci(new)['mean']:.3f}, "
-          f"paired {d['diff']:+.3f} [{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}]; recall@5 "
-          f"{sum(r5b) / len(r5b):.3f} -> {sum(r5n) / len(r5n):.3f}, {r5['diff']:+.3f} [{r5['ci95_low']:+.3f}, "
-          f"{r5['ci95_high']:+.3f}]")
-    groups = defaultdict(list)
-    for i, q in enumerate(questions):
-        groups[q.task].append(i)
-        if unseen is not None:
-            groups["(first gold unseen) all" if q.id in unseen else "(first gold seen) all"].append(i)
-            if q.task == "layperson_consultation":
-                groups["(first gold unseen) layperson" if q.id in unseen else "(first gold seen) layperson"].append(i)
-    rows = {}
-    for task, idx in sorted(groups.items()):
-        dt = paired_diff_ci([base[i] for i in idx], [new[i] for i in idx])
-        rows[task] = dt
-        print(f"  {task[:30]:30} n={len(idx):>3} default {sum(base[i] for i in idx) / len(idx):.3f} "
-              f"new {sum(new[i] for i in idx) / len(idx):.3f}  {dt['diff']:+.3f} [{dt['ci95_low']:+.3f}, "
-              f"{dt['ci95_high']:+.3f}]")
-    return {"within": mean_ci(new), "paired": d, "by_task": rows, "recall@5": r5}
 
 
 if __name__ == "__main__":

@@ -8,25 +8,18 @@ the default pipeline's own ranking of the same questions (the chain `rag eval --
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
+from bench.common import cv_arguments, machine_line, paired_report  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--qa", type=Path, default=QA_ZH)
-    ap.add_argument("--corpus", type=Path, default=CORPUS_ZH)
-    ap.add_argument("--split", default="tune")
-    ap.add_argument("--budget", type=int, default=1000)
-    ap.add_argument("--folds", type=int, default=5)
+    ap = cv_arguments(__doc__.splitlines()[0])
     ap.add_argument("--pool-depth", type=int, default=50)
     ap.add_argument("--pseudo", default="0,1000", help="pseudo-question counts to compare")
     ap.add_argument("--limit", type=int, default=None)
@@ -94,40 +87,17 @@ def main(argv: list[str] | None = None) -> dict:
                 if f == k:
                     ranked[i] = order_by(model, s, first=not a.model_order_only)[:top_k]
         fit_s = (time.perf_counter() - t0) / a.folds
-        results[n] = report(questions, default, ranked, a, f"ranker, {n} pseudo-questions (fit {fit_s:.1f} s a "
-                            f"fold), {a.split} out of fold")
+        results[n] = paired_report(questions, default, ranked, a.budget, f"ranker, {n} pseudo-questions (fit "
+                                   f"{fit_s:.1f} s a fold), {a.split} out of fold", label="ranker")
     if a.report_on:
         n = int(a.pseudo.split(",")[0])
         model = trainer(samples + pseudo[:n])
         ranked = [order_by(model, s, first=not a.model_order_only)[:top_k] for s in held_samples]
-        results["report"] = report(held, held_default, ranked, a, f"REPORTED ONCE on {a.report_on}, trained on all "
-                                   f"of {a.split} + {n} pseudo-questions ({a.objective})")
+        results["report"] = paired_report(held, held_default, ranked, a.budget, f"REPORTED ONCE on {a.report_on}, "
+                                          f"trained on all of {a.split} + {n} pseudo-questions ({a.objective})",
+                                          label="ranker")
     return results
 
-
-def report(questions, default, ranked, a, title: str) -> dict:
-    from rag_app.evaluation.budget import recall_at, recall_within
-    from rag_app.evaluation.stats import mean_ci, paired_diff_ci
-
-    base = [recall_within(q, r, a.budget) for q, r in zip(questions, default)]
-    new = [recall_within(q, r, a.budget) for q, r in zip(questions, ranked)]
-    d = paired_diff_ci(base, new)
-    r5 = paired_diff_ci([recall_at(q, r, 5) for q, r in zip(questions, default)],
-                        [recall_at(q, r, 5) for q, r in zip(questions, ranked)])
-    print(f"\n{title}: within {a.budget} default {mean_ci(base)['mean']:.3f} ranker "
-          f"{mean_ci(new)['mean']:.3f}, paired {d['diff']:+.3f} [{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}]; "
-          f"recall@5 {r5['diff']:+.3f} [{r5['ci95_low']:+.3f}, {r5['ci95_high']:+.3f}]")
-    by_task = defaultdict(list)
-    for i, q in enumerate(questions):
-        by_task[q.task].append(i)
-    rows = {}
-    for task, idx in sorted(by_task.items()):
-        dt = paired_diff_ci([base[i] for i in idx], [new[i] for i in idx])
-        rows[task] = dt
-        print(f"  {task:28} n={len(idx):>3} default {sum(base[i] for i in idx) / len(idx):.3f} "
-              f"ranker {sum(new[i] for i in idx) / len(idx):.3f}  {dt['diff']:+.3f} [{dt['ci95_low']:+.3f}, "
-              f"{dt['ci95_high']:+.3f}]")
-    return {"within": mean_ci(new), "paired": d, "by_task": rows, "recall@5": r5}
 
 
 class _Scores:

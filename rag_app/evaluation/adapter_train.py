@@ -129,14 +129,9 @@ def train(app, qa: Path, corpus: Path, *, split: str | None = "tune", seed: int 
     """`rag train-adapter`: the split's questions over the eval collection of the `legal` chunker (built as
     `rag eval` builds it, every chunk's rescore vector included), a fitted map, and the artefact under
     RAG_DATA_DIR/adapters. Returns (its path, its training record)."""
-    from rag_app.evaluation.harness import EvalSpec, eval_collection, eval_documents, eval_questions
+    from rag_app.evaluation.harness import training_set
 
-    spec = EvalSpec(qa=qa, corpus=corpus, chunkers=["legal"], split=split)
-    questions = eval_questions(spec)
-    docs, rel = eval_documents(spec)
-    _, info, _ = eval_collection(app, spec, "legal", docs, app.settings.retriever in ("dense", "hybrid"), progress)
-    params = app.query_config().lever_params
-    rescorer = app.rescorer(required=True)
+    questions, docs, rel, info, params, rescorer = training_set(app, qa, corpus, split, progress)
     t0 = time.perf_counter()
     corpus_view = Corpus.of(app.store, info.name, rescorer, rel)
     vectors = question_vectors(questions, rescorer, params.rescore_query_chars)

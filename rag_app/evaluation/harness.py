@@ -263,6 +263,17 @@ def index_for_chunker(app, spec: EvalSpec, name: str, configs: dict[str, QueryCo
                   "ingest_s": ingest_times.get(cname)}
 
 
+def training_set(app, qa: Path, corpus: Path, split: str | None, progress: Progress | None = None):
+    """What `rag train-ranker` and `rag train-adapter` learn from: the split's questions, the corpus's
+    documents and their paths as the QA file names them, the `legal` chunker's eval collection (built as
+    `rag eval` builds it), the levers' settings and the rescore embedder."""
+    spec = EvalSpec(qa=qa, corpus=corpus, chunkers=["legal"], split=split)
+    questions = eval_questions(spec)
+    docs, rel = eval_documents(spec)
+    _, info, _ = eval_collection(app, spec, "legal", docs, app.settings.retriever in ("dense", "hybrid"), progress)
+    return questions, docs, rel, info, app.query_config().lever_params, app.rescorer(required=True)
+
+
 def ranked_of(answer: Answer, rel: dict[str, str]) -> list[Ranked]:
     """An answer's ranking as the hit rule reads it (document paths relative to the corpus)."""
     return [Ranked(rel[h.chunk.source_path], h.chunk.char_start, h.chunk.char_end, h.chunk.token_count,

@@ -161,14 +161,9 @@ def train(app, qa: Path, corpus: Path, *, split: str | None = "tune", pseudo: in
     eval collection of the `legal` chunker (built as `rag eval` builds it), a fitted model, and the artefact
     under RAG_DATA_DIR/rankers. Returns (its path, its training record)."""
     from rag_app.evaluation.budget import recall_within
-    from rag_app.evaluation.harness import EvalSpec, eval_collection, eval_documents, eval_questions
+    from rag_app.evaluation.harness import training_set
 
-    spec = EvalSpec(qa=qa, corpus=corpus, chunkers=["legal"], split=split)
-    questions = eval_questions(spec)
-    docs, rel = eval_documents(spec)
-    _, info, _ = eval_collection(app, spec, "legal", docs, app.settings.retriever in ("dense", "hybrid"), progress)
-    params = app.query_config().lever_params
-    rescorer = app.rescorer(required=True)
+    questions, docs, rel, info, params, rescorer = training_set(app, qa, corpus, split, progress)
     t0 = time.perf_counter()
     samples = collect(app.store, info, questions, rel, rescorer, params, pool_depth, progress)
     mined = pseudo_questions(app.store.all_payloads(info.name), rel, pseudo, seed) if pseudo else []
