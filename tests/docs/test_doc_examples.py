@@ -201,10 +201,14 @@ def check_command(tokens: list[str]) -> list[str]:
 
 
 def _argparse_flags(script: Path) -> set[str]:
+    """The script's add_argument flags, and those of the bench modules it imports from (bench/common.py's
+    cv_arguments gives the cross-validation benches their shared ones)."""
     flags = set()
     for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
             flags |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench.") and script.stem != "common":
+            flags |= _argparse_flags(REPO / (node.module.replace(".", "/") + ".py"))
     return flags
 
 
@@ -281,6 +285,10 @@ def test_the_check_catches_a_missing_command_flag_script_target_and_marker():
     assert check_command(["python", "bench/ledger_volume.py", "--queries", "5"]) == []
     assert check_command(["python", "bench/ledger_volume.py", "--rows", "5"]) == ["bench/ledger_volume.py has no option --rows"]
     assert check_command(["python", "bench/nope.py"]) == ["bench/nope.py does not exist"]
+    # a flag the bench takes from bench/common.py's shared arguments counts; one nobody defines does not
+    assert check_command(["python", "bench/adapter_cv.py", "--folds", "5", "--l2", "0.01"]) == []
+    assert check_command(["python", "bench/adapter_cv.py", "--pool-depth", "5"]) == [
+        "bench/adapter_cv.py has no option --pool-depth"]
     assert check_command(["make", "demo"]) == [] and check_command(["make", "deploy"]) == ["make has no target deploy"]
     assert check_command(["pytest", "-m", "nosuchmarker", "tests/nope.py"]) == [
         "tests/nope.py does not exist", "marker nosuchmarker is not registered"]
