@@ -14,7 +14,7 @@ from rag_app.app import RagApp
 from rag_app.experiments.comparison import compare_live
 from rag_app.present.cost_render import usd
 from rag_app.experiments.variants import ExperimentConfig
-from tests.conftest import HANG_S, LAWS, make_settings
+from tests.conftest import HANG_S, LAWS, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI, Status
 from tests.integration.test_service import Server
 from rag_app.service import app as service_app
@@ -58,6 +58,9 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 assert r.status_code == 200, r.text
                 said[r.json()["query_id"]] = r.json()
             with Ledger.open(settings.ledger_path) as ledger:
+                # the writer lands rows after the answer is sent: read once all 12 are in (on a loaded
+                # machine the last one was still in flight, and the dashboard, read later, had one more)
+                wait_until(lambda: ledger.report().totals["queries"] == 12, "the 12 queries' ledger rows")
                 totals = ledger.report().totals
                 rows = ledger.report().queries
                 exp = compare_live(ledger, ExperimentConfig.load(cfg).experiments["topn"])
