@@ -26,6 +26,15 @@ def output_path(flag: str, path: Path | None, suffixes: tuple[str, ...] = ()) ->
     return path
 
 
+def existing(flag: str, path: Path, folder: bool = False) -> Path:
+    """An input the command reads (--qa FILE, --corpus FOLDER): it must be there, and be a file or a folder."""
+    if not path.exists():
+        raise RagError(f"{flag} {path}: no such {'folder' if folder else 'file'}")
+    if folder != path.is_dir():
+        raise RagError(f"{flag} {path}: is {'a file' if folder else 'a folder'}; name the {'folder' if folder else 'file'}")
+    return path
+
+
 def positive_ints(flag: str, text: str, example: str = "1,5,10", allow_empty: bool = False) -> list[int]:
     """A comma-separated list of whole numbers >= 1 (recall cut-offs; token budgets, where none is allowed)."""
     try:

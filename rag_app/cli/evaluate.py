@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from rag_app.cli.args import at_least_one, output_path, positive_ints
+from rag_app.cli.args import at_least_one, existing, output_path, positive_ints
 from rag_app.cli.common import err, fail, open_app, out, progress_bars
 from rag_app.core.errors import RagError
 
@@ -57,6 +57,7 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
         at_least_one("--limit", limit)
         output_path("--out", output, (".json", ".csv"))
         output_path("--runs", runs)
+        existing("--qa", qa), existing("--corpus", corpus, folder=True)
     except RagError as e:
         fail(e)
     spec = EvalSpec(qa=qa, corpus=corpus, chunkers=chunkers, retrievers=retrievers,
@@ -162,6 +163,7 @@ def train_ranker_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc
         fail(ValueError(f"--split must be tune, validate or all, not {split!r}"))
     try:
         at_least_one("--pool-depth", pool_depth)
+        existing("--qa", qa), existing("--corpus", corpus, folder=True)
         with open_app() as rag, progress_bars() as progress:
             path, record = train(rag, qa, corpus, split=None if split == "all" else split, pseudo=max(pseudo, 0),
                                  pool_depth=pool_depth, seed=seed, progress=progress)
@@ -185,6 +187,7 @@ def train_adapter_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].do
     if split not in ("tune", "validate", "all"):
         fail(ValueError(f"--split must be tune, validate or all, not {split!r}"))
     try:
+        existing("--qa", qa), existing("--corpus", corpus, folder=True)
         with open_app() as rag, progress_bars() as progress:
             path, record = train(rag, qa, corpus, split=None if split == "all" else split, seed=seed,
                                  progress=progress)

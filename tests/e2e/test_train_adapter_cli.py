@@ -48,6 +48,12 @@ def test_bad_flags_and_settings_are_one_line(tmp_path):
     r = rag(env, "train-adapter", "--qa", str(FIXTURES / "laws_qa.jsonl"), "--corpus", str(FIXTURES / "laws"),
             "--split", "dev")
     assert r.returncode == 2 and "--split must be tune, validate or all, not 'dev'" in r.stderr
+    for args, said in ((["--qa", "nope.jsonl", "--corpus", str(FIXTURES / "laws")], "--qa nope.jsonl: no such file"),
+                       (["--qa", str(FIXTURES / "laws_qa.jsonl"), "--corpus", str(FIXTURES / "laws_qa.jsonl")],
+                        "is a file; name the folder")):
+        for command in ("train-adapter", "train-ranker"):
+            r = rag(env, command, *args)
+            assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = rag({**env, "RAG_QUERY_ADAPTER": str(tmp_path / "none.npz")}, "ask", "公司是什么？")
     assert r.returncode == 2
     assert "RAG_QUERY_ADAPTER=" in r.stderr and "is not a file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
