@@ -87,7 +87,21 @@ def _lever_params(pairs: list[str]) -> dict:
         key, _, val = p.partition("=")
         if key not in fields or not val:
             fail(ValueError(f"--lever-param {p!r}: use NAME=VALUE with NAME one of {', '.join(fields)}"))
-        out[key] = type(fields[key].default)(val)  # type: ignore[misc]  # every LeverParams field has a default
+        try:
+            out[key] = type(fields[key].default)(val)  # type: ignore[misc]  # every LeverParams field has a default
+        except ValueError:
+            fail(ValueError(f"--lever-param {p!r}: {key} takes a value like its default, {fields[key].default!r}"))
+    try:
+        LeverParams(**out)  # the values' own checks (rescore_fusion, rescore_unit), before any work
+    except ValueError as e:
+        fail(ValueError(f"--lever-param: {e}"))
+    if out.get("query_adapter"):
+        from rag_app.query.adapter import load_adapter
+
+        try:
+            load_adapter(out["query_adapter"])
+        except RagError as e:
+            fail(ValueError(f"--lever-param query_adapter={out['query_adapter']}: {str(e).split(': ', 1)[-1]}"))
     return out
 
 

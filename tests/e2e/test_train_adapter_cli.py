@@ -57,3 +57,13 @@ def test_bad_flags_and_settings_are_one_line(tmp_path):
     r = rag({**env, "RAG_QUERY_ADAPTER": str(tmp_path / "none.npz")}, "ask", "公司是什么？")
     assert r.returncode == 2
     assert "RAG_QUERY_ADAPTER=" in r.stderr and "is not a file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("param,said", [("rescore_unit=sentence", "--lever-param: rescore_unit='sentence': use chunk or article"),
+                                        ("query_adapter=/no/such.npz", "--lever-param query_adapter=/no/such.npz: "),
+                                        ("depth=x", "--lever-param 'depth=x': depth takes a value like its default, 50")])
+def test_rag_eval_refuses_a_bad_lever_param_in_one_line_before_any_work(tmp_path, param, said):
+    r = rag(serve_env(tmp_path / "data", None), "eval", "--qa", str(FIXTURES / "laws_qa.jsonl"), "--corpus",
+            str(FIXTURES / "laws"), "--retriever", "bm25+rescore", "--lever-param", param)
+    assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "data" / "edge").exists()  # nothing was indexed
