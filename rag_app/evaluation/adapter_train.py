@@ -15,6 +15,7 @@ import platform
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ SEED = 0
 FIT = {"epochs": 30, "lr": 1e-3, "l2": 0.01, "temperature": 0.05, "batch": 256}
 
 
-@dataclass(frozen=True)
+@dataclass
 class Corpus:
     """Every chunk of a collection: its id, (doc, start, end) and its rescore vector (one row of `matrix`)."""
 
@@ -49,10 +50,14 @@ class Corpus:
 
     def gold_rows(self, q: Question) -> list[list[int]]:
         """For each gold span of `q`, the chunks that hold it (the hit rule of `rag eval`)."""
+        return [[i for i in self._rows_by_doc.get(g.doc, []) if covers(*self.spans[i], g)] for g in q.gold]
+
+    @cached_property
+    def _rows_by_doc(self) -> dict[str, list[int]]:  # built once, not once per question
         by_doc: dict[str, list[int]] = defaultdict(list)
         for i, (doc, _, _) in enumerate(self.spans):
             by_doc[doc].append(i)
-        return [[i for i in by_doc.get(g.doc, []) if covers(*self.spans[i], g)] for g in q.gold]
+        return by_doc
 
 
 def question_vectors(questions: list[Question], embeddings, max_chars: int) -> np.ndarray:

@@ -43,7 +43,7 @@ def dense_order(question: str, payloads: dict[str, Payload], ids: list[str], emb
     if not embed_missing:
         found, used = embeddings.cached_with_stats(list(dict.fromkeys(t for p in pieces for t in p)))
         kept = [(c, p) for c, p in zip(ids, pieces) if all(t in found for t in p)]
-        used = replace(used, not_embedded=len(ids) - len(kept)) if unit == "article" else used
+        used = replace(used, not_embedded=len(ids) - len(kept))  # candidates left out, whatever the unit
         ids, pieces = [c for c, _ in kept], [p for _, p in kept]
         if not pieces:  # nothing to order: the question's vector is not needed either
             return [], used
