@@ -34,8 +34,8 @@ def fold_of(q, folds: int) -> int:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = cv_arguments(__doc__.splitlines()[0])
-    ap.add_argument("--variants", default="default,wide", help=f"of {', '.join(VARIANTS)}, each optionally "
-                    "@lever_param=value,... (e.g. wide@rescore_weight=2)")
+    ap.add_argument("--variants", default="default,wide", help=f"of {', '.join(VARIANTS)} or a lever list "
+                    "(e.g. bm25+rescore+wide+law), each optionally @lever_param=value,... (e.g. wide@rescore_weight=2)")
     ap.add_argument("--l2", default="0.01", help="the fit's L2 weights to compare (comma-separated)")
     ap.add_argument("--pseudo", type=int, default=0, help="pseudo-questions mined from the corpus (article "
                     "openings, as `rag train-ranker` mines them) added to every fold's training questions")
@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> dict:
 
         def chain(variant: str, adapter: str):
             name, _, overrides = variant.partition("@")  # e.g. wide@rescore_weight=2,wide_depth=50
-            config = query_config(app, spec, VARIANTS[name] if name != "default" else DEFAULT_RETRIEVER, top_k)
+            levers = DEFAULT_RETRIEVER if name == "default" else VARIANTS.get(name, name)
+            config = query_config(app, spec, levers, top_k)
             params = {k: type(getattr(config.lever_params, k))(v)
                       for k, v in (kv.split("=") for kv in overrides.split(",") if kv)}
             config = config.with_(lever_params=replace(config.lever_params, query_adapter=adapter, **params))
@@ -134,8 +135,29 @@ def main(argv: list[str] | None = None) -> dict:
             out["report"] = paired_report(held, held_base, rank(held, variants[0], path), a.budget,
                                           f"REPORTED ONCE on {a.report_on}: {variants[0]} + adapter trained on all "
                                           f"of {a.split} (l2 {l2s[0]})", unseen=unseen)
+            out["pooled"] = pooled(questions, out[(variants[0], l2s[0])], held, out["report"], a)
     return out
 
+
+def pooled(chosen_on, oof: dict, held, report: dict, a) -> dict:
+    """The same comparison over both splits' questions at once: `--split` out of fold and the reported split.
+    More questions, narrower intervals; it is no second read of the reported split (the same rankings), and
+    the default-change rule reads the reported split alone (docs/evaluation-and-levers.md)."""
+    from rag_app.evaluation.stats import paired_diff_ci
+
+    questions = [*chosen_on, *held]
+    base = oof["per_question"]["default"] + report["per_question"]["default"]
+    new = oof["per_question"]["new"] + report["per_question"]["new"]
+    out = {}
+    for group, idx in (("all", list(range(len(questions)))),
+                       ("layperson", [i for i, q in enumerate(questions) if q.task == "layperson_consultation"])):
+        if not idx:  # e.g. no layperson question in a small sample
+            continue
+        d = paired_diff_ci([base[i] for i in idx], [new[i] for i in idx])
+        out[group] = d
+        print(f"pooled, {a.split} out of fold + {a.report_on} ({len(idx)} questions), {group}: "
+              f"{d['diff']:+.3f} [{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}]")
+    return out
 
 
 if __name__ == "__main__":

@@ -85,7 +85,8 @@ def paired_report(questions, default, ranked, budget: int, title: str, label: st
         print(f"  {task[:30]:30} n={len(idx):>3} default {sum(base[i] for i in idx) / len(idx):.3f} "
               f"{label} {sum(new[i] for i in idx) / len(idx):.3f}  {dt['diff']:+.3f} [{dt['ci95_low']:+.3f}, "
               f"{dt['ci95_high']:+.3f}]")
-    return {"within": mean_ci(new), "paired": d, "by_task": rows, "recall@5": r5}
+    return {"within": mean_ci(new), "paired": d, "by_task": rows, "recall@5": r5,
+            "per_question": {"default": base, label: new}}  # for pooling splits (bench/adapter_cv.py)
 
 
 def cv_arguments(description: str):

@@ -24,16 +24,22 @@ def data_dir(tmp_path, monkeypatch):
 def test_adapter_cv_chooses_on_folds_and_reports_once(data_dir, capsys):
     from bench.adapter_cv import main
 
-    out = main([*ARGS, "--variants", "default;wide@rescore_unit=article", "--report-on", "validate"])
+    out = main([*ARGS, "--variants", "default;wide@rescore_unit=article;bm25+rescore+law", "--report-on", "validate"])
     printed = capsys.readouterr().out
     assert "dense view, whole collection, recall@5/20/50, e5 as is" in printed
     assert "adapter l2 0.01, out of fold" in printed and "REPORTED ONCE on validate" in printed
     assert set(out) == {("default", 0.01), ("wide@rescore_unit=article", 0.01), ("wide@rescore_unit=article", None),
-                        "report"}
+                        ("bm25+rescore+law", 0.01), ("bm25+rescore+law", None), "report", "pooled"}
     report = out["report"]
     assert -1 <= report["paired"]["diff"] <= 1 and report["paired"]["ci95_low"] <= report["paired"]["ci95_high"]
     groups = set(report["by_task"])
     assert {"(first gold seen) all", "(first gold unseen) all"} & groups  # the held-out-like split is printed
+    # pooled: both splits' questions, each counted once (the chosen split out of fold, then the reported one)
+    tuned, held = out[("default", 0.01)]["per_question"], report["per_question"]
+    n = len(tuned["new"]) + len(held["new"])
+    assert out["pooled"]["all"]["n"] == n and f"({n} questions), all" in printed
+    diffs = [b - a for a, b in zip(tuned["default"] + held["default"], tuned["new"] + held["new"])]
+    assert out["pooled"]["all"]["diff"] == pytest.approx(sum(diffs) / n, abs=1e-3)
 
 
 def test_ranker_cv_reports_through_the_shared_printer(data_dir, capsys):
@@ -41,4 +47,18 @@ def test_ranker_cv_reports_through_the_shared_printer(data_dir, capsys):
 
     out = main([*ARGS, "--pseudo", "20", "--pool-depth", "20"])
     assert "ranker, 20 pseudo-questions" in capsys.readouterr().out
-    assert set(out) == {20} and set(out[20]) == {"within", "paired", "by_task", "recall@5"}
+    assert set(out) == {20} and set(out[20]) == {"within", "paired", "by_task", "recall@5", "per_question"}
+
+
+def test_pooled_pairs_each_question_of_both_splits_once(capsys):
+    from types import SimpleNamespace as NS
+
+    from bench.adapter_cv import pooled
+
+    lay, other = NS(task="layperson_consultation"), NS(task="recitation")
+    oof = {"per_question": {"default": [0.0, 1.0, 0.5], "new": [1.0, 1.0, 0.5]}}
+    report = {"per_question": {"default": [0.0, 1.0], "new": [0.0, 0.5]}}
+    out = pooled([lay, other, lay], oof, [lay, other], report, NS(split="tune", report_on="validate"))
+    assert out["all"]["n"] == 5 and out["all"]["diff"] == pytest.approx((1.0 + 0 + 0 + 0 - 0.5) / 5, abs=1e-3)
+    assert out["layperson"]["n"] == 3 and out["layperson"]["diff"] == pytest.approx(1.0 / 3, abs=1e-3)
+    assert "pooled, tune out of fold + validate (5 questions), all: +0.100" in capsys.readouterr().out
