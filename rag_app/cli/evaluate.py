@@ -62,6 +62,8 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
         fail(e)
     params = _lever_params(lever_param)
     own = {r: _lever_params(r.partition("@")[2].split(","), f"--retriever {r!r}") for r in retrievers if "@" in r}
+    for r in retrievers:
+        _check_adapter(r, {**params, **own.get(r, {})})
     spec = EvalSpec(qa=qa, corpus=corpus, chunkers=chunkers, retrievers=retrievers,
                     ks=ks, limit=limit, runs_path=runs, force_dense=force_dense,
                     cite=not no_cite, budgets=budget_list, split=split, lever_params=params,
@@ -91,6 +93,28 @@ def _retriever_specs(flags: list[str]) -> list[str]:
         else:
             specs.append(piece)
     return specs
+
+
+def _check_adapter(retriever: str, params: dict) -> None:
+    """What start-up refuses for RAG_QUERY_ADAPTER, refused for a retriever's adapter too, before any work:
+    an adapter beside the ranker lever (its model learned from unmoved vectors), or trained over another
+    rescore embedder (it would be skipped without a word)."""
+    if not params.get("query_adapter"):
+        return
+    from rag_app.config.settings import load_settings
+    from rag_app.query.adapter import load_adapter
+
+    settings = load_settings()
+    legs_and_levers = retriever.partition("@")[0]
+    levers = settings.retrieval_levers if legs_and_levers == "default" else legs_and_levers
+    if "ranker" in levers.split("+"):
+        fail(ValueError(f"--retriever {retriever!r}: query_adapter does not combine with the ranker lever (its "
+                        "model learned from unmoved question vectors); leave one out"))
+    model = params.get("rescore_model", settings.rescore_model)
+    trained = load_adapter(params["query_adapter"]).model
+    if trained != model:
+        fail(ValueError(f"--retriever {retriever!r}: query_adapter {params['query_adapter']} was trained over "
+                        f"{trained}, not rescore_model={model}; train one over it or leave it out"))
 
 
 def _lever_params(pairs: list[str], flag: str = "--lever-param") -> dict:

@@ -105,3 +105,18 @@ def test_a_bad_setting_of_one_retriever_is_one_line_naming_it(tmp_path, spec, sa
     assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "bm25+" in r.stderr
     assert not (tmp_path / "data" / "edge").exists()  # nothing was indexed
+
+
+@pytest.mark.parametrize("model,levers,said", [("e5-onnx", "bm25+rescore+ranker", "does not combine with the ranker lever"),
+                                               ("other-e5", "bm25+rescore", "was trained over other-e5, not rescore_model=e5-onnx")])
+def test_a_retriever_adapter_that_start_up_would_refuse_is_refused_before_any_work(tmp_path, model, levers, said):
+    import numpy as np
+
+    from rag_app.query.adapter import save_adapter
+
+    path = save_adapter(np.zeros((4, 4), dtype=np.float32), {"version": "a1-test", "model": model}, tmp_path)
+    r = rag(serve_env(tmp_path / "data", None), "eval", "--qa", str(FIXTURES / "laws_qa.jsonl"), "--corpus",
+            str(FIXTURES / "laws"), "--retriever", f"default,{levers}@query_adapter={path}")
+    assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"--retriever '{levers}@query_adapter=" in r.stderr
+    assert not (tmp_path / "data" / "edge").exists()
