@@ -96,25 +96,19 @@ def _retriever_specs(flags: list[str]) -> list[str]:
 
 
 def _check_adapter(retriever: str, params: dict) -> None:
-    """What start-up refuses for RAG_QUERY_ADAPTER, refused for a retriever's adapter too, before any work:
-    an adapter beside the ranker lever (its model learned from unmoved vectors), or trained over another
-    rescore embedder (it would be skipped without a word)."""
+    """What start-up refuses for RAG_QUERY_ADAPTER, refused for a retriever's adapter too, before any work."""
     if not params.get("query_adapter"):
         return
     from rag_app.config.settings import load_settings
-    from rag_app.query.adapter import load_adapter
+    from rag_app.query.adapter import refusal
 
     settings = load_settings()
     legs_and_levers = retriever.partition("@")[0]
     levers = settings.retrieval_levers if legs_and_levers == "default" else legs_and_levers
-    if "ranker" in levers.split("+"):
-        fail(ValueError(f"--retriever {retriever!r}: query_adapter does not combine with the ranker lever (its "
-                        "model learned from unmoved question vectors); leave one out"))
-    model = params.get("rescore_model", settings.rescore_model)
-    trained = load_adapter(params["query_adapter"]).model
-    if trained != model:
-        fail(ValueError(f"--retriever {retriever!r}: query_adapter {params['query_adapter']} was trained over "
-                        f"{trained}, not rescore_model={model}; train one over it or leave it out"))
+    why = refusal(params["query_adapter"], levers.split("+"), params.get("rescore_model", settings.rescore_model),
+                  "rescore_model")
+    if why:
+        fail(ValueError(f"--retriever {retriever!r}: query_adapter {why}"))
 
 
 def _lever_params(pairs: list[str], flag: str = "--lever-param") -> dict:

@@ -268,17 +268,12 @@ class Settings(BaseSettings):
                                   f"list of {', '.join(LEVERS)} (each once), e.g. rescore+charge")
 
     def _check_adapter(self) -> None:
-        from rag_app.query.adapter import adapter_path, load_adapter
+        from rag_app.query.adapter import adapter_path, refusal
 
         path = adapter_path(self.query_adapter, self.data_dir)  # a ConfigError names the setting
-        if path and "ranker" in self._named_levers():
-            raise ConfigError("RAG_QUERY_ADAPTER does not combine with the ranker lever (its model learned from "
-                              "unmoved question vectors): set RAG_QUERY_ADAPTER=none or leave `ranker` out")
-        if path:
-            adapter = load_adapter(path)
-            if adapter.model != self.rescore_model:
-                raise ConfigError(f"RAG_QUERY_ADAPTER: {path} was trained over {adapter.model}, not "
-                                  f"RAG_RESCORE_MODEL={self.rescore_model}; train one over it or set none")
+        why = refusal(path, self._named_levers(), self.rescore_model, "RAG_RESCORE_MODEL") if path else None
+        if why:
+            raise ConfigError(f"RAG_QUERY_ADAPTER: {why}")
 
     def _check_models(self) -> None:
         if self.judge_model is not None and not self.judge_model.strip():

@@ -23,7 +23,7 @@ import numpy as np
 from rag_app.core.types import Chunk
 from rag_app.evaluation.hits import covers
 from rag_app.evaluation.qa import Question
-from rag_app.query.adapter import save_adapter
+from rag_app.query.adapter import adapt, save_adapter
 from rag_app.query.levers.rescore import rescore_text
 from rag_app.query.levers.wide import wide_matrix
 
@@ -108,11 +108,6 @@ def dense_recall(vectors: np.ndarray, golds: list[list[list[int]]], corpus_matri
     top = np.argsort(-(vectors @ corpus_matrix.T), axis=1, kind="stable")[:, :k]
     per_q = [np.mean([any(i in set(t) for i in g) for g in gs]) for t, gs in zip(top.tolist(), golds) if gs]
     return float(np.mean(per_q)) if per_q else 0.0
-
-
-def adapt(vectors: np.ndarray, W: np.ndarray) -> np.ndarray:
-    out = vectors + vectors @ W
-    return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 def training_record(*, qa: Path, split: str | None, questions: int, corpus_hash: str, model: str,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,16 @@ class QueryAdapter:
     record: dict  # the training run: time, data, settings, metrics
 
     def apply(self, vector: np.ndarray | list[float]) -> np.ndarray:
-        v = np.asarray(vector, dtype=np.float32)
-        out = v + v @ self.matrix
-        norm = float(np.linalg.norm(out))
-        return out / norm if norm > 0 else v
+        return adapt(vector, self.matrix)
+
+
+def adapt(vectors: np.ndarray | list[float], W: np.ndarray) -> np.ndarray:
+    """normalise(v + vW) for one vector or a row per question (training and the benches move many at once);
+    a vector the map sends to zero is left as it was."""
+    v = np.asarray(vectors, dtype=np.float32)
+    out = v + v @ W
+    norm = np.linalg.norm(out, axis=-1, keepdims=True)
+    return np.where(norm > 0, out / np.where(norm > 0, norm, 1.0), v)
 
 
 class AdaptedQueries:
@@ -119,6 +126,19 @@ def adapter_path(setting: str, data_dir: str | Path) -> str:
         raise ConfigError(f"RAG_QUERY_ADAPTER={s!r} is not a file: use none, latest or the .npz path "
                           "`rag train-adapter` printed")
     return s
+
+
+def refusal(path: str, levers: Iterable[str], rescore_model: str, model_setting: str) -> str | None:
+    """Why the adapter at `path` cannot serve these levers, or None: beside the ranker lever (its model
+    learned from unmoved question vectors), or trained over another rescore embedder (its map would be
+    skipped without a word). Start-up (RAG_QUERY_ADAPTER) and `rag eval` (query_adapter=) both ask."""
+    if "ranker" in levers:
+        return ("does not combine with the ranker lever (its model learned from unmoved question vectors); "
+                "leave one of them out")
+    trained = load_adapter(path).model
+    if trained != rescore_model:
+        return f"{path} was trained over {trained}, not {model_setting}={rescore_model}; train one over it or leave it out"
+    return None
 
 
 def query_adapter(params: Any) -> QueryAdapter | None:
