@@ -23,7 +23,7 @@ from rag_app.access.keys import KeyRing, KeySpec
 from rag_app.access.rate import RateLimiter
 from rag_app.service.query_service import key_budget
 from rag_app.spend.budgets import BudgetGate, Limits
-from tracing.fx import FxTable
+from tracing.pricing import FxTable
 from tracing.ledger import Ledger, LedgerWriter, url_for_path
 
 

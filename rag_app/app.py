@@ -31,12 +31,12 @@ from rag_app.models.rerank import load_reranker
 from rag_app.query.scope import Scope
 from rag_app.store import CollectionInfo, VectorStore, open_store
 from rag_app.core.types import Answer
-from tracing.cost_tracer import CostTracer
-from tracing.costing import LedgerPricer
+from tracing.observe import CostTracer
+from tracing.pricing import LedgerPricer
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable
-from tracing.reply_stats import LedgerReplyStats
-from tracing.rows import queries_row
+from tracing.ledger import LedgerReplyStats
+from tracing.ledger import queries_row
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class RagApp:
             self.tracer = CostTracer(self.writer, self.pricer, llm_max_tokens=settings.llm_max_tokens)
             self.otel = None
             if settings.otel_endpoint:  # spans built from the rows the tracer hands the ledger
-                from tracing.otel_export import OtelExporter
+                from tracing.observe import OtelExporter
 
                 self.otel = OtelExporter.from_settings(settings)
                 opened.callback(self.otel.close)

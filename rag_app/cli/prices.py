@@ -29,7 +29,7 @@ def _at(at: str | None, flag: str = "--at") -> str | None:
     """A UTC date/time as the ledger and the price table compare them (`rag prices --at`, `rag reprice --since`)."""
     if at is None:
         return None
-    from tracing.price_rules import as_utc
+    from tracing.pricing import as_utc
 
     try:
         as_utc(at)
@@ -182,7 +182,7 @@ def _warned_rows(table, warned: list[dict], out: Console) -> None:
 def check_against(settings, against: str, out: Console, as_json: bool = False, at: str | None = None) -> int:
     """`rag prices check --against litellm`: every model where LiteLLM's bundled map and our table
     differ by more than 1% (exit 1 if any; exit 2 when LiteLLM is not installed)."""
-    from tracing.price_check import INSTALL_HINT, compare, litellm_cost_map
+    from tracing.pricing import INSTALL_HINT, compare, litellm_cost_map
 
     if against != "litellm":
         raise RagError(f"--against {against!r}: the only second opinion is `litellm`")
@@ -224,7 +224,7 @@ def check_against(settings, against: str, out: Console, as_json: bool = False, a
 
 def run_reprice(settings, since: str | None, model: str | None, out: Console,
                 assume_provider: str | None = None) -> None:
-    from tracing.reprice import reprice
+    from tracing.pricing import reprice
 
     since = _at(since, "--since")  # a bad date matched no row and exited 0 having repriced nothing
     table = _table(settings)  # its endpoint (this shell's OPENAI_BASE_URL) is not used: rows say where they went

@@ -142,7 +142,7 @@ def _send_digests(settings, ledger, budgets, limits) -> None:
 
 def _report_currency(settings):
     """RAG_REPORT_CURRENCY: USD (the ledger's) or CNY at the price table's latest dated rate."""
-    from tracing.fx import display_currency
+    from tracing.pricing import display_currency
     from tracing.pricing import PriceTable
 
     try:

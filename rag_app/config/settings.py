@@ -134,7 +134,7 @@ class Settings(BaseSettings):
     ledger_spill_fallback_dir: Path | None = None
     ledger_direct_timeout_s: float = Field(1.0, gt=0)
 
-    # OpenTelemetry export of every query's stages and LLM attempts (tracing/otel_export.py); off when unset
+    # OpenTelemetry export of every query's stages and LLM attempts (tracing/observe/otel_export.py); off when unset
     otel_endpoint: str | None = None  # OTLP/HTTP traces URL, e.g. http://127.0.0.1:6006/v1/traces
     otel_timeout_s: float = Field(2.0, gt=0)  # per export request; a dead collector never slows a query
     otel_queue_spans: int = Field(2048, ge=16)  # spans waiting for export; beyond it they are dropped and counted

@@ -7,7 +7,7 @@ Each call returns its scores with its usage (`RerankUsage`: tokens, search units
 object): tokens from the response's `usage` when the provider sends one (usage_source `provider`),
 otherwise our cl100k estimate (`estimated:cl100k_base`). The price — RAG_RERANK_PRICE_USD per
 RAG_RERANK_PRICE_UNIT, "unpriced" when unset, never $0 — is applied by the Pricer like every other
-stage's (tracing/costing.py); this client keeps nothing of one call for the next.
+stage's (tracing/pricing/costing.py); this client keeps nothing of one call for the next.
 """
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ def usd(v: float | None, *, sig: int = 3) -> str:
 
 
 def money(v: float | None, cur=None) -> str:
-    """USD as `usd()` shows it, or converted to the report currency (a tracing.fx.DisplayCurrency)."""
+    """USD as `usd()` shows it, or converted to the report currency (a tracing.pricing.fx.DisplayCurrency)."""
     if cur is None or cur.rate is None:
         return usd(v)
     text = usd(cur.convert(v))

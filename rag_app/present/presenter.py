@@ -11,7 +11,7 @@ from rag_app.quality.signals import quality_of
 from rag_app.core.types import Answer, ScoredChunk
 from rag_app.core.usage import totals
 from tracing.ledger import stage_json
-from tracing.rows import stage_row
+from tracing.ledger import stage_row
 
 
 def stage_dicts(answer: Answer) -> list[dict]:

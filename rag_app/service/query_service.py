@@ -22,7 +22,7 @@ from rag_app.spend.budgets import NANO, Budget, BudgetGate
 from rag_app.service.inputs import display_path
 from rag_app.service.pool import Route, VariantPool
 from rag_app.core.usage import totals
-from tracing.rows import queries_row
+from tracing.ledger import queries_row
 
 
 @dataclass(frozen=True)

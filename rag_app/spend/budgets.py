@@ -37,7 +37,7 @@ from typing import Any
 from rag_app.core.errors import ConfigError
 from rag_app.core.money import usd_json
 from rag_app.spend.webhook import Webhook
-from tracing.fx import FxTable
+from tracing.pricing import FxTable
 from tracing.ledger import Ledger, LedgerUnavailable, is_transient
 from tracing.ledger.budgets import DIMS, BudgetTx
 

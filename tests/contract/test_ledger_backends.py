@@ -26,7 +26,7 @@ from tests.unit.test_ledger_schema import (
 from tracing.ledger import BY_DIMS, MIGRATIONS, Ledger, LedgerWriter, url_for_path
 from tracing.ledger.schema import metadata
 from tracing.pricing import PriceTable
-from tracing.reprice import reprice
+from tracing.pricing import reprice
 
 BIG = 3_000_000_000_000  # $3,000 in nano-dollars: past int4, as a busy month's total is
 EXP = Experiment("e", "a", "b", 50, "s")

@@ -18,7 +18,7 @@ from tests.conftest import HANG_S, make_settings
 from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply, Slow, Status
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.integration.trace_check import check_trace_equals_ledger, index_one_small_law, ledger
-from tracing.otel_export import OtelExporter, normalise_endpoint, span_id_for, trace_id_for
+from tracing.observe import OtelExporter, normalise_endpoint, span_id_for, trace_id_for
 
 QUESTION = "一人有限责任公司是什么？"
 

@@ -15,7 +15,7 @@ from rag_app.text.tokens import count_tokens
 from rag_app.core.types import Chunk, ScoredChunk
 from tests.conftest import ingested_app
 from tests.fakes.rerank_server import Fail, FakeRerank, Usage
-from tracing.costing import LedgerPricer
+from tracing.pricing import LedgerPricer
 from tracing.pricing import PriceTable
 
 LAW = """# 中华人民共和国示例公司法

@@ -17,8 +17,8 @@ from rag_app.core.errors import LLMError
 from rag_app.models.llm import build_chat_model, invoke_with_retries
 from rag_app.models.model_tokens import tokenizer_for
 from tests.fakes.openai_server import USAGE_SHAPES, FakeOpenAI, Reply
-from tracing.cost_tracer import CostTracer
-from tracing.costing import LedgerPricer
+from tracing.observe import CostTracer
+from tracing.pricing import LedgerPricer
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tracing.otel_export import span_id_for, trace_id_for
+from tracing.observe import span_id_for, trace_id_for
 
 
 def index_one_small_law(root):

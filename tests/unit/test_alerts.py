@@ -20,7 +20,7 @@ from rag_app.spend.webhook import Webhook
 from tests.conftest import HANG_S
 from tests.fakes.serve_proc import serve_env
 from tests.fakes.webhook_receiver import WebhookReceiver
-from tracing.fx import FxTable
+from tracing.pricing import FxTable
 from tracing.ledger import Ledger, url_for_path
 
 LIMIT_USD = 0.001  # one dollar-millionth short of nothing: 1,000,000 nano-dollars

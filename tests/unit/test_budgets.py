@@ -13,7 +13,7 @@ from rag_app.core.errors import ConfigError
 from rag_app.spend.budgets import Limits, load_budgets, period_bounds, render_status
 from tests.conftest import HANG_S
 from tests.fakes.serve_proc import serve_env
-from tracing.fx import FxTable
+from tracing.pricing import FxTable
 
 
 def test_periods_are_utc_days_and_months():

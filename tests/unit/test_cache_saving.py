@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rag_app.core.usage import StageUsage
 from rag_app.spend.answer_cache import Cached, live_usage
-from tracing.costing import LedgerPricer
+from tracing.pricing import LedgerPricer
 from tracing.pricing import PriceTable
 
 SAT = "2026-11-28T03:00:00.000+00:00"   # Saturday 11:00 Beijing: off-peak

@@ -14,11 +14,11 @@ from rag_app.core.usage import StageUsage
 from rag_app.present.cost_render import stage_table
 from rag_app.present.report_export import with_currency
 from tests.fakes.sql_ledger import SqlLedger
-from tracing.costing import LedgerPricer
-from tracing.fx import display_currency
+from tracing.pricing import LedgerPricer
+from tracing.pricing import display_currency
 from tracing.ledger import LedgerWriter, stage_json
 from tracing.pricing import PriceTable
-from tracing.rows import stage_row
+from tracing.ledger import stage_row
 
 OCT = "2026-10-01T02:00:00.000+00:00"  # under the bundled 2026-01-08 rate, 7.0197
 NOV = "2026-11-16T02:00:00.000+00:00"  # under the override's 2026-11-15 rate, 7.05

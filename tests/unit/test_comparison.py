@@ -161,7 +161,7 @@ def test_compare_decides_on_re_priced_figures_once_they_exist(tmp_path):
     import json
 
     from tracing.pricing import PriceTable
-    from tracing.reprice import reprice
+    from tracing.pricing import reprice
 
     rng = random.Random(3)
     control = [int(rng.gauss(1_000_000, 50_000)) for _ in range(450)]

@@ -82,7 +82,7 @@ def test_report_in_cny_at_the_dated_rate_shown(tmp_path):
     import json
 
     from rag_app.present.report_export import write_report
-    from tracing.fx import display_currency
+    from tracing.pricing import display_currency
     from tracing.pricing import load_bundled_table
 
     cny = display_currency("CNY", load_bundled_table().fx)

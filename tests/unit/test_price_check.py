@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rag_app.cli.main import app
-from tracing.price_check import compare
+from tracing.pricing import compare
 from tracing.pricing import PriceTable
 
 AT = "2026-11-01T00:00:00Z"

@@ -8,7 +8,7 @@ import json
 
 from tests.fakes.sql_ledger import SqlLedger
 from tracing.pricing import PriceTable
-from tracing.reprice import reprice
+from tracing.pricing import reprice
 
 T = (1500, 200, 1000, 0)  # input (1,000 of them cache hits), output, cache hits, cache writes
 # bundled deepseek-flash: $0.15 miss / $0.003 hit / $0.60 out off-peak
@@ -104,7 +104,7 @@ def generate_usage(model: str, tokens, at: str):
 
 def test_a_row_records_the_endpoint_and_provider_it_was_sent_to():
     from rag_app.config.settings import load_settings
-    from tracing.costing import LedgerPricer
+    from tracing.pricing import LedgerPricer
 
     settings = load_settings(openai_base_url=BEIJING_URL, llm_model="qwen-flash")
     pricer = LedgerPricer.from_settings(settings, PriceTable.load(base_url=BEIJING_URL))

@@ -16,10 +16,10 @@ from rag_app.cli.main import app
 from rag_app.core.usage import StageUsage
 from rag_app.present.cost_render import stage_table
 from tests.fakes.sql_ledger import SqlLedger
-from tracing.costing import LedgerPricer
+from tracing.pricing import LedgerPricer
 from tracing.ledger import LedgerWriter, stage_json
 from tracing.pricing import PriceTable
-from tracing.rows import stage_row
+from tracing.ledger import stage_row
 
 OFF = 198_000
 MON_2027 = "2027-01-04T03:00:00.000+00:00"      # Monday 11:00 Beijing, 2027: no calendar for the year

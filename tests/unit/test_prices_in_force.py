@@ -14,8 +14,8 @@ from decimal import Decimal
 import pytest
 
 from rag_app.core.errors import ConfigError
-from tracing.fx import FxTable, display_currency
-from tracing.price_rules import bundled_calendars
+from tracing.pricing import FxTable, display_currency
+from tracing.pricing import bundled_calendars
 from tracing.pricing import PriceTable, load_bundled_table, provider_for_url
 from rag_app.models.llm_usage import chunk_usage, usage_from_raw
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from rag_app.cli.main import app
 from tests.fakes.sql_ledger import SqlLedger
 from tracing.pricing import PriceTable
-from tracing.reprice import reprice
+from tracing.pricing import reprice
 
 OLD = "genai-prices@0.2.3"  # the table the rows were first priced with
 

@@ -1,4 +1,4 @@
-"""The one row mapper (tracing/rows.py): every field of a StageUsage lands in a ledger column or decides
+"""The one row mapper (tracing/ledger/rows.py): every field of a StageUsage lands in a ledger column or decides
 its price, and a row written through the real writer reads back with every value it was given."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import time
 import pytest
 
 from rag_app.core.usage import AttemptInfo, Price, StageUsage
-from tracing.costing import LedgerPricer
+from tracing.pricing import LedgerPricer
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable
-from tracing.rows import (ATTEMPT_COLUMN_OF, COLUMN_OF, PRICE_COLUMN_OF, PRICING_INPUTS, UnpricedUsage, queries_row,
+from tracing.ledger.rows import (ATTEMPT_COLUMN_OF, COLUMN_OF, PRICE_COLUMN_OF, PRICING_INPUTS, UnpricedUsage, queries_row,
                           stage_row)
 
 FULL = StageUsage(

@@ -10,11 +10,11 @@ from rag_app.query.context import PackedContext
 from rag_app.query.pipeline import QueryConfig
 from rag_app.query.stages import generate
 from rag_app.core.usage import StageUsage
-from tracing.cost_tracer import CostTracer
-from tracing.costing import LedgerPricer
+from tracing.observe import CostTracer
+from tracing.pricing import LedgerPricer
 from tracing.ledger import LedgerWriter
 from tracing.pricing import PriceTable
-from tracing.reply_stats import LedgerReplyStats
+from tracing.ledger import LedgerReplyStats
 
 EXTRACTIVE = QueryConfig(use_llm=False, llm_model="gpt-4o-mini", llm_max_tokens=512)
 NOTHING = PackedContext([], 1000, 0, 0, 0, 0)

@@ -2,7 +2,7 @@
 
     schema.py      the tables, once, for both engines
     engine.py      bounded engines per use; what an error means (retry, or fix a setting)
-    migrations.py  m001..m012, each locked and transactional; back-fills run in batches afterwards
+    migrations.py  m001..m018, each locked and transactional; back-fills run in batches afterwards
     views.py       query_costs and the re-priced views, one definition compiled per engine
     rollups.py     per-query totals and report rollups, folded in as rows change (triggers mark dirty)
     shares.py      a query's share of each rollup key, in SQL (the fold's refresh, reports of the last N)
@@ -13,13 +13,19 @@
     reports.py     reports from the rollups; percentiles by index walks; streamed exports
     quality_groups.py  answer quality and feedback per report group and per day, beside the cost
     repository.py  Ledger: every read (and re-pricing, rebuilding) the front doors need
+    rows.py        the row mappers: a priced StageUsage -> a stage_calls row, the one queries row
+    reply_stats.py LedgerReplyStats: a model's mean reply length, for an extractive answer's shadow cost
+    keys.py        issued API keys, their audit trail and rate windows
+    loss_record.py how many rows a writer could keep nowhere, on a file preallocated at start
 
 Nothing outside this package writes SQL.
 """
 from tracing.ledger.engine import Bounds, is_transient, url_for_path
 from tracing.ledger.migrations import MIGRATIONS, migrate, pending
 from tracing.ledger.reports import BY_DIMS, Report, percentile, query_row, stage_json
+from tracing.ledger.reply_stats import LedgerReplyStats
 from tracing.ledger.repository import SERVICE_BOUNDS, Ledger, LedgerUnavailable
+from tracing.ledger.rows import queries_row, stage_row
 from tracing.ledger.writer import LedgerWriter
 
 __all__ = [
@@ -29,13 +35,16 @@ __all__ = [
            "Bounds",
            "Ledger",
            "LedgerUnavailable",
+           "LedgerReplyStats",
            "LedgerWriter",
            "Report",
            "is_transient",
            "migrate",
            "pending",
            "percentile",
+           "queries_row",
            "query_row",
            "stage_json",
+           "stage_row",
            "url_for_path",
 ]

@@ -442,7 +442,7 @@ class Ledger:
 
     def unpriced_models(self, prices) -> list[dict]:
         """Models in the ledger that today's table cannot price (at each model's latest call)."""
-        from tracing.reprice import readable_time
+        from tracing.pricing import readable_time
 
         s = stage_calls
         out = []

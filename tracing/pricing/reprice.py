@@ -23,8 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from tracing.price_rules import as_utc
-from tracing.pricing import PriceTable, Quote, bare_model
+from tracing.pricing.rules import as_utc
+from tracing.pricing.table import PriceTable, Quote, bare_model
 from rag_app.models.llm_usage import explicit_cache_of
 
 TABLE_PRICED = ("genai-prices", "bundled", "override", "unpriced")

@@ -3,7 +3,7 @@ call at T, the first layer with a price in force at T answers; an override dated
 and before D the layers below still answer, with their own rules):
 
 1. the user's override file (`RAG_PRICE_OVERRIDES`), for self-hosted models or negotiated prices;
-2. `tracing/bundled_prices.json`: dated prices for models genai-prices lacks or has stale
+2. `tracing/pricing/bundled_prices.json`: dated prices for models genai-prices lacks or has stale
    (DeepSeek, Qwen on Model Studio, GLM on z.ai and bigmodel.cn, Kimi), each with its source URL
    and the date it was checked;
 3. genai-prices' bundled snapshot (no network), asked with the call's own timestamp.
@@ -51,9 +51,9 @@ from importlib import resources
 from importlib.metadata import version as pkg_version
 from pathlib import Path
 
-from tracing.fx import USD, FxTable
+from tracing.pricing.fx import USD, FxTable
 from rag_app.core.money import to_nano
-from tracing.price_rules import HolidayCalendar, PeakRule, as_utc, bundled_calendars, parse_instant
+from tracing.pricing.rules import HolidayCalendar, PeakRule, as_utc, bundled_calendars, parse_instant
 
 log = logging.getLogger(__name__)
 MTOK = Decimal(1_000_000)
@@ -243,7 +243,7 @@ def _providers(data: dict) -> dict[str, Provider]:
 
 @lru_cache(maxsize=1)
 def load_bundled_table() -> Bundled:
-    data = json.loads(resources.files("tracing").joinpath(BUNDLED).read_text(encoding="utf-8"))
+    data = json.loads(resources.files("tracing.pricing").joinpath(BUNDLED).read_text(encoding="utf-8"))
     providers = _providers(data)
     return Bundled(parse_entries(data, providers), str(data["version"]), providers,
                    dict(data.get("default_provider", {})), FxTable.parse(data.get("fx")), bundled_calendars())

@@ -10,7 +10,7 @@ Ids are derived from the query id: the trace id IS the query's UUID (any other i
 query id from `rag report` or the dashboard finds its trace in Jaeger/Phoenix/Tempo, and a row that
 arrives late still lands under the right parent.
 
-Attributes (tracing/otel_attributes.py): the OpenTelemetry GenAI conventions (`gen_ai.*`) plus the OpenInference ones Arize
+Attributes (tracing/observe/otel_attributes.py): the OpenTelemetry GenAI conventions (`gen_ai.*`) plus the OpenInference ones Arize
 Phoenix reads for its token and cost columns (`openinference.span.kind`, `llm.*`); cost, price
 version/source, status, attempt, variant and experiment under `rag.*` (the conventions have no
 cost yet). No question, prompt or answer text is sent.
@@ -41,7 +41,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, S
 
 from rag_app.config.settings import normalise_endpoint  # noqa: F401  (re-exported for callers of this module)
 from rag_app.config.url_redaction import scrub_urls, shown_url
-from tracing.otel_attributes import attempt_attrs, generate_call_attrs, query_attrs, span_status, span_times, stage_attrs
+from tracing.observe.otel_attributes import attempt_attrs, generate_call_attrs, query_attrs, span_status, span_times, stage_attrs
 
 log = logging.getLogger(__name__)
 

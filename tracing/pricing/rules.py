@@ -110,7 +110,7 @@ def load_calendar(data: dict) -> HolidayCalendar:
 
 
 def bundled_calendars() -> dict[str, HolidayCalendar]:
-    data = json.loads(resources.files("tracing").joinpath("holidays_cn.json").read_text(encoding="utf-8"))
+    data = json.loads(resources.files("tracing.pricing").joinpath("holidays_cn.json").read_text(encoding="utf-8"))
     return {data["calendar"]: load_calendar(data)}
 
 

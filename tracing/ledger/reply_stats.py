@@ -32,7 +32,8 @@ class LedgerReplyStats:
         return mean
 
     def _read(self, model: str) -> float | None:
-        from tracing.ledger import Bounds, Ledger
+        from tracing.ledger.engine import Bounds
+        from tracing.ledger.repository import Ledger
 
         try:
             if self._ledger is None:

@@ -5,7 +5,7 @@ never raised into the query (`raise_error` stays False and each handler catches 
 What it writes, and from what:
 - a `queries` row per query root (a run with `metadata["query_id"]` and no parent);
 - a `stage_calls` row per `StageUsage` a stage hands it (custom event `USAGE_EVENT`), mapped by
-  tracing.rows.stage_row: the chain has already priced it, so the row holds exactly what the answer
+  tracing.ledger.rows.stage_row: the chain has already priced it, so the row holds exactly what the answer
   shows. A stage run that fails before reporting gets an error row;
 - LLM attempts: an `AttemptRecorder` (the same code the retry loop uses) writes a `started` row before
   each request leaves (committed at once: a crash still shows the attempt, possibly billed), replaced
@@ -34,7 +34,7 @@ from rag_app.models.llm_usage import classify_error
 from rag_app.core.ports import Pricer
 from rag_app.core.usage import GRADES_QUERY, USAGE_EVENT, StageUsage
 from tracing.ledger import LedgerWriter
-from tracing.rows import queries_row, stage_row
+from tracing.ledger import queries_row, stage_row
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from tracing.price_rules import as_utc, parse_instant
+from tracing.pricing.rules import as_utc, parse_instant
 
 USD = "USD"
 SYMBOLS = {"USD": "$", "CNY": "¥"}

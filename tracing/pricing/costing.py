@@ -22,7 +22,7 @@ from decimal import Decimal
 
 from rag_app.core.money import decimal_text, to_nano
 from rag_app.core.usage import Price, StageUsage
-from tracing.pricing import PriceTable, Quote, endpoint_of, rate_quote
+from tracing.pricing.table import PriceTable, Quote, endpoint_of, rate_quote
 
 log = logging.getLogger(__name__)
 PRICE_UNITS = ("search", "1k_tokens", "1m_tokens")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from tracing.pricing import PriceTable
+from tracing.pricing.table import PriceTable
 
 INSTALL_HINT = "litellm is not installed: pip install 'legal-rag[litellm]' (an optional extra)"
 TOLERANCE = Decimal("0.01")
