@@ -13,6 +13,7 @@ from qdrant_client import QdrantClient, models
 from rag_app.core.errors import StoreError, StoreInUse
 from rag_app.store.base import (DENSE, DOCUMENT_FIELDS, INDEXED_FIELDS, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit, SparseVector,
                                 StoreChecks, StoredPoint, Where, check_name)
+from rag_app.store._shapes import payload, stale_of, vectors_of, where_filter
 
 BATCH = 256
 TITLES_TTL_S = 30.0  # a server may be written by other processes: re-read the titles now and then
@@ -112,14 +113,14 @@ class ClientStore(StoreChecks):
         with self._lock:
             points, _ = self.client.scroll(name, scroll_filter=_filter({"doc_id": doc_id}), limit=1,
                                            with_payload=["content_hash"])
-        return _payload(points[0]).get("content_hash") if points else None
+        return payload(points[0]).get("content_hash") if points else None
 
     def replace_document(self, name: str, doc_id: str, content_hash: str, points: Sequence[StoredPoint]) -> None:
         """Upsert the new version, then delete the document's points of any other version."""
         with self._lock:
             for i in range(0, len(points), BATCH):
                 self.client.upsert(name, points=[_point(p) for p in points[i:i + BATCH]])
-            stale = models.Filter(must=[_match("doc_id", doc_id)], must_not=[_match("content_hash", content_hash)])
+            stale = stale_of(models, doc_id, content_hash)
             self.client.delete(name, points_selector=models.FilterSelector(filter=stale))
             self.derived_indexes.drop(name)
 
@@ -129,7 +130,7 @@ class ClientStore(StoreChecks):
         with self._lock:
             while True:
                 points, offset = self.client.scroll(name, limit=1024, offset=offset, with_payload=True)
-                out.extend(_payload(p) for p in points)
+                out.extend(payload(p) for p in points)
                 if offset is None:
                     return out
 
@@ -143,7 +144,7 @@ class ClientStore(StoreChecks):
                     offset = None
                     while True:
                         points, offset = self.client.scroll(name, limit=2048, offset=offset, with_payload=["title"])
-                        seen.update((_payload(p)["title"], None) for p in points)
+                        seen.update((payload(p)["title"], None) for p in points)
                         if offset is None:
                             break
                     return sorted(seen)
@@ -159,7 +160,7 @@ class ClientStore(StoreChecks):
             while True:
                 points, offset = self.client.scroll(name, limit=2048, offset=offset, with_payload=list(DOCUMENT_FIELDS))
                 for p in points:
-                    seen.setdefault(_payload(p)["doc_id"], {f: _payload(p).get(f) for f in DOCUMENT_FIELDS})
+                    seen.setdefault(payload(p)["doc_id"], {f: payload(p).get(f) for f in DOCUMENT_FIELDS})
                 if offset is None:
                     return list(seen.values())
 
@@ -169,7 +170,7 @@ class ClientStore(StoreChecks):
         with self._lock:
             points, _ = self.client.scroll(name, scroll_filter=_filter({**where, "article_nums": list(keys)}),
                                            limit=limit, with_payload=True)
-        return [Hit(_payload(p), 1.0) for p in points]
+        return [Hit(payload(p), 1.0) for p in points]
 
     # -- search ---------------------------------------------------------------------------------
     def search(self, name: str, *, dense: Sequence[float] | None = None, sparse: SparseVector | None = None,
@@ -199,26 +200,12 @@ class ClientStore(StoreChecks):
                 res = self.client.query_points(
                     name, prefetch=legs, limit=limit, with_payload=True,
                     query=models.RrfQuery(rrf=models.Rrf(k=fusion.engine_k, weights=weights)))
-        return [Hit(_payload(p), p.score) for p in res.points]
+        return [Hit(payload(p), p.score) for p in res.points]
 
 
-def _match(field: str, value) -> models.FieldCondition:
-    if isinstance(value, str):
-        return models.FieldCondition(key=field, match=models.MatchValue(value=value))
-    return models.FieldCondition(key=field, match=models.MatchAny(any=list(value)))
+def _filter(where: Where) -> Any:
+    return where_filter(models, where)
 
 
-def _filter(where: Where) -> models.Filter:
-    return models.Filter(must=[_match(k, v) for k, v in where.items()])
-
-
-def _point(p: StoredPoint) -> models.PointStruct:
-    vector: dict = {SPARSE: models.SparseVector(indices=p.sparse.indices, values=p.sparse.values)}
-    if p.dense is not None:
-        vector[DENSE] = list(p.dense)
-    return models.PointStruct(id=p.id, vector=vector, payload=p.payload)
-
-
-def _payload(point: Any) -> dict[str, Any]:
-    """A point's payload (asked for with every scroll and query here, so never absent)."""
-    return point.payload or {}
+def _point(p: StoredPoint) -> Any:
+    return models.PointStruct(id=p.id, vector=vectors_of(models, p), payload=p.payload)

@@ -26,6 +26,7 @@ from rag_app.core.errors import OutdatedStore, StoreError
 from rag_app.store.base import (DENSE, DOCUMENT_FIELDS, INDEXED_FIELDS, REBUILD, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit,
                                 SparseVector, StoreChecks, StoredPoint, Where, check_name)
 from rag_app.store.lock import ProcessLock
+from rag_app.store._shapes import payload, stale_of, vectors_of, where_filter
 
 log = logging.getLogger(__name__)
 META = "collection.json"
@@ -181,7 +182,7 @@ class EdgeStore(StoreChecks):
         with self._lock:
             points, _ = self._shard(name).scroll(qe.ScrollRequest(
                 limit=1, filter=_filter({"doc_id": doc_id}), with_payload=["content_hash"]))
-            return _payload(points[0]).get("content_hash") if points else None
+            return payload(points[0]).get("content_hash") if points else None
 
     def replace_document(self, name: str, doc_id: str, content_hash: str, points: Sequence[StoredPoint]) -> None:
         """New chunks go in first, then the document's chunks of any other version go: a query
@@ -191,7 +192,7 @@ class EdgeStore(StoreChecks):
             shard = self._shard(name)
             for i in range(0, len(points), BATCH):
                 shard.update(qe.UpdateOperation.upsert_points([_point(p) for p in points[i:i + BATCH]]))
-            stale = qe.Filter(must=[_match("doc_id", doc_id)], must_not=[_match("content_hash", content_hash)])
+            stale = stale_of(qe, doc_id, content_hash)
             shard.update(qe.UpdateOperation.delete_points_by_filter(stale))
             self.derived_indexes.drop(name)
 
@@ -201,7 +202,7 @@ class EdgeStore(StoreChecks):
             out: list[dict] = []
             while True:
                 points, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=2048, with_payload=True))
-                out.extend(_payload(p) for p in points)
+                out.extend(payload(p) for p in points)
                 if offset is None:
                     return out
 
@@ -225,7 +226,7 @@ class EdgeStore(StoreChecks):
                 points, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=4096,
                                                                with_payload=list(DOCUMENT_FIELDS)))
                 for p in points:
-                    seen.setdefault(_payload(p)["doc_id"], {f: _payload(p).get(f) for f in DOCUMENT_FIELDS})
+                    seen.setdefault(payload(p)["doc_id"], {f: payload(p).get(f) for f in DOCUMENT_FIELDS})
                 if offset is None:
                     return list(seen.values())
 
@@ -236,7 +237,7 @@ class EdgeStore(StoreChecks):
         with self._lock:
             points, _ = self._shard(name).scroll(qe.ScrollRequest(
                 limit=limit, filter=_filter({**where, "article_nums": list(keys)}), with_payload=True))
-            return [Hit(_payload(p), 1.0) for p in points]
+            return [Hit(payload(p), 1.0) for p in points]
 
     # -- search ---------------------------------------------------------------------------------
     def search(self, name: str, *, dense: Sequence[float] | None = None, sparse: SparseVector | None = None,
@@ -267,7 +268,7 @@ class EdgeStore(StoreChecks):
                             for q, p in legs],
                 query=qe.Fusion.Rrf(k=fusion.engine_k, weights=weights))  # type: ignore[arg-type]  # Rrf is a Fusion; the stub says otherwise
         with self._lock:
-            return [Hit(_payload(p), p.score) for p in self._shard(name).query(request)]
+            return [Hit(payload(p), p.score) for p in self._shard(name).query(request)]
 
     # -- a store an earlier version built -----------------------------------------------------
     def _legacy_collection(self, name: str) -> Path | None:
@@ -301,23 +302,9 @@ class EdgeStore(StoreChecks):
         log.info("removed collection %r of the earlier local-mode store %s", name, self.legacy_path)
 
 
-def _match(field: str, value) -> qe.FieldCondition:
-    if isinstance(value, str):
-        return qe.FieldCondition(key=field, match=qe.MatchValue(value=value))
-    return qe.FieldCondition(key=field, match=qe.MatchAny(any=list(value)))
+def _filter(where: Where) -> Any:
+    return where_filter(qe, where)
 
 
-def _filter(where: Where) -> qe.Filter:
-    return qe.Filter(must=[_match(k, v) for k, v in where.items()])
-
-
-def _point(p: StoredPoint) -> qe.Point:
-    vector: dict = {SPARSE: qe.SparseVector(indices=p.sparse.indices, values=p.sparse.values)}
-    if p.dense is not None:
-        vector[DENSE] = list(p.dense)
-    return qe.Point(id=p.id, vector=vector, payload=p.payload)
-
-
-def _payload(point: Any) -> dict[str, Any]:
-    """A point's payload (asked for with every scroll and query here, so never absent)."""
-    return point.payload or {}
+def _point(p: StoredPoint) -> Any:
+    return qe.Point(id=p.id, vector=vectors_of(qe, p), payload=p.payload)
