@@ -100,7 +100,7 @@ class Chunk:
         pieces = [self.text[a:b].strip() for a, b in zip(starts, [*starts[1:], len(self.text)])]
         return [f"{header}\n{p}" if header else p for p in pieces if p]
 
-    def payload(self) -> dict:
+    def payload(self) -> dict[str, Any]:
         return {
             "chunk_id": self.chunk_id,
             "doc_id": self.doc_id,
@@ -122,7 +122,7 @@ class Chunk:
         }
 
     @classmethod
-    def from_payload(cls, p: dict) -> "Chunk":
+    def from_payload(cls, p: dict[str, Any]) -> "Chunk":
         return cls(
             doc_id=p["doc_id"], source_path=p["source_path"], title=p["title"], text=p["text"],
             char_start=p["char_start"], char_end=p["char_end"], token_count=p["token_count"],
@@ -158,7 +158,7 @@ class Citation:
     char_start: int | None = None
     char_end: int | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"law": self.law, "title": self.law, "article": "、".join(self.articles) or None,
                 "articles": list(self.articles), "section": self.section, "doc": self.doc,
                 "chunk_id": self.chunk_id, "page": self.page, "char_start": self.char_start,

@@ -5,6 +5,8 @@ article) can be attached to the context. References into another law (`《刑法
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from rag_app.text.legal_numbers import CN_NUM, article_key, cn_to_int
 
@@ -29,7 +31,24 @@ def same_document_refs(text: str, own: tuple[str, ...] = ()) -> list[str]:
     return out
 
 
-def attach_linked(store, collection: str, contexts: list, max_links: int) -> list:
+if TYPE_CHECKING:
+    from rag_app.core.types import Chunk, ScoredChunk
+
+
+class _ChunkHit(Protocol):
+    @property
+    def chunk(self) -> Chunk: ...
+
+
+class ArticleFinder(Protocol):
+    """What linking needs of a store: the chunks of named articles of one document."""
+
+    def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
+                      doc_id: str | None = None) -> Sequence[_ChunkHit]: ...
+
+
+def attach_linked(store: ArticleFinder, collection: str, contexts: Sequence[ScoredChunk],
+                  max_links: int) -> list[ScoredChunk]:
     """The articles the top passages cite inside their own law, appended after them (at most
     `max_links`, none already present), each marked with the chunk that linked it."""
     from rag_app.core.types import ScoredChunk

@@ -18,8 +18,10 @@ import logging
 import re
 from array import array
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from rag_app.text.legal_numbers import ARTICLE_REF, find_article_refs
 
@@ -51,7 +53,7 @@ _CATEGORY_PREFIX = re.compile(r"^(民法商法|社会法|行政法|经济法|诉
 
 
 @lru_cache(maxsize=1)
-def _jieba():
+def _jieba() -> Any:
     import jieba
 
     jieba.setLogLevel(logging.WARNING)
@@ -86,7 +88,7 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
-def word_tokens(words):
+def word_tokens(words: Iterable[str]) -> Iterator[str]:
     """The segmenter's words BM25 keeps: stripped, lower-cased, with a letter, digit or CJK character,
     not a stop word."""
     for tok in words:
@@ -113,7 +115,7 @@ def stems_of(text: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
-def _stemmer():
+def _stemmer() -> Any:
     import snowballstemmer
 
     return snowballstemmer.stemmer("english")
@@ -132,8 +134,8 @@ class TermCounts:
     hashes collide stay two entries, as they always did), `length` is the token count.
     """
 
-    indices: array
-    tfs: array
+    indices: array[int]
+    tfs: array[int]
     length: int
 
 
