@@ -221,8 +221,10 @@ class Settings(BaseSettings):
 
     def _check_endpoints(self) -> None:
         if self.otel_endpoint:
+            from rag_app.config.url_redaction import credentials_apart
+
             try:
-                normalise_endpoint(self.otel_endpoint)
+                credentials_apart(normalise_endpoint(self.otel_endpoint))
             except ValueError as e:
                 raise ConfigError(str(e)) from e
         if self.alert_webhook:
