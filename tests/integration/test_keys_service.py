@@ -390,3 +390,20 @@ def test_names_are_echoed_without_bidirectional_controls(service):
     shown = r.json()["files"][0]["file"]
     assert r.status_code == 200 and "\u202e" not in r.text and shown == "evil\\u202e.md", r.text
     assert not any("\u202e" in (e["target"] + (e["detail"] or "")) for e in audit_rows(url))
+
+
+def test_an_upload_the_ledger_cannot_record_is_refused_and_writes_nothing(service):
+    """No upload off the record: while another process holds the ledger's write lock, the upload is a 503
+    and no file is kept (the audit row could not be written)."""
+    import sqlite3
+
+    url, settings = service
+    holder = sqlite3.connect(settings.ledger_path, timeout=30, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        r = admin(url, "POST", "/v1/ingest", files={"files": ("unrecorded.md", "第一条 测试。".encode())})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert r.status_code == 503, r.text
+    assert not (settings.data_dir / "uploads" / "unrecorded.md").exists()
