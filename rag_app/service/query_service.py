@@ -67,10 +67,11 @@ class QueryService:
         route = p.route(req.user_id, req.session_id, req.key_id, req.variant, req.collection)
         app_ = p.app_for(route.app_variant, route.collection)
         check_models(req.principal, (req.model, route.variant, app_.settings.llm_model))
-        config = app_.query_config()
-        # the key's window: this request's tokens reserved at its ceiling before any work (settled below)
-        ticket = (self.rate.admit(req.principal, llm_tokens_at_most(req.question, config))
-                  if self.rate is not None else None)
+        ticket = None
+        if self.rate is not None:  # the key's window: its LLM tokens reserved at their ceiling, settled below
+            limited = req.principal.tpm is not None
+            ticket = self.rate.admit(req.principal, llm_tokens_at_most(req.question, app_.query_config())
+                                     if limited else 0)
         key = self._key(p, route, app_, req) if self.cache is not None else None
         try:
             hit = self._cached(p, route, app_, req, key)

@@ -92,6 +92,8 @@ def _audit(svc: ServiceState, who: Principal, collection: str, uploads, before: 
                          {"user": who.user, "collection": collection, "file": name, "sha256": o["sha256"],
                           "replaced_doc_id": replaced, "status": o["status"], "chunks": o["chunks"]},
                          ensure_ascii=False)})
+    for r in rows:  # the log says it too: who put which text in front of the collection's readers
+        log.info("%s by key %s: %s", r["action"], r["actor"], r["detail"])
     try:
         svc.read(lambda L: L.add_audits(rows), flush=False)
     except Exception as e:  # the files are in (the ledger answered a moment ago): the log names who and what
