@@ -351,6 +351,17 @@ class RagApp:
             self._collection = None
         return report
 
+    def documents_named(self, file_name: str) -> list[tuple[str, str]]:
+        """(doc_id, source path) of each document of the collection whose file is named `file_name`: what
+        an upload of that name would replace (a previous upload of it, or a document ingested from
+        elsewhere under that name; see ingest_uploads)."""
+        if self.store.info(self.settings.collection) is None:
+            return []
+        from rag_app.query.scope import catalogue
+
+        return [(d.doc_id, d.source_path) for d in catalogue(self.store, self.settings.collection).docs
+                if d.source_path and d.file_name == file_name]
+
     def require_space(self, new_bytes: int) -> None:
         """DiskFull (nothing written) unless the data dir's disk can take `new_bytes` of documents into
         the embedded store (rag_app/store/space.py says what that needs). A Qdrant server keeps its own

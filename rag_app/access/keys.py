@@ -21,6 +21,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from rag_app.core.errors import ConfigError
+from rag_app.text.edge_text import has_bidi
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ PERIODS = ("day", "week", "month")
 SECRET_PREFIX = "rag_"
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.@")
 NANO = Decimal(10**9)
+DEFAULT_MAX_COLLECTIONS = 5  # what --create-collections allows without --max-collections
 
 
 class Unauthorized(Exception):
@@ -65,6 +67,9 @@ class Principal:
     budget_period: str | None = None
     can_ingest: bool = False
     issued: bool = False  # an issued key (False: the bootstrap token, or no auth at all)
+    can_replace: bool = False  # an upload may take the place of a document of its name
+    can_create_collections: bool = False  # an upload may create a collection, up to `max_collections`
+    max_collections: int | None = None
 
     @property
     def admin(self) -> bool:
@@ -112,9 +117,12 @@ class KeySpec:
     documents: tuple[str, ...] | None = None
     can_ingest: bool = False
     expires: str | None = None  # ISO date or date-time, UTC
+    can_replace: bool = False
+    can_create_collections: bool = False
+    max_collections: int | None = None  # with can_create_collections: DEFAULT_MAX_COLLECTIONS unless given
 
     @classmethod
-    def parse(cls, d: dict[str, Any]) -> KeySpec:
+    def parse(cls, d: dict[str, Any], now: datetime | None = None) -> KeySpec:
         name = str(d.get("name") or "")
         if not name or len(name) > 64 or not set(name) <= NAME_CHARS:
             raise ConfigError(f"name {name[:80]!r}: 1-64 characters of letters, digits, - _ . @")
@@ -133,11 +141,19 @@ class KeySpec:
             if not budget.is_finite() or budget <= 0:
                 raise ConfigError(f"budget_usd must be above 0, got {budget}")
         user = d.get("user")
-        if user is not None and (not str(user).strip() or len(str(user)) > 200):
-            raise ConfigError("user: non-empty text of at most 200 characters")
+        if user is not None and (not str(user).strip() or len(str(user)) > 200 or has_bidi(str(user))):
+            raise ConfigError("user: non-empty text of at most 200 characters, without bidirectional controls")
+        expires = _expiry(d.get("expires"))
+        if expires is not None and expires <= stamp(now or datetime.now(UTC)):
+            raise ConfigError(f"expires {expires} is in the past: the key would be born expired; give a later "
+                              "date (UTC), or no --expires")
+        create, cap = bool(d.get("can_create_collections")), _positive(d.get("max_collections"), "max_collections")
+        if cap is not None and not create:
+            raise ConfigError("max_collections needs can_create_collections (--create-collections)")
         return cls(name, user, role, budget, period, _positive(d.get("rpm"), "rpm"), _positive(d.get("tpm"), "tpm"),
                    _names(d.get("models"), "models"), _names(d.get("collections"), "collections"),
-                   _names(d.get("documents"), "documents"), bool(d.get("can_ingest")), _expiry(d.get("expires")))
+                   _names(d.get("documents"), "documents"), bool(d.get("can_ingest")), expires,
+                   bool(d.get("can_replace")), create, (cap or DEFAULT_MAX_COLLECTIONS) if create else None)
 
     def row(self, secret: str, now: datetime) -> dict[str, Any]:
         import json
@@ -151,7 +167,9 @@ class KeySpec:
                 "budget_period": self.period if self.budget_usd is not None else None,
                 "rpm": self.rpm, "tpm": self.tpm, "models": listed(self.models),
                 "collections": listed(self.collections), "documents": listed(self.documents),
-                "can_ingest": int(self.can_ingest), "created_at": stamp(now), "expires_at": self.expires}
+                "can_ingest": int(self.can_ingest), "created_at": stamp(now), "expires_at": self.expires,
+                "can_replace": int(self.can_replace), "can_create_collections": int(self.can_create_collections),
+                "max_collections": self.max_collections}
 
     def shown(self) -> dict[str, Any]:
         """The settings an audit row records (never the secret)."""
@@ -182,7 +200,9 @@ def principal_of(row: dict[str, Any]) -> Principal:
 
     return Principal(row["name"], row["user_id"], row["role"], listed(row["models"]), listed(row["collections"]),
                      listed(row["documents"]), row["rpm"], row["tpm"], row["budget_nano_usd"], row["budget_period"],
-                     bool(row["can_ingest"]), issued=True)
+                     bool(row["can_ingest"]), issued=True, can_replace=bool(row.get("can_replace")),
+                     can_create_collections=bool(row.get("can_create_collections")),
+                     max_collections=row.get("max_collections"))
 
 
 def refusal(row: dict[str, Any] | None, now: datetime) -> str | None:
@@ -227,6 +247,12 @@ class KeyRing:
         with self._lock:
             self._issued = (now, found)
         return found
+
+    def forget(self) -> None:
+        """Drop what was read: a key revoked or rotated here is refused at once on this replica (others
+        within `ttl_s`)."""
+        with self._lock:
+            self._seen.clear()
 
     def resolve(self, secret: str) -> Principal:
         h, now = secret_hash(secret), time.monotonic()

@@ -56,6 +56,8 @@ def listing(ledger: Any, now: datetime | None = None) -> list[dict[str, Any]]:
                     "budget_usd": usd_json(r["budget_nano_usd"]), "period": r["budget_period"], "rpm": r["rpm"],
                     "tpm": r["tpm"], "models": _list(r["models"]), "collections": _list(r["collections"]),
                     "documents": _list(r["documents"]), "can_ingest": bool(r["can_ingest"]),
+                    "can_replace": bool(r["can_replace"]), "can_create_collections": bool(r["can_create_collections"]),
+                    "max_collections": r["max_collections"],
                     "created_at": r["created_at"], "expires_at": r["expires_at"], "revoked_at": r["revoked_at"],
                     "rotated_at": r["rotated_at"]})
     return out
@@ -76,7 +78,7 @@ def audit_budgets(ledger: Any, path: Any, text: str, actor: str, now: datetime |
         return False
     try:
         content: Any = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read: kept as text
         content = text[:2000]
     ledger.add_audit(_audit(actor, "budgets", str(path), now or datetime.now(UTC), {"sha256": digest, "file": content}))
     return True

@@ -1,17 +1,31 @@
-"""Per-key rate limits: requests and tokens per minute, counted in the ledger so every replica sharing
-it enforces one limit (tracing/ledger/keys.py takes a request in one conditional statement). Over a
-limit: `RateLimited`, answered 429 with `Retry-After` (the seconds to the next minute) and a JSON body
-naming the limit. A refused request writes no ledger row and reserves no budget: it never began."""
+"""Per-key rate limits: requests and tokens per minute over a sliding 60 s window, counted in the ledger
+so every replica sharing it enforces one limit (tracing/ledger/keys.py admits a request under the key's
+lock). At any instant the last 60 s hold at most `rpm` admitted requests: there is no minute boundary
+at which a second burst is let in.
+
+Tokens are reserved before any work: a request is admitted while the window's tokens (reserved by
+requests in flight, used by those that ended) are below `tpm`, and it reserves its estimate at once (the
+prompt at the context budget, RAG_LLM_MAX_TOKENS, the rewrite call when that lever is on); when the query
+ends its real count takes the estimate's place (`settle`). So concurrent requests see each other's tokens
+before any has finished: a burst over any number of replicas uses at most `tpm` plus one request's
+tokens in any 60 s.
+
+Over a limit: `RateLimited`, answered 429 with `Retry-After` (the seconds until enough of the window has
+left it) and a JSON body naming the limit. A request refused here, or by a budget after it (`release`),
+writes no ledger row and leaves nothing in the window: it never began."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rag_app.access.keys import Principal
 
 log = logging.getLogger(__name__)
+WINDOW_S = 60
 PRUNE_AFTER = timedelta(hours=1)
 
 
@@ -21,8 +35,18 @@ class RateLimited(Exception):
         self.body, self.retry_after_s = body, retry_after_s
 
 
-def window_of(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
+@dataclass(frozen=True)
+class Ticket:
+    """An admitted request's place in its key's window: settled with its real tokens when it ends."""
+
+    key: str
+    event_id: int
+    reserved: int
+    counts_tokens: bool  # the key has a `tpm` (with only `rpm`, tokens are not kept)
+
+
+def epoch_ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
 
 
 class RateLimiter:
@@ -34,14 +58,15 @@ class RateLimiter:
         self._pruned: datetime | None = None
         self.admitted_uncounted = 0
 
-    def admit(self, p: Principal) -> str | None:
-        """The minute this request was counted in (None: the key has no limit); RateLimited when full."""
+    def admit(self, p: Principal, estimate_tokens: int = 0) -> Ticket | None:
+        """The request's ticket (None: the key has no limit, or was admitted uncounted); RateLimited when
+        its window is full. `estimate_tokens`: what it may use, reserved against `tpm` until settled."""
         if p.name is None or (p.rpm is None and p.tpm is None):
             return None
         now = self.clock()
-        window = window_of(now)
+        reserve = max(0, estimate_tokens) if p.tpm is not None else 0
         try:
-            taken, requests, tokens = self.ledger(lambda L: L.rate_take(p.name, window, p.rpm, p.tpm))
+            step = self.ledger(lambda L: L.rate_admit(p.name, epoch_ms(now), WINDOW_S * 1000, p.rpm, p.tpm, reserve))
         except Exception as e:
             if not self.fail_open:
                 raise
@@ -50,29 +75,41 @@ class RateLimiter:
                       p.name, getattr(e, "detail", e))
             return None
         self._prune(now)
-        if taken:
-            return window
-        retry = max(1, 60 - now.second)
-        limit, value, used = ("rpm", p.rpm, requests) if p.rpm is not None and requests >= p.rpm else ("tpm", p.tpm, tokens)
+        if step.taken:
+            return Ticket(p.name, step.event_id, reserve, p.tpm is not None)
+        retry = min(WINDOW_S, max(1, math.ceil(step.retry_after_ms / 1000)))
+        by_rpm = p.rpm is not None and step.requests >= p.rpm
+        limit, value, used = ("rpm", p.rpm, step.requests) if by_rpm else ("tpm", p.tpm, step.tokens)
         what = f"{value} {'requests' if limit == 'rpm' else 'tokens'} per minute"
         raise RateLimited({"detail": f"API key {p.name!r} reached its limit of {what}; retry in {retry} s",
                            "type": "rate_limited", "key": p.name, "limit": limit, "limit_value": value,
-                           "used": used, "window_start": window, "retry_after_s": retry}, retry)
+                           "used": used, "window_s": WINDOW_S, "retry_after_s": retry}, retry)
 
-    def spent(self, p: Principal, window: str | None, tokens: int) -> None:
-        """Add a finished query's tokens to the minute it was admitted in (best effort: never fails it)."""
-        if window is None or p.tpm is None or tokens <= 0:
+    def settle(self, ticket: Ticket | None, tokens: int) -> None:
+        """A finished query's real tokens in place of its reservation (best effort: never fails it; a
+        count lost stays at the estimate, which errs on the side of the limit)."""
+        if ticket is None or not ticket.counts_tokens or tokens == ticket.reserved:
             return
         try:
-            self.ledger(lambda L: L.rate_add_tokens(p.name, window, tokens))
-        except Exception as e:  # the answer is given; a lost token count only loosens this minute
-            log.warning("tokens of key %s not counted for %s: %s", p.name, window, e)
+            self.ledger(lambda L: L.rate_settle(ticket.event_id, tokens))
+        except Exception as e:
+            log.warning("tokens of key %s not settled (%d kept reserved): %s", ticket.key, ticket.reserved, e)
+
+    def release(self, ticket: Ticket | None) -> None:
+        """A request refused after its admission (a budget) leaves the window: it never began."""
+        if ticket is None:
+            return
+        try:
+            self.ledger(lambda L: L.rate_release(ticket.event_id))
+        except Exception as e:  # it stays counted: the safe side of the limit
+            log.warning("refused request of key %s still counted in its window: %s", ticket.key, e)
 
     def _prune(self, now: datetime) -> None:
+        """Every key prunes its own window on admission; this clears keys no longer used, hourly."""
         if self._pruned is not None and now - self._pruned < PRUNE_AFTER:
             return
         self._pruned = now
         try:
-            self.ledger(lambda L: L.prune_rate_windows(window_of(now - PRUNE_AFTER)))
+            self.ledger(lambda L: L.prune_rate_events(epoch_ms(now) - WINDOW_S * 1000))
         except Exception as e:
-            log.warning("old rate windows not pruned: %s", e)
+            log.warning("old rate events not pruned: %s", e)

@@ -1,10 +1,12 @@
 """What a key may do, decided before any work: which user it speaks for, which collection and
-documents it reads, which models it uses, whether it may upload, and whose queries it sees.
+documents it reads, which models it uses, whether it may upload, which names, whether an upload may
+replace a document or create a collection, and whose queries it sees.
 A refusal is `Forbidden` (403) naming what was asked and what the key allows."""
 from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable, Sequence
+from pathlib import PurePath
 
 from rag_app.access.keys import Principal
 from rag_app.query.scope import Scope
@@ -71,6 +73,38 @@ def check_ingest(p: Principal, collection: str) -> None:
     if not p.can_ingest:
         raise Forbidden(f"API key {p.name!r} may not upload documents; an admin can create a key with --ingest")
     collection_for(p, collection, collection)
+
+
+def check_writes(p: Principal, names: Sequence[str]) -> None:
+    """A key with a document list uploads only those names (its file name, or its name without the
+    extension, as listed): uploading another would put text in front of every reader of the collection
+    that the key was never given to write."""
+    if p.admin or p.documents is None:
+        return
+    allowed = {_norm(d) for d in p.documents}
+    for name in names:
+        if _norm(name) not in allowed and _norm(PurePath(name).stem) not in allowed:
+            raise Forbidden(f"API key {p.name!r} may upload only its documents ({', '.join(p.documents[:5])}"
+                            f"{'…' if len(p.documents) > 5 else ''}); {name[:120]!r} is not one of them")
+
+
+def check_replace(p: Principal, name: str, collection: str) -> None:
+    """Taking the place of a document already in the collection is a right of its own (--replace): the
+    refusal names the document, never its id."""
+    if not (p.admin or p.can_replace):
+        raise Forbidden(f"API key {p.name!r} may not replace {name[:120]!r}: a document of that name is already "
+                        f"in collection {collection!r}; an admin can replace it, or create a key with --replace")
+
+
+def check_create(p: Principal, collection: str) -> int | None:
+    """Creating a collection needs an admin key or one created with --create-collections; the number of
+    collections that key may create (None: no limit, an admin)."""
+    if p.admin:
+        return None
+    if not p.can_create_collections or p.max_collections is None:
+        raise Forbidden(f"API key {p.name!r} may not create collection {collection[:80]!r}; an admin creates it "
+                        "(its first upload), or creates a key with --create-collections")
+    return p.max_collections
 
 
 def check_admin(p: Principal, what: str) -> None:

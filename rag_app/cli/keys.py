@@ -10,6 +10,7 @@ import typer
 
 from rag_app.cli.common import fail_one_line
 from rag_app.core.errors import RagError
+from rag_app.text.edge_text import shown_name
 
 
 @contextmanager
@@ -44,6 +45,12 @@ def create(name: str = typer.Option(..., "--name", help="the key's name: its spe
            collections: Optional[str] = typer.Option(None, "--collections", help="collections it may read: c1,c2"),
            documents: Optional[str] = typer.Option(None, "--documents", help="documents it may read: a.md,b.pdf"),
            ingest: bool = typer.Option(False, "--ingest", help="may upload documents into its collections"),
+           replace: bool = typer.Option(False, "--replace",
+                                        help="an upload may replace a document of the same name (with --ingest)"),
+           create_collections: bool = typer.Option(False, "--create-collections",
+                                                   help="an upload may create a collection (with --ingest)"),
+           max_collections: Optional[int] = typer.Option(None, "--max-collections",
+                                                         help="how many it may create (default 5)"),
            expires: Optional[str] = typer.Option(None, "--expires", help="UTC date or date-time it stops working"),
            as_json: bool = typer.Option(False, "--json", help='print {"name": ..., "key": ...}')):
     """Issue an API key; its secret is printed once (keep it: only a hash is stored)."""
@@ -53,7 +60,9 @@ def create(name: str = typer.Option(..., "--name", help="the key's name: its spe
     try:
         spec = KeySpec.parse({"name": name, "user": user, "role": role, "budget_usd": budget_usd, "period": period,
                               "rpm": rpm, "tpm": tpm, "models": models, "collections": collections,
-                              "documents": documents, "can_ingest": ingest, "expires": expires})
+                              "documents": documents, "can_ingest": ingest, "expires": expires,
+                              "can_replace": replace, "can_create_collections": create_collections,
+                              "max_collections": max_collections})
     except RagError as e:
         fail_one_line(e)
     with _ledger() as ledger:
@@ -118,11 +127,14 @@ def rotate(name: str = typer.Argument(..., help="the key's name"),
 
 def audit(limit: int = typer.Option(50, "--limit", min=1, max=1000, help="the N latest changes"),
           as_json: bool = typer.Option(False, "--json", help="print JSON")):
-    """Who created, rotated or revoked which key, and when."""
+    """Who created, rotated or revoked which key, uploaded or replaced which document, created which
+    collection, and when (`--json`: with each row's detail: user, collection, SHA-256, replaced id)."""
     with _ledger() as ledger:
         rows = ledger.key_audit(limit)
     if as_json:
         print(json.dumps({"events": rows}, ensure_ascii=False, indent=2))
         return
-    for r in rows:
-        print(f"{r['at']}  {r['actor']:<16} {r['action']:<7} {r['target']}")
+    for r in rows:  # 80 columns: the time to the second, who, what, and as much of the target as fits
+        target = shown_name(r["target"])
+        print(f"{r['at'][:19]} {r['actor'][:14]:<14} {r['action'][:17]:<17} "
+              f"{target if len(target) <= 27 else target[:26] + '…'}")

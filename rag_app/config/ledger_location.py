@@ -157,16 +157,24 @@ def parse_ledger_url(url: str | None, default_path: Path) -> LedgerTarget:
 
 
 def _unencoded_in_userinfo(url: str) -> str | None:
-    """`'@'` or `'/, ? or #'` when the URL's user information holds one unencoded, else None."""
+    """`'@'` or `'/, ? or #'` when the URL's user information holds one unencoded, else None.
+
+    A password is read by libpq up to the first `@` before the first `/`, `?` or `#`: `u:p@ss?x@host/db` is
+    user u, password `p`, host `ss` and a query string `x@host/db`, whose tail libpq then prints in its
+    error. So an `@` after the first of those delimiters, with no `=` between them (no query parameter
+    such as `?application_name=a@b` holds it), means the password ran past a delimiter."""
     m = _SCHEME.match(url)
     if not m:
         return None
     rest = m.group(2)
-    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    cut = re.search(r"[/?#]", rest)
+    authority, tail = (rest[:cut.start()], rest[cut.end():]) if cut else (rest, "")
     if authority.count("@") > 1:
         return "'@'"
     if "@" not in authority and "@" in rest and ":" in authority:
         return "'/', '?' or '#'"
+    if "@" in authority and ":" in authority.split("@", 1)[0] and "@" in tail and "=" not in tail[:tail.rfind("@")]:
+        return "'/', '?' or '#' (with an '@')"
     return None
 
 

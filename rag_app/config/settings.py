@@ -166,6 +166,10 @@ class Settings(BaseSettings):
     max_upload_mb: float = Field(20.0, gt=0)
     max_request_mb: float = Field(100.0, gt=0)  # whole POST /v1/ingest body, refused before it is read past this
     allowed_hosts: str = ""  # extra Host names the service answers, comma-separated ("*": any)
+    # `rag serve` keeps a collection's app (and its open shard, caches) in memory while it is used: one idle
+    # this long is closed, and at most this many stay open (the least recently used go first)
+    collection_idle_s: float = Field(600.0, gt=0)
+    max_open_collections: int = Field(16, ge=1)
     # Per-file parse budget: the parse runs in a worker process that is killed past either limit.
     parse_timeout_s: float = Field(120.0, gt=0)  # parse + chunk + BM25 tokenization of one file, in its worker
     parse_max_mb: float = Field(1024.0, ge=64)  # below this the parser libraries cannot even start
@@ -221,8 +225,10 @@ class Settings(BaseSettings):
 
     def _check_endpoints(self) -> None:
         if self.otel_endpoint:
+            from rag_app.config.url_redaction import credentials_apart
+
             try:
-                normalise_endpoint(self.otel_endpoint)
+                credentials_apart(normalise_endpoint(self.otel_endpoint))
             except ValueError as e:
                 raise ConfigError(str(e)) from e
         if self.alert_webhook:

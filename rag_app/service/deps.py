@@ -112,11 +112,10 @@ Caller = Annotated[Principal, Depends(caller)]
 Authed = [Depends(caller)]  # a router's `dependencies=`: every route on it needs a key
 
 
-def token_ok(svc: ServiceState, creds: HTTPAuthorizationCredentials | None) -> bool:
-    """True when the request's key is good (for routes that answer less without one)."""
+def admin_ok(svc: ServiceState, creds: HTTPAuthorizationCredentials | None) -> bool:
+    """True when the request's key is a good admin key (for routes that answer less to anyone else)."""
     try:
-        principal_of(svc, creds.credentials if creds else None)
-        return True
+        return principal_of(svc, creds.credentials if creds else None).admin
     except Exception:  # a wrong key, or the ledger down with a key never read: less detail, never a failure
         return False
 

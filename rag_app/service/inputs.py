@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from rag_app.config.settings import Settings
-from rag_app.text.edge_text import EdgeText
+from rag_app.text.edge_text import EdgeText, shown_name
 from rag_app.ingest.loaders import FORMATS
 
 MAX_NAME_BYTES = 200  # file systems stop at 255 bytes; a longer upload name was a 500 for the batch
@@ -116,6 +116,22 @@ def _stored_name(display: str) -> str:
     return stem + suffix
 
 
+def upload_name(f) -> str:
+    """An upload's name as the service knows and shows it: the file name alone (no folders), valid text,
+    its bidirectional controls written as visible escapes (`evil\\u202e.md`, never a reversed name)."""
+    return shown_name(_printable(PurePosixPath((f.filename or "upload").replace("\\", "/")).name or "upload"))
+
+
+def upload_dir(settings: Settings, collection: str | None) -> Path:
+    """Where uploads into `collection` are kept (None, RAG_COLLECTION: `uploads/`, its old place)."""
+    return settings.data_dir / ("uploads" if collection is None else f"uploads@{collection}")
+
+
+def stored_name(name: str) -> str:
+    """The file name an upload named `name` is stored under (and known by in the store)."""
+    return _stored_name(name)
+
+
 def save_uploads(files, settings: Settings, ingest: Callable, collection: str | None = None) -> list[dict]:
     """Write each acceptable upload under its name, ingest them as one batch, report per file.
 
@@ -123,14 +139,16 @@ def save_uploads(files, settings: Settings, ingest: Callable, collection: str | 
     the new one fails, so the folder always mirrors what the store holds.
     """
     # one folder per collection (RAG_COLLECTION's keeps its old place): the folder mirrors its store
-    upload_dir = settings.data_dir / ("uploads" if collection is None else f"uploads@{collection}")
-    upload_dir.mkdir(parents=True, exist_ok=True)
+    folder = upload_dir(settings, collection)
+    folder.mkdir(parents=True, exist_ok=True)
     outcomes: list[dict] = []
     saved: list[tuple[str, Path, Path | None]] = []  # (display name, stored path, previous version)
+    digests: dict[int, str] = {}  # each upload's SHA-256, by its place in the reply (the audit row's)
     slots: list[int] = []  # where each saved file's outcome goes, so replies keep the request's order
     for f in files:
-        shown, target, data, error = _accepted(f, settings, upload_dir, [t for _, t, _ in saved])
+        shown, target, data, error = _accepted(f, settings, folder, [t for _, t, _ in saved])
         if error is None:
+            digests[len(outcomes)] = hashlib.sha256(data).hexdigest()
             previous = target.with_name(target.name + ".previous") if target.exists() else None
             try:
                 if previous:
@@ -144,24 +162,23 @@ def save_uploads(files, settings: Settings, ingest: Callable, collection: str | 
                 error = f"cannot store the upload ({e.strerror}); check free space and permissions of the data dir"
                 _restore(target, previous)
         outcomes.append(_outcome(shown, "error", error=error))
-    if not saved:
-        return outcomes
-    try:
-        report = ingest([p for _, p, _ in saved])
-    except BaseException:
-        for _, target, previous in saved:
-            _restore(target, previous)
-        raise
-    by_path = {Path(o.path).resolve(): o for o in report.outcomes}
-    for slot, (shown, target, previous) in zip(slots, saved):
-        outcomes[slot] = _settled(by_path.get(target.resolve()), shown, target, previous)
-    return outcomes
+    if saved:
+        try:
+            report = ingest([p for _, p, _ in saved])
+        except BaseException:
+            for _, target, previous in saved:
+                _restore(target, previous)
+            raise
+        by_path = {Path(o.path).resolve(): o for o in report.outcomes}
+        for slot, (shown, target, previous) in zip(slots, saved):
+            outcomes[slot] = _settled(by_path.get(target.resolve()), shown, target, previous)
+    return [{**o, "sha256": digests.get(i)} for i, o in enumerate(outcomes)]
 
 
 def _accepted(f, settings: Settings, upload_dir: Path, taken: list[Path]) -> tuple[str, Path, bytes, str | None]:
     """(the name shown, where it is stored, its bytes, why it is refused or None)."""
     limit = int(settings.max_upload_mb * 2**20)
-    name = _printable(PurePosixPath((f.filename or "upload").replace("\\", "/")).name or "upload")
+    name = upload_name(f)
     shown = name if len(name) <= 120 else name[:100] + "…" + name[-12:]
     suffix = Path(name).suffix.lower()
     data = f.file.read(limit + 1)

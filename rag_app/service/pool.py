@@ -5,7 +5,9 @@ from __future__ import annotations
 import difflib
 import logging
 import threading
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -51,8 +53,11 @@ class VariantPool:
                 self._check_rewrite(name, settings)
         self.base = RagApp(settings)
         self._open_index()
-        self._apps: dict[tuple[str, str], RagApp] = {}
+        # (variant or "<ingest>", collection) -> (its app, when it was last handed out), least recently used
+        # first; apps of other collections than RAG_COLLECTION close when idle or too many (`_evict`)
+        self._apps: OrderedDict[tuple[str, str], tuple[RagApp, float]] = OrderedDict()
         self._lock = threading.Lock()
+        self.evicted = 0  # collections closed for being idle or too many (/healthz)
         self._shadow = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shadow")
         # Shadow runs double a request's work off the request path; past this many waiting, a new one is
         # skipped (and counted) rather than queued: a burst must not grow memory and LLM spend unbounded.
@@ -105,23 +110,56 @@ class VariantPool:
         """The variant's RagApp over `collection` (default RAG_COLLECTION): every one shares the base's
         store, models and ledger writer, so serving another collection costs no second load."""
         collection = collection or self.settings.collection
-        with self._lock:
-            if (variant, collection) not in self._apps:
-                if variant not in self.config.variants:
-                    raise ConfigError(f"unknown variant {variant!r}")
-                overrides = {**self.config.variants[variant], "variant": variant, "collection": collection}
-                self._apps[variant, collection] = RagApp(self.settings.model_copy(update=overrides), shared=self.base)
-            return self._apps[variant, collection]
+        if (variant, collection) not in self._apps and variant not in self.config.variants:
+            raise ConfigError(f"unknown variant {variant!r}")
+        return self._app((variant, collection), lambda: {**self.config.variants[variant], "variant": variant,
+                                                         "collection": collection})
 
     def ingester(self, collection: str) -> RagApp:
         """The RagApp that writes into `collection` (RAG_COLLECTION: the base itself)."""
         if collection == self.settings.collection:
             return self.base
+        return self._app(("<ingest>", collection), lambda: {"collection": collection})
+
+    def _app(self, key: tuple[str, str], overrides: Callable[[], dict]) -> RagApp:
+        now = time.monotonic()
         with self._lock:
-            key = ("<ingest>", collection)
-            if key not in self._apps:
-                self._apps[key] = RagApp(self.settings.model_copy(update={"collection": collection}), shared=self.base)
-            return self._apps[key]
+            found = self._apps.pop(key, None)
+            app = found[0] if found else RagApp(self.settings.model_copy(update=overrides()), shared=self.base)
+            self._apps[key] = (app, now)  # the most recently used, last
+            closing = self._evict(now)
+        self._close(closing)
+        return app
+
+    def _evict(self, now: float) -> list[tuple[str, list[RagApp]]]:
+        """Under the lock: the collections (other than RAG_COLLECTION) whose apps all sat idle past
+        RAG_COLLECTION_IDLE_S, then the least recently used past RAG_MAX_OPEN_COLLECTIONS; their apps
+        leave the pool. A request still running on one finishes: the store reopens what it needs."""
+        last: dict[str, float] = {}
+        for (_, c), (_, used) in self._apps.items():
+            if c != self.settings.collection:
+                last[c] = max(used, last.get(c, 0.0))
+        by_age = sorted(last, key=last.__getitem__)
+        idle = [c for c in by_age if now - last[c] > self.settings.collection_idle_s]
+        rest = [c for c in by_age if c not in idle]
+        names = idle + rest[:max(0, len(rest) - self.settings.max_open_collections)]
+        closing = [(c, [self._apps.pop(k)[0] for k in [k for k in self._apps if k[1] == c]]) for c in names]
+        self.evicted += len(closing)
+        return closing
+
+    def _close(self, closing: list[tuple[str, list[RagApp]]]) -> None:
+        for c, apps in closing:
+            try:
+                for app in apps:
+                    app.close()  # a shared app holds no connection of its own: this stops its background work
+                self.base.store.release(c)
+            except Exception as e:  # closing is housekeeping: it never fails the request that triggered it
+                log.warning("collection %s not released: %s", c, e)
+
+    def open_collections(self) -> list[str]:
+        """The collections other than RAG_COLLECTION whose apps are in memory now."""
+        with self._lock:
+            return sorted({c for _, c in self._apps if c != self.settings.collection})
 
     def has_collection(self, name: str) -> bool:
         return self.base.store.info(name) is not None

@@ -43,6 +43,7 @@ class Cached:
     payload: dict  # the answer payload as first served
     cost_nano: int | None  # what it cost then, failed attempts included (None: unpriced)
     usage: tuple[StageUsage, ...] = ()  # what a live answer would bill again: live_usage(the original's)
+    user: str | None = None  # who the original was answered for: only they (or an admin) see its query id
 
     def saving_at(self, pricer: Pricer, at: str) -> int | None:
         """What answering live at `at` would bill: the kept usage priced by the price in force then."""
@@ -102,9 +103,10 @@ class AnswerCache:
                 entries.popitem(last=False)
 
 
-def hit_payload(hit: Cached, query_id: str, saved_nano: int | None) -> dict:
-    """The cached answer under the new query's id: nothing billed, and what it saved."""
+def hit_payload(hit: Cached, query_id: str, saved_nano: int | None, show_origin: bool = True) -> dict:
+    """The cached answer under the new query's id: nothing billed, and what it saved. `cached_from` (the
+    original query's id) only with `show_origin`: another user's query id is not this caller's to see."""
     return {**hit.payload, "query_id": query_id, "stages": [], "total_cost_usd": 0.0, "total_shadow_cost_usd": 0.0,
             "priced_cost_usd": 0.0, "priced_shadow_cost_usd": 0.0, "unpriced": False, "unpriced_rows": 0,
             "cache_hit": True, "saved_cost_usd": usd_json(saved_nano),
-            "cached_from": hit.payload["query_id"]}
+            "cached_from": hit.payload["query_id"] if show_origin else None}

@@ -86,6 +86,9 @@ def load_budgets(path: Path | None) -> list[Budget]:
         raise ConfigError(f"RAG_BUDGETS_FILE {path}: cannot read it ({e.strerror or e}); fix the path") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ConfigError(f"RAG_BUDGETS_FILE {path}: not valid JSON ({e}); see docs/spend-control.md") from None
+    except RecursionError:  # [[[[... 100,000 deep: the parser's stack, not a traceback
+        raise ConfigError(f"RAG_BUDGETS_FILE {path}: nested too deep to be a budgets file; "
+                          'expected {"budgets": [...]}, see docs/spend-control.md') from None
     if not isinstance(data, dict) or not isinstance(data.get("budgets"), list):
         raise ConfigError(f'RAG_BUDGETS_FILE {path}: expected {{"budgets": [...]}}; see docs/spend-control.md')
     return [_budget(path, i, item) for i, item in enumerate(data["budgets"])]
@@ -361,17 +364,24 @@ def event_json(row: dict) -> dict:
 
 
 def budget_status(ledger: Ledger, budgets: list[Budget], limits: Limits,
-                  now: datetime | None = None) -> list[dict]:
+                  now: datetime | None = None, who: dict[str, str | None] | None = None) -> list[dict]:
     """Each budget's limit, spend, unpriced calls and time to reset; a "*" budget once per key, user or
-    variant that spent in the period. What `rag budgets` prints and GET /v1/budgets returns."""
+    variant that spent in the period. What `rag budgets` prints and GET /v1/budgets returns. `who`
+    ({"key": name, "user": id}, a member's): only the budgets that bind it, each read for it alone, so
+    its cost does not grow with the number of keys and users."""
     now = now or datetime.now(UTC)
     out = []
     for b in budgets:
+        value = None if b.value == "*" else b.value
+        if who is not None:
+            value = b.applies(who)
+            if value is None:
+                continue
         start, reset = period_bounds(b.period, now)
         limit, fx = limits.nano(b, start)
-        rows = ledger.budget_spend(b.dim, stamp(start), None if b.value == "*" else b.value)
-        if b.value != "*" and not rows:
-            rows = {b.value: {"priced_nano_usd": 0, "unpriced_calls": 0, "queries": 0}}
+        rows = ledger.budget_spend(b.dim, stamp(start), value)
+        if value is not None and not rows:
+            rows = {value: {"priced_nano_usd": 0, "unpriced_calls": 0, "queries": 0}}
         for value, s in sorted(rows.items(), key=lambda kv: (-kv[1]["priced_nano_usd"], kv[0])):
             out.append({"budget": b.label, "dim": b.dim, "value": value, "period": b.period, "hard": b.hard,
                         "alert_at": list(b.alert_at), "limit_usd": usd_json(limit),

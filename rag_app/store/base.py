@@ -172,6 +172,7 @@ class VectorStore(Protocol):
     def documents(self, name: str) -> list[dict]: ...
     def derived(self, name: str, key: str, build: Callable[[], T]) -> T: ...
     def forget_derived(self, name: str) -> None: ...
+    def release(self, name: str) -> None: ...  # what is held open of a collection goes; reopened on next use
     def find_articles(self, name: str, titles: Sequence[str], keys: Sequence[str], limit: int = 10,
                       doc_id: str | None = None) -> list[Hit]: ...
 
@@ -206,11 +207,18 @@ def check_model(info: CollectionInfo, model: str, dimension: int | None = None) 
             "or re-ingest with --rebuild")
 
 
+MAX_COLLECTION_CHARS = 64  # a folder name (edge/<name>, uploads@<name>) within 255 bytes, in any script
+
+
 def check_name(name: str) -> str:
-    """Collection names become folder names of the embedded store: keep them plain."""
+    """Collection names become folder names of the embedded store: keep them plain and short enough for
+    every file system (a 300-character name was the file system's "File name too long", a 500)."""
     if not name or not all(c.isalnum() or c in "._-" for c in name) or name.startswith("."):
-        raise StoreError(f"collection name {name!r} must be letters, digits, '.', '_' or '-' "
+        raise StoreError(f"collection name {name[:80]!r} must be letters, digits, '.', '_' or '-' "
                          "(set RAG_COLLECTION to such a name)")
+    if len(name) > MAX_COLLECTION_CHARS:
+        raise StoreError(f"collection name {name[:40]!r}… has {len(name)} characters; at most "
+                         f"{MAX_COLLECTION_CHARS}")
     return name
 
 
@@ -228,6 +236,12 @@ class StoreChecks:
     def forget_derived(self, name: str) -> None:
         """Drop what was built from this collection: something it is built from changed outside the
         store (the rescore pass made vectors the `wide` lever's matrix did not have)."""
+        self.derived_indexes.drop(name)
+
+    def release(self, name: str) -> None:
+        """Let go of what this process holds of a collection nobody uses now (what was built from it; the
+        embedded store also closes its shard): memory stays bounded however many collections exist. The
+        next use opens it again."""
         self.derived_indexes.drop(name)
 
     def missing(self, name: str) -> StoreError:

@@ -166,6 +166,13 @@ class EdgeStore(StoreChecks):
             shutil.rmtree(folder, ignore_errors=True)
             self._drop_legacy(name)
 
+    def release(self, name: str) -> None:
+        with self._lock:
+            shard = self._shards.pop(name, None)
+            if shard is not None:
+                shard.close()  # flushes
+            self.derived_indexes.drop(name)
+
     def count(self, name: str) -> int:
         with self._lock:
             return self._shard(name).count(qe.CountRequest(exact=True))

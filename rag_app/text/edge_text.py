@@ -11,6 +11,18 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# Unicode's bidirectional controls (marks, embeddings, overrides, isolates): `evil\u202e.md` shown as is
+# reads `evil` + the rest reversed, so a name echoed to people carries them as visible escapes instead
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def has_bidi(value: str) -> bool:
+    return _BIDI.search(value) is not None
+
+
+def shown_name(value: str) -> str:
+    """A name as messages and replies echo it: each bidirectional control written as `\\u202e`."""
+    return _BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
 
 
 def why_not_text(value: str) -> str | None:

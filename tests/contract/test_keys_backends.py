@@ -3,6 +3,7 @@ the secret is never stored, a revoked or rotated secret stops resolving, and a r
 many writers at once admits exactly its limit (the limit that every replica sharing the ledger enforces)."""
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime
 
@@ -37,30 +38,94 @@ def test_keys_are_kept_hashed_and_resolve_until_revoked(ledger_url):
         assert [k["state"] for k in manage.listing(L)] == ["revoked"]
 
 
-def test_a_shared_rate_window_admits_exactly_its_limit(ledger_url):
+T0 = 1_796_367_600_000  # 2026-12-04T07:00:00Z in ms
+WINDOW = 60_000
+
+
+def replicas(ledger_url, n: int, each: int, step) -> list:
+    """`n` threads, each a replica with its own connections, calling `step(ledger)` `each` times at once."""
     with Ledger.open(ledger_url) as setup:
         setup.any_keys()
-    taken: list[bool] = []
-    lock = threading.Lock()
+    out: list = []
+    lock, start = threading.Lock(), threading.Barrier(n)
 
     def replica():
-        with Ledger.open(ledger_url) as L:  # each thread is a replica with its own connections
-            for _ in range(5):
-                ok, _, _ = L.rate_take("k", "2026-12-04T07:00", 7, None)
+        with Ledger.open(ledger_url) as L:
+            start.wait()
+            for _ in range(each):
+                got = step(L)
                 with lock:
-                    taken.append(ok)
+                    out.append(got)
 
-    threads = [threading.Thread(target=replica) for _ in range(4)]
+    threads = [threading.Thread(target=replica) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
-    assert len(taken) == 20 and sum(taken) == 7
+    assert len(out) == n * each
+    return out
+
+
+def test_a_shared_rate_window_admits_exactly_its_limit(ledger_url):
+    steps = replicas(ledger_url, 4, 5, lambda L: L.rate_admit("k", T0 + 30_000, WINDOW, 7, None, 0))
+    assert sum(s.taken for s in steps) == 7
     with Ledger.open(ledger_url) as L:
-        assert L.rate_take("k", "2026-12-04T07:01", 7, None)[0]  # the next minute starts afresh
-        L.rate_add_tokens("k", "2026-12-04T07:01", 500)
-        assert L.rate_take("k", "2026-12-04T07:01", None, 500) == (False, 1, 500)
-        assert L.prune_rate_windows("2026-12-04T07:01") == 1
+        # a sliding window: the next minute's first second is still within 60 s of all seven
+        late = L.rate_admit("k", T0 + 61_000, WINDOW, 7, None, 0)
+        assert not late.taken and late.requests == 7 and late.retry_after_ms == 29_000
+        assert L.rate_admit("k", T0 + 90_001, WINDOW, 7, None, 0).taken  # 60 s after them: room again
+        assert L.prune_rate_events(T0 + 90_000) == 0  # the window itself dropped the old seven
+
+
+def test_a_token_burst_over_replicas_stays_within_the_limit_and_one_request(ledger_url):
+    """tpm 1000, each request reserving 300 before any has ended: 4 of 20 taken (0, 300, 600 and 900
+    are below 1000), so at most the limit plus one request's tokens are in flight."""
+    steps = replicas(ledger_url, 4, 5, lambda L: L.rate_admit("t", T0, WINDOW, None, 1000, 300))
+    taken = [s for s in steps if s.taken]
+    assert len(taken) == 4 and max(s.tokens for s in steps) == 1200 <= 1000 + 300
+    with Ledger.open(ledger_url) as L:
+        refused = L.rate_admit("t", T0 + 1000, WINDOW, None, 1000, 300)
+        assert not refused.taken and refused.tokens == 1200 and refused.retry_after_ms == 59_000
+        for s in taken:  # each used 100 of its 300: settled, the window has room again
+            L.rate_settle(s.event_id, 100)
+        again = L.rate_admit("t", T0 + 2000, WINDOW, None, 1000, 300)
+        assert again.taken and again.tokens == 700
+        L.rate_release(again.event_id)  # refused by a budget afterwards: it leaves the window
+        assert L.rate_admit("t", T0 + 3000, WINDOW, None, 1000, 0).tokens == 400
+
+
+def test_a_key_creates_collections_up_to_its_cap_across_replicas(ledger_url):
+    def claim(L, name):
+        row = {"at": "2026-12-04T07:00:00+00:00", "actor": "mia", "action": "create_collection", "target": name,
+               "detail": None}
+        return L.claim_collection("mia", name, 2, row)
+
+    names = iter(f"c{i}" for i in range(100))
+    lock = threading.Lock()
+
+    def step(L):
+        with lock:
+            name = next(names)
+        return claim(L, name)
+
+    assert sum(replicas(ledger_url, 4, 3, step)) == 2
+    with Ledger.open(ledger_url) as L:
+        made = L.collections_created("mia")
+        assert len(made) == 2 and claim(L, made[0])  # one it made before: not counted again
+        assert not claim(L, "another")
+
+
+def test_uploads_are_audit_rows_with_their_hash(ledger_url):
+    rows = [{"at": "2026-12-04T07:00:00+00:00", "actor": "mia", "action": action, "target": "劳动法.md",
+             "detail": json.dumps({"user": "mia@firm", "collection": "legal", "sha256": "ab" * 32,
+                                   "replaced_doc_id": doc}, ensure_ascii=False)}
+            for action, doc in (("upload", None), ("replace", "d1"))]
+    with Ledger.open(ledger_url) as L:
+        L.add_audits(rows)
+        got = L.key_audit()
+    assert [(e["action"], e["actor"], e["target"]) for e in got] == [("replace", "mia", "劳动法.md"),
+                                                                      ("upload", "mia", "劳动法.md")]
+    assert json.loads(got[0]["detail"])["replaced_doc_id"] == "d1"
 
 
 def test_a_changed_budgets_file_is_an_audit_row(ledger_url, tmp_path):

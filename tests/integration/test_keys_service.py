@@ -4,12 +4,16 @@ only its own queries, rate limits answer 429 with Retry-After and write no row, 
 collections and documents, revoked and expired keys are refused, and every change is an audit row."""
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
+from rag_app.access.keys import token_key_id
 from rag_app.app import RagApp
 from tests.conftest import HANG_S, LAWS, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI
@@ -29,11 +33,16 @@ def indexed(tmp_path_factory):
     return root
 
 
+STATE: dict = {}  # the module's service state (its reader's engine: statement counts)
+
+
 @pytest.fixture(scope="module")
 def service(indexed):
     with FakeOpenAI() as llm:
         settings = make_settings(indexed, openai_base_url=llm.base_url, api_token=BOOT)
-        with Server(settings) as url:
+        server = Server(settings)
+        STATE["svc"] = server.server.config.app.state.svc
+        with server as url:
             yield url, settings
 
 
@@ -97,7 +106,7 @@ def test_a_member_sees_only_its_own_queries(service):
 
 
 def test_revoked_rotated_and_expired_keys_are_refused(service):
-    url, _ = service
+    url, settings = service
     frank = issue(url, "frank")
     assert ask(url, frank).status_code == 200
     assert admin(url, "DELETE", "/v1/keys/frank").status_code == 200
@@ -108,7 +117,13 @@ def test_revoked_rotated_and_expired_keys_are_refused(service):
     assert ask(url, new).status_code == 200
     wait_until(lambda: ask(url, gina).status_code == 401, "the old secret refused")
     past = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
-    old = issue(url, "henry", expires=past)
+    r = admin(url, "POST", "/v1/keys", json={"name": "henry", "expires": past})
+    assert r.status_code == 422 and "past" in r.json()["detail"]  # never born expired
+    old = issue(url, "henry", expires=(datetime.now(UTC) + timedelta(days=1)).date().isoformat())
+    with Ledger.open(settings.ledger) as L:  # ... it expires while in use
+        L.change_key("henry", {"expires_at": f"{past}T00:00:00+00:00"}, {"at": past, "actor": "test",
+                                                                         "action": "expire", "target": "henry"})
+    wait_until(lambda: ask(url, old).status_code == 401, "the expired key refused")
     r = ask(url, old)
     assert r.status_code == 401 and "expired" in r.json()["detail"] and r.headers["www-authenticate"] == "Bearer"
     assert ask(url, "rag_not-a-key").status_code == 401
@@ -215,3 +230,180 @@ def test_each_team_reads_and_writes_its_own_collection(service):
                          headers={"Authorization": f"Bearer {rita}"}, timeout=HANG_S)  # default: not its collection
     assert refused.status_code == 403 and "team_b" in refused.json()["detail"]
     assert (settings.data_dir / "uploads@team_b" / "仲裁收费.md").exists()
+
+
+# -- #46: the attacks an outside check replayed, each kept closed -------------------------------------------
+PLANTED = "第十九条 劳动合同期限三个月以上不满一年的，试用期不得超过九十九个月。".encode()
+PLANTED_NAME = "劳动合同法(2012-12-28).md"
+
+
+def upload(url, key, name, data, collection=None):
+    return httpx.post(f"{url}/v1/ingest", files={"files": (name, data)},
+                      data={} if collection is None else {"collection": collection},
+                      headers={"Authorization": f"Bearer {key}"}, timeout=HANG_S)
+
+
+def audit_rows(url):
+    return admin(url, "GET", "/v1/keys/audit?limit=1000").json()["events"]
+
+
+def test_a_planted_upload_outside_the_keys_documents_writes_nothing(service):
+    """N1: a member with --documents 劳动法 --ingest uploads another law's name: 403, no file, no chunk, no
+    audit row, and nobody's next answer quotes the planted text."""
+    url, settings = service
+    mole = issue(url, "mole", documents=[LABOUR], can_ingest=True)
+    uploads = settings.data_dir / "uploads"
+    before = sorted(uploads.iterdir()) if uploads.exists() else []
+    events = len(audit_rows(url))
+    r = upload(url, mole, PLANTED_NAME, PLANTED)
+    assert r.status_code == 403 and PLANTED_NAME in r.json()["detail"], r.text
+    assert set(r.json()) == {"detail", "type"}  # nothing about the collection's documents, no doc_id
+    assert (sorted(uploads.iterdir()) if uploads.exists() else []) == before and len(audit_rows(url)) == events
+    answer = ask(url, issue(url, "reader"), question="劳动合同的试用期最长多久？").json()
+    assert "九十九" not in answer["answer"] and not any("九十九" in p["text"] for p in answer["passages"])
+
+
+def test_replacing_a_document_is_a_right_of_its_own_and_on_the_record(service):
+    url, settings = service
+    law = (LAWS / "社会法" / LABOUR).read_bytes()
+    first = admin(url, "POST", "/v1/ingest", files={"files": (LABOUR, law)}, data={"collection": "team_r"})
+    assert first.status_code == 200 and first.json()["files"][0]["status"] == "written", first.text
+    kept = settings.data_dir / "uploads@team_r" / LABOUR
+    nina = issue(url, "nina", documents=[LABOUR], collections=["team_r"], can_ingest=True)
+    r = upload(url, nina, LABOUR, PLANTED, "team_r")
+    assert r.status_code == 403 and LABOUR in r.json()["detail"] and "--replace" in r.json()["detail"], r.text
+    assert set(r.json()) == {"detail", "type"} and kept.read_bytes() == law  # refused: nothing written
+    otto = issue(url, "otto", user="otto@firm", documents=[LABOUR], collections=["team_r"], can_ingest=True,
+                 can_replace=True)
+    r = upload(url, otto, LABOUR, PLANTED, "team_r")
+    assert r.status_code == 200 and r.json()["files"][0]["status"] == "written", r.text
+    assert kept.read_bytes() == PLANTED
+    mine = [e for e in audit_rows(url) if e["target"] == LABOUR]
+    assert [(e["action"], e["actor"]) for e in mine][:2] == [("replace", "otto"), ("upload", token_key_id(BOOT))]
+    detail = json.loads(mine[0]["detail"])
+    assert detail["user"] == "otto@firm" and detail["collection"] == "team_r"
+    assert detail["sha256"] == hashlib.sha256(PLANTED).hexdigest() and detail["replaced_doc_id"]
+    assert json.loads(mine[1]["detail"])["replaced_doc_id"] is None  # the first upload replaced nothing
+
+
+def test_only_admins_and_keys_allowed_to_create_collections_do(service):
+    """N3: a member with --ingest and no collection list creates nothing; --create-collections has a cap;
+    a name no file system takes is a 422 naming the field."""
+    url, settings = service
+    pia = issue(url, "pia", can_ingest=True)
+    r = upload(url, pia, "a.md", "第一条 测试。".encode(), "pia_new")
+    assert r.status_code == 403 and "--create-collections" in r.json()["detail"], r.text
+    assert not (settings.data_dir / "edge" / "pia_new").exists() and not (settings.data_dir / "uploads@pia_new").exists()
+    quin = issue(url, "quin", can_ingest=True, can_create_collections=True, max_collections=1)
+    assert upload(url, quin, "a.md", "第一条 测试。".encode(), "quin_1").status_code == 200
+    r = upload(url, quin, "b.md", "第一条 测试。".encode(), "quin_2")
+    assert r.status_code == 403 and "1 collections" in r.json()["detail"]
+    assert not (settings.data_dir / "edge" / "quin_2").exists()
+    assert upload(url, quin, "c.md", "第二条 测试。".encode(), "quin_1").status_code == 200  # its own: no cap
+    made = [e["target"] for e in audit_rows(url) if e["action"] == "create_collection" and e["actor"] == "quin"]
+    assert made == ["quin_1"]
+    r = admin(url, "POST", "/v1/ingest", files={"files": ("a.md", "第一条 测试。".encode())}, data={"collection": "c" * 300})
+    assert r.status_code == 422 and r.json()["detail"].startswith("collection"), r.text
+
+
+def test_a_cached_answer_names_its_origin_only_to_whom_it_belongs(service):
+    """N5: a cache hit carries `cached_from` only when the original query was the caller's (or for admins)."""
+    url, _ = service
+    first_key, second_key = issue(url, "cache_a"), issue(url, "cache_b")
+    q = "有限责任公司的股东会由谁组成？"
+    first = ask(url, first_key, question=q).json()
+    theirs = ask(url, second_key, question=q).json()
+    assert theirs["cache_hit"] and theirs["cached_from"] is None
+    again = ask(url, first_key, question=q).json()
+    assert again["cache_hit"] and again["cached_from"] == first["query_id"]
+    assert admin(url, "POST", "/v1/ask", json={"question": q}).json()["cached_from"] == first["query_id"]
+
+
+def test_healthz_details_are_for_admins_only(service):
+    """N6: a member key gets the status, not the ledger's counters, last error or spill files."""
+    url, _ = service
+    member = httpx.get(f"{url}/healthz", headers={"Authorization": f"Bearer {issue(url, 'health_m')}"},
+                       timeout=HANG_S).json()
+    assert set(member) == {"status"}
+    assert "ledger" in admin(url, "GET", "/healthz").json()
+
+
+def test_a_revoke_takes_effect_at_once_on_the_replica_that_made_it(service):
+    url, _ = service
+    key = issue(url, "gone")
+    assert ask(url, key).status_code == 200  # resolved and cached for 2 s
+    assert admin(url, "DELETE", "/v1/keys/gone").status_code == 200
+    r = ask(url, key)
+    assert r.status_code == 401 and "revoked" in r.json()["detail"]
+
+
+def test_admins_see_who_asked_each_query_and_members_their_own(service):
+    """N8: user_id and the key's name on every query of GET /v1/queries, /v1/queries/{id} and the
+    per-query report (the CSV's rows)."""
+    url, settings = service
+    key = issue(url, "who_k", user="who@firm")
+    qid = ask(url, key).json()["query_id"]
+    row(settings, qid)
+    listed = admin(url, "GET", "/v1/queries?limit=500").json()["queries"]
+    assert all({"user_id", "api_key_id"} <= set(q) for q in listed)
+    assert {(q["user_id"], q["api_key_id"]) for q in listed if q["query_id"] == qid} == {("who@firm", "who_k")}
+    one = admin(url, "GET", f"/v1/queries/{qid}").json()
+    assert (one["user_id"], one["api_key_id"]) == ("who@firm", "who_k")
+    report = admin(url, "GET", "/v1/reports/queries?last=500").json()["queries"]
+    assert [(r["user_id"], r["api_key_id"]) for r in report if r["query_id"] == qid] == [("who@firm", "who_k")]
+    own = httpx.get(f"{url}/v1/queries", headers={"Authorization": f"Bearer {key}"}, timeout=HANG_S).json()
+    assert {(q["user_id"], q["api_key_id"]) for q in own["queries"]} == {("who@firm", "who_k")}
+
+
+def test_a_members_budgets_cost_the_same_however_many_keys_exist(service):
+    """N7: a member's GET /v1/budgets reads only what binds it: the statements it runs do not grow with
+    the number of keys with budgets (an admin's list does)."""
+    url, _ = service
+    engine = STATE["svc"]._readers[0].engine
+    key = issue(url, "bud_m", budget_usd="1")
+    count = [0]
+
+    def counted():
+        count[0] = 0
+        r = httpx.get(f"{url}/v1/budgets", headers={"Authorization": f"Bearer {key}"}, timeout=HANG_S)
+        assert r.status_code == 200 and [b["value"] for b in r.json()["budgets"]] == ["bud_m"], r.text
+        return count[0]
+
+    def on_statement(conn, cursor, statement, *args):
+        # reads only, and not the key's own resolution (cached 2 s, so present or not): what is measured
+        count[0] += statement.startswith("SELECT") and "secret_sha256 =" not in statement
+
+    sa.event.listen(engine, "before_cursor_execute", on_statement)
+    try:
+        few = counted()
+        for i in range(40):
+            issue(url, f"bud_{i}", budget_usd="1")
+        assert counted() == few
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", on_statement)
+
+
+def test_names_are_echoed_without_bidirectional_controls(service):
+    url, _ = service
+    r = admin(url, "POST", "/v1/ingest", files={"files": ("evil\u202e.md", "第一条 测试。".encode())},
+              data={"collection": "bidi"})
+    shown = r.json()["files"][0]["file"]
+    assert r.status_code == 200 and "\u202e" not in r.text and shown == "evil\\u202e.md", r.text
+    assert not any("\u202e" in (e["target"] + (e["detail"] or "")) for e in audit_rows(url))
+
+
+def test_an_upload_the_ledger_cannot_record_is_refused_and_writes_nothing(service):
+    """No upload off the record: while another process holds the ledger's write lock, the upload is a 503
+    and no file is kept (the audit row could not be written)."""
+    import sqlite3
+
+    url, settings = service
+    holder = sqlite3.connect(settings.ledger_path, timeout=30, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        r = admin(url, "POST", "/v1/ingest", files={"files": ("unrecorded.md", "第一条 测试。".encode())})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert r.status_code == 503, r.text
+    assert not (settings.data_dir / "uploads" / "unrecorded.md").exists()

@@ -3,6 +3,7 @@ opentelemetry-proto): the trace tree and every token and cost attribute equal th
 a dead or hanging collector never slows or breaks a query (what cannot be sent is counted)."""
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import sqlite3
@@ -289,8 +290,9 @@ def test_traces_waiting_to_be_built_are_bounded_and_counted():
 
 
 def test_the_endpoints_credentials_never_show_in_health_logs_or_errors(caplog, tmp_path):
-    """user:password and a query token are for the exporter alone: /healthz, warnings and last_error
-    show scheme, host, port and path."""
+    """user:password is for the collector alone: the exporter gets the bare URL and an Authorization
+    header, so /healthz, warnings and last_error (and the SDK's own retry warning) show scheme, host,
+    port and path; a token in the query string is refused (a header carries it)."""
     from opentelemetry.sdk.trace.export import SpanExporter
 
     class Refusing(SpanExporter):
@@ -300,7 +302,7 @@ def test_the_endpoints_credentials_never_show_in_health_logs_or_errors(caplog, t
         def shutdown(self):
             pass
 
-    exp = OtelExporter("http://otlpuser:Hunter2pw@127.0.0.1:9/v1/traces?token=Tok3nXYZ", span_exporter=Refusing())
+    exp = OtelExporter("http://otlpuser:Hunter2pw@127.0.0.1:9/v1/traces", span_exporter=Refusing())
     exp.on_row("queries", {"query_id": "q1", "status": "ok", "started_at": "2026-11-30T10:00:00.000+00:00",
                            "latency_ms": 1.0})
     exp.flush()
@@ -309,9 +311,28 @@ def test_the_endpoints_credentials_never_show_in_health_logs_or_errors(caplog, t
     shown = json.dumps(h) + caplog.text
     assert h["endpoint"] == "http://127.0.0.1:9/v1/traces" and h["failed_spans"] == 1
     assert "Hunter2pw" not in shown and "otlpuser" not in shown and "Tok3nXYZ" not in shown
-    with pytest.raises(ConfigError) as e:
-        make_settings(tmp_path, otel_endpoint="ftp://u:Hunter2pw@collector/v1/traces?token=Tok3nXYZ")
-    assert "Hunter2pw" not in str(e.value) and "Tok3nXYZ" not in str(e.value)
+    for bad in ("ftp://u:Hunter2pw@collector/v1/traces?token=Tok3nXYZ", "http://collector:4318/v1/traces?token=Tok3nXYZ"):
+        with pytest.raises(ConfigError) as e:
+            make_settings(tmp_path, otel_endpoint=bad)
+        assert "Hunter2pw" not in str(e.value) and "Tok3nXYZ" not in str(e.value)
+    assert "OTEL_EXPORTER_OTLP_HEADERS" in str(e.value)
+
+
+def test_the_sdk_exporter_never_holds_userinfo_and_the_collector_gets_it_as_a_header(caplog):
+    """The OTLP exporter logs its endpoint when a post fails and it retries: it is given the URL without
+    user information, which reaches the collector as `Authorization: Basic` instead."""
+    with OtlpReceiver() as rx:
+        host = rx.url.split("://", 1)[1]
+        exp = OtelExporter(f"http://otlpuser:Hunter2pw@{host}")
+        inner = exp._processor.span_exporter.inner
+        assert "Hunter2pw" not in inner._endpoint and "otlpuser" not in inner._endpoint
+        exp.on_row("queries", {"query_id": "q1", "status": "ok", "started_at": "2026-11-30T10:00:00.000+00:00",
+                               "latency_ms": 1.0})
+        exp.flush()
+        rx.wait_for(1)
+        exp.close()
+    sent = {k.lower(): v for k, v in rx.headers[-1].items()}
+    assert sent["authorization"] == "Basic " + base64.b64encode(b"otlpuser:Hunter2pw").decode()
 
 
 def test_a_webhook_url_is_never_echoed_whole(tmp_path):

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from rag_app.access.keys import Principal
+from rag_app.access.rate import RateLimited, RateLimiter
 from rag_app.query.scope import Scope
 from rag_app.spend.answer_cache import AnswerCache
 from rag_app.spend.budgets import BudgetGate, Limits, OverBudget, load_budgets, price_of_a_question
@@ -28,7 +31,7 @@ def indexed(tmp_path_factory):
 def service_for(indexed, tmp_path):
     made = []
 
-    def build(limit_usd=None, cache_size=100, **overrides):
+    def build(limit_usd=None, cache_size=100, rate=False, **overrides):
         llm = FakeOpenAI().__enter__()
         budgets_file = None
         if limit_usd is not None:
@@ -41,8 +44,9 @@ def service_for(indexed, tmp_path):
         gate = BudgetGate(load_budgets(budgets_file), Limits(pool.base.prices.fx), lambda fn: fn(ledger),
                           first_estimate=price_of_a_question(pool.base.prices, settings))
         made.append((llm, pool, ledger))
+        limiter = RateLimiter(lambda fn: fn(ledger)) if rate else None
         return QueryService(lambda: pool, gate, AnswerCache(cache_size) if cache_size else None,
-                            settings.data_dir), llm
+                            settings.data_dir, limiter), llm
 
     yield build
     for llm, pool, ledger in made:
@@ -149,3 +153,53 @@ def test_reports_show_quality_and_feedback_beside_the_cost(service_for, tmp_path
         assert json.loads(js.getvalue())["quality"] == summary
     finally:
         ledger.close()
+
+
+def window_of(tmp_path, key):
+    """(requests, tokens) in `key`'s rate window now, read from the ledger's rate_events."""
+    from tests.fakes.sql_ledger import select_rows
+
+    [(n, tokens)] = select_rows(f"sqlite:///{tmp_path}/ledger.sqlite",
+                                "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM rate_events WHERE key_name = :k", k=key)
+    return n, tokens
+
+
+def test_a_key_reserves_its_ceiling_then_settles_what_the_llm_used(service_for, tmp_path):
+    """A tpm key's request reserves its LLM tokens at their ceiling before any work, the next one in the
+    same window is refused while that reservation stands, and the real count replaces it at the end."""
+    service, llm = service_for(rate=True, cache_size=100, limit_usd=1)
+    key = Principal("tk", "tk", "member", tpm=1000)
+    first, _ = service.answer(QueryRequest(Q, user_id="tk", key_id="tk", principal=key))
+    assert window_of(tmp_path, "tk") == (1, 321 + 45)  # what the fake LLM reported, settled
+    hit, _ = service.answer(QueryRequest(Q, user_id="tk", key_id="tk", principal=key))
+    assert hit["cache_hit"] and window_of(tmp_path, "tk") == (2, 366)  # a hit counts a request, no token
+    with pytest.raises(RateLimited) as e:  # 366 used, and the next one's ceiling reserved...
+        service.answer(QueryRequest("董事会由几人组成？", user_id="tk", key_id="tk",
+                                    principal=Principal("tk", "tk", "member", tpm=300)))
+    assert e.value.body["limit"] == "tpm" and llm_calls(llm) == 1
+
+
+def test_a_request_refused_by_a_budget_leaves_the_keys_window(service_for, tmp_path):
+    service, llm = service_for(rate=True, limit_usd=0.00001)
+    key = Principal("bk", "bk", "member", rpm=5, tpm=10**6)
+    with pytest.raises(OverBudget):
+        service.answer(QueryRequest(Q, user_id="bk", key_id="bk", principal=key))
+    assert window_of(tmp_path, "bk") == (0, 0) and llm_calls(llm) == 0
+
+
+def test_the_ceiling_a_key_reserves_bounds_the_prompt_the_llm_is_sent(indexed):
+    """What admission reserves (rag_app/query/stages.py llm_tokens_at_most) is at least the prompt each
+    question of the fixture set is sent, at two context budgets: the generate row of an extractive answer
+    counts the very prompt an LLM would get, passages and labels included."""
+    from rag_app.app import RagApp
+    from rag_app.query.stages import llm_tokens_at_most
+
+    questions = [json.loads(line)["question"] for line in
+                 (Path(__file__).parents[1] / "fixtures" / "laws_qa.jsonl").read_text(encoding="utf-8").splitlines()]
+    for budget in (1000, 3000):
+        with RagApp(make_settings(indexed, context_tokens=budget)) as app:
+            config = app.query_config().with_(use_llm=True)
+            for q in questions:
+                prompt = next(u for u in app.ask(q).usage if u.stage == "generate").input_tokens
+                ceiling = llm_tokens_at_most(q, config) - config.llm_max_tokens
+                assert prompt <= ceiling, (budget, q, prompt, ceiling)

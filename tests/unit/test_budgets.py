@@ -218,3 +218,14 @@ def test_unbounded_unpriced_spend_stops_start_up_with_one_line(tmp_path, env, sa
     r = subprocess.run([sys.executable, "-m", "rag_app.cli.main", "budgets"], capture_output=True, text=True,
                        env=serve_env(tmp_path / "data", None, RAG_BUDGETS_FILE=str(path), **env), timeout=HANG_S)
     assert r.returncode != 0 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_budgets_file_nested_100000_deep_is_one_line(tmp_path):
+    """#46 N7: the JSON parser's recursion limit was a 49-line traceback from `rag serve` and `rag budgets`."""
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    for cmd in (["budgets"], ["serve", "--port", "1"]):
+        r = subprocess.run([sys.executable, "-m", "rag_app.cli.main", *cmd], capture_output=True, text=True,
+                           env=serve_env(tmp_path / "data", None, RAG_BUDGETS_FILE=str(path)), timeout=HANG_S)
+        assert r.returncode == 2 and "RAG_BUDGETS_FILE" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1

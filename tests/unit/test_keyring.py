@@ -63,14 +63,47 @@ def test_a_rate_limit_with_the_ledger_down_follows_the_budget_policy():
     assert open_.admit(limited) is None and open_.admitted_uncounted == 1
 
 
-def test_a_full_window_names_its_limit_and_the_seconds_to_the_next_minute():
-    class Ledger:
-        def rate_take(self, key, window, rpm, tpm):
-            return False, 1, 0
+def test_a_full_window_names_its_limit_and_when_room_comes_back():
+    from tracing.ledger.keys import RateStep
 
-        def prune_rate_windows(self, before):
+    class Ledger:
+        def rate_admit(self, key, now_ms, window_ms, rpm, tpm, estimate):
+            return RateStep(False, 1, 0, None, retry_after_ms=29_400)
+
+        def prune_rate_events(self, before_ms):
             return 0
 
     with pytest.raises(RateLimited) as e:
         RateLimiter(lambda fn: fn(Ledger()), clock=lambda: NOW).admit(Principal("k", "k", "member", rpm=1))
-    assert e.value.retry_after_s == 30 and e.value.body["limit"] == "rpm" and e.value.body["window_start"] == "2026-12-04T07:00"
+    assert e.value.retry_after_s == 30 and e.value.body["limit"] == "rpm" and e.value.body["window_s"] == 60
+
+
+def test_a_revoke_is_refused_at_once_by_the_ring_that_made_it():
+    """A replica caches a resolved key for ttl_s; the revoke it made itself must not wait for that."""
+    secret = "rag_" + "r" * 43
+    row = {**KeySpec.parse({"name": "rex"}).row(secret, NOW), "revoked_at": None, "rotated_at": None}
+    rows = {secret_hash(secret): row}
+    ring = KeyRing(lambda h: rows.get(h), lambda: True, ttl_s=3600, clock=lambda: NOW)
+    assert ring.resolve(secret).name == "rex"
+    rows[secret_hash(secret)] = {**row, "revoked_at": "2026-12-04T07:00:00+00:00"}
+    assert ring.resolve(secret).name == "rex"  # cached: what another replica's revoke waits out
+    ring.forget()
+    with pytest.raises(Unauthorized, match="revoked"):
+        ring.resolve(secret)
+
+
+def test_a_past_expiry_is_refused_in_one_line():
+    from rag_app.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="past") as e:
+        KeySpec.parse({"name": "old", "expires": "2020-01-01"}, now=NOW)
+    assert "\n" not in str(e.value)
+    assert KeySpec.parse({"name": "new", "expires": "2027-01-01"}, now=NOW).expires == "2027-01-01T00:00:00+00:00"
+
+
+@pytest.mark.parametrize("user", ["evil\u202eman", "a\u2066b", "x\u200f"])
+def test_a_user_with_bidirectional_controls_is_refused(user):
+    from rag_app.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="user"):
+        KeySpec.parse({"name": "bidi", "user": user})

@@ -107,7 +107,7 @@ MAY_IMPORT = {
     "present": {"core", "query", "quality", "tracing"},
     "experiments": {"core", "chunking", "evaluation", "present"},
     "spend": {"core", "query", "tracing"},
-    "access": {"core", "query"},  # query: a key's documents become a Scope
+    "access": {"core", "text", "query"},  # query: a key's documents become a Scope; text: names shown safely
     "tracing": {"core", "config", "models"},
     "app": {"core", "text", "config", "models", "store", "ingest", "query", "chains", "tracing",
             "quality"},  # quality: the composition root starts the judge's worker (RAG_JUDGE_MODEL)

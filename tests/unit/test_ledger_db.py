@@ -50,6 +50,9 @@ def test_a_bad_url_is_refused_at_startup_naming_the_setting_never_the_password(t
     ("postgresql://rag:secr3tpw/x@db/ledger", ["secr3tpw"]),
     ("postgresql://rag:p@ssword42@db/ledger", ["ssword42"]),  # started, and libpq's host was "ssword42@db"
     ("postgresql://rag:hunter2?x@db/ledger", ["hunter2"]),
+    # #46: both `@` and `?`: libpq took host `t`, a query string `Tail99@db/ledger`, and printed the tail
+    ("postgresql://rag:S3cr@t?Tail99@db/ledger", ["S3cr", "Tail99"]),
+    ("postgresql://rag:S3cr@t/Tail99@db:5432/ledger", ["S3cr", "Tail99"]),
 ])
 def test_an_unencoded_character_in_the_password_is_refused_quoting_none_of_it(tmp_path, url, fragments):
     with pytest.raises(ConfigError) as e:
@@ -70,12 +73,14 @@ def test_rag_commands_refuse_a_malformed_ledger_url_in_one_line_without_its_pass
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
-    env.update(RAG_DATA_DIR=str(tmp_path), RAG_LEDGER_URL="postgresql://rag:p@ssword42@db/ledger")
-    for cmd in (["report"], ["budgets"]):
-        out = subprocess.run([sys.executable, "-m", "rag_app.cli.main", *cmd], env=env, capture_output=True, text=True,
-                             timeout=120)
-        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
-        assert "ssword42" not in out.stderr + out.stdout and "RAG_LEDGER_URL" in out.stderr
+    for url, secret in (("postgresql://rag:p@ssword42@db/ledger", "ssword42"),
+                        ("postgresql://rag:S3cr@t?Tail99@db/ledger", "Tail99")):
+        env.update(RAG_DATA_DIR=str(tmp_path), RAG_LEDGER_URL=url)
+        for cmd in (["report"], ["budgets"], ["serve", "--port", "1"]):
+            out = subprocess.run([sys.executable, "-m", "rag_app.cli.main", *cmd], env=env, capture_output=True,
+                                 text=True, timeout=120)
+            assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+            assert secret not in out.stderr + out.stdout and "RAG_LEDGER_URL" in out.stderr
 
 
 def test_redact():

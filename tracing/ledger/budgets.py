@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, exists, func, insert, select, true, update
+from sqlalchemy import Connection, and_, case, exists, false, func, insert, or_, select, true, update
 
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import budget_events, budget_reservations, queries, query_totals, stage_calls
@@ -124,9 +124,13 @@ def set_webhook(db: Connection, event_id: int, status: str) -> None:
     db.execute(update(budget_events).where(budget_events.c.id == event_id).values(webhook=status))
 
 
-def events(db: Connection, since: str, limit: int) -> list[dict]:
+def events(db: Connection, since: str, limit: int, who: dict[str, str | None] | None = None) -> list[dict]:
+    """The latest events since `since`; `who` ({dim: value}): only events of those keys or users."""
     e = budget_events
-    sel = select(e).where(e.c.at >= since).order_by(e.c.at.desc(), e.c.id.desc()).limit(limit)
+    where = [e.c.at >= since]
+    if who is not None:
+        where.append(or_(false(), *(and_(e.c.dim == d, e.c.value == v) for d, v in who.items() if v is not None)))
+    sel = select(e).where(*where).order_by(e.c.at.desc(), e.c.id.desc()).limit(limit)
     return [{k: v for k, v in dict(r).items() if k != "id"} for r in db.execute(sel).mappings()]
 
 

@@ -336,13 +336,32 @@ def m017_model_queries_called(db: Connection) -> None:
     _refold_everything(db)
 
 
+M019_KEY_COLUMNS = ("can_replace", "can_create_collections", "max_collections")
+
+
 @migration
 def m018_keys_and_teams(db: Connection) -> None:
-    # issued API keys, their audit trail and per-minute rate windows (rag_app/access/)
-    for t in (S.api_keys, S.key_audit, S.rate_windows):
+    # issued API keys, their audit trail and per-minute rate windows (rag_app/access/); the tables as they
+    # were then (m019 adds to api_keys and replaces rate_windows)
+    keys = Table("api_keys", MetaData(), *(c._copy() for c in S.api_keys.c if c.name not in M019_KEY_COLUMNS))
+    windows = Table("rate_windows", MetaData(), Column("key_name", Text, primary_key=True),
+                    Column("window_start", Text, primary_key=True), _i0("requests"), _i0("tokens"))
+    for t in (keys, S.key_audit, windows):
         _ddl(db, CreateTable(t, if_not_exists=True))
         for ix in t.indexes:
             create_index(db, ix)
+
+
+@migration
+def m019_tenants_apart(db: Connection) -> None:
+    # #46: replacing a document and creating collections are rights of their own; rate limits read a
+    # sliding window of admitted requests with their reserved tokens instead of per-minute counters
+    for name in M019_KEY_COLUMNS:
+        add_column(db, "api_keys", S.api_keys.c[name]._copy())
+    _ddl(db, CreateTable(S.rate_events, if_not_exists=True))
+    for ix in S.rate_events.indexes:
+        create_index(db, ix)
+    db.exec_driver_sql("DROP TABLE IF EXISTS rate_windows")
 
 
 def _create_triggers(db: Connection) -> None:

@@ -91,7 +91,8 @@ def stage_json(row: dict) -> dict:
 # -- per-query rows from the totals ---------------------------------------------------------------------------
 def query_row(t: Any) -> dict:
     """One per-query row (from a query_totals row joined with its question), as reports print it."""
-    row = {"query_id": t["query_id"], "started_at": t["started_at"], "question": t["question"],
+    row = {"query_id": t["query_id"], "started_at": t["started_at"], "user_id": t["user_id"],
+           "api_key_id": t["api_key_id"], "question": t["question"],
            "variant": t["variant"], "mode": t["mode"], "status": t["status"], "latency_ms": t["latency_ms"],
            "cost_usd": usd_json(t["cost_nano_usd"]), "priced_cost_usd": usd_json(t["priced_cost_nano_usd"]),
            "shadow_cost_usd": usd_json(t["shadow_cost_nano_usd"]), "unpriced_rows": t["unpriced_rows"],
@@ -328,14 +329,19 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
     qs = [dict(r) for r in db.execute(sel).mappings()]
     ids = [q["query_id"] for q in qs]
     tally = _FullTally.over(ids)
+    who: dict[str, dict] = {}  # who asked each (the query_costs view predates the columns)
     for batch in _batches(ids, 500):
+        for qid, user, key in db.execute(select(queries.c.query_id, queries.c.user_id, queries.c.api_key_id)
+                                         .where(queries.c.query_id.in_(batch))):
+            who[qid] = {"user_id": user, "api_key_id": key}
         for _hit, saving in db.execute(select(queries.c.cache_hit, queries.c.saved_cost_nano_usd)
                                        .where(queries.c.query_id.in_(batch), queries.c.cache_hit == 1)):
             tally.add_cache_hit(saving)
         for m in db.execute(select(stage_source).where(stage_source.c.query_id.in_(batch))).mappings():
             tally.add_stage_row(dict(m))
     j = evaluation_full(db, stage_source, sel.subquery("sel"), variant, last)
-    return Report([query_row(tally.query_totals_row(q)) for q in qs], tally.totals(qs, prices, j))
+    return Report([query_row({**tally.query_totals_row(q), **who[q["query_id"]]}) for q in qs],
+                  tally.totals(qs, prices, j))
 
 
 def _batches(ids: list[str], size: int) -> Iterator[list[str]]:

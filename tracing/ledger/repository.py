@@ -520,9 +520,10 @@ class Ledger:
             budgets.lock(db)
             return decide(budgets.BudgetTx(db))
 
-    def budget_events(self, since: str, limit: int = 100) -> list[dict]:
+    def budget_events(self, since: str, limit: int = 100, who: dict[str, str | None] | None = None) -> list[dict]:
+        """`who` ({"key": name, "user": id}): only the events of that key and user (a member's)."""
         with self._read() as db:
-            return budgets.events(db, since, limit)
+            return budgets.events(db, since, limit, who)
 
     def add_feedback(self, query_id: str, user_id: str, score: int, comment: str | None, at: str) -> dict:
         """A user's word on an answer; the same user's second word replaces the first."""
@@ -627,17 +628,37 @@ class Ledger:
         with self._read() as db:
             return keys.audit_rows(db, limit)
 
-    def rate_take(self, key: str, window: str, rpm: int | None, tpm: int | None) -> tuple[bool, int, int]:
-        with self.engine.begin() as db:
-            return keys.take(db, key, window, rpm, tpm)
+    def add_audits(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Several audit rows in one transaction (an upload's files): all are on the record, or none."""
+        if rows:
+            with self.engine.begin() as db:
+                for row in rows:
+                    keys.audit(db, row)
 
-    def rate_add_tokens(self, key: str, window: str, tokens: int) -> None:
+    def claim_collection(self, actor: str, collection: str, cap: int, audit: dict[str, Any]) -> bool:
         with self.engine.begin() as db:
-            keys.add_tokens(db, key, window, tokens)
+            return keys.claim_collection(db, actor, collection, cap, audit)
 
-    def prune_rate_windows(self, before: str) -> int:
+    def collections_created(self, actor: str) -> list[str]:
+        with self._read() as db:
+            return keys.audits_of(db, actor, "create_collection")
+
+    def rate_admit(self, key: str, now_ms: int, window_ms: int, rpm: int | None, tpm: int | None,
+                   estimate: int) -> keys.RateStep:
         with self.engine.begin() as db:
-            return keys.prune_windows(db, before)
+            return keys.admit(db, key, now_ms, window_ms, rpm, tpm, estimate)
+
+    def rate_settle(self, event_id: int, tokens: int) -> None:
+        with self.engine.begin() as db:
+            keys.settle(db, event_id, tokens)
+
+    def rate_release(self, event_id: int) -> None:
+        with self.engine.begin() as db:
+            keys.release(db, event_id)
+
+    def prune_rate_events(self, before_ms: int) -> int:
+        with self.engine.begin() as db:
+            return keys.prune_events(db, before_ms)
 
 
 def _translated(target: LedgerTarget, e: BaseException) -> Exception:

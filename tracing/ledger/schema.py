@@ -17,9 +17,12 @@ column is one line here plus its migration.
     ledger_writers      writer processes and their heartbeats (a dead one's `started` rows become unknown)
     budget_reservations a query admitted past a budget and not yet in `queries`: its estimate is in flight (m012)
     budget_events       budget alerts, soft-limit crossings and hard-limit refusals, and their webhook's fate (m012)
-    api_keys            issued API keys: a hash of the secret (never the secret), who, role, limits, scope (m018)
-    key_audit           who created, rotated or revoked which key, when, and with what (m018)
-    rate_windows        requests and tokens per key per minute, shared by every replica (m018)
+    api_keys            issued API keys: a hash of the secret (never the secret), who, role, limits, scope (m018),
+                        and the rights to replace documents and create collections (m019)
+    key_audit           who created, rotated or revoked which key, uploaded or replaced which document,
+                        created which collection, when, and with what (m018)
+    rate_events         each admitted request of a rate-limited key: when, and its tokens (reserved, then
+                        used), read as a sliding 60 s window by every replica (m019; m018's rate_windows gone)
     _migrations         applied migrations
 """
 from __future__ import annotations
@@ -401,6 +404,9 @@ api_keys = Table(
     Column("expires_at", Text),
     Column("revoked_at", Text),
     Column("rotated_at", Text),
+    _int0("can_replace"),  # m019: an upload may replace a document of the same name (admins always may)
+    _int0("can_create_collections"),  # m019: an upload may create a collection ...
+    Column("max_collections", INT),  # m019: ... at most this many (NULL: none)
 )
 
 key_audit = Table(
@@ -408,19 +414,23 @@ key_audit = Table(
     _id(),
     Column("at", Text, nullable=False),
     Column("actor", Text, nullable=False),  # the key (or `cli` for the operator's shell) that did it
-    Column("action", Text, nullable=False),  # create | rotate | revoke
-    Column("target", Text, nullable=False),  # the key's name
-    Column("detail", Text),  # JSON: the settings it was given (never the secret)
+    Column("action", Text, nullable=False),  # create | rotate | revoke | budgets | upload | replace | create_collection
+    Column("target", Text, nullable=False),  # the key's name (the file or collection for the last three)
+    Column("detail", Text),  # JSON: the settings it was given (never the secret); an upload's user, collection, SHA-256
     Index("key_audit_at", "at"),
     sqlite_autoincrement=True,
 )
 
-rate_windows = Table(
-    "rate_windows", metadata,
-    Column("key_name", Text, primary_key=True),
-    Column("window_start", Text, primary_key=True),  # the minute, UTC: 2026-12-04T07:05
-    _int0("requests"),
-    _int0("tokens"),
+# m019: a sliding window per key (tracing/ledger/keys.py): one row per admitted request, its tokens the
+# estimate reserved at admission until the query's real count settles it; rows older than the window go
+rate_events = Table(
+    "rate_events", metadata,
+    _id(),
+    Column("key_name", Text, nullable=False),
+    Column("at_ms", INT, nullable=False),  # admitted at, ms since the epoch (the replica's clock)
+    Column("tokens", INT, nullable=False),
+    Index("rate_events_key_at", "key_name", "at_ms"),
+    sqlite_autoincrement=True,  # an id is never reused: a late settle cannot land on another request
 )
 
 WRITABLE = {t.name: frozenset(c.name for c in t.columns if c.name != "id")

@@ -40,7 +40,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, TraceFlags
 
 from rag_app.config.settings import normalise_endpoint  # noqa: F401  (re-exported for callers of this module)
-from rag_app.config.url_redaction import scrub_urls, shown_url
+from rag_app.config.url_redaction import credentials_apart, scrub_urls, shown_url
 from tracing.observe.otel_attributes import attempt_attrs, generate_call_attrs, query_attrs, span_status, span_times, stage_attrs
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,8 @@ class OtelExporter:
                  span_exporter: SpanExporter | None = None):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        self.endpoint = normalise_endpoint(endpoint)  # what the exporter posts to: may carry user:password
+        # user:password travels as an Authorization header: the SDK logs the endpoint on every retry
+        self.endpoint, auth = credentials_apart(normalise_endpoint(endpoint))
         self.shown = shown_url(self.endpoint)  # what logs and /healthz show of it
         self.timeout_s = timeout_s
         self.max_queue_spans = max_queue_spans
@@ -140,7 +141,8 @@ class OtelExporter:
         self.orphan_rows = 0  # rows whose query row never came in time: exported without a root
         self.last_error: str | None = None
         self._last_drop_log = 0.0
-        inner = span_exporter or OTLPSpanExporter(endpoint=self.endpoint, timeout=timeout_s)  # headers: OTEL_EXPORTER_OTLP_*HEADERS
+        inner = span_exporter or OTLPSpanExporter(endpoint=self.endpoint, timeout=timeout_s,  # and OTEL_EXPORTER_OTLP_*HEADERS
+                                                  headers=auth or None)
         self._ids = _PlannedIds()
         resource = Resource.create()  # OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES win over our default name
         if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):

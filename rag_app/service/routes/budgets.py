@@ -16,14 +16,16 @@ router = APIRouter(dependencies=Authed)
 @router.get("/v1/budgets")
 def budgets_now(svc: Svc, who: Caller, events: int = Query(20, ge=0, le=500)):
     """Each budget's limit, spend, unpriced calls and reset time (as `rag budgets`), and recent events;
-    a member sees only the budgets that bind it (its key's, its user's)."""
+    a member sees only the budgets that bind it (its key's, its user's), and only those are computed."""
     month_ago = (datetime.now(UTC) - timedelta(days=31)).isoformat(timespec="milliseconds")
-    rows, recent = svc.read(lambda L: (budget_status(L, [*svc.budgets, *issued_budgets(L.list_keys())], svc.limits),
-                                       L.budget_events(month_ago, events)))
-    if not who.admin:
-        mine = {("key", who.name), ("user", who.user)}
-        rows = [r for r in rows if (r.get("dim"), r.get("value")) in mine]
-        recent = [e for e in recent if (e.get("dim"), e.get("value")) in mine]
+    if who.admin:
+        rows, recent = svc.read(lambda L: (budget_status(L, [*svc.budgets, *issued_budgets(L.list_keys())],
+                                                         svc.limits), L.budget_events(month_ago, events)))
+    else:  # its own key's budget from the key itself: no other key is read
+        mine = {"key": who.name, "user": who.user}
+        binding = [b for b in [*svc.budgets, *key_budget(who)] if b.dim in mine]
+        rows, recent = svc.read(lambda L: (budget_status(L, binding, svc.limits, who=mine),
+                                           L.budget_events(month_ago, events, who=mine)))
     return {"budgets": rows, "unpriced_policy": svc.settings.budget_unpriced,
             "webhook": svc.settings.alert_webhook is not None, "events": [event_json(e) for e in recent]}
 

@@ -1,5 +1,6 @@
 """/v1/keys: issue (the secret is in this response only), list (never a secret), rotate and revoke
-API keys, and read their audit trail. Admins only; each change is an audit row naming the admin key."""
+API keys, and read the audit trail (key changes, uploads and replacements, collections created). Admins
+only; each change is an audit row naming the admin key."""
 from __future__ import annotations
 
 from typing import Any
@@ -30,6 +31,9 @@ class KeyRequest(BaseModel):
     documents: list[str] | None = Field(None, max_length=500)
     can_ingest: bool = False
     expires: str | None = Field(None, max_length=40)
+    can_replace: bool = False
+    can_create_collections: bool = False
+    max_collections: int | None = None
 
 
 def actor(who) -> str:
@@ -57,9 +61,11 @@ def list_keys(svc: Svc, who: Caller) -> dict[str, Any]:
 def rotate_key(name: str, svc: Svc, who: Caller) -> dict[str, Any]:
     check_admin(who, "rotating keys")
     try:
-        return {"name": name, "key": svc.read(lambda L: manage.rotate(L, name, actor(who)), flush=False)}
+        secret = svc.read(lambda L: manage.rotate(L, name, actor(who)), flush=False)
     except ConfigError as e:
         raise HTTPException(404 if "no key" in str(e) else 409, str(e)) from None
+    svc.keys.forget()  # the old secret stops here at once
+    return {"name": name, "key": secret}
 
 
 @router.delete("/v1/keys/{name}")
@@ -69,6 +75,7 @@ def revoke_key(name: str, svc: Svc, who: Caller) -> dict[str, Any]:
         svc.read(lambda L: manage.revoke(L, name, actor(who)), flush=False)
     except ConfigError as e:
         raise HTTPException(404, str(e)) from None
+    svc.keys.forget()  # refused at once on this replica, not after the 2 s every replica may cache a key
     return {"name": name, "revoked": True}
 
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse
 
 from rag_app.access.keys import Unauthorized
-from rag_app.service.deps import Bearer, Svc, principal_of, token_ok
+from rag_app.service.deps import Bearer, Svc, admin_ok, principal_of
 from rag_app.service.inputs import dashboard_headers
 
 router = APIRouter()
@@ -29,15 +29,16 @@ def dashboard(svc: Svc, creds: Bearer, token: str | None = None):
 @router.get("/healthz")
 def healthz(svc: Svc, creds: Bearer):
     """`up` or `degraded` (rows waiting in memory, a spill file being replayed, rows spilled or lost).
-    The details (ledger counters, the OTel exporter's drops) need the token when one is set: paths,
-    hosts and endpoints are nobody else's business."""
+    The details (ledger counters, its last error, spill files, the OTel exporter's drops) need an admin
+    key when keys or a token are in use: paths, hosts and endpoints are no member's business."""
     base = svc.pool.base
     ledger_health = base.writer.health()
     body: dict[str, Any] = {"status": "degraded" if ledger_health["status"] == "degraded" else "up"}
-    if not token_ok(svc, creds):
+    if not admin_ok(svc, creds):
         return body
     body["ledger"] = ledger_health
     body["shadow_skipped"] = svc.pool.shadow_skipped
+    body["collections"] = {"open": len(svc.pool.open_collections()), "evicted": svc.pool.evicted}
     if base.judge is not None:  # gradings offered, judged, failed, dropped (a full queue), waiting
         body["judge"] = base.judge.stats()
     if base.otel is not None:  # export is best effort: its drops show here, status stays the ledger's

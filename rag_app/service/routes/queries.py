@@ -92,7 +92,10 @@ def query_answer(query_id: str, svc: Svc, who: Caller):
 
 
 def query_json(r: dict) -> dict:
-    return {"query_id": r["query_id"], "question": r["question"], "variant": r["variant"],
+    """One query as the API lists it: who asked (`user_id`, and `api_key_id`: the issued key's name, or
+    12 hex digits of RAG_API_TOKEN's hash) beside what it cost. A member lists only its own user's."""
+    return {"query_id": r["query_id"], "user_id": r["user_id"], "api_key_id": r["api_key_id"],
+            "question": r["question"], "variant": r["variant"],
             "experiment": r["experiment"], "mode": r["mode"], "status": r["status"], "started_at": r["started_at"],
             "latency_ms": r["latency_ms"], "input_tokens": r["input_tokens"], "output_tokens": r["output_tokens"],
             "cost_usd": usd_json(r["cost_nano_usd"]), "shadow_cost_usd": usd_json(r["shadow_cost_nano_usd"]),
