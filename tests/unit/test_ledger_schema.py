@@ -27,6 +27,7 @@ EXPECTED_STAGE_CALLS = {
     "endpoint": str, "price_rule": str, "price_effective_from": str, "price_warning": str,
     # m016_row_says_its_rate
     "price_currency": str, "native_cost": str, "fx_rate": str,
+    "output_at_risk_nano_usd": int,  # m023: the output tokens at risk at the row's own output rate
 }
 EXPECTED_REPRICINGS = {
     "id": int, "stage_call_id": int, "cost_nano_usd": int, "shadow_cost_nano_usd": int, "price_version": str,

