@@ -19,6 +19,7 @@ from rag_app.models.attempts import utcnow
 from rag_app.present.presenter import answer_payload
 from rag_app.spend.answer_cache import AnswerCache, Cached, hit_payload, live_usage
 from rag_app.spend.budgets import NANO, Budget, BudgetGate
+from rag_app.spend.estimate import question_estimate
 from rag_app.service.inputs import display_path
 from rag_app.service.pool import Route, VariantPool
 from rag_app.core.usage import totals
@@ -80,8 +81,10 @@ class QueryService:
                     # origin `cache`: an experiment's comparison reads live runs of its arms, never hits
                     "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": saved}))
                 return hit_payload(hit, route.query_id, saved), route
+        # the price of this question on the model its variant calls: the least a hard budget reserves for it
+        estimate = question_estimate(req.question, app_.settings, app_.prices)
         self.gate.admit(route.query_id, {"key": req.key_id, "user": req.user_id, "variant": route.variant}, req.question,
-                        key_budget(req.principal))
+                        key_budget(req.principal), estimate=estimate)
         if admitted is not None:
             admitted(route.query_id, route.variant)
         answer = p.run(route, req.question, req.scope, callbacks)
