@@ -119,8 +119,13 @@ def _print_in_force(info: dict, out: Console) -> None:
         out.print(f"{'peak' if info.get('peak') else 'not peak'} then: {info.get('basis') or info['rule_applied']}",
                   markup=False, overflow="fold")
     out.print(_tiers_table(info["tiers"], info.get("currency", "USD")))
+    source = info.get("rule_source")
     if info.get("rule"):
-        out.print(f"time rule: {info['rule']}; the figures above are the off-peak ones", markup=False)
+        out.print(f"time rule: {info['rule']}; the figures above are the off-peak ones"
+                  + (f" ({source})" if source and source.startswith("inherited") else ""), markup=False,
+                  overflow="fold")
+    elif source:  # an override that turned the rule beneath it off ("peak": null)
+        out.print(f"time rule: {source}", markup=False, overflow="fold")
 
 
 def _print_history(info: dict, out: Console) -> None:

@@ -50,6 +50,8 @@ def build_state(settings: Settings) -> ServiceState:
     budgets = load_budgets(settings.budgets_file)  # before the pool: a bad file fails in well under a second
     pool = VariantPool(settings)
     limits = Limits(pool.base.prices.fx)
+    for line in pool.base.prices.override_rules():  # a correction that keeps or drops a time rule says so
+        log.warning(line)
     limits.check(budgets, settings.budgets_file)
     try:  # load models now: the first request's latency is its own, the load is a `kind=startup` row
         pool.base.warm_up(origin="live")
