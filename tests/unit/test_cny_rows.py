@@ -20,7 +20,7 @@ from tracing.ledger import LedgerWriter, stage_json
 from tracing.pricing import PriceTable
 from tracing.ledger import stage_row
 
-OCT = "2026-10-01T02:00:00.000+00:00"  # under the bundled 2026-01-08 rate, 7.0197
+OCT = "2026-10-01T02:00:00.000+00:00"  # under the bundled 2026-09-16 rate, 6.7628
 NOV = "2026-11-16T02:00:00.000+00:00"  # under the override's 2026-11-15 rate, 7.05
 
 
@@ -48,19 +48,19 @@ def test_a_yuan_row_keeps_its_yuan_and_the_rate_of_its_own_time(tmp_path):
     conn.close()
     oct_, nov = got["oct"], got["nov"]
     assert (oct_["price_currency"], oct_["native_cost"], nov["native_cost"]) == ("CNY", "0.01672", "0.01672")
-    assert oct_["fx_rate"].startswith("7.0197 CNY/USD (2026-01-08, CFETS")
+    assert oct_["fx_rate"].startswith("6.7628 CNY/USD (2026-09-16, CFETS")
     assert nov["fx_rate"] == "7.05 CNY/USD (2026-11-15, my bank)"
-    assert round(oct_["cost_usd"] * 1e9) == 2_381_868 and round(nov["cost_usd"] * 1e9) == 2_371_631  # 0.01672 / rate
+    assert round(oct_["cost_usd"] * 1e9) == 2_472_349 and round(nov["cost_usd"] * 1e9) == 2_371_631  # 0.01672 / rate
     console = Console(record=True, width=80)
     console.print(stage_table([oct_], "cost"))  # what `rag ask` prints under its table
-    assert "generate #1: 0.01672 CNY at 7.0197 CNY/USD (2026-01-08" in " ".join(console.export_text().split())
+    assert "generate #1: 0.01672 CNY at 6.7628 CNY/USD (2026-09-16" in " ".join(console.export_text().split())
 
 
 def test_a_report_in_yuan_converts_each_query_at_its_days_rate_and_exactly(tmp_path):
     cny = display_currency("CNY", _table(tmp_path).fx)
-    assert cny.convert(0.002381868, OCT) == 0.01672  # the yuan it was booked from, not 0.0167199987996
+    assert cny.convert(0.002472349, OCT) == 0.01672  # the yuan it was booked from, not 0.0167199987996
     assert cny.convert(0.002371631, NOV) == 0.01672
     dec = with_currency({"started_at": "2025-12-01T02:00:00+00:00", "cost_usd": 0.002361715}, cny)
     assert dec["cost_cny"] == 0.01672  # 0.01672 / 7.0796, the rate of its day; the latest (7.05) read 0.01665
-    total = with_currency({"cost_usd": 0.002381868}, cny)  # a total: the latest rate, named in the note
-    assert total["cost_cny"] == round(0.002381868 * 7.05, 8) and "each query at the rate of its own day" in cny.note()
+    total = with_currency({"cost_usd": 0.002472349}, cny)  # a total: the latest rate, named in the note
+    assert total["cost_cny"] == round(0.002472349 * 7.05, 8) and "each query at the rate of its own day" in cny.note()

@@ -33,8 +33,8 @@ def test_deepseek_mainland_accounts_pay_the_yuan_list():
     usd = t.quote("deepseek-flash", 1500, 200, 1000, at=SAT)  # 500 x 0.15 + 1000 x 0.003 + 200 x 0.6
     cny = t.quote("deepseek-flash", 1500, 200, 1000, provider="deepseek-cn", at=SAT)
     assert usd.cost_nano == 198_000 and cny.currency == "CNY" and cny.native_cost == Decimal("0.00132")
-    assert cny.cost_nano == round(Decimal("0.00132") / Decimal("7.0197") * 10**9)  # 188,042 at the dated rate
-    assert f"{usd.cost_nano / cny.cost_nano - 1:.1%}" == "5.3%"  # what the USD list overcharged a yuan account
+    assert cny.cost_nano == round(Decimal("0.00132") / Decimal("6.7628") * 10**9)  # 195,185 at the dated rate
+    assert f"{usd.cost_nano / cny.cost_nano - 1:.1%}" == "1.4%"  # what the USD list overcharged a yuan account
     peak = t.quote("deepseek-flash", 1500, 200, 1000, provider="deepseek-cn", at=MON)
     assert peak.native_cost == 2 * Decimal("0.00132") and peak.applied == "peak"
     pro = t.quote("deepseek-v4-pro", 1500, 200, provider="deepseek-cn", at=SAT)

@@ -147,6 +147,7 @@ class PriceEntry:
     retired_label: str = ""
     aliases: tuple[str, ...] = ()
     snapshots: bool = False  # dated snapshot names (<model>-YYYY-MM-DD) are priced as this model
+    prefixes: tuple[str, ...] = ()  # names starting so are priced as this model (fine-tuned ft:<base>:<org>:...)
 
     def __post_init__(self):
         if not self.periods and self.tiers:
@@ -233,7 +234,8 @@ def parse_entries(data: dict, providers: dict[str, Provider] | None = None) -> d
                 periods=periods, currency=str(p.get("currency") or (prov.currency if prov else USD)),
                 retired_at=parse_instant(p["retired"], tz) if p.get("retired") else None,
                 retired_label=str(p.get("retired") or ""),
-                aliases=tuple(p.get("aliases", ())), snapshots=bool(p.get("snapshots", False)))
+                aliases=tuple(p.get("aliases", ())), snapshots=bool(p.get("snapshots", False)),
+                prefixes=tuple(p.get("prefixes", ())))
         except (KeyError, TypeError, ValueError, ArithmeticError) as e:
             raise ValueError(f"model {name!r}: {e}") from e
     return out
@@ -384,6 +386,8 @@ class PriceTable:
                 m = SNAPSHOT.match(bare)
                 if entry.snapshots and m and m["base"] == kb:
                     return key, f"dated snapshot of {kb}"
+                if any(bare.startswith(p) for p in entry.prefixes):
+                    return key, f"a name of {kb}"
         return None
 
     def resolve_layers(self, model: str, provider: str | None = None) -> list[Resolved]:
@@ -528,6 +532,8 @@ class PriceTable:
             if rate is None:
                 return self._unpriced(res.key, f"{name} is priced in {entry.currency}: {fx_warning}", basis)
             usd, fx_label = native / rate.per_usd, rate.label()
+            if fx_warning:
+                self._warn_once(res.key, f"{name} at {_iso(when)}: {fx_warning}")
             warning = "; ".join(w for w in (warning, fx_warning) if w) or None
         return Quote(to_nano(usd), self.version, res.layer, basis, period.since(), rule, entry.currency,
                      native, fx_label, warning, applied)
@@ -570,8 +576,10 @@ class PriceTable:
         basis = f"genai-prices {calc.provider.id}/{calc.model.id}" + (f" from {since}" if since else "") + \
             (f", {rule}" if rule else "")
         warning = "deprecated by its provider (genai-prices)" if getattr(calc.model, "deprecated", None) else None
-        return Quote(to_nano(calc.total_price), self.version, "genai-prices", basis, since, rule, warning=warning,
-                     applied=rule)
+        # genai-prices dates only its conditional prices: a base price is the one its snapshot holds, said so,
+        # never left blank (a finance team matches each row to the price list it was billed by)
+        return Quote(to_nano(calc.total_price), self.version, "genai-prices", basis, since or self.genai_version, rule,
+                     warning=warning, applied=rule)
 
     def _warn_once(self, model: str, warning: str) -> None:
         """A priced call the table is not sure of (a holiday calendar missing the call's year): logged once
@@ -650,7 +658,8 @@ class PriceTable:
         return {"peak": False, "rule_applied": rule, "basis": "", "warning": None,
                 "model": model, "source": "genai-prices", "version": self.version, "at": _iso(when),
                 "url": f"genai-prices: {calc.provider.name} / {calc.model.name}", "checked": "",
-                "note": calc.model.price_comments or "", "currency": USD, "effective_from": since, "rule": rule,
+                "note": calc.model.price_comments or "", "currency": USD, "effective_from": since or self.genai_version,
+                "rule": rule,
                 "retired": None, "deprecated": bool(getattr(calc.model, "deprecated", False)),
                 "tiers": [{"max_input_tokens": None, "input_per_mtok": _s(mp.input_mtok),
                            "cache_read_per_mtok": _s(mp.cache_read_mtok),
