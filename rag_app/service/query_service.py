@@ -74,13 +74,14 @@ class QueryService:
                                            "llm_model": app_.settings.llm_model})
             hit = self.cache.get(store, collection, key)
             if hit is not None:
-                saved = hit.saving_at(app_.pricer, started)  # a live answer's price now, not the original's
+                saved = hit.saving(app_.pricer, started)  # a live answer's price now, not the original's
                 p.base.writer.put("queries", queries_row(route.query_id, "query", "ok", started, t0, **{
                     "question": req.question, "mode": hit.payload["mode"], "variant": route.variant,
                     "experiment": route.experiment, **route.extra,
                     # origin `cache`: an experiment's comparison reads live runs of its arms, never hits
-                    "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": saved}))
-                return hit_payload(hit, route.query_id, saved), route
+                    "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": saved.nano,
+                    "cached_from": hit.payload["query_id"], "price_warning": saved.warning}))
+                return hit_payload(hit, route.query_id, saved.nano, saved.warning), route
         # the price of this question on the model its variant calls: the least a hard budget reserves for it
         estimate = question_estimate(req.question, app_.settings, app_.prices)
         self.gate.admit(route.query_id, {"key": req.key_id, "user": req.user_id, "variant": route.variant}, req.question,

@@ -39,6 +39,7 @@ EXPECTED_QUERIES = {
     "user_id": str, "session_id": str, "arm": str, "sticky": int, "shadow_of": str, "origin": str,
     "api_key_id": str,  # m007_report_rollups
     "cache_hit": int, "saved_cost_nano_usd": int,  # m010_spend_control
+    "cached_from": str, "price_warning": str,  # m024_cache_hit_origin
 }
 EXPECTED_SHADOW_PAIRS = {
     "control_query_id": str, "treatment_query_id": str, "experiment": str, "topk_jaccard": float,

@@ -366,6 +366,17 @@ def m023_every_stage_and_evaluation(db: Connection) -> None:
     _refold_everything(db)
 
 
+@migration
+def m024_cache_hit_origin(db: Connection) -> None:
+    # Savings re-priced (#45): which query's answer a hit served (its rows are what a live call would bill) and
+    # what the hit's saving could not be sure of (a holiday calendar missing its year); re-priced savings apart.
+    add_column(db, "queries", Column("cached_from", Text))
+    add_column(db, "queries", Column("price_warning", Text))
+    _ddl(db, CreateTable(S.saving_repricings, if_not_exists=True))
+    for ix in S.saving_repricings.indexes:
+        create_index(db, ix)
+
+
 def _create_triggers(db: Connection) -> None:
     """Any insert, update or delete of a query's rows marks it dirty, whoever writes: the writers fold
     dirty queries into the totals, so the totals cannot drift from rows written around the writer."""

@@ -29,6 +29,7 @@ from tracing.ledger.schema import (
     query_stage_totals,
     query_totals,
     report_rollup,
+    saving_repricings,
     stage_calls,
 )
 from tracing.ledger.shares import shares_select
@@ -388,9 +389,15 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
     ids = [q["query_id"] for q in qs]
     tally = _FullTally.over(ids)
     stages = billed_stages(db, variant)
+    q, sr = queries, saving_repricings
+    saved = q.c.saved_cost_nano_usd
+    if prices == "repriced":  # a hit's saving as `rag reprice` last figured it: a live call at the hit's time
+        latest = select(func.max(sr.c.id)).where(sr.c.query_id == q.c.query_id).scalar_subquery()
+        sr2 = sr.alias("sr2")  # the inner max() stays correlated to the hit
+        repriced = select(sr2.c.saved_cost_nano_usd).where(sr2.c.id == latest).scalar_subquery()
+        saved = case((latest.is_(None), q.c.saved_cost_nano_usd), else_=repriced)
     for batch in _batches(ids, 500):
-        for _hit, saving in db.execute(select(queries.c.cache_hit, queries.c.saved_cost_nano_usd)
-                                       .where(queries.c.query_id.in_(batch), queries.c.cache_hit == 1)):
+        for (saving,) in db.execute(select(saved).where(q.c.query_id.in_(batch), q.c.cache_hit == 1)):
             tally.add_cache_hit(saving)
         for m in db.execute(select(stage_source).where(stage_source.c.query_id.in_(batch))).mappings():
             tally.add_stage_row(dict(m))

@@ -8,6 +8,8 @@ column is one line here plus its migration.
     stage_calls         one row per stage, and one per LLM attempt (a `started` row replaced by its final)
     shadow_pairs        control/treatment pairs of a shadow experiment
     repricings          re-priced figures of stage rows (the originals are never changed)
+    saving_repricings   re-priced savings of answer-cache hits (m024)
+    query_stage_totals  each query's rows summed per stage, every stage the rows name (m023)
     ledger_quarantine   rows the ledger refused, kept with the error
     ledger_losses       rows spilled to a file, replayed from one, or lost
     query_totals        per-query totals (tracing/ledger/rollups.py), kept by the writer
@@ -83,6 +85,8 @@ queries = Table(
     Column("api_key_id", Text),  # 12 hex digits of the bearer token's SHA-256, never the token
     Column("cache_hit", INT),  # m012: 1 = answered from the answer cache (no stage rows: nothing billed)
     Column("saved_cost_nano_usd", INT),  # m012: a hit's saving, what the original answer cost; NULL = unknown
+    Column("cached_from", Text),  # m024: the query whose answer a hit served (re-pricing reads its rows)
+    Column("price_warning", Text),  # m024: what a hit's saving could not be sure of, as the call's row would say
     Index("queries_started", "started_at"),
     Index("queries_origin", "origin", "experiment", "variant"),
     # m012: a budget reads one key's, user's or variant's queries of the period at every admission
@@ -171,6 +175,20 @@ repricings = Table(
     Column("repriced_at", Text, nullable=False),
     Column("reason", Text),  # m008: why the figure changed
     Index("repricings_call", "stage_call_id", "id"),
+    sqlite_autoincrement=True,
+)
+
+saving_repricings = Table(
+    # m024: an answer-cache hit's saving re-priced (`rag reprice`): the original answer's billed calls priced as a
+    # live call at the hit's time under the new table; the hit's own figure is never changed
+    "saving_repricings", metadata,
+    _id(),
+    Column("query_id", Text, nullable=False),
+    Column("saved_cost_nano_usd", INT),  # NULL: unknown under the new table (a call of it is unpriced)
+    Column("price_version", Text, nullable=False),
+    Column("repriced_at", Text, nullable=False),
+    Column("reason", Text),
+    Index("saving_repricings_query", "query_id", "id"),
     sqlite_autoincrement=True,
 )
 
