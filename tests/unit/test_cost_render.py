@@ -72,7 +72,7 @@ def test_report_tables_fit_80_columns_and_show_unpriced(tmp_path):
     assert "(over the 2 priced queries; 1 unpriced left out)" in text
     day = render(by_table("day", conn.by("day")))
     assert max(len(line) for line in day) <= 80
-    assert "$0.13/1k q*" in "\n".join(day) and "over the priced queries only" in " ".join(day)
+    assert "$0.13*" in "\n".join(day) and "per 1k q* = over the priced queries only" in " ".join(day)
 
 
 def test_report_in_cny_at_the_dated_rate_shown(tmp_path):
