@@ -279,7 +279,7 @@ class BudgetGate:
         is simply not graded; the event is recorded once a period, as a query's refusal is). Never raises:
         grading is off the answer path. A ledger that cannot be read grades nothing under
         RAG_BUDGET_LEDGER_DOWN=closed."""
-        who = {EVALUATION: variant or ""}
+        who: dict[str, str | None] = {EVALUATION: variant or ""}
         applicable = [(b, v) for b in self.budgets if (v := b.applies(who)) is not None]
         if not applicable:
             return True

@@ -390,7 +390,7 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
     tally = _FullTally.over(ids)
     stages = billed_stages(db, variant)
     q, sr = queries, saving_repricings
-    saved = q.c.saved_cost_nano_usd
+    saved: Any = q.c.saved_cost_nano_usd
     if prices == "repriced":  # a hit's saving as `rag reprice` last figured it: a live call at the hit's time
         latest = select(func.max(sr.c.id)).where(sr.c.query_id == q.c.query_id).scalar_subquery()
         sr2 = sr.alias("sr2")  # the inner max() stays correlated to the hit

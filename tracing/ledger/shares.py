@@ -45,7 +45,8 @@ from tracing.ledger.schema import (
 _ZERO_INT: ColumnClause[int] = literal_column("0")
 _ZERO_FLOAT: ColumnClause[float] = literal_column("0.0")
 _EMPTY: ColumnClause[str] = literal_column("''")
-QUERY, JUDGE = literal_column("'query'"), literal_column("'judge'")
+QUERY: ColumnClause[str] = literal_column("'query'")
+JUDGE: ColumnClause[str] = literal_column("'judge'")
 
 
 def _flag(cond):

@@ -177,7 +177,7 @@ def reprice_savings(ledger, prices: PriceTable, *, since: str | None = None, ass
             left += 1
             continue
         costs = [live_call_cost(r, h["started_at"], prices, assume_provider) for r in h["rows"]]
-        saving = None if any(c is None for c in costs) else sum(costs)
+        saving = None if any(c is None for c in costs) else sum(c or 0 for c in costs)
         unknown += saving is None
         old += h["saved_now"] or 0
         new += saving or 0
