@@ -64,3 +64,22 @@ def test_a_report_in_yuan_converts_each_query_at_its_days_rate_and_exactly(tmp_p
     assert dec["cost_cny"] == 0.01672  # 0.01672 / 7.0796, the rate of its day; the latest (7.05) read 0.01665
     total = with_currency({"cost_usd": 0.002472349}, cny)  # a total: the latest rate, named in the note
     assert total["cost_cny"] == round(0.002472349 * 7.05, 8) and "each query at the rate of its own day" in cny.note()
+
+
+def test_the_report_table_shows_each_query_at_its_own_days_rate(tmp_path):
+    """0.9.x's table converted every query at the latest rate (-0.85% for a 2025-12-01 query) while its CSV
+    and JSON used the query's own day: the table now does as they do."""
+    from rag_app.present.cost_render import report_tables
+    from tests.fakes.sql_ledger import SqlLedger
+
+    conn = SqlLedger(tmp_path / "r.sqlite")
+    conn.execute("INSERT INTO queries (query_id, kind, question, mode, status, started_at, latency_ms) "
+                 "VALUES ('dec', 'query', 'q?', 'llm', 'ok', '2025-12-01T02:00:00+00:00', 10)")
+    conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, cost_nano_usd, price_source, started_at) "
+                 "VALUES ('dec', 'generate', 'ok', 'glm-5.3', 2361715, 'bundled', '2025-12-01T02:00:00+00:00')")
+    conn.commit()
+    console = Console(record=True, width=80)
+    console.print(report_tables(conn.report(), display_currency("CNY", PriceTable().fx)))
+    conn.close()
+    row = next(line for line in console.export_text().splitlines() if "2025-12-01" in line)
+    assert "¥0.0167" in row  # 0.002361715 USD x 7.0796 (the rate of 2025-12-01), not x 6.7628 (¥0.016)
