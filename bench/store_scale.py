@@ -127,7 +127,7 @@ def serve_rss(data_dir: Path, backend: str, questions: list[str]) -> float:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "RAG_LLM_MODE": "extractive", "RAG_RERANK_MODEL": "",
+    env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "RAG_LLM_MODE": "extractive", "RAG_RERANK_MODEL": "none",
            "RAG_STORE_BACKEND": backend, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "rag_app.cli.main", "serve", "--port", str(port)], env=env,
                             cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

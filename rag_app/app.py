@@ -248,7 +248,8 @@ class RagApp:
         if self.judge is not None and metadata["origin"] == "live":  # after the answer: never its latency
             from rag_app.quality.judge import JudgeJob
 
-            self.judge.offer(JudgeJob.of(answer, metadata["variant"], metadata["experiment"]))
+            self.judge.offer(JudgeJob.of(answer, metadata["variant"], metadata["experiment"],
+                                         metadata.get("user_id"), metadata.get("api_key_id")))
         return answer
 
     def warm_up(self, origin: str = "cli") -> float | None:

@@ -119,8 +119,13 @@ def _print_in_force(info: dict, out: Console) -> None:
         out.print(f"{'peak' if info.get('peak') else 'not peak'} then: {info.get('basis') or info['rule_applied']}",
                   markup=False, overflow="fold")
     out.print(_tiers_table(info["tiers"], info.get("currency", "USD")))
+    source = info.get("rule_source")
     if info.get("rule"):
-        out.print(f"time rule: {info['rule']}; the figures above are the off-peak ones", markup=False)
+        out.print(f"time rule: {info['rule']}; the figures above are the off-peak ones"
+                  + (f" ({source})" if source and source.startswith("inherited") else ""), markup=False,
+                  overflow="fold")
+    elif source:  # an override that turned the rule beneath it off ("peak": null)
+        out.print(f"time rule: {source}", markup=False, overflow="fold")
 
 
 def _print_history(info: dict, out: Console) -> None:
@@ -173,10 +178,14 @@ def check_prices(settings, out: Console) -> int:
 def _warned_rows(table, warned: list[dict], out: Console) -> None:
     """Rows whose price carried a warning, and whether today's table still has it at their time."""
     for w in warned:
-        q = table.quote(w["model"], 1000, 100, provider=w["provider"], at=w["last_seen"])
-        now = ("today's table still warns: " + q.warning) if q.warning else "today's table no longer warns: run `rag reprice`"
-        out.print(f"warning on {w['rows']} {w['model']} rows ({(w['first_seen'] or '')[:10]} to "
-                  f"{(w['last_seen'] or '')[:10]}): {w['warning']}; {now}", markup=False, overflow="fold")
+        what = f"answer-cache hits of {w['model'] or 'an unrecorded model'}" if w.get("hits") else f"{w['model']} rows"
+        now = ""
+        if w["model"]:
+            q = table.quote(w["model"], 1000, 100, provider=w["provider"], at=w["last_seen"])
+            now = "; " + (("today's table still warns: " + q.warning) if q.warning
+                          else "today's table no longer warns: run `rag reprice`")
+        out.print(f"warning on {w['rows']} {what} ({(w['first_seen'] or '')[:10]} to "
+                  f"{(w['last_seen'] or '')[:10]}): {w['warning']}{now}", markup=False, overflow="fold")
 
 
 def check_against(settings, against: str, out: Console, as_json: bool = False, at: str | None = None) -> int:
@@ -236,4 +245,11 @@ def run_reprice(settings, since: str | None, model: str | None, out: Console,
               f"unpriced rows {r.unpriced_before} -> {r.unpriced_after}", markup=False)
     for reason, n in sorted(r.reasons.items()):
         out.print(f"  {n} {reason}", markup=False)
+    h = r.savings
+    if h is not None and h.hits:
+        out.print(f"re-priced the savings of {h.hits - h.left} of {h.hits} answer-cache hits, each as a live call at "
+                  f"the hit's time: {h.changed} changed; {usd(h.old_nano / 1e9)} -> {usd(h.new_nano / 1e9)} saved"
+                  + (f"; {h.unknown_after} unknown now (unpriced)" if h.unknown_after else "")
+                  + (f"; {h.left} left as recorded (their answer's calls are not in the ledger)" if h.left else ""),
+                  markup=False)
     out.print("original figures are kept; `rag report --prices repriced` shows the new ones")

@@ -28,7 +28,9 @@ _URL_EXAMPLES = {"qdrant_url": "http://localhost:6333", "openai_base_url": "http
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore")
+    # an empty value (RAG_PRICE_OVERRIDES=, a blank line in .env) means unset, for every setting: the default
+    # holds, never "" read as the path "." or as a number that fails to parse
+    model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore", env_ignore_empty=True)
 
     data_dir: Path = Path(".rag")
     collection: str = "legal"
@@ -84,7 +86,7 @@ class Settings(BaseSettings):
     top_n: int = Field(10, ge=1)  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
     context_tokens: int = Field(1000, ge=1)  # budget for the passages sent to the LLM (chosen on the tune split)
 
-    rerank_model: str | None = "BAAI/bge-reranker-base"
+    rerank_model: str | None = "BAAI/bge-reranker-base"  # RAG_RERANK_MODEL=none: no reranker (empty is unset)
     rerank_price_per_1k: float = Field(0.00002, ge=0)
     rerank_url: str | None = None  # POST {model, query, documents, top_n} endpoint; set = HTTP rerank
     rerank_api_key: str | None = None
@@ -173,6 +175,12 @@ class Settings(BaseSettings):
     # Per-file parse budget: the parse runs in a worker process that is killed past either limit.
     parse_timeout_s: float = Field(120.0, gt=0)  # parse + chunk + BM25 tokenization of one file, in its worker
     parse_max_mb: float = Field(1024.0, ge=64)  # below this the parser libraries cannot even start
+
+    @field_validator("rerank_model")
+    @classmethod
+    def _no_reranker(cls, value: str | None) -> str | None:
+        """`none` (or `off`) turns the reranker off; an empty value is unset like any other (the default)."""
+        return None if value is None or value.strip().lower() in ("none", "off", "") else value
 
     @field_validator(*_URL_EXAMPLES)
     @classmethod

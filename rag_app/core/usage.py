@@ -56,6 +56,9 @@ class Price:
     currency: str | None = None  # the price's own currency (USD, CNY); None: no price table entry used
     native_cost: str | None = None  # the cost in that currency, exact decimal text ("0.01672")
     fx: str | None = None  # the rate a non-USD cost was converted at ("7.0197 CNY/USD (2026-01-08, ...)")
+    # what the output tokens a cut reply may still bill (AttemptInfo.output_at_risk_tokens) would cost, at this
+    # call's own output rate (its tier, its peak or off-peak price); None: none at risk, or unpriced
+    at_risk_nano: int | None = None
 
     @property
     def unpriced(self) -> bool:

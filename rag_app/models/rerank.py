@@ -47,7 +47,7 @@ def load_reranker(model: str | None, settings: Any = None) -> tuple[Reranker | N
         return HttpReranker(settings.rerank_url, model or "rerank", api_key=settings.rerank_api_key,
                             timeout_s=settings.rerank_timeout_s), None
     if not model:
-        return None, "reranker disabled (RAG_RERANK_MODEL empty)"
+        return None, "reranker disabled (RAG_RERANK_MODEL=none)"
     try:
         return FlagCrossEncoder(model), None
     except ModelLoadError as e:

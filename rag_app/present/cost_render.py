@@ -41,11 +41,12 @@ def usd(v: float | None, *, sig: int = 3) -> str:
     return f"{'-' if v < 0 else ''}${text}"
 
 
-def money(v: float | None, cur=None) -> str:
-    """USD as `usd()` shows it, or converted to the report currency (a tracing.pricing.fx.DisplayCurrency)."""
+def money(v: float | None, cur=None, at: str | None = None) -> str:
+    """USD as `usd()` shows it, or converted to the report currency (a tracing.pricing.fx.DisplayCurrency):
+    a figure of one moment (`at`, a query's start) at the rate in force then, else at the latest rate."""
     if cur is None or cur.rate is None:
         return usd(v)
-    text = usd(cur.convert(v))
+    text = usd(cur.convert(v, at))
     return text.replace("$", cur.symbol, 1) if text.lstrip("-").startswith("$") else text
 
 
@@ -82,16 +83,17 @@ def stage_table(stages: list[dict], title: str) -> Group:
             # billed in the provider's currency: its own amount, exact, and the dated rate it was converted at
             notes.append(f"{s['stage']} #{s['attempt']}: {s['native_cost']} {s['price_currency']} at {s['fx_rate']}")
         if s.get("output_at_risk_tokens"):
+            risk = f", {usd(s['output_at_risk_usd'])} at its output rate" if s.get("output_at_risk_usd") else ""
             notes.append(f"! {s['stage']} attempt {s['attempt']}: up to {s['output_at_risk_tokens']} more output "
-                         "tokens may be billed (timed out)")
+                         f"tokens may be billed (timed out{risk})")
     return Group(t, *(Text(n, overflow="fold") for n in notes))
 
 
 def report_tables(rep, cur=None) -> Group:
     """`rag report`: per-query rows, per-stage totals and a summary, each within 80 columns; money in
     USD, or in `cur` (RAG_REPORT_CURRENCY) at the dated rate the summary names."""
-    def usd(v):  # noqa: F811 - the report's currency, USD unless asked
-        return money(v, cur)
+    def usd(v, at=None):  # noqa: F811 - the report's currency, USD unless asked
+        return money(v, cur, at)
     total = rep.totals.get("queries", len(rep.queries))
     of = f" of {total:,}" if total > len(rep.queries) else ""  # `rag report` lists the latest; totals cover all
     q = Table(title=f"last {len(rep.queries)}{of} queries", pad_edge=False, collapse_padding=True)
@@ -100,11 +102,13 @@ def report_tables(rep, cur=None) -> Group:
     q.add_column("status", no_wrap=True)
     for col in ("tokens", "cost", "shadow", "ms"):
         q.add_column(col, justify="right", no_wrap=True)
+    stages = list(rep.totals.get("stages") or ())
     for r in rep.queries:
-        tokens = sum(r[f"{s}_tokens"] for s in ("embed_query", "retrieve", "rerank", "generate"))
-        cost = usd(r["cost_usd"]) if r["cost_usd"] is not None else f"unpriced ({r['unpriced_rows']})"
+        tokens = sum(r.get(f"{s}_tokens", 0) for s in stages or ("embed_query", "retrieve", "rerank", "generate"))
+        at = r["started_at"]  # a query's money at the rate of its own day, as its CSV and JSON rows
+        cost = usd(r["cost_usd"], at) if r["cost_usd"] is not None else f"unpriced ({r['unpriced_rows']})"
         q.add_row((r["started_at"] or "")[:16].replace("T", " "), (r["question"] or "")[:16],  # with the year
-                  f"{r['status']}/{r['mode'] or '-'}", str(tokens), cost, usd(r["shadow_cost_usd"]),
+                  f"{r['status']}/{r['mode'] or '-'}", str(tokens), cost, usd(r["shadow_cost_usd"], at),
                   f"{r['latency_ms'] or 0:.0f}")
     tot = rep.totals
     s = Table(title="per stage", pad_edge=False, collapse_padding=True)
@@ -131,8 +135,11 @@ def summary_lines(tot: dict, cur=None) -> list[str]:
              f"p95 {usd(tot['shadow_cost_per_query_p95_usd'])}",
              f"retry/timeout waste {usd(tot['retry_timeout_waste_usd'])} ({tot['retry_timeout_waste_pct']}%; "
              f"{tot['retries']} retries, {tot['timeouts']} timeouts)"]
-    if tot.get("output_at_risk_tokens"):
-        lines.append(f"timeouts may still bill up to {tot['output_at_risk_tokens']} more output tokens (at risk)")
+    if tot.get("output_at_risk_tokens") or tot.get("unknown_attempts"):
+        lines.append(f"at risk (may still be billed): {usd(tot.get('at_risk_usd'))} = "
+                     f"{usd(tot.get('at_risk_output_usd'))} for {tot.get('output_at_risk_tokens', 0)} output tokens "
+                     f"of cut replies + {usd(tot.get('at_risk_unknown_attempts_usd'))} for "
+                     f"{tot.get('unknown_attempts', 0)} attempts of unknown outcome")
     lines.append(f"unpriced: {tot['unpriced_rows']} rows in {tot.get('unpriced_queries', 0)} queries "
                  "(see `rag prices check`)" if tot["unpriced_rows"] else "unpriced: 0 rows")
     if tot.get("context_tokens_mean") is not None:

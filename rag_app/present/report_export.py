@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rag_app.present.cost_render import money, per_1k, report_tables
+from rag_app.present.cost_render import money, report_tables
 from rag_app.present.cost_render import audit_line
 
 BY_TABLE_ROWS = 50  # a person reads the top spenders; CSV/JSON carry every one
@@ -143,24 +143,27 @@ def by_table(dim: str, rows: list[dict], cur=None) -> Table:
     shown = rows[:BY_TABLE_ROWS]
     more = f" (top {len(shown)} of {len(rows)} by cost; --format csv for all)" if len(rows) > len(shown) else ""
     # a model's queries are those that called it: its $ per query is over them, not every query
-    over = " (per query: over the queries that called it)" if dim == "model" else ""
+    over = " (per 1k q: over the queries that called it)" if dim == "model" else ""
     t = Table(title=f"spend by {dim}{over}{more}", pad_edge=False, collapse_padding=True)
-    t.add_column(dim, overflow="fold", max_width=20)
-    for col in ("queries", "cost", "per query", "shadow", "tokens", "unpriced"):
+    t.add_column(dim, overflow="fold", min_width=10, max_width=20)
+    for col in ("queries", "cost", "eval", "per 1k q", "shadow", "tokens", "unpriced"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in shown:
         cost = ("unpriced" if r["cost_is_lower_bound"] and not r["cost_usd"]  # nothing of it is priced: not $0+
                 else usd(r["cost_usd"]) + ("+" if r["cost_is_lower_bound"] else ""))
         mean = ("-" if not r["queries"]  # named by skipped rows only: never called, no per query
-                else per_1k(None if r["cost_per_1k_queries_usd"] is None else r["cost_per_1k_queries_usd"] / 1000, cur))
+                else "unpriced" if r["cost_per_1k_queries_usd"] is None else usd(r["cost_per_1k_queries_usd"]))
         if r["cost_per_1k_queries_usd"] is not None and r.get("unpriced_queries"):
             mean += "*"  # a mean over the priced queries alone: the unpriced ones are left out, not $0
-        t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}", cost, mean,
+        evaluation = ("-" if not r.get("evaluation_runs") else "unpriced" if r["evaluation_cost_usd"] is None
+                      else usd(r["evaluation_cost_usd"]) + ("+" if r.get("evaluation_cost_is_lower_bound") else ""))
+        t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}", cost, evaluation, mean,
                   usd(r["shadow_cost_usd"]), f"{r['input_tokens'] + r['output_tokens']:,}",
                   f"{r['unpriced_rows']:,} rows" if r["unpriced_rows"] else "-")
-    t.caption = "cost+ = known part; unpriced rows (no price for the model) are not counted as $0"
+    t.caption = ("cost = the answers' spend, eval = grading them (the judge), apart: together every billed row; "
+                 "cost+ = known part; unpriced rows (no price for the model) are not counted as $0")
     if any(r.get("unpriced_queries") and r["cost_per_1k_queries_usd"] is not None for r in shown):
-        t.caption += "; per query* = over the priced queries only"
+        t.caption += "; per 1k q* = over the priced queries only"
     return t
 
 

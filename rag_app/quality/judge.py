@@ -22,7 +22,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -103,10 +103,14 @@ class JudgeJob:
     contexts: tuple[ScoredChunk, ...] = field(default=(), repr=False)
     variant: str | None = None
     experiment: str | None = None
+    user_id: str | None = None  # who asked: the judge run is booked to the answer's user and key (evaluation
+    api_key_id: str | None = None  # spend per user and key), never into the answer's own cost
 
     @classmethod
-    def of(cls, answer: Answer, variant: str | None = None, experiment: str | None = None) -> JudgeJob:
-        return cls(answer.query_id, answer.question, answer.text, tuple(answer.contexts), variant, experiment)
+    def of(cls, answer: Answer, variant: str | None = None, experiment: str | None = None,
+           user_id: str | None = None, api_key_id: str | None = None) -> JudgeJob:
+        return cls(answer.query_id, answer.question, answer.text, tuple(answer.contexts), variant, experiment,
+                   user_id, api_key_id)
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,8 @@ class Judge:
         """Raises on a failed call or a malformed reply (the run's ledger rows say which)."""
         config: RunnableConfig = {"callbacks": self.callbacks, "metadata": {
             "query_id": judge_run_id(job.query_id), "kind": JUDGE_KIND, "origin": JUDGE_KIND,
-            "variant": job.variant, "experiment": job.experiment, GRADES_QUERY: job.query_id}}
+            "variant": job.variant, "experiment": job.experiment, "user_id": job.user_id,
+            "api_key_id": job.api_key_id, GRADES_QUERY: job.query_id}}
         return self._run.invoke({"question": job.question, "job": job}, config=config).quality
 
     def _grade(self, inputs: dict, config: RunnableConfig) -> JudgeRun:
@@ -151,11 +156,15 @@ _STOP = object()
 class JudgeWorker:
     """One background thread grading the sampled answers offered to it, from a bounded queue."""
 
-    def __init__(self, judge: Judge, *, share: float, queue_size: int = 64):
-        self.judge, self.share = judge, share
+    def __init__(self, judge: Judge, *, share: float, queue_size: int = 64,
+                 admit: Callable[[JudgeJob], bool] | None = None):
+        """`admit(job)`: whether the evaluation budgets let this grading through (rag_app/spend/budgets.py
+        evaluation_admission; None: always). Asked when the grading's turn comes, in the worker: a spent
+        budget stops grading, never an answer."""
+        self.judge, self.share, self.admit = judge, share, admit
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
-        self.counts = {"offered": 0, "queued": 0, "judged": 0, "failed": 0, "dropped": 0}
+        self.counts = {"offered": 0, "queued": 0, "judged": 0, "failed": 0, "dropped": 0, "over_budget": 0}
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="judge", daemon=True)
         self._thread.start()
@@ -194,6 +203,9 @@ class JudgeWorker:
                     return
                 if self._closed.is_set():  # shutting down past its wait: not judged, said so
                     self._count("dropped")
+                    continue
+                if self.admit is not None and not self.admit(job):  # an evaluation budget is spent
+                    self._count("over_budget")
                     continue
                 self.judge.grade(job)
                 self._count("judged")

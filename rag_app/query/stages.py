@@ -77,29 +77,6 @@ def rewrite(question: str, *, config: QueryConfig, chat_model: Callable[[], Any]
     return " ".join(str(message.content).split())[:REWRITE_MAX_CHARS], tuple(attempts)
 
 
-# The passages' labels (`[3] 《中华人民共和国劳动合同法》第三十九条`, format_context) and the model's own tokenizer
-# come on top of the context budget, which packing counts in cl100k tokens of the passages' text: 25% more
-# holds on every question of tests/fixtures/laws_qa.jsonl (tests/integration/test_query_service.py)
-CONTEXT_FRAME = 1.25
-
-
-def llm_tokens_at_most(question: str, config: QueryConfig) -> int:
-    """What a question's LLM calls may send and receive, known before any work: the answer prompt with
-    its passages at the context budget, RAG_LLM_MAX_TOKENS, and the rewrite call when that lever is on;
-    0 without an LLM (an extractive answer calls none). A key's tokens-per-minute limit reserves this at
-    admission and settles it with the real count (rag_app/access/rate.py)."""
-    if not config.use_llm:
-        return 0
-    tokenizer = tokenizer_for(config.llm_model)
-    frame = tokenizer.count_messages(load_prompt("answer", config.prompt_version).format_messages(
-        context="", question=question))
-    n = frame + int(config.context_tokens * CONTEXT_FRAME) + (config.llm_max_tokens or 0)
-    if config.rewrite:
-        n += tokenizer.count_messages(load_prompt("rewrite", config.rewrite_prompt_version).format_messages(
-            question=question)) + config.rewrite_max_tokens
-    return n
-
-
 def check_rewrite_prompt(version: str) -> None:
     """Start-up: the rewrite lever's prompt file exists (else a ConfigError naming the versions there are)."""
     load_prompt("rewrite", version)

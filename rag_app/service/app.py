@@ -24,8 +24,8 @@ from rag_app.service.query_service import QueryService
 from rag_app.service.routes import ROUTERS
 from rag_app.service.routes.ask import AskRequest, api_key_id
 from rag_app.spend.answer_cache import AnswerCache
-from rag_app.spend.budgets import (BudgetGate, LedgerDown, Limits, OverBudget, load_budgets, price_of_a_question,
-                                   unpriced_assumption)
+from rag_app.spend.budgets import (BudgetGate, LedgerDown, Limits, OverBudget, evaluation_admission, load_budgets,
+                                   price_of_a_question, unpriced_assumption)
 from rag_app.spend.alerts import renderer
 from rag_app.spend.webhook import Webhook
 from rag_app.store.space import DiskFull
@@ -50,6 +50,8 @@ def build_state(settings: Settings) -> ServiceState:
     budgets = load_budgets(settings.budgets_file)  # before the pool: a bad file fails in well under a second
     pool = VariantPool(settings)
     limits = Limits(pool.base.prices.fx)
+    for line in pool.base.prices.override_rules():  # a correction that keeps or drops a time rule says so
+        log.warning(line)
     limits.check(budgets, settings.budgets_file)
     try:  # load models now: the first request's latency is its own, the load is a `kind=startup` row
         pool.base.warm_up(origin="live")
@@ -65,6 +67,8 @@ def build_state(settings: Settings) -> ServiceState:
     gate = BudgetGate(budgets, limits, lambda fn: svc.read(fn, flush=False), settings.budget_unpriced, webhook,
                       first_estimate=price_of_a_question(pool.base.prices, settings),
                       ledger_down=settings.budget_ledger_down, unpriced_assume_nano=unpriced_assumption(settings))
+    if pool.base.judge is not None:  # evaluation budgets stop the judge's sampling, never an answer
+        pool.base.judge.admit = evaluation_admission(gate, settings, pool.base.prices)
     rate = RateLimiter(lambda fn: svc.read(fn, flush=False), fail_open=settings.budget_ledger_down == "open")
     keys = KeyRing(lambda h: svc.read(lambda L: L.key_by_secret(h), flush=False),
                    lambda: svc.read(lambda L: L.any_keys(), flush=False))

@@ -21,10 +21,11 @@ from rag_app.models.attempts import utcnow
 from rag_app.present.presenter import answer_payload
 from rag_app.spend.answer_cache import AnswerCache, Cached, hit_payload, live_usage
 from rag_app.spend.budgets import NANO, Budget, BudgetGate
+from rag_app.spend.estimate import question_estimate
 from rag_app.service.inputs import display_path
 from rag_app.service.pool import Route, VariantPool
 from rag_app.core.usage import StageUsage, totals
-from rag_app.query.stages import REWRITE_STAGE, llm_tokens_at_most
+from rag_app.query.stages import REWRITE_STAGE
 from tracing.ledger import queries_row
 
 
@@ -67,11 +68,12 @@ class QueryService:
         route = p.route(req.user_id, req.session_id, req.key_id, req.variant, req.collection)
         app_ = p.app_for(route.app_variant, route.collection)
         check_models(req.principal, (req.model, route.variant, app_.settings.llm_model))
+        # the largest bill this question can run up on the model its variant calls: what a key's tpm and
+        # a hard budget reserve for it before any work
+        estimate = question_estimate(req.question, app_.settings, app_.prices, use_llm=app_.uses_llm)
         ticket = None
         if self.rate is not None:  # the key's window: its LLM tokens reserved at their ceiling, settled below
-            limited = req.principal.tpm is not None
-            ticket = self.rate.admit(req.principal, llm_tokens_at_most(req.question, app_.query_config())
-                                     if limited else 0)
+            ticket = self.rate.admit(req.principal, estimate.tokens if req.principal.tpm is not None else 0)
         key = self._key(p, route, app_, req) if self.cache is not None else None
         try:
             hit = self._cached(p, route, app_, req, key)
@@ -83,7 +85,7 @@ class QueryService:
             return hit
         try:
             self.gate.admit(route.query_id, {"key": req.key_id, "user": req.user_id, "variant": route.variant},
-                            req.question, key_budget(req.principal))
+                            req.question, key_budget(req.principal), estimate=estimate)
         except BaseException:
             self._release(ticket)  # refused by a budget: it never began, it leaves the key's window
             raise
@@ -116,14 +118,15 @@ class QueryService:
         hit = self.cache.get(app_.store, app_.settings.collection, key)
         if hit is None:
             return None
-        saved = hit.saving_at(app_.pricer, started)  # a live answer's price now, not the original's
+        saved = hit.saving(app_.pricer, started)  # a live answer's price now, not the original's
         p.base.writer.put("queries", queries_row(route.query_id, "query", "ok", started, t0, **{
             "question": req.question, "mode": hit.payload["mode"], "variant": route.variant,
             "experiment": route.experiment, **route.extra,
             # origin `cache`: an experiment's comparison reads live runs of its arms, never hits
-            "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": saved}))
+            "origin": "cache", "cache_hit": 1, "saved_cost_nano_usd": saved.nano,
+            "cached_from": hit.payload["query_id"], "price_warning": saved.warning}))
         mine = req.principal.admin or hit.user == req.user_id
-        return hit_payload(hit, route.query_id, saved, show_origin=mine), route
+        return hit_payload(hit, route.query_id, saved.nano, saved.warning, show_origin=mine), route
 
     def _settle(self, ticket: Ticket | None, tokens: int) -> None:
         if self.rate is not None:

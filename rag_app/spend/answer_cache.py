@@ -12,7 +12,9 @@ saved_cost_nano_usd is what a live answer would cost at the hit's own time: the 
 billed usage (its failed and retried attempts excluded) priced again at the hit's start, so a hit in
 DeepSeek's peak hours saves the peak price even when the original ran off-peak (NULL when any of it is
 unpriced now: the saving is unknown, never $0), with origin `cache`: reports count it, an experiment's comparison (live runs of
-its arms) does not. Budgets count billed spend, so a hit spends nothing and is served even past a limit.
+its arms) does not. The row names the query it answered from (`cached_from`: `rag reprice` prices that
+query's calls again at the hit's time) and carries the warning its saving's price carries (`price_warning`:
+a 2027 peak-hour hit without the 2027 holiday calendar warns as the call would). Budgets count billed spend, so a hit spends nothing and is served even past a limit.
 Only complete answers are kept (a reply cut short is asked again).
 """
 from __future__ import annotations
@@ -47,13 +49,28 @@ class Cached:
 
     def saving_at(self, pricer: Pricer, at: str) -> int | None:
         """What answering live at `at` would bill: the kept usage priced by the price in force then."""
-        total = 0
+        return self.saving(pricer, at).nano
+
+    def saving(self, pricer: Pricer, at: str) -> Saving:
+        """What answering live at `at` would bill, and what its price could not be sure of (a holiday calendar
+        missing `at`'s year, a stale exchange rate): the hit warns as the call would have."""
+        total: int | None = 0
+        warnings: list[str] = []
         for u in self.usage:
             price = pricer.price(replace(u, started_at=at, ended_at=None, price=None)).price
+            if price is not None and price.warning and price.warning not in warnings:
+                warnings.append(price.warning)
             if price is None or price.cost_nano is None:
-                return None
-            total += price.cost_nano
-        return total
+                total = None
+            elif total is not None:
+                total += price.cost_nano
+        return Saving(total, "; ".join(warnings) or None)
+
+
+@dataclass(frozen=True)
+class Saving:
+    nano: int | None  # what a live answer would bill now (None: unpriced, so unknown)
+    warning: str | None = None  # what its price could not be sure of
 
 
 def live_usage(usages: Iterable[StageUsage]) -> tuple[StageUsage, ...]:
@@ -103,10 +120,12 @@ class AnswerCache:
                 entries.popitem(last=False)
 
 
-def hit_payload(hit: Cached, query_id: str, saved_nano: int | None, show_origin: bool = True) -> dict:
-    """The cached answer under the new query's id: nothing billed, and what it saved. `cached_from` (the
-    original query's id) only with `show_origin`: another user's query id is not this caller's to see."""
+def hit_payload(hit: Cached, query_id: str, saved_nano: int | None, warning: str | None = None,
+                show_origin: bool = True) -> dict:
+    """The cached answer under the new query's id: nothing billed, what it saved, and any warning the saving's
+    price carries (as a live call's stage row would). `cached_from` (the original query's id) only with
+    `show_origin`: another user's query id is not this caller's to see."""
     return {**hit.payload, "query_id": query_id, "stages": [], "total_cost_usd": 0.0, "total_shadow_cost_usd": 0.0,
             "priced_cost_usd": 0.0, "priced_shadow_cost_usd": 0.0, "unpriced": False, "unpriced_rows": 0,
-            "cache_hit": True, "saved_cost_usd": usd_json(saved_nano),
+            "cache_hit": True, "saved_cost_usd": usd_json(saved_nano), "price_warning": warning,
             "cached_from": hit.payload["query_id"] if show_origin else None}

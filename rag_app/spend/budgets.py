@@ -3,22 +3,32 @@
     {"budgets": [{"key": "*", "period": "day", "limit_usd": 5.0, "hard": true, "alert_at": [0.5, 0.8, 1.0]}]}
 
 Each entry names what it limits with exactly one of `key` (the 12-hex id the ledger records for a bearer
-token), `user` (the request's user_id) or `variant`; "*" means each one separately. `limit_usd` or
+token), `user` (the request's user_id), `variant`, or `evaluation` (what grading answers costs: the judge's
+calls, RAG_JUDGE_MODEL); "*" means each key, user or variant separately, and for `evaluation` all of it
+together (a variant's name: the gradings of that variant's answers). `limit_usd` or
 `limit_cny` (converted at the price table's dated rate in force when the period began), `period` day, week
 or month (UTC: a day resets at 00:00 UTC, a week on Monday, a month on the 1st), `hard` (default true: over
-it, 429), `alert_at` (fractions of the limit, one or a list: the period's spend reaching one raises an
-alert, once per period for each key, user or variant; a jump past several at once raises the highest).
+it, 429; for `evaluation`, no more answers are sampled for grading until the period resets: an answer is
+never refused for its grading), `alert_at` (fractions of the limit, one or a list: the period's spend
+reaching one raises an alert, once per period for each key, user or variant; a jump past several at once
+raises the highest).
 
 Spend is what the ledger holds (every replica reads the same rows): billed stage costs of the queries
-started in the period; unpriced calls are unknown, never $0 (RAG_BUDGET_UNPRICED decides whether a hard
-budget lets queries past while its spend is unknown). A cache hit bills nothing, so it spends nothing.
-Admission counts what is in flight and what this query may cost: the mean cost of the variant's last
-20 priced queries, or, on a fresh ledger with no history, the price of a question (the passages' token
-budget, the prompt and the question at the model's input price, plus RAG_LLM_MAX_TOKENS at its output
-price): a burst of first queries cannot overshoot a hard limit. Under RAG_BUDGET_UNPRICED=allow each
-unpriced call counts at RAG_BUDGET_UNPRICED_ASSUME_USD (unpriced spend is bounded, never free); under
-`block` a query to an unpriced model is refused from the first call. When the ledger cannot be read,
-RAG_BUDGET_LEDGER_DOWN decides: `closed` (the default) refuses with 503, `open` admits and logs it.
+started in the period (of the judge runs, for `evaluation`); unpriced calls are unknown, never $0
+(RAG_BUDGET_UNPRICED decides whether a hard budget lets queries past while its spend is unknown). A cache
+hit bills nothing, so it spends nothing.
+
+What a query reserves while it runs (its estimate) is never below the price of a question on the model it
+will call (rag_app/spend/estimate.py: its prompt at the passages' token budget, RAG_LLM_MAX_TOKENS of
+output, a rewrite call when that lever is on, at the price in force now), and is the mean cost of the
+latest 20 live queries on that model of the key, user or variant the budget is on when that is more (a
+cache hit, $0, never lowers it; a model switched to since is not judged by the old model's history). So a
+burst of concurrent questions, after a history of hits or a switch to a dearer model, spends at most the
+limit plus what one admitted query cost beyond its estimate. Under RAG_BUDGET_UNPRICED=allow each unpriced
+call counts at RAG_BUDGET_UNPRICED_ASSUME_USD (unpriced spend is bounded, never free); under `block` a
+query to an unpriced model is refused from the first call. When the ledger cannot be read,
+RAG_BUDGET_LEDGER_DOWN decides: `closed` (the default) refuses with 503 (and grades nothing), `open` admits
+and logs it.
 Events (alert, soft, hard) are rows in `budget_events`, each POSTed to RAG_ALERT_WEBHOOK by a background
 thread with retries: a slow or dead webhook never holds a query.
 """
@@ -39,21 +49,21 @@ from rag_app.core.money import usd_json
 from rag_app.spend.webhook import Webhook
 from tracing.pricing import FxTable
 from tracing.ledger import Ledger, LedgerUnavailable, is_transient
-from tracing.ledger.budgets import DIMS, BudgetTx
+from rag_app.spend.estimate import QuestionEstimate, question_estimate
+from tracing.ledger.budgets import DIMS, EVALUATION, BudgetTx
 
 log = logging.getLogger(__name__)
 NANO = Decimal(10**9)
 PERIODS = ("day", "week", "month")
-PROMPT_OVERHEAD_TOKENS = 200  # the prompt template and its instructions around the passages and question
 RESERVATION_TTL = timedelta(minutes=10)  # an admitted query whose row never lands stops counting after this
 PRUNE_EVERY = timedelta(hours=1)
-FIELDS = {"key", "user", "variant", "period", "limit_usd", "limit_cny", "hard", "alert_at"}
+FIELDS = {"key", "user", "variant", "evaluation", "period", "limit_usd", "limit_cny", "hard", "alert_at"}
 
 
 @dataclass(frozen=True)
 class Budget:
-    dim: str  # key | user | variant
-    value: str  # "*" (each one separately) or one name
+    dim: str  # key | user | variant | evaluation
+    value: str  # "*" (each one separately; for evaluation: all of it together) or one name
     period: str  # day | week | month
     limit: Decimal  # in `currency`
     currency: str  # USD | CNY
@@ -65,8 +75,13 @@ class Budget:
         return f"{self.dim}={self.value} {self.period}"
 
     def applies(self, who: dict[str, str | None]) -> str | None:
-        """The key, user or variant of this request this budget counts (None: not this request's)."""
+        """The key, user or variant of this request this budget counts (None: not this request's); for an
+        evaluation budget, "*" (all grading together) or the graded variant it is on."""
+        if self.dim not in who:
+            return None
         v = who.get(self.dim)
+        if self.dim == EVALUATION and self.value == "*":
+            return "*"
         return v if v is not None and self.value in ("*", v) else None
 
 
@@ -104,7 +119,8 @@ def _budget(path: Path, i: int, item: Any) -> Budget:
         raise ConfigError(f"{where}: unknown field {unknown[0]!r}; fields are {', '.join(sorted(FIELDS))}")
     dims = [d for d in DIMS if d in item]
     if len(dims) != 1:
-        raise ConfigError(f"{where}: name exactly one of key, user or variant (\"*\": each one separately)")
+        raise ConfigError(f"{where}: name exactly one of key, user, variant (\"*\": each one separately) or "
+                          "evaluation (\"*\": all grading together)")
     value = item[dims[0]]
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{where}.{dims[0]}: a name or \"*\", not {value!r}")
@@ -191,16 +207,25 @@ class Limits:
 
 
 def price_of_a_question(prices: Any, settings: Any) -> Callable[[str], int | None]:
-    """What one question may cost before any history says: its prompt (the passages' token budget, the
-    template, the question: a token per character at most for Chinese) at the model's input price and
-    RAG_LLM_MAX_TOKENS at its output price. None when the model is unpriced; 0 without an LLM."""
-    def estimate(question: str) -> int | None:
-        if not settings.use_llm:
-            return 0
-        prompt = settings.context_tokens + PROMPT_OVERHEAD_TOKENS + len(question)
-        return prices.quote(settings.llm_model, prompt, settings.llm_max_tokens,
-                            provider=settings.llm_provider).cost_nano
-    return estimate
+    """The price of one question on `settings`' model now (rag_app/spend/estimate.py): None when the model
+    is unpriced; 0 without an LLM."""
+    return lambda question: question_estimate(question, settings, prices).cost_nano
+
+
+def evaluation_admission(gate: "BudgetGate", settings: Any, prices: Any) -> Callable[[Any], bool] | None:
+    """What the judge's worker asks before grading an answer (a rag_app.quality.judge.JudgeJob): whether
+    the evaluation budgets let one more grading through, at its estimate (rag_app/spend/estimate.py). None
+    when no budget is on evaluation: every sampled answer is graded."""
+    if not any(b.dim == EVALUATION for b in gate.budgets):
+        return None
+    from rag_app.core.usage import judge_run_id
+    from rag_app.query.answer import format_context
+    from rag_app.spend.estimate import grading_estimate
+
+    def admit(job: Any) -> bool:
+        est = grading_estimate(job.question, job.answer, format_context(list(job.contexts)), settings, prices)
+        return gate.admit_evaluation(judge_run_id(job.query_id), job.variant, est.cost_nano, est.model)
+    return admit
 
 
 def unpriced_assumption(settings: Any) -> int | None:
@@ -236,14 +261,48 @@ class BudgetGate:
         self.admitted_unchecked = 0  # queries let through while the ledger was down (ledger_down=open)
 
     def admit(self, query_id: str, who: dict[str, str | None], question: str = "",
-              extra: tuple[Budget, ...] = ()) -> None:
+              extra: tuple[Budget, ...] = (), estimate: QuestionEstimate | None = None) -> None:
         """Admit a query against every budget that applies to it; `extra`: budgets of its own (an issued
-        key's budget, rag_app/access/keys.py), counted exactly like the file's."""
+        key's budget, rag_app/access/keys.py), counted exactly like the file's. `estimate`: the price of this
+        question on the model its variant calls (rag_app/spend/estimate.py; None: the gate's own
+        `first_estimate`, on the service's default model)."""
         applicable = [(b, v) for b in (*self.budgets, *extra) if (v := b.applies(who)) is not None]
         if not applicable:
             return
+        if estimate is not None:
+            price, model = estimate.cost_nano, estimate.model
+        else:
+            price, model = (self.first_estimate(question) if self.first_estimate is not None else 0), None
+        self._guarded(query_id, who, applicable, price, model)
+
+    def admit_evaluation(self, run_id: str, variant: str | None, estimate_nano: int | None,
+                         model: str | None = None) -> bool:
+        """Whether one more answer may be graded (its judge run `run_id`, grading an answer of `variant`,
+        estimated at `estimate_nano`) under the evaluation budgets: False when a hard one is spent (the answer
+        is simply not graded; the event is recorded once a period, as a query's refusal is). Never raises:
+        grading is off the answer path. A ledger that cannot be read grades nothing under
+        RAG_BUDGET_LEDGER_DOWN=closed."""
+        who: dict[str, str | None] = {EVALUATION: variant or ""}
+        applicable = [(b, v) for b in self.budgets if (v := b.applies(who)) is not None]
+        if not applicable:
+            return True
         try:
-            self._admit(query_id, who, question, applicable)
+            self._guarded(run_id, who, applicable, estimate_nano, model)
+        except OverBudget as e:
+            log.info("grading of %s not sampled: %s", run_id, e.body["detail"])
+            return False
+        except LedgerDown as e:
+            log.warning("grading of %s skipped: %s", run_id, e)
+            return False
+        except Exception:  # a grading is never worth a fault on the answer path's thread
+            log.exception("evaluation budget check failed for %s; not graded", run_id)
+            return False
+        return True
+
+    def _guarded(self, query_id: str, who: dict[str, str | None], applicable: list[tuple[Budget, str]],
+                 price: int | None, model: str | None) -> None:
+        try:
+            self._admit(query_id, who, applicable, price, model)
         except Exception as e:
             if not ledger_unreadable(e):
                 raise
@@ -256,24 +315,27 @@ class BudgetGate:
                              "are refused while the ledger is down (RAG_BUDGET_LEDGER_DOWN=closed; "
                              "`open` admits them unchecked)") from e
 
-    def _admit(self, query_id: str, who: dict[str, str | None], question: str,
-               applicable: list[tuple[Budget, str]]) -> None:
+    def _admit(self, query_id: str, who: dict[str, str | None], applicable: list[tuple[Budget, str]],
+               price: int | None, model: str | None) -> None:
         now = self.clock()
-        # the price of this question at the model's price (None: the model is unpriced, so is this query),
-        # computed before the lock; a gate given no price of a question has only the variant's history
-        price = self.first_estimate(question) if self.first_estimate is not None else 0
+        # `price`: this question at the price of the model it will call (None: that model is unpriced, so is
+        # this query), computed before the lock
         mine_unknown = price is None and self.assume is None  # RAG_BUDGET_UNPRICED decides
 
-        def estimate(tx: BudgetTx) -> int:
-            if price is None:  # however cheap the variant's past queries were, this one has no price
+        def estimate(tx: BudgetTx, b: Budget, value: str) -> int:
+            if price is None:  # however cheap the past queries were, this one has no price
                 return self.assume or 0
-            return tx.estimate(who.get("variant")) or price
+            # never below the price of a question on this model; more when this key's, user's or variant's
+            # latest live queries on it cost more on average (retries, longer prompts than the budget says)
+            return max(price, tx.estimate(b.dim, value, model))
 
         def decide(tx: BudgetTx) -> tuple[dict | None, list[tuple[int, dict]]]:
             refusal: dict | None = None
             events: list[dict] = []
-            mine = estimate(tx)  # this query's own cost counts: a limit of 5.5 queries admits 5
+            mines = {(b.label, value): estimate(tx, b, value) for b, value in applicable}
+            reserved = max(mines.values())  # one reservation counts against every budget it is under
             for b, value in applicable:
+                mine = mines[(b.label, value)]  # this query's own cost counts: a limit of 5.5 queries admits 5
                 start, reset = period_bounds(b.period, now)
                 limit, fx = self.limits.nano(b, start)
                 spent, n_flight, flight = tx.headroom(b.dim, value, stamp(start),
@@ -306,7 +368,8 @@ class BudgetGate:
                 row = {**e, "at": stamp(now), "webhook": "pending" if self.webhook else "none"}
                 written.append((tx.add_event(row), row))
             if refusal is None:
-                tx.reserve(query_id, who.get("key"), who.get("user"), who.get("variant"), mine, stamp(now))
+                tx.reserve(query_id, who.get("key"), who.get("user"), who.get("variant", who.get(EVALUATION)),
+                           reserved, stamp(now))
             return refusal, written
 
         refusal, written = self.ledger(lambda L: L.budget_tx(decide))
@@ -379,9 +442,11 @@ def budget_status(ledger: Ledger, budgets: list[Budget], limits: Limits,
                 continue
         start, reset = period_bounds(b.period, now)
         limit, fx = limits.nano(b, start)
-        rows = ledger.budget_spend(b.dim, stamp(start), value)
-        if value is not None and not rows:
-            rows = {value: {"priced_nano_usd": 0, "unpriced_calls": 0, "queries": 0}}
+        pooled = b.dim == EVALUATION and b.value == "*"  # all grading together, one row even before any spend
+        asked = "*" if pooled else value
+        rows = ledger.budget_spend(b.dim, stamp(start), asked)
+        if asked is not None and not rows:
+            rows = {asked: {"priced_nano_usd": 0, "unpriced_calls": 0, "queries": 0}}
         for value, s in sorted(rows.items(), key=lambda kv: (-kv[1]["priced_nano_usd"], kv[0])):
             out.append({"budget": b.label, "dim": b.dim, "value": value, "period": b.period, "hard": b.hard,
                         "alert_at": list(b.alert_at), "limit_usd": usd_json(limit),

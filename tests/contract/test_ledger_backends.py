@@ -97,12 +97,16 @@ def write_scenario(url: str, spill_dir) -> LedgerWriter:
 
 
 def _budget_steps(tx) -> list:
-    steps = [tx.spend("user", "u3", _t(0)), tx.spend("user", "nobody", _t(0)), tx.estimate("a"), tx.estimate("b"),
-             tx.estimate("zzz"), tx.in_flight("user", "u1", _t(0))]
+    steps = [tx.spend("user", "u3", _t(0)), tx.spend("user", "nobody", _t(0)), tx.estimate("variant", "a"),
+             tx.estimate("variant", "b"), tx.estimate("variant", "zzz"), tx.estimate("user", "u1", "gpt-4o-mini"),
+             tx.estimate("user", "u1", "no-such-model"), tx.estimate("evaluation", "*"),
+             tx.spend("evaluation", "*", _t(0)), tx.in_flight("user", "u1", _t(0))]
     tx.reserve("r1", "k1", "u1", "a", 500, _t(50))
     tx.reserve("q02", None, "u2", "a", 7, _t(50))  # q02's row has landed: nothing of it is in flight
+    tx.reserve("judge:q77", None, None, "a", 11, _t(50))  # a grading: evaluation's, never the variant's queries
     steps += [tx.in_flight("user", "u1", _t(0)), tx.in_flight("user", "u2", _t(0)), tx.in_flight("variant", "a", _t(0)),
-              tx.in_flight("key", "k1", _t(0)), tx.in_flight("user", "u1", _t(51)), tx.last_event_at("user=* day", "u1", "hard")]
+              tx.in_flight("key", "k1", _t(0)), tx.in_flight("user", "u1", _t(51)), tx.in_flight("evaluation", "*", _t(0)),
+              tx.in_flight("evaluation", "a", _t(0)), tx.last_event_at("user=* day", "u1", "hard")]
     tx.add_event({"at": _t(50), "budget": "user=* day", "dim": "user", "value": "u1", "kind": "hard",
                   "period_start": T0, "spend_nano_usd": BIG, "limit_nano_usd": 5 * 10**9, "unpriced_calls": 0,
                   "webhook": "pending"})
@@ -308,12 +312,16 @@ def test_every_reader_gives_identical_results(ledger_url, sqlite_reference, tmp_
     assert snap["budget_spend_u7_since"] == ({"u7": spend["user"]["u7"]}, {})
     steps = snap["budget_tx"]
     assert steps[0] == spend["user"]["u3"] and steps[1] == {"priced_nano_usd": 0, "unpriced_calls": 0, "queries": 0}
-    assert steps[4] == 0 and steps[5] == (0, 0)  # no history: no estimate; nothing reserved yet
-    assert steps[6:11] == [(1, 500), (0, 0), (1, 500), (1, 500), (0, 0)] and steps[11] is None
-    assert steps[12] == _t(50) and snap["budget_events"][0]["spend_nano_usd"] == BIG
-    assert steps[13] == (spend["user"]["u1"], 1, 500) and steps[14] == (spend["user"]["u3"], 0, 0)
-    assert steps[15:] == [{"at": _t(50), "webhook": "pending"}, None]
-    assert snap["budget_pruned"] == (0, 2)  # made at _t(50): kept by a cut at _t(50), dropped by one at _t(51)
+    assert steps[4] == 0 and steps[9] == (0, 0)  # no history: no estimate; nothing reserved yet
+    # a user's latest live queries on the model it will call (u1's one query, $0.0001514); none on another model
+    assert steps[5] == 151_400 and steps[6] == 0 and steps[7] == 0
+    assert steps[8] == {"priced_nano_usd": 0, "unpriced_calls": 0, "queries": 0}  # no grading yet
+    # the grading's reservation is evaluation's (pooled, and its graded variant's), never variant a's queries'
+    assert steps[10:17] == [(1, 500), (0, 0), (1, 500), (1, 500), (0, 0), (1, 11), (1, 11)] and steps[17] is None
+    assert steps[18] == _t(50) and snap["budget_events"][0]["spend_nano_usd"] == BIG
+    assert steps[19] == (spend["user"]["u1"], 1, 500) and steps[20] == (spend["user"]["u3"], 0, 0)
+    assert steps[21:] == [{"at": _t(50), "webhook": "pending"}, None]
+    assert snap["budget_pruned"] == (0, 3)  # made at _t(50): kept by a cut at _t(50), dropped by one at _t(51)
     assert snap == sqlite_reference
 
 

@@ -15,7 +15,7 @@ from rag_app.experiments.comparison import compare_live
 from rag_app.present.cost_render import usd
 from rag_app.experiments.variants import ExperimentConfig
 from tests.conftest import HANG_S, LAWS, make_settings, wait_until
-from tests.fakes.openai_server import FakeOpenAI, Status
+from tests.fakes.openai_server import FakeOpenAI, Reply, Status
 from tests.integration.test_service import Server
 from rag_app.service import app as service_app
 from tracing.ledger import Ledger
@@ -344,4 +344,37 @@ def test_a_member_key_sees_its_own_queries_and_spend(tmp_path):
             page.locator("#my-queries tbody tr").first.click()
             page.wait_for_selector("text=query q1")
             assert not errors
+            browser.close()
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium not installed (.ci/run installs it)")
+def test_the_rewrite_stage_and_evaluation_spend_are_drawn(seeded):
+    """#45: the rewrite lever's stage is a segment of each bar (stages come from the rows), and the judge's
+    spend has a tile and a series beside each answer's cost (0.9.x: the dashboard showed 18% of a bill
+    whose other 82% was the judge's)."""
+    from playwright.sync_api import sync_playwright
+
+    root, _ = seeded
+    grades = Reply(content='{"faithfulness": 0.9, "relevance": 0.7, "reason": "ok"}', prompt_tokens=900,
+                   completion_tokens=30)
+    with FakeOpenAI() as llm, FakeOpenAI() as judge:
+        judge.script = [grades, grades]
+        settings = make_settings(root, openai_base_url=llm.base_url, answer_cache_size=0, query_rewrite=True,
+                                 judge_model="gpt-4o-mini", judge_base_url=judge.base_url, judge_sample=1.0)
+        server = Server(settings)
+        with server as url, sync_playwright() as p:
+            for q in ("股东会的职权有哪些？", "董事会由几人组成？"):
+                assert httpx.post(f"{url}/v1/ask", json={"question": q}, timeout=HANG_S).status_code == 200
+            server.server.config.app.state.svc.pool.drain()
+            judged = httpx.get(f"{url}/v1/reports/summary").json()["evaluation_spend"]["cost_usd"]
+            assert judged > 0 and len(judge.requests) == 2
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.goto(f"{url}/dashboard")
+            page.wait_for_selector("#chart-stages rect", state="attached")
+            assert page.locator("#chart-stages rect[data-stage=rewrite]").count() == 2
+            assert "rewrite" in page.inner_text("#chart-stages .legend")
+            assert page.inner_text("#t-evaluation") == usd(judged)
+            assert page.locator("#chart-cost circle[data-series=evaluation_cost_usd]").count() == 2
+            assert "evaluation" in page.inner_text("#chart-cost .legend")
             browser.close()

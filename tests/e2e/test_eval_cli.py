@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.shared_data, pytest.mark.heavy, pytest.mark.timeout(HE
 
 def test_eval_slice_and_runs_file_agree(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "OPENAI_", "QDRANT_"))}
-    env.update({"RAG_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1", "RAG_RERANK_MODEL": ""})
+    env.update({"RAG_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1", "RAG_RERANK_MODEL": "none"})
     out, runs = tmp_path / "eval.json", tmp_path / "runs.jsonl"
     args = [sys.executable, "-m", "rag_app.cli.main", "eval", "--qa", str(LEGAL_ZH / "qa_dev.jsonl"), "--corpus", str(CORPUS),
             "--chunker", "legal,fixed-512", "--retriever", "bm25", "--limit", "60", "--out", str(out), "--runs", str(runs),

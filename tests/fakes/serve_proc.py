@@ -22,7 +22,7 @@ def free_port() -> int:
 
 def serve_env(data_dir: Path, llm_url: str | None, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "OPENAI_", "QDRANT_"))}
-    env.update({"RAG_DATA_DIR": str(data_dir), "RAG_RETRIEVER": "bm25", "RAG_RERANK_MODEL": "",
+    env.update({"RAG_DATA_DIR": str(data_dir), "RAG_RETRIEVER": "bm25", "RAG_RERANK_MODEL": "none",
                 "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "RAG_LLM_MAX_RETRIES": "0"})
     if llm_url:
         env.update({"OPENAI_BASE_URL": llm_url, "OPENAI_API_KEY": "sk-local", "RAG_LLM_TIMEOUT_S": "30"})

@@ -46,11 +46,11 @@ def ask(url, user, question=Q, **kw):
 
 def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
     hook = WebhookReceiver()
-    # one query costs ~$0.0001 at gpt-4o-mini prices; before any history a question is priced at its
-    # token budget and RAG_LLM_MAX_TOKENS (~$0.0005), so a $0.0006 limit admits the first, then each query
-    # at the mean cost so far until the next one would pass the limit
+    # one query costs ~$0.000075 at gpt-4o-mini prices; each reserves at least the price of a question (its
+    # token budget and RAG_LLM_MAX_TOKENS, ~$0.00052), so a $0.0012 limit admits queries while what they
+    # spent plus one question's price fits
     budgets = write_budgets(tmp_path / "budgets.json", [
-        {"user": "*", "period": "day", "limit_usd": 0.0006, "hard": True},
+        {"user": "*", "period": "day", "limit_usd": 0.0012, "hard": True},
         {"variant": "*", "period": "month", "limit_usd": 0.00001, "hard": False, "alert_at": 0.5}])
     with FakeOpenAI() as llm:
         settings = make_settings(indexed, openai_base_url=llm.base_url, budgets_file=budgets,
@@ -69,11 +69,11 @@ def test_hard_limit_429_each_user_apart_events_and_webhook(indexed, tmp_path):
                            "the query's rows in the ledger")
             assert refused is not None and refused.status_code == 429, refused and refused.text
             cost = sum(costs)
-            assert 2 <= len(costs) and cost <= 0.0006  # admitted while they fit, never past the limit
+            assert 2 <= len(costs) and cost <= 0.0012  # admitted while they fit, never past the limit
             body = refused.json()
             assert body["type"] == "budget_exceeded" and body["budget"] == "user=* day" and body["value"] == "u1"
-            assert body["limit_usd"] == pytest.approx(0.0006) and body["estimate_usd"] > 0
-            assert cost + body["estimate_usd"] > 0.0006  # refused because its own estimate does not fit
+            assert body["limit_usd"] == pytest.approx(0.0012) and body["estimate_usd"] > 0
+            assert cost + body["estimate_usd"] > 0.0012  # refused because its own estimate does not fit
             assert body["spend_usd"] == pytest.approx(cost) and body["unpriced_calls"] == 0
             tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%d")
             assert body["reset_at"].startswith(f"{tomorrow}T00:00:00")
@@ -202,7 +202,7 @@ def test_one_user_asking_in_turn_overshoots_a_hard_limit_by_at_most_the_estimate
 
 @pytest.mark.parametrize("budgets, field", [
     ([{"user": "*", "period": "fortnight", "limit_usd": 1}], "budgets[0].period"),
-    ([{"user": "*", "key": "*", "period": "day", "limit_usd": 1}], "exactly one of key, user or variant"),
+    ([{"user": "*", "key": "*", "period": "day", "limit_usd": 1}], "exactly one of key, user, variant"),
     ([{"user": "*", "period": "day", "limit_usd": -1}], "budgets[0].limit_usd"),
     ([{"user": "*", "period": "day"}], "limit_usd or limit_cny"),
     ([{"user": "*", "period": "day", "limit_usd": 1, "alert_at": 2}], "budgets[0].alert_at"),

@@ -17,7 +17,7 @@ def data_dir(tmp_path, monkeypatch):
     for name in ("RAG_RETRIEVAL_LEVERS", "RAG_QUERY_ADAPTER", "RAG_RESCORE_UNIT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RAG_RERANK_MODEL", "")
+    monkeypatch.setenv("RAG_RERANK_MODEL", "none")
     return tmp_path / "data"
 
 

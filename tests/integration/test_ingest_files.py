@@ -41,7 +41,7 @@ def mixed_folder(tmp_path) -> Path:
 
 def ingest(tmp_path, *paths):
     runner = CliRunner()
-    env = {"RAG_DATA_DIR": str(tmp_path / "data"), "RAG_RERANK_MODEL": ""}
+    env = {"RAG_DATA_DIR": str(tmp_path / "data"), "RAG_RERANK_MODEL": "none"}
     return runner.invoke(cli, ["ingest", *map(str, paths)], env=env, catch_exceptions=False)
 
 

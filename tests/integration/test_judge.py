@@ -162,7 +162,7 @@ def test_a_full_queue_drops_the_judging_and_never_holds_the_answer(judged):
         asker.start()  # the queue is full: this answer must still come back while the judge is held
         wait_until(lambda: done, "an answer while the judge's queue is full", alive=asker.is_alive)
         assert pool.base.judge.stats() == {"offered": 3, "queued": 2, "judged": 0, "failed": 0, "dropped": 1,
-                                           "waiting": 1}
+                                           "over_budget": 0, "waiting": 1}
     finally:
         gate.set()
     pool.drain()

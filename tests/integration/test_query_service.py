@@ -188,18 +188,18 @@ def test_a_request_refused_by_a_budget_leaves_the_keys_window(service_for, tmp_p
 
 
 def test_the_ceiling_a_key_reserves_bounds_the_prompt_the_llm_is_sent(indexed):
-    """What admission reserves (rag_app/query/stages.py llm_tokens_at_most) is at least the prompt each
+    """What admission reserves (rag_app/spend/estimate.py question_estimate) is at least the prompt each
     question of the fixture set is sent, at two context budgets: the generate row of an extractive answer
     counts the very prompt an LLM would get, passages and labels included."""
     from rag_app.app import RagApp
-    from rag_app.query.stages import llm_tokens_at_most
+    from rag_app.spend.estimate import question_estimate
 
     questions = [json.loads(line)["question"] for line in
                  (Path(__file__).parents[1] / "fixtures" / "laws_qa.jsonl").read_text(encoding="utf-8").splitlines()]
     for budget in (1000, 3000):
         with RagApp(make_settings(indexed, context_tokens=budget)) as app:
-            config = app.query_config().with_(use_llm=True)
             for q in questions:
                 prompt = next(u for u in app.ask(q).usage if u.stage == "generate").input_tokens
-                ceiling = llm_tokens_at_most(q, config) - config.llm_max_tokens
+                est = question_estimate(q, app.settings, app.prices, use_llm=True)
+                ceiling = next(c.input_tokens for c in est.calls if c.stage == "generate")
                 assert prompt <= ceiling, (budget, q, prompt, ceiling)

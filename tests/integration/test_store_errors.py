@@ -63,7 +63,7 @@ def damaged(request, built, tmp_path):
 def test_rag_ask_on_a_damaged_store_says_which_file_and_how_to_rebuild(damaged):
     data, names, fix = damaged
     result = CliRunner().invoke(cli, ["ask", "劳动合同的期限"],
-                                env={"RAG_DATA_DIR": str(data), "RAG_RERANK_MODEL": ""})
+                                env={"RAG_DATA_DIR": str(data), "RAG_RERANK_MODEL": "none"})
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert result.exit_code == 2, result.output
     error = " ".join(ln for ln in lines if not ln.startswith("warning"))

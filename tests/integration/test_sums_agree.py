@@ -92,5 +92,5 @@ def test_a_wholly_unpriced_model_reads_unpriced_in_the_table(data_dir, monkeypat
     monkeypatch.setenv("RAG_DATA_DIR", str(data_dir))
     res = CliRunner().invoke(cli, ["report", "--by", "model", "--format", "table"], env={"COLUMNS": "80"})
     cells = [c.strip() for c in next(x for x in res.stdout.splitlines() if "house-llm" in x).split("│")]
-    assert cells[3:5] == ["unpriced", "unpriced"]  # cost and per query: nothing of it is priced
+    assert (cells[3], cells[5]) == ("unpriced", "unpriced")  # cost and per 1k q: nothing of it is priced
     assert max(len(x) for x in res.stdout.splitlines()) <= 80

@@ -57,4 +57,5 @@ def test_per_model_figures_are_over_the_queries_that_called_it_and_unpriced_stay
     lines = out["table"].splitlines()
     assert "over the queries that called it" in out["table"] and max(map(len, lines)) <= 80
     house_line = next(x for x in lines if "house-llm" in x)
-    assert [c.strip() for c in house_line.split("│")][3:5] == ["unpriced", "unpriced"]
+    cells = [c.strip() for c in house_line.split("│")]
+    assert (cells[3], cells[4], cells[5]) == ("unpriced", "-", "unpriced")  # cost, eval (none graded), per 1k q

@@ -20,7 +20,7 @@ from tracing.ledger import LedgerWriter, stage_json
 from tracing.pricing import PriceTable
 from tracing.ledger import stage_row
 
-OCT = "2026-10-01T02:00:00.000+00:00"  # under the bundled 2026-01-08 rate, 7.0197
+OCT = "2026-10-01T02:00:00.000+00:00"  # under the bundled 2026-09-16 rate, 6.7628
 NOV = "2026-11-16T02:00:00.000+00:00"  # under the override's 2026-11-15 rate, 7.05
 
 
@@ -48,19 +48,38 @@ def test_a_yuan_row_keeps_its_yuan_and_the_rate_of_its_own_time(tmp_path):
     conn.close()
     oct_, nov = got["oct"], got["nov"]
     assert (oct_["price_currency"], oct_["native_cost"], nov["native_cost"]) == ("CNY", "0.01672", "0.01672")
-    assert oct_["fx_rate"].startswith("7.0197 CNY/USD (2026-01-08, CFETS")
+    assert oct_["fx_rate"].startswith("6.7628 CNY/USD (2026-09-16, CFETS")
     assert nov["fx_rate"] == "7.05 CNY/USD (2026-11-15, my bank)"
-    assert round(oct_["cost_usd"] * 1e9) == 2_381_868 and round(nov["cost_usd"] * 1e9) == 2_371_631  # 0.01672 / rate
+    assert round(oct_["cost_usd"] * 1e9) == 2_472_349 and round(nov["cost_usd"] * 1e9) == 2_371_631  # 0.01672 / rate
     console = Console(record=True, width=80)
     console.print(stage_table([oct_], "cost"))  # what `rag ask` prints under its table
-    assert "generate #1: 0.01672 CNY at 7.0197 CNY/USD (2026-01-08" in " ".join(console.export_text().split())
+    assert "generate #1: 0.01672 CNY at 6.7628 CNY/USD (2026-09-16" in " ".join(console.export_text().split())
 
 
 def test_a_report_in_yuan_converts_each_query_at_its_days_rate_and_exactly(tmp_path):
     cny = display_currency("CNY", _table(tmp_path).fx)
-    assert cny.convert(0.002381868, OCT) == 0.01672  # the yuan it was booked from, not 0.0167199987996
+    assert cny.convert(0.002472349, OCT) == 0.01672  # the yuan it was booked from, not 0.0167199987996
     assert cny.convert(0.002371631, NOV) == 0.01672
     dec = with_currency({"started_at": "2025-12-01T02:00:00+00:00", "cost_usd": 0.002361715}, cny)
     assert dec["cost_cny"] == 0.01672  # 0.01672 / 7.0796, the rate of its day; the latest (7.05) read 0.01665
-    total = with_currency({"cost_usd": 0.002381868}, cny)  # a total: the latest rate, named in the note
-    assert total["cost_cny"] == round(0.002381868 * 7.05, 8) and "each query at the rate of its own day" in cny.note()
+    total = with_currency({"cost_usd": 0.002472349}, cny)  # a total: the latest rate, named in the note
+    assert total["cost_cny"] == round(0.002472349 * 7.05, 8) and "each query at the rate of its own day" in cny.note()
+
+
+def test_the_report_table_shows_each_query_at_its_own_days_rate(tmp_path):
+    """0.9.x's table converted every query at the latest rate (-0.85% for a 2025-12-01 query) while its CSV
+    and JSON used the query's own day: the table now does as they do."""
+    from rag_app.present.cost_render import report_tables
+    from tests.fakes.sql_ledger import SqlLedger
+
+    conn = SqlLedger(tmp_path / "r.sqlite")
+    conn.execute("INSERT INTO queries (query_id, kind, question, mode, status, started_at, latency_ms) "
+                 "VALUES ('dec', 'query', 'q?', 'llm', 'ok', '2025-12-01T02:00:00+00:00', 10)")
+    conn.execute("INSERT INTO stage_calls (query_id, stage, status, model, cost_nano_usd, price_source, started_at) "
+                 "VALUES ('dec', 'generate', 'ok', 'glm-5.3', 2361715, 'bundled', '2025-12-01T02:00:00+00:00')")
+    conn.commit()
+    console = Console(record=True, width=80)
+    console.print(report_tables(conn.report(), display_currency("CNY", PriceTable().fx)))
+    conn.close()
+    row = next(line for line in console.export_text().splitlines() if "2025-12-01" in line)
+    assert "¥0.0167" in row  # 0.002361715 USD x 7.0796 (the rate of 2025-12-01), not x 6.7628 (¥0.016)

@@ -108,3 +108,19 @@ def test_server_urls_accept_http_and_treat_empty_as_unset():
     s = Settings(_env_file=None, qdrant_url="https://q.example:6333", openai_base_url="http://127.0.0.1:8080/v1",
                  rerank_url="")
     assert (s.qdrant_url, s.openai_base_url, s.rerank_url) == ("https://q.example:6333", "http://127.0.0.1:8080/v1", None)
+
+
+def test_an_empty_setting_is_unset_for_every_setting(tmp_path, monkeypatch):
+    """#45: `RAG_PRICE_OVERRIDES=` was read as the path "." (and an empty number failed to parse): an empty
+    value, in the environment or in .env, is unset, for every setting; `RAG_RERANK_MODEL=none` turns the
+    reranker off."""
+    monkeypatch.chdir(tmp_path)
+    defaults = Settings(_env_file=None)
+    for name in env_names():
+        monkeypatch.setenv(name, "")
+    (tmp_path / ".env").write_text("RAG_TOP_K=\nRAG_CONTEXT_TOKENS=\n")
+    s = Settings()
+    assert s == defaults
+    assert s.price_overrides is None and s.top_k == 20 and s.rerank_model == "BAAI/bge-reranker-base"
+    monkeypatch.setenv("RAG_RERANK_MODEL", "none")
+    assert Settings().rerank_model is None

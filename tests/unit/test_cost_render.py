@@ -72,11 +72,11 @@ def test_report_tables_fit_80_columns_and_show_unpriced(tmp_path):
     assert "(over the 2 priced queries; 1 unpriced left out)" in text
     day = render(by_table("day", conn.by("day")))
     assert max(len(line) for line in day) <= 80
-    assert "$0.13/1k q*" in "\n".join(day) and "over the priced queries only" in " ".join(day)
+    assert "$0.13*" in "\n".join(day) and "per 1k q* = over the priced queries only" in " ".join(day)
 
 
 def test_report_in_cny_at_the_dated_rate_shown(tmp_path):
-    """RAG_REPORT_CURRENCY=CNY: every amount x 7.0197 (the table's latest CNY rate, 2026-01-08),
+    """RAG_REPORT_CURRENCY=CNY: every amount x 6.7628 (the table's latest CNY rate, 2026-09-16),
     the rate and its date in the summary; JSON keeps USD and adds a `_cny` twin and the rate."""
     import io
     import json
@@ -96,25 +96,25 @@ def test_report_in_cny_at_the_dated_rate_shown(tmp_path):
     lines = render(report_tables(conn.report(), cny))
     text = "\n".join(lines)
     assert max(len(line) for line in lines) <= 80
-    assert "¥0.000904" in text and "$0.000129" not in text  # 128,850 nano-USD x 7.0197 = 904,488 nano-CNY
-    assert "ledger USD x 7.0197 (2026-01-08 rate" in text
+    assert "¥0.000871" in text and "$0.000129" not in text  # 128,850 nano-USD x 6.7628 = 871,387 nano-CNY
+    assert "ledger USD x 6.7628 (2026-09-16 rate" in text
     sink = io.StringIO()
     write_report(conn, "json", sink, Console(file=io.StringIO()), last=None, variant=None, prices="original",
                  table_rows=20, currency=cny)
     data = json.loads(sink.getvalue())
-    assert data["totals"]["currency"] == {"code": "CNY", "per_usd": "7.0197", "rate_date": "2026-01-08",
+    assert data["totals"]["currency"] == {"code": "CNY", "per_usd": "6.7628", "rate_date": "2026-09-16",
                                           "source": cny.rate.source}
     assert data["queries"][0]["cost_usd"] == pytest.approx(128850e-9)
-    assert data["queries"][0]["cost_cny"] == round(128850e-9 * 7.0197, 8)  # to what a nano-dollar can tell
+    assert data["queries"][0]["cost_cny"] == round(128850e-9 * 6.7628, 8)  # to what a nano-dollar can tell
     # `--by` reports in the same currency: the table converted, the rate named, JSON with `_cny` twins
     from rag_app.present.report_export import write_by
 
     sink, screen = io.StringIO(), io.StringIO()
     write_by(conn, "day", "table", sink, Console(file=screen), variant=None, currency=cny)
     by_text = sink.getvalue()
-    assert "¥0.000904" in by_text and "$0.000129" not in by_text and "ledger USD x 7.0197" in by_text
+    assert "¥0.000871" in by_text and "$0.000129" not in by_text and "ledger USD x 6.7628" in by_text
     sink = io.StringIO()
     write_by(conn, "day", "json", sink, Console(file=screen), variant=None, currency=cny)
     by_json = json.loads(sink.getvalue())
-    assert by_json["rows"][0]["cost_cny"] == round(128850e-9 * 7.0197, 8)
+    assert by_json["rows"][0]["cost_cny"] == round(128850e-9 * 6.7628, 8)
     assert by_json["currency"]["code"] == "CNY"

@@ -27,6 +27,7 @@ EXPECTED_STAGE_CALLS = {
     "endpoint": str, "price_rule": str, "price_effective_from": str, "price_warning": str,
     # m016_row_says_its_rate
     "price_currency": str, "native_cost": str, "fx_rate": str,
+    "output_at_risk_nano_usd": int,  # m020: the output tokens at risk at the row's own output rate
 }
 EXPECTED_REPRICINGS = {
     "id": int, "stage_call_id": int, "cost_nano_usd": int, "shadow_cost_nano_usd": int, "price_version": str,
@@ -38,6 +39,7 @@ EXPECTED_QUERIES = {
     "user_id": str, "session_id": str, "arm": str, "sticky": int, "shadow_of": str, "origin": str,
     "api_key_id": str,  # m007_report_rollups
     "cache_hit": int, "saved_cost_nano_usd": int,  # m010_spend_control
+    "cached_from": str, "price_warning": str,  # m021_cache_hit_origin
 }
 EXPECTED_SHADOW_PAIRS = {
     "control_query_id": str, "treatment_query_id": str, "experiment": str, "topk_jaccard": float,

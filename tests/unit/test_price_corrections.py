@@ -26,9 +26,12 @@ def write(tmp_path, data: dict, name: str = "prices.json"):
 
 
 def flash_override(tmp_path):
-    # the docs' recipe: a dated correction of one model, from 2026-11-30, no time rule of its own
+    # the docs' recipe: a dated correction of one model's figures, from 2026-11-30, saying nothing of its rule
     return write(tmp_path, {"version": "fix-1", "models": {"deepseek/deepseek-flash": {"prices": [
         {"from": "2026-11-30", "input_per_mtok": "0.2", "output_per_mtok": "0.8", "cache_read_per_mtok": "0.004"}]}}})
+
+
+FIX_OFF = 500 * 200 + 1000 * 4 + 200 * 800  # the corrected figures, off-peak: 264,000
 
 
 def test_a_dated_override_keeps_the_bundled_history_and_its_peak_rule(tmp_path):
@@ -38,9 +41,28 @@ def test_a_dated_override_keeps_the_bundled_history_and_its_peak_rule(tmp_path):
         q = table.quote("deepseek-flash", *T, at=at)
         assert (q.cost_nano, q.source, q.rule) == (nano, "bundled", rule), at
         assert q.basis.startswith("bundled deepseek/deepseek-flash from 2026-09-19")
-    # from its date the override answers, with no rule of its own: $0.2 / $0.004 / $0.8
+    # from its date the override answers with its figures ($0.2 / $0.004 / $0.8 off-peak) and keeps the
+    # bundled time rule (0.9.x dropped it: -50% on every peak-hour call after the date, #45)
     q = table.quote("deepseek-flash", *T, at=AFTER)
-    assert (q.cost_nano, q.source, q.rule) == (500 * 200 + 1000 * 4 + 200 * 800, "override", None)
+    assert (q.cost_nano, q.source, q.rule) == (2 * FIX_OFF, "override", "peak")
+    assert "time rule of bundled deepseek/deepseek-flash from 2026-09-19" in q.basis
+    assert table.quote("deepseek-flash", *T, at="2026-12-05T03:00:00Z").cost_nano == FIX_OFF  # Saturday
+    info = table.describe("deepseek-flash", at=AFTER)
+    assert info["peak"] and info["rule"].startswith("x2 Mon-Fri") and info["rule_source"].startswith("inherited from")
+    assert [line.split(":")[0] for line in table.override_rules(at=AFTER)] == [
+        "price override deepseek/deepseek-flash (from 2026-11-30)"]
+
+
+def test_an_override_that_says_peak_null_has_no_rule_and_says_so(tmp_path):
+    f = write(tmp_path, {"version": "fix-3", "models": {"deepseek/deepseek-flash": {"prices": [
+        {"from": "2026-11-30", "input_per_mtok": "0.2", "output_per_mtok": "0.8", "cache_read_per_mtok": "0.004",
+         "peak": None}]}}})
+    table = PriceTable.load(f)
+    q = table.quote("deepseek-flash", *T, at=AFTER)
+    assert (q.cost_nano, q.rule) == (FIX_OFF, None)
+    info = table.describe("deepseek-flash", at=AFTER)
+    assert info["rule"] is None and info["rule_source"].startswith('none: the override sets "peak": null')
+    assert "no time rule" in table.override_rules(at=AFTER)[0]
     # the v4-flash name, billed as deepseek-flash, follows the same dates
     assert table.quote("deepseek-v4-flash", *T, at=SAT).cost_nano == FLASH_OFF
 
@@ -72,7 +94,7 @@ def test_reprice_under_a_dated_override_changes_only_rows_from_its_date(tmp_path
     res = reprice(conn, PriceTable.load(flash_override(tmp_path)))
     assert (res.rows, res.changed) == (3, 1)
     new = dict(conn.execute("SELECT s.query_id, r.cost_nano_usd FROM repricings r JOIN stage_calls s ON s.id = r.stage_call_id"))
-    assert new == {"after": 500 * 200 + 1000 * 4 + 200 * 800}
+    assert new == {"after": 2 * FIX_OFF}  # a peak-hour call: the corrected figures at the bundled rule
 
 
 def test_calendar_only_and_fx_only_overrides_change_the_version(tmp_path):

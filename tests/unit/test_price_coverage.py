@@ -33,9 +33,26 @@ def test_deepseek_mainland_accounts_pay_the_yuan_list():
     usd = t.quote("deepseek-flash", 1500, 200, 1000, at=SAT)  # 500 x 0.15 + 1000 x 0.003 + 200 x 0.6
     cny = t.quote("deepseek-flash", 1500, 200, 1000, provider="deepseek-cn", at=SAT)
     assert usd.cost_nano == 198_000 and cny.currency == "CNY" and cny.native_cost == Decimal("0.00132")
-    assert cny.cost_nano == round(Decimal("0.00132") / Decimal("7.0197") * 10**9)  # 188,042 at the dated rate
-    assert f"{usd.cost_nano / cny.cost_nano - 1:.1%}" == "5.3%"  # what the USD list overcharged a yuan account
+    assert cny.cost_nano == round(Decimal("0.00132") / Decimal("6.7628") * 10**9)  # 195,185 at the dated rate
+    assert f"{usd.cost_nano / cny.cost_nano - 1:.1%}" == "1.4%"  # what the USD list overcharged a yuan account
     peak = t.quote("deepseek-flash", 1500, 200, 1000, provider="deepseek-cn", at=MON)
     assert peak.native_cost == 2 * Decimal("0.00132") and peak.applied == "peak"
     pro = t.quote("deepseek-v4-pro", 1500, 200, provider="deepseek-cn", at=SAT)
     assert pro.cost_nano is None and "yuan list for deepseek-v4-pro" in pro.warning  # unknown, never the USD list
+
+
+@pytest.mark.parametrize("model, provider, nano", [
+    # genai-prices' $0.2288 in / $0.3432 out, DeepSeek's V3.2 cache hit $0.028 (0.9.x: hits at $0.2288)
+    ("deepseek/deepseek-v3.2", None, 500 * 228.8 + 1000 * 28 + 200 * 343.2),
+    # fine-tuned gpt-4o-mini: $0.30 in, $0.15 cached, $1.20 out (0.9.x: hits at $0.30)
+    ("ft:gpt-4o-mini-2024-07-18:acme::B1x2y3", None, 500 * 300 + 1000 * 150 + 200 * 1200),
+    ("ft:gpt-4o-mini-2024-07-18:acme::B1x2y3", "openai", 500 * 300 + 1000 * 150 + 200 * 1200),
+])
+def test_cache_reads_are_priced_apart_from_the_input(model, provider, nano):
+    q = PriceTable().quote(model, 1500, 200, 1000, provider=provider, at=SAT)
+    assert q.cost_nano == round(nano) and q.source == "bundled" and q.effective_from
+
+
+def test_every_priced_row_says_which_dated_price_it_used():
+    q = PriceTable().quote("gpt-4o-mini", 1000, 100, at=SAT)  # genai-prices dates no base price of its own
+    assert q.source == "genai-prices" and q.effective_from.startswith("genai-prices@")

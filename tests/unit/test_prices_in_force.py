@@ -3,8 +3,8 @@
 Each case: a model, the call's start (UTC), its tokens, and the nano-dollars computed here by hand
 from the providers' per-million prices (nano-dollars per token = $/M x 1000). DeepSeek's peak is
 Beijing time (UTC+8) Monday-Friday 09:00-12:00 and 14:00-18:00, twice the off-peak price, with
-Chinese public holidays off-peak; CNY prices are converted at the dated rate (7.0197 CNY/USD from
-2026-01-08, 7.0796 before)."""
+Chinese public holidays off-peak; CNY prices are converted at the dated rate (6.7628 CNY/USD from
+2026-09-16, 7.0796 from 2025-11-26)."""
 from __future__ import annotations
 
 import json
@@ -96,13 +96,13 @@ CASES = {
     "qwen3-max before its first dated price": ("qwen3-max", None, "2025-12-01T00:00:00Z", Q_IMPLICIT, None,
                                                "unpriced", None),
     # qwen-flash, mainland: CNY 0.15 in / 0.03 implicit hit / 0.015 explicit hit / 0.1875 creation / 1.5 out
-    # per million up to 128K; 0.6 / 6 up to 256K; at 7.0197 CNY per USD (7.0796 before 2026-01-08)
-    "qwen-flash CN explicit (CNY 342.72e-6)": ("qwen-flash", "alibaba-cn", "2026-11-01T00:00:00Z", Q_EXPLICIT, 48_823,
+    # per million up to 128K; 0.6 / 6 up to 256K; at 6.7628 CNY per USD (the 2026-09-16 rate)
+    "qwen-flash CN explicit (CNY 342.72e-6)": ("qwen-flash", "alibaba-cn", "2026-09-20T00:00:00Z", Q_EXPLICIT, 50_677,
                                                "bundled", None),
-    "qwen-flash CN implicit (CNY 354.24e-6)": ("qwen-flash", "alibaba-cn", "2026-11-01T00:00:00Z", Q_IMPLICIT, 50_464,
+    "qwen-flash CN implicit (CNY 354.24e-6)": ("qwen-flash", "alibaba-cn", "2026-09-20T00:00:00Z", Q_IMPLICIT, 52_381,
                                                "bundled", None),
-    "qwen-flash CN 200K tier (CNY 0.126)": ("qwen-flash", "alibaba-cn", "2026-11-01T00:00:00Z", (200_000, 1000, 0, 0),
-                                            17_949_485, "bundled", None),
+    "qwen-flash CN 200K tier (CNY 0.126)": ("qwen-flash", "alibaba-cn", "2026-09-20T00:00:00Z", (200_000, 1000, 0, 0),
+                                            18_631_336, "bundled", None),
     "qwen-flash CN at the 2025-11-26 rate": ("qwen-flash", "alibaba-cn", "2025-12-15T00:00:00Z", Q_IMPLICIT, 50_037,
                                              "bundled", None),
     # GLM on z.ai (USD): $0.60 in / $0.11 cached / $2.20 out; bigmodel.cn glm-5.3 CNY 8 / 2 / 28
@@ -113,7 +113,7 @@ CASES = {
                                                 None),
     "glm-4.6 on bigmodel.cn (no confirmed price)": ("glm-4.6", "zhipuai", "2026-11-01T00:00:00Z", G, None, "unpriced",
                                                     None),
-    "glm-5.3 bigmodel.cn (CNY 0.0556)": ("glm-5.3", "zhipuai", "2026-11-01T00:00:00Z", G, 7_920_566, "bundled", None),
+    "glm-5.3 bigmodel.cn (CNY 0.0556)": ("glm-5.3", "zhipuai", "2026-09-20T00:00:00Z", G, 8_221_447, "bundled", None),
     # Kimi: k2.5 $0.60 / $0.10 / $3.00; k2-0905 $0.60 / $0.15 / $2.50, retired 2026-05-25 (Beijing)
     "kimi-k2.5": ("kimi-k2.5", None, "2026-11-01T00:00:00Z", Q_IMPLICIT, 952 * 600 + 2048 * 100 + 100 * 3000, "bundled",
                   None),
@@ -143,9 +143,12 @@ def test_a_quote_says_which_dated_price_and_rule_and_rate():
     assert q.basis == ("bundled deepseek/deepseek-flash from 2026-09-19, "
                        "off-peak: Thu 2026-10-01 11:00 Asia/Shanghai (CN public holiday)")
     assert q.effective_from == "2026-09-19" and q.warning is None
-    q = t.quote("qwen-flash", *Q_IMPLICIT[:3], provider="alibaba-cn", at="2026-11-01T00:00:00Z")
+    q = t.quote("qwen-flash", *Q_IMPLICIT[:3], provider="alibaba-cn", at="2026-09-20T00:00:00Z")
     assert (q.currency, q.native_cost) == ("CNY", Decimal("0.00035424"))  # 354.24 yuan per million calls
-    assert q.fx.startswith("7.0197 CNY/USD (2026-01-08")
+    assert q.fx.startswith("6.7628 CNY/USD (2026-09-16") and q.warning is None
+    # 46 days past the newest rate: converted at it, and the row says so (#45)
+    late = t.quote("qwen-flash", *Q_IMPLICIT[:3], provider="alibaba-cn", at="2026-11-01T00:00:00Z")
+    assert late.cost_nano == q.cost_nano and "newest CNY rate we have (2026-09-16), 46 days before" in late.warning
     q = t.quote("deepseek-chat", *T[:3], at="2026-08-01T00:00:00Z")
     assert q.cost_nano is None and "retired 2026-07-24T15:59:00Z" in q.warning
     q = t.quote("qwen-plus-latest", *Q_IMPLICIT[:3], at="2026-11-01T00:00:00Z")
@@ -173,7 +176,7 @@ def test_the_endpoint_picks_the_providers_price():
     assert PriceTable.load(None, base_url="https://open.bigmodel.cn/api/paas/v4").quote("glm-4.6", *G[:3], at=at).source \
         == "unpriced"  # never the z.ai USD list for a bigmodel.cn call
     cn = PriceTable.load(None, base_url="https://dashscope.aliyuncs.com/compatible-mode/v1")
-    assert cn.quote("qwen-flash", *Q_EXPLICIT[:3], cache_write_tokens=512, at=at).cost_nano == 48_823
+    assert cn.quote("qwen-flash", *Q_EXPLICIT[:3], cache_write_tokens=512, at=at).cost_nano == 50_677
 
 
 def test_override_file_with_dated_cny_prices_and_its_own_rate(tmp_path):
@@ -196,7 +199,7 @@ def test_override_file_with_dated_cny_prices_and_its_own_rate(tmp_path):
 def test_every_bundled_price_is_dated_sourced_and_checked():
     table = load_bundled_table()
     for key, entry in table.entries.items():
-        assert entry.source.startswith("https://") and entry.checked in ("2026-12-01", "2026-12-04"), key
+        assert entry.source.startswith("https://") and entry.checked in ("2026-12-01", "2026-12-04", "2026-12-05"), key
         for period in entry.periods:
             assert period.effective_from is not None or period.unpriced, f"{key}: an undated price"
             assert period.tiers or period.unpriced or period.billed_as, key
@@ -227,8 +230,8 @@ def test_kimi_usage_shapes_and_dashscope_explicit_mark():
 def test_report_currency_uses_the_latest_dated_rate():
     fx = load_bundled_table().fx
     cny = display_currency("cny", fx)
-    assert (cny.code, str(cny.rate.per_usd), cny.rate.day) == ("CNY", "7.0197", "2026-01-08")
-    assert cny.convert(0.001) == pytest.approx(0.0070197)
+    assert (cny.code, str(cny.rate.per_usd), cny.rate.day) == ("CNY", "6.7628", "2026-09-16")
+    assert cny.convert(0.001) == pytest.approx(0.0067628)
     assert display_currency(None, fx).rate is None
     with pytest.raises(ValueError, match="RAG_REPORT_CURRENCY=EUR"):
         display_currency("EUR", fx)

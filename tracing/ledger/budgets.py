@@ -1,6 +1,8 @@
 """What budgets read and write in the ledger: spend per key, user or variant since an instant (stage rows
-joined to their query: billed figures, unpriced rows counted apart, never as $0), the estimates of queries
-admitted but not yet in `queries` (in flight), and budget events.
+joined to their query: billed figures, unpriced rows counted apart, never as $0), and evaluation spend
+(the judge runs', `kind = 'judge'`: all together, or of one graded variant); the estimates of queries (and
+gradings) admitted but not yet in `queries` (in flight); what a key's, user's or variant's latest live
+queries on a model cost; and budget events.
 
 Admission runs in one transaction under one lock for every replica (`BudgetTx`): a PostgreSQL
 transaction-scoped advisory lock, SQLite's write lock (BEGIN IMMEDIATE). Reading the spend, the
@@ -13,22 +15,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, exists, false, func, insert, or_, select, true, update
+from sqlalchemy import Connection, and_, case, exists, false, func, insert, literal, or_, select, true, update
 
+from rag_app.core.usage import JUDGE_KIND, judge_run_id
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import budget_events, budget_reservations, queries, query_totals, stage_calls
 
 BUDGET_LOCK = 0x72616762  # pg_advisory_xact_lock key for "admitting against budgets" ("ragb")
-DIMS = ("key", "user", "variant")
-_QUERY_COL = {"key": queries.c.api_key_id, "user": queries.c.user_id, "variant": queries.c.variant}
+EVALUATION = "evaluation"  # the judge's spend: all of it ("*") or of one graded variant
+DIMS = ("key", "user", "variant", EVALUATION)
+_QUERY_COL = {"key": queries.c.api_key_id, "user": queries.c.user_id, "variant": queries.c.variant,
+              EVALUATION: queries.c.variant}
 _RESERVATION_COL = {"key": budget_reservations.c.api_key_id, "user": budget_reservations.c.user_id,
-                    "variant": budget_reservations.c.variant}
-ESTIMATE_FROM = 20  # recent priced queries whose mean cost is a new query's estimate
+                    "variant": budget_reservations.c.variant, EVALUATION: budget_reservations.c.variant}
+_TOTALS_COL = {"key": query_totals.c.api_key_id, "user": query_totals.c.user_id, "variant": query_totals.c.variant,
+               EVALUATION: query_totals.c.variant}
+ESTIMATE_FROM = 20  # recent priced live queries whose mean cost a new query's estimate is at least
+ESTIMATE_WALK = 200  # of the budget's latest queries, those looked at for them (a model switched to: few)
+_JUDGE_IDS = judge_run_id("") + "%"  # a grading's reservation is booked under its judge run's id
+
+
+def _kind(dim: str) -> str:
+    return JUDGE_KIND if dim == EVALUATION else "query"
+
+
+def _pooled(dim: str, value: str | None) -> bool:
+    """An evaluation budget on "*" counts every grading together, not each variant's apart."""
+    return dim == EVALUATION and value == "*"
 
 
 def spend(db: Connection, dim: str, since: str, value: str | None = None) -> dict[str, dict[str, int]]:
     """value -> {"priced_nano_usd", "unpriced_calls", "queries"} of queries started at or after `since`
     (one value, or every value seen). `unpriced_calls`: stage rows whose cost is unknown."""
+    if _pooled(dim, value) or (dim == EVALUATION and value is None):  # "*": all grading, one figure
+        row = db.execute(_spend(dim, since, "*")).one()
+        return {"*": _spent(row)} if int(number(row[2])) or value == "*" else {}
     col = _QUERY_COL[dim]
     sel = _spend(dim, since, value).add_columns(col).where(col.is_not(None)).group_by(col)
     return {row[3]: _spent(row) for row in db.execute(sel)}
@@ -42,8 +63,8 @@ def _spent(row) -> dict[str, int]:
 
 def _spend(dim: str, since: str, value: str | None):
     q, s = queries, stage_calls
-    where = [q.c.kind == "query", q.c.started_at >= since]
-    if value is not None:
+    where = [q.c.kind == _kind(dim), q.c.started_at >= since]
+    if value is not None and not _pooled(dim, value):
         where.append(_QUERY_COL[dim] == value)
     return (select(func.coalesce(func.sum(s.c.cost_nano_usd), 0).label("priced"),
                    func.coalesce(func.sum(case((s.c.cost_nano_usd.is_(None), 1), else_=0)), 0).label("unpriced"),
@@ -54,8 +75,11 @@ def _spend(dim: str, since: str, value: str | None):
 def _in_flight(dim: str, value: str, since: str):
     r = budget_reservations
     landed = exists(select(queries.c.query_id).where(queries.c.query_id == r.c.query_id))
-    return select(func.count().label("n"), func.coalesce(func.sum(r.c.estimate_nano_usd), 0).label("est")).where(
-        _RESERVATION_COL[dim] == value, r.c.created_at >= since, ~landed)
+    grading = r.c.query_id.like(_JUDGE_IDS)
+    where = [r.c.created_at >= since, ~landed, grading if dim == EVALUATION else ~grading]
+    if not _pooled(dim, value):
+        where.append(_RESERVATION_COL[dim] == value)
+    return select(func.count().label("n"), func.coalesce(func.sum(r.c.estimate_nano_usd), 0).label("est")).where(*where)
 
 
 class BudgetTx:
@@ -82,12 +106,21 @@ class BudgetTx:
                               .select_from(spent.join(flight, true()))).one()
         return _spent(row), int(row[3]), int(number(row[4]))
 
-    def estimate(self, variant: str | None) -> int:
-        """Mean priced cost of the variant's last ESTIMATE_FROM live queries (0 with none yet)."""
+    def estimate(self, dim: str, value: str, model: str | None = None) -> int:
+        """Mean priced cost of the latest ESTIMATE_FROM live queries (answer-cache hits, which bill nothing,
+        left out) of this key, user or variant that called `model` (None: any), among its latest
+        ESTIMATE_WALK; 0 with none. For evaluation: of the latest gradings (all, or of one graded variant)."""
         t = query_totals
-        recent = (select(t.c.cost_nano_usd).where(t.c.kind == "query", t.c.variant == variant,
-                                                  t.c.cost_nano_usd.is_not(None))
-                  .order_by(t.c.started_at.desc()).limit(ESTIMATE_FROM).subquery("recent"))
+        where = [t.c.kind == _kind(dim)]
+        if not _pooled(dim, value):
+            where.append(_TOTALS_COL[dim] == value)
+        latest = (select(t.c.cost_nano_usd, t.c.cache_hit, t.c.generate_model, t.c.started_at).where(*where)
+                  .order_by(t.c.started_at.desc()).limit(ESTIMATE_WALK).subquery("latest"))
+        live = [latest.c.cost_nano_usd.is_not(None), latest.c.cache_hit == 0]
+        if model is not None and dim != EVALUATION:
+            live.append(latest.c.generate_model == literal(model))
+        recent = (select(latest.c.cost_nano_usd).where(*live).order_by(latest.c.started_at.desc())
+                  .limit(ESTIMATE_FROM).subquery("recent"))
         v = self.db.execute(select(func.avg(recent.c.cost_nano_usd))).scalar()
         return 0 if v is None else int(round(float(v)))
 

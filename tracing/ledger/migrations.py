@@ -189,6 +189,7 @@ def m006_context_budget(db: Connection) -> None:
 
 
 M009_INDEXES = {"query_totals_orphans"}
+M020_INDEXES = {"query_totals_key_started", "query_totals_user_started"}
 
 
 @migration
@@ -201,11 +202,12 @@ def m007_report_rollups(db: Connection) -> None:
                            postgresql_where=text("status IN ('started', 'unknown')")))
     m009_only = {"unknown_attempts", "unknown_cost_nano_usd", "retrieve_model", "shadow_part_nano_usd",
                  "cache_hit", "saved_cost_nano_usd", "saved_unpriced", *S.ROLLUP_CACHE_SUMS,
-                 *(f"{st}_called_rows" for st in S.MODEL_STAGES)}  # added later (m009, m011, m012, m017)
+                 *(f"{st}_called_rows" for st in S.MODEL_STAGES),  # added later (m009, m011, m012, m017, m020)
+                 *S.ROLLUP_M020_SUMS}
     totals = Table("query_totals", MetaData(), *(c._copy() for c in S.query_totals.columns if c.name not in m009_only))
     _ddl(db, CreateTable(totals))
     for ix in S.query_totals.indexes:
-        if ix.name in M009_INDEXES:
+        if ix.name in M009_INDEXES | M020_INDEXES:
             continue
         create_index(db, Index(ix.name, *(totals.c[c.name] for c in ix.columns), **ix.dialect_kwargs))
     rollup = Table("report_rollup", MetaData(), *(c._copy() for c in S.report_rollup.columns if c.name not in m009_only))
@@ -362,6 +364,36 @@ def m019_tenants_apart(db: Connection) -> None:
     for ix in S.rate_events.indexes:
         create_index(db, ix)
     db.exec_driver_sql("DROP TABLE IF EXISTS rate_windows")
+
+
+@migration
+def m020_every_stage_and_evaluation(db: Connection) -> None:
+    # Money on every path (#45): each query's rows per stage, whatever the stage (rewrite, judge, any added
+    # later), which the stage and model breakdowns read instead of a fixed list; output tokens at risk priced
+    # at their row's output rate; evaluation spend (judge runs) in the rollups of every dim beside the
+    # answers'; the indexes a budget learns a key's or user's cost per question from. The totals and rollups
+    # are computed again from the rows by the writers, a batch at a time, as after m017.
+    add_column(db, "stage_calls", Column("output_at_risk_nano_usd", INT))
+    add_column(db, "query_totals", _i0("output_at_risk_nano_usd"))
+    for col in S.ROLLUP_M020_SUMS:
+        add_column(db, "report_rollup", _i0(col))
+    _ddl(db, CreateTable(S.query_stage_totals, if_not_exists=True))
+    for ix in S.query_totals.indexes:
+        if ix.name in M020_INDEXES:
+            create_index(db, ix)
+    db.execute(S.query_stage_totals.delete())
+    _refold_everything(db)
+
+
+@migration
+def m021_cache_hit_origin(db: Connection) -> None:
+    # Savings re-priced (#45): which query's answer a hit served (its rows are what a live call would bill) and
+    # what the hit's saving could not be sure of (a holiday calendar missing its year); re-priced savings apart.
+    add_column(db, "queries", Column("cached_from", Text))
+    add_column(db, "queries", Column("price_warning", Text))
+    _ddl(db, CreateTable(S.saving_repricings, if_not_exists=True))
+    for ix in S.saving_repricings.indexes:
+        create_index(db, ix)
 
 
 def _create_triggers(db: Connection) -> None:

@@ -23,10 +23,13 @@ from tracing.ledger.schema import (
     INT,
     ROLLUP_FLOAT_SUMS,
     ROLLUP_SUMS,
+    STAGE_ORDER,
     STAGES,
     queries,
+    query_stage_totals,
     query_totals,
     report_rollup,
+    saving_repricings,
     stage_calls,
 )
 from tracing.ledger.shares import shares_select
@@ -50,6 +53,22 @@ def _usd(nano: float | None) -> float | None:
     return None if nano is None else usd_json(round(nano))
 
 
+def ordered_stages(names) -> list[str]:
+    """Stages in the order a query runs them (STAGE_ORDER), any other (a stage added later) after, by name."""
+    known = {name: i for i, name in enumerate(STAGE_ORDER)}
+    return sorted(set(names), key=lambda st: (known.get(st, len(known)), st))
+
+
+def billed_stages(db: Connection, variant: str | None = None) -> list[str]:
+    """Every stage the answers' rows name (the rollups' stage dim), the four wide ones always: the per-query
+    columns of a report, in one order for every page of an export."""
+    r = report_rollup
+    found = [v for (v,) in db.execute(select(r.c.value).where(r.c.dim == "stage", r.c.stage_rows != 0,
+                                                               *([r.c.variant == variant] if variant else []))
+                                      .distinct())]
+    return ordered_stages([*STAGES, *found])
+
+
 @dataclass
 class Report:
     queries: list[dict]
@@ -61,7 +80,7 @@ def stage_rows(db: Connection, query_id: str) -> list[dict]:
     """A query's rows in the order its stages ran. Not by id: ids follow commit order, and a crash-safe
     `started` row commits before the batch holding the stages that ran before it."""
     s = stage_calls
-    rank = case({name: i for i, name in enumerate(STAGES)}, value=s.c.stage, else_=len(STAGES))
+    rank = case({name: i for i, name in enumerate(STAGE_ORDER)}, value=s.c.stage, else_=len(STAGE_ORDER))
     return [dict(r) for r in db.execute(select(s).where(s.c.query_id == query_id)
                                         .order_by(s.c.started_at, rank, s.c.attempt, s.c.id)).mappings()]
 
@@ -74,6 +93,7 @@ def stage_json(row: dict) -> dict:
             "cached_tokens": row["cached_tokens"], "cache_write_tokens": row.get("cache_write_tokens", 0),
             "reasoning_tokens": row.get("reasoning_tokens", 0), "usage_source": row.get("usage_source"),
             "estimate_note": row.get("estimate_note"), "output_at_risk_tokens": row.get("output_at_risk_tokens"),
+            "output_at_risk_usd": usd_json(row.get("output_at_risk_nano_usd")),
             "cost_usd": usd_json(row["cost_nano_usd"]),
             "shadow_cost_usd": usd_json(row["shadow_cost_nano_usd"]), "price_version": row["price_version"],
             "price_source": row["price_source"],
@@ -89,8 +109,12 @@ def stage_json(row: dict) -> dict:
 
 
 # -- per-query rows from the totals ---------------------------------------------------------------------------
-def query_row(t: Any) -> dict:
-    """One per-query row (from a query_totals row joined with its question), as reports print it."""
+def query_row(t: Any, parts: dict[str, dict] | None = None, stages=STAGES,
+              evaluation_nano: int | None = None) -> dict:
+    """One per-query row (from a query_totals row joined with its question), as reports print it: who asked
+    it, a `<stage>_tokens`, `_cost_usd` and `_shadow_cost_usd` column for each of `stages`, from `parts` (its
+    query_stage_totals rows by stage; None: the wide columns of the four base stages), and what grading it
+    cost (`evaluation_cost_usd`: its judge run, apart from its cost; null when it was not judged)."""
     row = {"query_id": t["query_id"], "started_at": t["started_at"], "user_id": t["user_id"],
            "api_key_id": t["api_key_id"], "question": t["question"],
            "variant": t["variant"], "mode": t["mode"], "status": t["status"], "latency_ms": t["latency_ms"],
@@ -99,12 +123,37 @@ def query_row(t: Any) -> dict:
            "estimated_rows": t["estimated_rows"], "output_at_risk_tokens": t["output_at_risk_tokens"],
            "retries": t["retries"], "timeouts": t["timeouts"],
            "context_tokens": t["context_tokens"], "context_budget_tokens": t["context_budget_tokens"],
-           "unknown_attempts": t["unknown_attempts"]}
-    for st in STAGES:
-        row[f"{st}_tokens"] = t[f"{st}_input_tokens"] + t[f"{st}_output_tokens"]
-        row[f"{st}_cost_usd"] = None if t[f"{st}_unpriced_rows"] else usd_json(t[f"{st}_cost_nano_usd"])
-        row[f"{st}_shadow_cost_usd"] = usd_json(t[f"{st}_shadow_nano_usd"])
+           "unknown_attempts": t["unknown_attempts"],
+           "output_at_risk_usd": usd_json(t.get("output_at_risk_nano_usd") or 0),
+           "evaluation_cost_usd": usd_json(evaluation_nano)}
+    if parts is None:
+        parts = {st: {"input_tokens": t[f"{st}_input_tokens"], "output_tokens": t[f"{st}_output_tokens"],
+                      "unpriced_rows": t[f"{st}_unpriced_rows"], "cost_nano_usd": t[f"{st}_cost_nano_usd"],
+                      "shadow_nano_usd": t[f"{st}_shadow_nano_usd"]} for st in STAGES}
+    for st in stages:
+        d = parts.get(st) or {}
+        row[f"{st}_tokens"] = d.get("input_tokens", 0) + d.get("output_tokens", 0)
+        row[f"{st}_cost_usd"] = None if d.get("unpriced_rows") else usd_json(d.get("cost_nano_usd", 0))
+        row[f"{st}_shadow_cost_usd"] = usd_json(d.get("shadow_nano_usd", 0))
     return row
+
+
+def page_parts(db: Connection, ids: list[str]) -> tuple[dict[str, dict[str, dict]], dict[str, int]]:
+    """For a page of query ids: each one's rows per stage (query_stage_totals), and what its judge run cost
+    (the priced part; absent when it was not judged)."""
+    parts: dict[str, dict[str, dict]] = {qid: {} for qid in ids}
+    judged: dict[str, int] = {}
+    if not ids:
+        return parts, judged
+    st = query_stage_totals
+    for r in db.execute(select(st).where(st.c.query_id.in_(ids))).mappings():
+        parts[r["query_id"]][r["stage"]] = dict(r)
+    runs = {judge_run_id(qid): qid for qid in ids}
+    t = query_totals
+    for run_id, cost in db.execute(select(t.c.query_id, t.c.priced_cost_nano_usd)
+                                   .where(t.c.query_id.in_(list(runs)), t.c.kind == JUDGE_KIND)):
+        judged[runs[run_id]] = int(number(cost))
+    return parts, judged
 
 
 def listing(where: list[ColumnElement]) -> Select:
@@ -119,6 +168,7 @@ def iter_query_rows(db: Connection, variant: str | None = None, last: int | None
     """Per-query rows, newest first, `page` at a time by keyset (started_at, query_id): memory stays flat
     however many there are (and a PostgreSQL cursor never holds more than a page)."""
     where = [] if variant is None else [query_totals.c.variant == variant]
+    stages = billed_stages(db, variant)
     left, after = last, None
     while left is None or left > 0:
         size = page if left is None else min(page, left)
@@ -126,8 +176,9 @@ def iter_query_rows(db: Connection, variant: str | None = None, last: int | None
         if after is not None:
             cond.append(tuple_(query_totals.c.started_at, query_totals.c.query_id) < tuple_(*after))
         batch = [dict(r) for r in db.execute(listing(cond).limit(size)).mappings()]
+        parts, judged = ({}, {}) if raw else page_parts(db, [t["query_id"] for t in batch])
         for t in batch:
-            yield t if raw else query_row(t)
+            yield t if raw else query_row(t, parts[t["query_id"]], stages, judged.get(t["query_id"]))
         if len(batch) < size:
             return
         after = (batch[-1]["started_at"], batch[-1]["query_id"])
@@ -203,7 +254,7 @@ def report_totals(db: Connection, last: int | None = None, variant: str | None =
         select(r.c.value, *(func.sum(r.c[c]) for c in ("stage_rows", "input_tokens", "output_tokens",
                                                        "priced_cost_nano_usd", "shadow_cost_nano_usd",
                                                        "unpriced_rows")))
-        .where(r.c.dim == "stage", *scope).group_by(r.c.value))}
+        .where(r.c.dim == "stage", *scope).group_by(r.c.value)) if number(row[1])}  # an answer's stage, not the judge's
     budgets = sorted(int(b) for (b,) in db.execute(
         select(r.c.value).where(r.c.dim == "budget", r.c.queries > 0, *scope).distinct()))
     pct = lambda col, n, p: _usd(percentile_of(db, source, col, n, p))
@@ -228,16 +279,25 @@ def report_totals(db: Connection, last: int | None = None, variant: str | None =
         "retries": sums["retries"], "timeouts": sums["timeouts"], "unpriced_rows": sums["unpriced_rows"],
         "estimated_rows": sums["estimated_rows"], "output_at_risk_tokens": sums["output_at_risk_tokens"],
         # LLM attempts whose outcome is unknown (a process died mid-call): possibly billed, at input estimate
-        "unknown_attempts": sums["unknown_attempts"], "at_risk_usd": usd_json(sums["unknown_cost_nano_usd"]),
+        "unknown_attempts": sums["unknown_attempts"],
+        **at_risk_json(sums["unknown_cost_nano_usd"], sums["output_at_risk_nano_usd"]),
         "embedding_cache_hit_rate": round(hits / (hits + misses), 4) if hits + misses else None,
         **answer_cache_json(sums["queries"], sums["cache_hit_queries"], sums["saved_cost_nano_usd"],
                             sums["saved_unpriced"]),
         "context_tokens_mean": (round(sums["context_tokens"] / sums["context_queries"], 1)
                                 if sums["context_queries"] else None),
         "context_budget_tokens": budgets,
-        "stages": {st: _stage_json(stages.get(st)) for st in [*STAGES, *sorted(set(stages) - set(STAGES))]},
+        "stages": {st: _stage_json(stages.get(st)) for st in ordered_stages([*STAGES, *stages])},
         "evaluation_spend": evaluation_totals(db, source, variant, last),
     }
+
+
+def at_risk_json(unknown_nano: int, output_nano: int) -> dict:
+    """Money that may still be billed: LLM attempts whose outcome is unknown (priced at their input
+    estimate) and output tokens a cut reply may still bill (at their rows' output rates), apart and together."""
+    unknown, output = int(number(unknown_nano)), int(number(output_nano))
+    return {"at_risk_usd": usd_json(unknown + output), "at_risk_unknown_attempts_usd": usd_json(unknown),
+            "at_risk_output_usd": usd_json(output)}
 
 
 # -- evaluation spend: the judge's runs, apart from the queries they graded ---------------------------------
@@ -329,19 +389,32 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
     qs = [dict(r) for r in db.execute(sel).mappings()]
     ids = [q["query_id"] for q in qs]
     tally = _FullTally.over(ids)
+    stages = billed_stages(db, variant)
+    q, sr = queries, saving_repricings
+    saved: Any = q.c.saved_cost_nano_usd
+    if prices == "repriced":  # a hit's saving as `rag reprice` last figured it: a live call at the hit's time
+        latest = select(func.max(sr.c.id)).where(sr.c.query_id == q.c.query_id).scalar_subquery()
+        sr2 = sr.alias("sr2")  # the inner max() stays correlated to the hit
+        repriced = select(sr2.c.saved_cost_nano_usd).where(sr2.c.id == latest).scalar_subquery()
+        saved = case((latest.is_(None), q.c.saved_cost_nano_usd), else_=repriced)
     who: dict[str, dict] = {}  # who asked each (the query_costs view predates the columns)
     for batch in _batches(ids, 500):
-        for qid, user, key in db.execute(select(queries.c.query_id, queries.c.user_id, queries.c.api_key_id)
-                                         .where(queries.c.query_id.in_(batch))):
+        for qid, user, key in db.execute(select(q.c.query_id, q.c.user_id, q.c.api_key_id)
+                                         .where(q.c.query_id.in_(batch))):
             who[qid] = {"user_id": user, "api_key_id": key}
-        for _hit, saving in db.execute(select(queries.c.cache_hit, queries.c.saved_cost_nano_usd)
-                                       .where(queries.c.query_id.in_(batch), queries.c.cache_hit == 1)):
+        for (saving,) in db.execute(select(saved).where(q.c.query_id.in_(batch), q.c.cache_hit == 1)):
             tally.add_cache_hit(saving)
         for m in db.execute(select(stage_source).where(stage_source.c.query_id.in_(batch))).mappings():
             tally.add_stage_row(dict(m))
+    judged: dict[str, int] = {}
+    runs = {judge_run_id(qid): qid for qid in ids}
+    for batch in _batches(list(runs), 500):
+        for run_id, cost in db.execute(select(stage_source.c.query_id, func.sum(stage_source.c.cost_nano_usd))
+                                       .where(stage_source.c.query_id.in_(batch)).group_by(stage_source.c.query_id)):
+            judged[runs[run_id]] = int(number(cost))
     j = evaluation_full(db, stage_source, sel.subquery("sel"), variant, last)
-    return Report([query_row({**tally.query_totals_row(q), **who[q["query_id"]]}) for q in qs],
-                  tally.totals(qs, prices, j))
+    return Report([query_row({**tally.query_totals_row(q), **who[q["query_id"]]}, tally.parts(q["query_id"]), stages,
+                             judged.get(q["query_id"])) for q in qs], tally.totals(qs, prices, j))
 
 
 def _batches(ids: list[str], size: int) -> Iterator[list[str]]:
@@ -356,12 +429,14 @@ class _FullTally:
     stage_tot: dict[str, dict]
     unknown_by_query: dict[str, int]
     context: dict[str, tuple]
+    at_risk_by_query: dict[str, int]
     waste: int = 0
     retries: int = 0
     timeouts: int = 0
     unpriced: int = 0
     estimated: int = 0
     at_risk: int = 0
+    at_risk_nano: int = 0
     embed_hits: int = 0
     embed_misses: int = 0
     unknown: int = 0
@@ -373,7 +448,7 @@ class _FullTally:
     @classmethod
     def over(cls, ids: list[str]) -> _FullTally:
         return cls(per_stage={qid: {} for qid in ids}, stage_tot={st: _new_sums() for st in STAGES},
-                   unknown_by_query={}, context={})
+                   unknown_by_query={}, context={}, at_risk_by_query={})
 
     def add_cache_hit(self, saving: int | None) -> None:
         self.cache_hits += 1
@@ -403,19 +478,23 @@ class _FullTally:
         self.unpriced += r["price_source"] == "unpriced"
         self.estimated += (r["usage_source"] or "").startswith("estimated:")
         self.at_risk += r["output_at_risk_tokens"] or 0
+        risk = r.get("output_at_risk_nano_usd") or 0  # (the re-priced view keeps none: the original's is 0 there)
+        self.at_risk_nano += risk
+        self.at_risk_by_query[r["query_id"]] = self.at_risk_by_query.get(r["query_id"], 0) + risk
 
     def query_totals_row(self, q: dict) -> dict:
         """One query shaped as a query_totals row, then printed by the one query_row()."""
         qid = q["query_id"]
         ctx_used, ctx_budget = self.context.get(qid, (None, None))
-        t = {**q, "context_tokens": ctx_used, "context_budget_tokens": ctx_budget,
-             "unknown_attempts": self.unknown_by_query.get(qid, 0)}
-        for st in STAGES:
-            d = self.per_stage[qid].get(st, {})
-            t.update({f"{st}_input_tokens": d.get("input_tokens", 0), f"{st}_output_tokens": d.get("output_tokens", 0),
-                      f"{st}_unpriced_rows": d.get("unpriced", 0), f"{st}_cost_nano_usd": d.get("cost_nano", 0),
-                      f"{st}_shadow_nano_usd": d.get("shadow_nano", 0)})
-        return t
+        return {**q, "context_tokens": ctx_used, "context_budget_tokens": ctx_budget,
+                "unknown_attempts": self.unknown_by_query.get(qid, 0),
+                "output_at_risk_nano_usd": self.at_risk_by_query.get(qid, 0)}
+
+    def parts(self, qid: str) -> dict[str, dict]:
+        """The query's rows per stage, shaped as its query_stage_totals rows."""
+        return {st: {"input_tokens": d["input_tokens"], "output_tokens": d["output_tokens"],
+                     "unpriced_rows": d["unpriced"], "cost_nano_usd": d["cost_nano"], "shadow_nano_usd": d["shadow_nano"]}
+                for st, d in self.per_stage[qid].items()}
 
     def totals(self, qs: list[dict], prices: str, evaluation: dict) -> dict:
         total = sum(q["priced_cost_nano_usd"] for q in qs)
@@ -423,7 +502,8 @@ class _FullTally:
                 **self._cache_and_context_figures(len(qs)),
                 "stages": {st: {"input_tokens": v["input_tokens"], "output_tokens": v["output_tokens"],
                                 "cost_usd": usd_json(v["cost_nano"]), "shadow_cost_usd": usd_json(v["shadow_nano"]),
-                                "unpriced_rows": v["unpriced"], "rows": v["rows"]} for st, v in self.stage_tot.items()},
+                                "unpriced_rows": v["unpriced"], "rows": v["rows"]}
+                           for st in ordered_stages(self.stage_tot) for v in (self.stage_tot[st],)},
                 "evaluation_spend": evaluation}
 
     def _cost_figures(self, qs: list[dict], total: int) -> dict:
@@ -444,7 +524,7 @@ class _FullTally:
                 "retry_timeout_waste_pct": round(100 * self.waste / total, 2) if total else 0.0,
                 "retries": self.retries, "timeouts": self.timeouts, "unpriced_rows": self.unpriced,
                 "estimated_rows": self.estimated, "output_at_risk_tokens": self.at_risk,
-                "unknown_attempts": self.unknown, "at_risk_usd": usd_json(self.unknown_cost)}
+                "unknown_attempts": self.unknown, **at_risk_json(self.unknown_cost, self.at_risk_nano)}
 
     def _cache_and_context_figures(self, n_queries: int) -> dict:
         hits, misses, context = self.embed_hits, self.embed_misses, self.context
@@ -482,8 +562,9 @@ def by_report(db: Connection, dim: str, variant: str | None = None) -> list[dict
     sel = select(r.c[col].label("key"), *_rollup_sums([]).selected_columns).where(*where).group_by(r.c[col])
     query_level = rdim not in ("model", "stage")
     out = [_by_row(dim, s, query_level) for s in db.execute(sel).mappings()
-           # a model only named by skipped rows keeps its row: its shadow is booked to it
-           if s["queries"] or (not query_level and s["stage_rows"])]
+           # a model only named by skipped rows keeps its row: its shadow is booked to it; a judge model (or a
+           # user whose answers were only judged this day) keeps its row: evaluation spend is booked to it
+           if s["queries"] or (not query_level and s["stage_rows"]) or s["evaluation_runs"]]
     out.sort(key=lambda x: (-(x["cost_usd"] or 0), -x["queries"], str(x[dim])))
     if dim == "day":
         out.sort(key=lambda x: str(x["day"]), reverse=True)
@@ -491,14 +572,23 @@ def by_report(db: Connection, dim: str, variant: str | None = None) -> list[dict
 
 
 def _by_row(dim: str, s, query_level: bool) -> dict:
-    """One group of `by_report`; the columns that only make sense per query are None for model and stage."""
+    """One group of `by_report`; the columns that only make sense per query are None for model and stage.
+    `evaluation_cost_usd`: what grading answers cost in this group (judge runs: the judge's model, stage
+    `judge`, the graded answers' user, key, variant and day), beside `cost_usd`, never inside it: the two
+    add up to every billed row of the group."""
+    # model and stage: a mean per query only when every row of it is priced; `unpriced_queries` counts the
+    # queries whose rows of it are (partly) unpriced, so a wholly unpriced model says how many it had
     priced = s["priced_queries"] if query_level else (0 if s["unpriced_rows"] else s["queries"])
     mean_base = s["cost_nano_usd"] if query_level else s["priced_cost_nano_usd"]
     # nothing of it priced (every cost unknown): unpriced, never 0.0, in JSON and CSV as in the table
     wholly_unpriced = s["unpriced_rows"] > 0 and not s["priced_cost_nano_usd"]
+    eval_unknown = s["evaluation_null_cost_rows"] > 0 and not s["evaluation_cost_nano_usd"]
     row = {dim: s["key"] or None, "queries": s["queries"],
-           "unpriced_queries": s["queries"] - priced if query_level else None,
+           "unpriced_queries": s["queries"] - s["priced_queries"],
            "cost_usd": None if wholly_unpriced else usd_json(s["priced_cost_nano_usd"]),
+           "evaluation_cost_usd": None if eval_unknown else usd_json(s["evaluation_cost_nano_usd"]),
+           "evaluation_cost_is_lower_bound": s["evaluation_null_cost_rows"] > 0,
+           "evaluation_runs": s["evaluation_runs"],
            "cost_is_lower_bound": s["unpriced_rows"] > 0,
            "cost_per_1k_queries_usd": _usd(1000 * mean_base / priced) if priced else None,
            "shadow_cost_usd": usd_json(s["shadow_part_nano_usd"]),

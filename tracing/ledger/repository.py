@@ -47,6 +47,7 @@ from tracing.ledger.schema import (
     query_totals,
     report_rollup,
     repricings,
+    saving_repricings,
     stage_calls,
 )
 
@@ -463,13 +464,24 @@ class Ledger:
     def price_warnings(self) -> list[dict]:
         """Rows priced with a warning (e.g. a holiday calendar that did not cover the call's year), per
         model, provider and warning: how many, and the first and last call."""
-        s = stage_calls
+        s, q = stage_calls, queries
         with self._read() as db:
-            return [dict(r) for r in db.execute(
+            rows = [dict(r) for r in db.execute(
                 select(s.c.model, s.c.provider, s.c.price_warning.label("warning"), func.count().label("rows"),
                        func.min(s.c.started_at).label("first_seen"), func.max(s.c.started_at).label("last_seen"))
                 .where(s.c.price_warning.is_not(None))
                 .group_by(s.c.model, s.c.provider, s.c.price_warning).order_by(s.c.model)).mappings()]
+            # answer-cache hits whose saving was priced with a warning, booked to the model that answered
+            origin = s.alias("o")
+            model = (select(func.max(origin.c.model)).where(origin.c.query_id == q.c.cached_from,
+                                                             origin.c.stage == "generate").scalar_subquery())
+            hits = select(model.label("model"), q.c.price_warning.label("warning"), q.c.started_at).where(
+                q.c.cache_hit == 1, q.c.price_warning.is_not(None)).subquery("h")
+            rows += [{**dict(r), "provider": None, "hits": True} for r in db.execute(
+                select(hits.c.model, hits.c.warning, func.count().label("rows"),
+                       func.min(hits.c.started_at).label("first_seen"), func.max(hits.c.started_at).label("last_seen"))
+                .group_by(hits.c.model, hits.c.warning).order_by(hits.c.model)).mappings()]
+            return rows
 
     def unpriced_rows_now(self) -> int:
         """Stage rows whose latest figure (re-priced or original) is unpriced."""
@@ -500,6 +512,41 @@ class Ledger:
             sel = sel.where(s.c.model == model)
         with self._read() as db:
             return [dict(r) for r in db.execute(sel).mappings()]
+
+    def hit_reprice_candidates(self, since: str | None = None) -> list[dict]:
+        """Answer-cache hits (since `since`) with what they saved as last figured (the latest re-priced saving,
+        else the recorded one) and the calls of the answer they served (`rows`: its `ok` stage rows, what a
+        live call would bill again). A hit from before its origin was recorded has no rows (None)."""
+        q, s, r = queries, stage_calls, saving_repricings
+        latest = select(func.max(r.c.id)).where(r.c.query_id == q.c.query_id).scalar_subquery()
+        r2 = r.alias("r2")  # not `r`: the inner max() must stay correlated to the hit, not to this row
+        last = select(r2.c.saved_cost_nano_usd).where(r2.c.id == latest).scalar_subquery()
+        sel = (select(q.c.query_id, q.c.started_at, q.c.cached_from, q.c.saved_cost_nano_usd,
+                      latest.label("repriced_id"), last.label("repriced_nano"))
+               .where(q.c.cache_hit == 1).order_by(q.c.started_at, q.c.query_id))
+        if since:
+            sel = sel.where(q.c.started_at >= since)
+        with self._read() as db:
+            hits = [dict(h) for h in db.execute(sel).mappings()]
+            origins = sorted({h["cached_from"] for h in hits if h["cached_from"]})
+            rows: dict[str, list[dict]] = {}
+            for i in range(0, len(origins), 500):
+                for row in db.execute(select(s.c.query_id, s.c.stage, s.c.model, s.c.status, s.c.input_tokens,
+                                             s.c.output_tokens, s.c.cached_tokens, s.c.cache_write_tokens, s.c.provider,
+                                             s.c.endpoint, s.c.usage_raw, s.c.cost_nano_usd, s.c.shadow_cost_nano_usd,
+                                             s.c.price_source)
+                                      .where(s.c.query_id.in_(origins[i:i + 500]), s.c.status == "ok")).mappings():
+                    rows.setdefault(row["query_id"], []).append(dict(row))
+        for h in hits:
+            h["saved_now"] = h.pop("repriced_nano") if h.pop("repriced_id") is not None else h["saved_cost_nano_usd"]
+            h["rows"] = rows.get(h["cached_from"]) if h["cached_from"] else None
+        return hits
+
+    def add_saving_repricings(self, rows: list[dict]) -> None:
+        """Append re-priced savings of answer-cache hits (the hits' own figures are never changed)."""
+        if rows:
+            with self.engine.begin() as db:
+                db.execute(insert(saving_repricings), rows)
 
     def add_repricings(self, rows: list[dict]) -> None:
         """Append re-priced figures (the originals on stage_calls are never changed)."""

@@ -53,6 +53,7 @@ from tracing.ledger.schema import (
     STAGES,
     ledger_state,
     queries,
+    query_stage_totals,
     query_totals,
     report_rollup,
     rollup_dirty,
@@ -106,6 +107,7 @@ def _stage_aggregates(s) -> list:
         .label("context_budget_tokens"),
         _n(s.c.status.in_(UNKNOWN_STATUSES)).label("unknown_attempts"),
         _sum(case((s.c.status.in_(UNKNOWN_STATUSES), s.c.cost_nano_usd))).label("unknown_cost_nano_usd"),
+        _sum(s.c.output_at_risk_nano_usd).label("output_at_risk_nano_usd"),
     ]
     for st in STAGES:
         on = s.c.stage == st
@@ -159,6 +161,25 @@ def totals_select(ids_in=None):
                                       .outerjoin(a, a.c.query_id == k.c.query_id)).where(true()))
 
 
+def stage_totals_select(ids_in):
+    """query_stage_totals rows computed from the ledger rows of the queries `ids_in(column)` selects: one per
+    query and stage, whatever stages its rows name (the stage's model: the greatest name when its rows name
+    several, as query_totals' per-stage model columns)."""
+    s = stage_calls.alias("s")
+    return (select(s.c.query_id, s.c.stage, func.max(s.c.model).label("model"), func.count().label("rows"),
+                   _sum(s.c.input_tokens).label("input_tokens"), _sum(s.c.output_tokens).label("output_tokens"),
+                   _sum(s.c.cost_nano_usd).label("cost_nano_usd"),
+                   _sum(s.c.shadow_cost_nano_usd).label("shadow_nano_usd"),
+                   _n(s.c.price_source == "unpriced").label("unpriced_rows"),
+                   _n(s.c.cost_nano_usd.is_(None)).label("null_cost_rows"),
+                   _n(s.c.status != "skipped").label("called_rows"))
+            .where(ids_in(s.c.query_id)).group_by(s.c.query_id, s.c.stage))
+
+
+STAGE_COLUMNS = ("query_id", "stage", "model", "rows", "input_tokens", "output_tokens", "cost_nano_usd",
+                 "shadow_nano_usd", "unpriced_rows", "null_cost_rows", "called_rows")
+
+
 def _insert(db: Connection, table):
     return (postgresql.insert if db.dialect.name == "postgresql" else sqlite.insert)(table)
 
@@ -208,7 +229,8 @@ def _statements(dialect: str) -> dict[str, Any]:
     # the batch's totals rows looked up once by primary key; inlined into each of the shares' ~13 branches
     # (or filtered on `kind` here), SQLite walked the `kind` index, every query of the ledger, instead
     mine_all = select(t).where(in_ids(t.c.query_id)).cte("t_ids").prefix_with("MATERIALIZED")
-    mine = select(mine_all).where(mine_all.c.kind == "query").subquery("t")
+    # queries, and judge runs (evaluation spend, rolled up apart from the answers' figures)
+    mine = select(mine_all).where(mine_all.c.kind.in_(("query", "judge"))).subquery("t")
     known = union(select(queries.c.query_id).where(queries.c.query_id == t.c.query_id),
                   select(stage_calls.c.query_id).where(stage_calls.c.query_id == t.c.query_id))
 
@@ -221,6 +243,9 @@ def _statements(dialect: str) -> dict[str, Any]:
         "unroll_old": rollup_by(-1),
         "upsert_totals": upsert,
         "delete_gone": delete(t).where(in_ids(t.c.query_id), ~known.exists()),  # every row of these was deleted
+        # the per-stage sums after the old shares left the rollups and before the new ones join them
+        "clear_stages": delete(query_stage_totals).where(in_ids(query_stage_totals.c.query_id)),
+        "fill_stages": insert_(query_stage_totals).from_select(list(STAGE_COLUMNS), stage_totals_select(in_ids)),
         "roll_new": rollup_by(+1),
         "undirty": delete(rollup_dirty).where(in_ids(rollup_dirty.c.query_id)),  # a batch's own marks
     }
@@ -239,7 +264,7 @@ def fold(db: Connection, query_ids: Iterable[str]) -> int:
 
 
 _DRIVER_DIALECTS = {"sqlite": sqlite.pysqlite.dialect, "postgresql": postgresql.psycopg.dialect}  # type: ignore[attr-defined]
-FOLD_STEPS = ("unroll_old", "upsert_totals", "delete_gone", "roll_new")
+FOLD_STEPS = ("unroll_old", "upsert_totals", "delete_gone", "clear_stages", "fill_stages", "roll_new")
 
 
 @lru_cache(maxsize=4)
@@ -380,6 +405,7 @@ def rebuild(engine, batch: int = 2000) -> int:
     with engine.begin() as db:
         db.execute(delete(report_rollup))
         db.execute(delete(query_totals))
+        db.execute(delete(query_stage_totals))
         db.execute(delete(rollup_dirty))
         set_state(db, "stale", None)
         for name in [r[0] for r in db.execute(select(ledger_state.c.name).where(ledger_state.c.name.like(REFOLD + "%")))]:

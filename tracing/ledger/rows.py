@@ -28,7 +28,8 @@ ATTEMPT_COLUMN_OF = {"call_id": "call_id", "number": "attempt", "attempt_id": "a
 PRICE_COLUMN_OF = {"cost_nano": "cost_nano_usd", "shadow_nano": "shadow_cost_nano_usd", "version": "price_version",
                    "source": "price_source", "provider": "provider", "endpoint": "endpoint", "rule": "price_rule",
                    "effective_from": "price_effective_from", "warning": "price_warning",
-                   "currency": "price_currency", "native_cost": "native_cost", "fx": "fx_rate"}
+                   "currency": "price_currency", "native_cost": "native_cost", "fx": "fx_rate",
+                   "at_risk_nano": "output_at_risk_nano_usd"}
 PRICING_INPUTS = ("billing", "price_basis", "search_units", "explicit_cache")  # decide the price; the price has its columns
 
 

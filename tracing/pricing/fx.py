@@ -4,13 +4,14 @@ priced, at the rate in force at the call's time; reports can show the ledger's U
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from tracing.pricing.rules import as_utc, parse_instant
 
 USD = "USD"
 SYMBOLS = {"USD": "$", "CNY": "¥"}
+STALE_AFTER = timedelta(days=30)  # a call this long after the newest dated rate is converted at it, with a warning
 
 
 @dataclass(frozen=True)
@@ -49,15 +50,21 @@ class FxTable:
         return FxTable(rates)
 
     def rate_at(self, currency: str, at: datetime | str) -> tuple[FxRate | None, str | None]:
-        """The latest rate published at or before `at`; before the first one, the first one (said so)."""
+        """The latest rate published at or before `at`; before the first one, the first one (said so); more
+        than STALE_AFTER past the newest one, that one, said so (the books of that day want a newer rate)."""
         rates = self.rates.get(currency) or []
         if not rates:
             return None, f"no {currency}/USD rate in the price table"
         when = as_utc(at)
         earlier = [r for r in rates if r.effective_from <= when]
-        if earlier:
-            return earlier[-1], None
-        return rates[0], f"converted at the earliest {currency} rate we have ({rates[0].day})"
+        if not earlier:
+            return rates[0], f"converted at the earliest {currency} rate we have ({rates[0].day})"
+        rate = earlier[-1]
+        late = when - rate.effective_from
+        if rate is rates[-1] and late > STALE_AFTER:
+            return rate, (f"converted at the newest {currency} rate we have ({rate.day}), {late.days} days before "
+                          f"the call: add a newer one under \"fx\" in RAG_PRICE_OVERRIDES")
+        return rate, None
 
     def latest(self, currency: str) -> FxRate | None:
         rates = self.rates.get(currency) or []

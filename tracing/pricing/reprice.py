@@ -41,10 +41,21 @@ class RepriceResult:
     version: str
     reasons: Counter = field(default_factory=Counter, compare=False)  # "new price version" / "new rule" / ...
     left: int = 0  # rows not re-priced (no endpoint recorded, unreadable time): see `reasons`
+    savings: SavingsResult | None = None  # answer-cache hits' savings, re-priced as live calls at their time
 
     @property
     def unchanged(self) -> int:
         return self.rows - self.changed - self.left
+
+
+@dataclass(frozen=True)
+class SavingsResult:
+    hits: int
+    changed: int
+    old_nano: int
+    new_nano: int
+    left: int = 0  # hits whose answer's calls are not in the ledger (from before m021): left as recorded
+    unknown_after: int = 0  # hits whose saving is unknown under the new table (a call of it unpriced)
 
 
 def change_reason(before: int | None, old_version: str | None, q: Quote) -> str:
@@ -133,4 +144,49 @@ def reprice(ledger, prices: PriceTable, *, since: str | None = None, model: str 
         out.append({"stage_call_id": r["id"], "cost_nano_usd": cost, "shadow_cost_nano_usd": shadow,
                     "price_version": q.version, "price_source": q.source, "repriced_at": now, "reason": reason})
     ledger.add_repricings(out)
-    return RepriceResult(len(rows), changed, old, new, unpriced_before, unpriced_after, prices.version, reasons, left)
+    return RepriceResult(len(rows), changed, old, new, unpriced_before, unpriced_after, prices.version, reasons, left,
+                         reprice_savings(ledger, prices, since=since, assume_provider=assume_provider, now=now))
+
+
+def live_call_cost(r: dict, at: str, prices: PriceTable, assume_provider: str | None) -> int | None:
+    """What one of an answer's calls (a stored `ok` row) would bill if made again at `at`: a row priced from
+    the price table, its price in force then at the provider it was sent to; any other (a rate, a local
+    stage's shadow) what it cost then. None: unpriced."""
+    if r["price_source"] not in TABLE_PRICED or r["shadow_cost_nano_usd"] is not None:
+        return r["cost_nano_usd"] if r["shadow_cost_nano_usd"] is None else 0
+    known, provider = row_provider(r, prices, assume_provider)
+    if not known:
+        return r["cost_nano_usd"]  # where it went is not recorded: its figure as recorded
+    return prices.quote(r["model"], r["input_tokens"], r["output_tokens"], r["cached_tokens"], provider=provider,
+                        cache_write_tokens=r["cache_write_tokens"] or 0, at=at,
+                        explicit_cache=_explicit(r["usage_raw"])).cost_nano
+
+
+def reprice_savings(ledger, prices: PriceTable, *, since: str | None = None, assume_provider: str | None = None,
+                    now: str | None = None) -> SavingsResult:
+    """Each answer-cache hit's saving as a live call at the hit's own time under `prices`: the calls of the
+    answer it served, priced in force then (a hit in peak hours saves the peak price), appended to
+    `saving_repricings` when it differs from the hit's latest figure (the hit's own is never changed)."""
+    prices = prices.for_recorded_rows()
+    now = now or datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    hits = ledger.hit_reprice_candidates(since=since)
+    out: list[dict] = []
+    changed = old = new = left = unknown = 0
+    for h in hits:
+        if h["rows"] is None or readable_time(h["started_at"]) is None:
+            left += 1
+            continue
+        costs = [live_call_cost(r, h["started_at"], prices, assume_provider) for r in h["rows"]]
+        saving = None if any(c is None for c in costs) else sum(c or 0 for c in costs)
+        unknown += saving is None
+        old += h["saved_now"] or 0
+        new += saving or 0
+        if saving == h["saved_now"]:
+            continue
+        changed += 1
+        reason = (f"unpriced now under {prices.version}" if saving is None
+                  else f"the answer's calls priced at the hit's time under {prices.version}")
+        out.append({"query_id": h["query_id"], "saved_cost_nano_usd": saving, "price_version": prices.version,
+                    "repriced_at": now, "reason": reason})
+    ledger.add_saving_repricings(out)
+    return SavingsResult(len(hits), changed, old, new, left, unknown)

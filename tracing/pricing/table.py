@@ -119,6 +119,9 @@ class PricePeriod:
     unpriced: str | None = None    # a known entry with no confirmed figure: why
     note: str = ""
     label: str = ""                # effective-from as written in the table (2026-08-23 = Beijing midnight)
+    # whether the entry says its time rule ("peak": {...}, or "peak": null for none); an override that does
+    # not keeps the rule of the price in force beneath it (a correction of figures is not a change of rule)
+    peak_set: bool = True
 
     def tier_for(self, input_tokens: int) -> ModelPrice | None:
         for tier in self.tiers:
@@ -144,6 +147,7 @@ class PriceEntry:
     retired_label: str = ""
     aliases: tuple[str, ...] = ()
     snapshots: bool = False  # dated snapshot names (<model>-YYYY-MM-DD) are priced as this model
+    prefixes: tuple[str, ...] = ()  # names starting so are priced as this model (fine-tuned ft:<base>:<org>:...)
 
     def __post_init__(self):
         if not self.periods and self.tiers:
@@ -212,7 +216,8 @@ def _period(p: dict, tz: str, default_from: str | None) -> PricePeriod:
         raise ValueError("a price needs input_per_mtok and output_per_mtok (or tiers, billed_as, unpriced)")
     return PricePeriod(None if when is None else parse_instant(when, tz), tiers,
                        PeakRule.from_json(p["peak"], tz) if p.get("peak") else None,
-                       p.get("billed_as"), p.get("unpriced"), str(p.get("note", "")), "" if when is None else str(when))
+                       p.get("billed_as"), p.get("unpriced"), str(p.get("note", "")), "" if when is None else str(when),
+                       "peak" in p)
 
 
 def parse_entries(data: dict, providers: dict[str, Provider] | None = None) -> dict[str, PriceEntry]:
@@ -229,7 +234,8 @@ def parse_entries(data: dict, providers: dict[str, Provider] | None = None) -> d
                 periods=periods, currency=str(p.get("currency") or (prov.currency if prov else USD)),
                 retired_at=parse_instant(p["retired"], tz) if p.get("retired") else None,
                 retired_label=str(p.get("retired") or ""),
-                aliases=tuple(p.get("aliases", ())), snapshots=bool(p.get("snapshots", False)))
+                aliases=tuple(p.get("aliases", ())), snapshots=bool(p.get("snapshots", False)),
+                prefixes=tuple(p.get("prefixes", ())))
         except (KeyError, TypeError, ValueError, ArithmeticError) as e:
             raise ValueError(f"model {name!r}: {e}") from e
     return out
@@ -380,6 +386,8 @@ class PriceTable:
                 m = SNAPSHOT.match(bare)
                 if entry.snapshots and m and m["base"] == kb:
                     return key, f"dated snapshot of {kb}"
+                if any(bare.startswith(p) for p in entry.prefixes):
+                    return key, f"a name of {kb}"
         return None
 
     def resolve_layers(self, model: str, provider: str | None = None) -> list[Resolved]:
@@ -426,8 +434,9 @@ class PriceTable:
         when = self.when(at)
         tokens = (input_tokens, output_tokens, cached_tokens, cache_write_tokens, explicit_cache)
         before_first = None
-        for res in self.resolve_layers(model, provider):
-            q = self._quote_entry(res, when, tokens, depth=0)
+        layers = self.resolve_layers(model, provider)
+        for i, res in enumerate(layers):
+            q = self._quote_entry(res, when, tokens, depth=0, below=tuple(layers[i + 1:]))
             if q is not None:
                 return q
             if before_first is None and res.entry.periods and res.entry.periods[0].effective_from:
@@ -442,7 +451,8 @@ class PriceTable:
         self._warn(model, why)
         return Quote(None, self.version, "unpriced", basis=basis, warning=why)
 
-    def _quote_entry(self, res: Resolved, when: datetime, tokens: tuple, depth: int) -> Quote | None:
+    def _quote_entry(self, res: Resolved, when: datetime, tokens: tuple, depth: int,
+                     below: tuple[Resolved, ...] = ()) -> Quote | None:
         entry, name = res.entry, res.key + (f" ({res.via})" if res.via else "")
         if entry.retired_at is not None and when >= entry.retired_at:
             return self._unpriced(res.key, f"{name} was retired {entry.retired_label or _iso(entry.retired_at)}; a call made after that "
@@ -456,7 +466,39 @@ class PriceTable:
             return self._unpriced(res.key, f"{name}: {period.unpriced}", basis=basis)
         if period.billed_as:
             return self._quote_billed_as(res, name, period.billed_as, basis, when, tokens, depth)
-        return self._quote_period(res, name, period, basis, when, tokens)
+        return self._quote_period(res, name, period, basis, when, tokens, below)
+
+    def rule_in_force(self, res: Resolved, period: PricePeriod, when: datetime,
+                      below: tuple[Resolved, ...] = ()) -> tuple[PeakRule | None, str | None]:
+        """The time rule a period prices by at `when`, and where it comes from when not from the period itself:
+        an override period that does not say (`"peak"` absent) keeps the rule of the price in force beneath
+        it then (the bundled table's, following a `billed_as`); `"peak": null` says there is none."""
+        if res.layer != "override" or period.peak_set:
+            return period.peak, None
+        for lower in below:
+            found = self._period_in_force(lower, when)
+            if found is not None:
+                where, p = found
+                return (p.peak, where) if p.peak is not None else (None, None)
+        return None, None
+
+    def _period_in_force(self, res: Resolved, when: datetime) -> tuple[str, PricePeriod] | None:
+        """(label, period) of the dated price `res` bills a call at `when` by, through `billed_as` hand-overs."""
+        for _ in range(4):
+            e = res.entry
+            if e.retired_at is not None and when >= e.retired_at:
+                return None
+            p = e.period_at(when)
+            if p is None:
+                return None
+            if not p.billed_as:
+                return f"{res.layer} {res.key} from {p.since()}", p
+            prefix = res.key.rpartition("/")[0]
+            nxt = self.resolve(f"{prefix}/{p.billed_as}" if prefix else p.billed_as, at=when)
+            if nxt is None:
+                return None
+            res = nxt
+        return None
 
     def _quote_billed_as(self, res: Resolved, name: str, billed_as: str, basis: str, when: datetime, tokens: tuple,
                          depth: int) -> Quote:
@@ -471,13 +513,17 @@ class PriceTable:
         return replace(q, basis=f"{basis}: billed as {q.basis}")
 
     def _quote_period(self, res: Resolved, name: str, period: PricePeriod, basis: str, when: datetime,
-                      tokens: tuple) -> Quote:
+                      tokens: tuple, below: tuple[Resolved, ...] = ()) -> Quote:
         """The price of a call under one dated period: its prompt's tier, at peak or not, in dollars."""
         input_tokens = tokens[0]
         tier = period.tier_for(input_tokens)
         if tier is None:
             return self._unpriced(res.key, f"a {input_tokens}-token prompt is above {name}'s last priced tier", basis)
-        tier, basis, rule, warning, applied = self._peak_or_not(res.key, name, period, tier, when, basis)
+        peak, inherited = self.rule_in_force(res, period, when, below)
+        if inherited:
+            basis += f", time rule of {inherited}"
+        tier, basis, rule, warning, applied = self._peak_or_not(res.key, name, replace(period, peak=peak), tier, when,
+                                                                basis)
         entry = res.entry
         native = tier.cost(*tokens)
         usd, fx_label = native, None
@@ -486,6 +532,8 @@ class PriceTable:
             if rate is None:
                 return self._unpriced(res.key, f"{name} is priced in {entry.currency}: {fx_warning}", basis)
             usd, fx_label = native / rate.per_usd, rate.label()
+            if fx_warning:
+                self._warn_once(res.key, f"{name} at {_iso(when)}: {fx_warning}")
             warning = "; ".join(w for w in (warning, fx_warning) if w) or None
         return Quote(to_nano(usd), self.version, res.layer, basis, period.since(), rule, entry.currency,
                      native, fx_label, warning, applied)
@@ -528,8 +576,10 @@ class PriceTable:
         basis = f"genai-prices {calc.provider.id}/{calc.model.id}" + (f" from {since}" if since else "") + \
             (f", {rule}" if rule else "")
         warning = "deprecated by its provider (genai-prices)" if getattr(calc.model, "deprecated", None) else None
-        return Quote(to_nano(calc.total_price), self.version, "genai-prices", basis, since, rule, warning=warning,
-                     applied=rule)
+        # genai-prices dates only its conditional prices: a base price is the one its snapshot holds, said so,
+        # never left blank (a finance team matches each row to the price list it was billed by)
+        return Quote(to_nano(calc.total_price), self.version, "genai-prices", basis, since or self.genai_version, rule,
+                     warning=warning, applied=rule)
 
     def _warn_once(self, model: str, warning: str) -> None:
         """A priced call the table is not sure of (a holiday calendar missing the call's year): logged once
@@ -569,7 +619,9 @@ class PriceTable:
             tier = period.tiers[0] if input_tokens is None else period.tier_for(input_tokens)
             if tier is None:
                 return RateCard(res.layer, None, why=f"a {input_tokens}-token prompt is above {res.key}'s last tier")
-            return RateCard(res.layer, tier, Decimal(period.peak.multiplier) if period.peak else None,
+            layers = self.resolve_layers(model, provider)
+            peak, _ = self.rule_in_force(res, period, when, tuple(layers[layers.index(res) + 1:]) if res in layers else ())
+            return RateCard(res.layer, tier, Decimal(peak.multiplier) if peak else None,
                             e.currency, f"{res.key} from {period.since()}")
         calc = self._genai_calc(model, (1, 0, 0, 0, None), self.provider_of(model, provider), when)
         if calc is None:
@@ -606,7 +658,8 @@ class PriceTable:
         return {"peak": False, "rule_applied": rule, "basis": "", "warning": None,
                 "model": model, "source": "genai-prices", "version": self.version, "at": _iso(when),
                 "url": f"genai-prices: {calc.provider.name} / {calc.model.name}", "checked": "",
-                "note": calc.model.price_comments or "", "currency": USD, "effective_from": since, "rule": rule,
+                "note": calc.model.price_comments or "", "currency": USD, "effective_from": since or self.genai_version,
+                "rule": rule,
                 "retired": None, "deprecated": bool(getattr(calc.model, "deprecated", False)),
                 "tiers": [{"max_input_tokens": None, "input_per_mtok": _s(mp.input_mtok),
                            "cache_read_per_mtok": _s(mp.cache_read_mtok),
@@ -618,11 +671,13 @@ class PriceTable:
         e = res.entry
         current = e.period_at(when)
         retired = e.retired_at is not None and when >= e.retired_at
+        below = tuple(layers[layers.index(res) + 1:]) if res in layers else ()
+        rule, source = self._rule_json(res, current, when, below)
         out = {"model": model, "key": res.key, "via": res.via or None, "source": "unpriced" if retired else res.layer,
                "version": self.version, "at": _iso(when), "url": e.source, "checked": e.checked, "note": e.note,
                "currency": e.currency, "retired": (e.retired_label or _iso(e.retired_at)) if e.retired_at else None,
                "effective_from": current.since() if current else None,
-               "rule": current.peak.describe() if current and current.peak else None,
+               "rule": rule, "rule_source": source,
                "billed_as": current.billed_as if current else None,
                "unpriced_reason": current.unpriced if current else None,
                "tiers": [] if retired or current is None else [_tier_json(t) for t in current.tiers],
@@ -630,10 +685,54 @@ class PriceTable:
                "history": [{"layer": r.layer, "key": r.key, "effective_from": p.since(),
                             "tiers": [_tier_json(t) for t in p.tiers],
                             "rule": p.peak.describe() if p.peak else None, "billed_as": p.billed_as,
-                            "unpriced": p.unpriced, "note": p.note} for r in layers for p in r.entry.periods]}
+                            "unpriced": p.unpriced, "note": p.note,
+                            **({"rule_set": p.peak_set} if r.layer == "override" else {})}
+                           for r in layers for p in r.entry.periods]}
         if current is not None and current.unpriced:
             out["source"] = "unpriced"
         return {**out, **self._moment(model, res, when)}
+
+    def _rule_json(self, res: Resolved, period: PricePeriod | None, when: datetime,
+                   below: tuple[Resolved, ...]) -> tuple[str | None, str | None]:
+        """(the time rule a call at `when` is priced by, where it comes from) for `rag prices --json`."""
+        if period is None:
+            return None, None
+        rule, inherited = self.rule_in_force(res, period, when, below)
+        if rule is not None:
+            return rule.describe(), (f"inherited from {inherited}" if inherited
+                                     else f"{res.layer} {res.key} from {period.since()}")
+        if res.layer == "override" and period.peak_set:  # "peak": null: said so, with what it turned off
+            lower = next((f for lo in below if (f := self._period_in_force(lo, when)) is not None), None)
+            if lower is not None and lower[1].peak is not None:
+                return None, (f'none: the override sets "peak": null ({lower[0]} has '
+                              f"{lower[1].peak.describe()})")
+        return None, None
+
+    def override_rules(self, at: datetime | str | None = None) -> list[str]:
+        """One line per override entry whose calls now have a time rule, or had one beneath and turned it
+        off with `"peak": null`: what `rag serve` says at start-up, so a correction that changes a rule
+        never does it silently."""
+        when = self.when(at)
+        lines = []
+        for key, entry in self.overrides.items():
+            period = entry.period_at(when)
+            if period is None or not period.tiers:
+                continue
+            layers = self.resolve_layers(key)
+            res = next((r for r in layers if r.layer == "override" and r.key == key), None)
+            if res is None:
+                continue
+            rule, source = self._rule_json(res, period, when, tuple(layers[layers.index(res) + 1:]))
+            since = f" (from {period.since()})" if period.effective_from else ""
+            if rule is not None and source and source.startswith("inherited"):
+                lines.append(f"price override {key}{since}: time rule {rule}, {source} (its figures are the "
+                             'off-peak ones; "peak": null in the entry turns the rule off)')
+            elif rule is not None:
+                lines.append(f"price override {key}{since}: time rule {rule}, as the entry says")
+            elif source:
+                lines.append(f"price override {key}{since}: no time rule, {source.removeprefix('none: ')}; every "
+                             "call is priced at the override's figures, peak hours too")
+        return lines
 
     def _moment(self, model: str, res: Resolved | None, when: datetime) -> dict:
         """Whether `when` is peak for this model (false when it has no time rule), the rule applied and
