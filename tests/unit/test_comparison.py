@@ -218,10 +218,12 @@ def test_a_cheaper_arm_whose_answers_invent_articles_is_rolled_back_not_promoted
     seed_quality(conn, "a", 100, 1.0, 0)
     seed_quality(conn, "b", 100, 0.0, 3)
     res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
-    assert res["verdict"] == "roll back" and res["decided_by"] == "quality", res["reason"]
-    assert "groundedness 100% -> 0%" in res["reason"] and "invalid citation" in res["reason"]
+    # rolled back by the groundedness guardrail: its anytime-valid interval lies wholly beyond the margin
+    assert res["verdict"] == "roll back" and res["decided_by"] == "groundedness", res["reason"]
+    assert "groundedness is lower in treatment by more than its margin" in res["reason"]
     assert res["arms"]["treatment"]["quality"] == {"scored": 100, "groundedness": 0.0, "invalid_citation_rate": 1.0,
-                                                    "feedback_score": None, "judge_score": None}
+                                                    "refusal_rate": None, "feedback_score": None, "judge_score": None,
+                                                    "judge_faithfulness": None}
     # each quality metric with data is a guardrail, with its direction and margin, beside cost
     grounded = res["metrics"]["groundedness"]
     assert grounded["role"] == "guardrail" and grounded["better"] == "higher" and grounded["margin"] == 0.05
