@@ -5,7 +5,8 @@ stop belongs to the sentence before it). Its citation frame (《…》, 第X条,
 "Under …,") is set apart: the frame is checked as a citation, the rest as a statement. A claim is
 *supported* when every check passes, in this order (the first failure is its `why`):
 
-1. a refusal ("根据检索到的条文无法确定", "The passages do not say …") is not a claim: `supported` null;
+1. a refusal ("根据检索到的条文无法确定", "The passages do not say …") is not a claim, nor advice to consult a
+   lawyer: `supported` null;
 2. its [n] marks point at passages that were sent;
 3. the laws it names appear in the passages sent (their text or labels), and its article or section
    numbers in the passages it cites (or, citing none, in any): an article shown in a passage's label
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from rag_app.quality.lexicon import is_refusal
+from rag_app.quality.lexicon import is_advice, is_refusal
 from rag_app.quality.meaning import meaning_differs, number_differs
 from rag_app.quality.units import bigrams, coverage, units
 from rag_app.text.legal_numbers import ARTICLE_REF, find_article_refs
@@ -31,6 +32,7 @@ from rag_app.text.legal_numbers import ARTICLE_REF, find_article_refs
 SUPPORTED_AT = 0.5  # share of a claim's unit bigrams found in the passage (measured: docs/quality.md)
 MIN_GRAMS = 3  # shorter fragments ("综上。") are not claims
 MAX_SPAN = 3  # a claim is compared with at most this many consecutive passage sentences
+REFUSAL_WHY = "a refusal: says the passages do not answer, not a claim"
 
 CITE = re.compile(r"\[(\d{1,3})\]")
 LAW = re.compile(r"《([^《》]{2,40})》")
@@ -226,7 +228,9 @@ def _cited(cited: list[int]) -> str:
 def check_sentence(sentence: str, passages: Sequence[Passage], everything: str) -> Claim | None:
     """The claim a sentence makes and its check; None for a fragment too short to be a claim."""
     if is_refusal(sentence):
-        return Claim(sentence, None, None, "a refusal: says the passages do not answer, not a claim")
+        return Claim(sentence, None, None, REFUSAL_WHY)
+    if is_advice(sentence):
+        return Claim(sentence, None, None, "advice to ask someone, not a claim about the passages")
     said = statement(sentence)
     us = units(said)
     grams = bigrams(us)

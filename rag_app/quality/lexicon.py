@@ -166,3 +166,16 @@ def is_refusal(sentence: str) -> bool:
     """Whether the sentence says the passages do not answer (根据检索到的条文无法确定 / The passages do not
     say ...): a statement about the evidence, not a claim about the law."""
     return _zh_refusal(sentence) or _en_refusal(sentence)
+
+
+# advice to ask someone else: not a statement about the law the passages could support or not
+_ADVICE = re.compile(
+    r"(?:建议|请|不妨|最好)(?:您|你|当事人)?(?:及时)?(?:咨询|联系|寻求|请教|询问|向)[^。；]{0,12}?"
+    r"(?:律师|法律专业人士|专业人士|法律顾问|法律援助|相关部门|主管部门)"
+    r"|\b(?:consult|seek\s+(?:the\s+)?advice\s+(?:of|from)|speak\s+(?:with|to)|contact)\s+(?:a|an|your|qualified)\s+"
+    r"(?:\w+\s+)?(?:lawyer|attorney|counsel|legal\s+(?:adviser|advisor|professional))", re.I)
+
+
+def is_advice(sentence: str) -> bool:
+    """Whether the sentence only advises asking a lawyer or an authority (建议咨询专业律师 / consult a lawyer)."""
+    return bool(_ADVICE.search(sentence))

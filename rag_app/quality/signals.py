@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rag_app.quality.claims import CITE, LAW, Claim, Passage, check_claims
+from rag_app.quality.claims import CITE, LAW, REFUSAL_WHY, Claim, Passage, check_claims
 from rag_app.text.legal_numbers import find_article_refs
 
 PRC = "中华人民共和国"
@@ -54,8 +54,9 @@ def grounded_share(claims: Sequence[Claim]) -> float | None:
 
 
 def is_refusal_answer(claims: Sequence[Claim]) -> bool:
-    """Every sentence long enough to be a claim says the passages do not answer."""
-    return bool(claims) and all(c.supported is None for c in claims)
+    """The answer says the passages do not answer, and claims nothing (advice to consult a lawyer beside
+    it is neither)."""
+    return any(c.why == REFUSAL_WHY for c in claims) and all(c.supported is None for c in claims)
 
 
 def groundedness(answer: str, passages: Sequence[str], labels: Sequence[str] = ()) -> float | None:

@@ -119,6 +119,12 @@ def test_an_honest_refusal_is_not_an_ungrounded_claim():
                                       "why": "a refusal: says the passages do not answer, not a claim"}]
     mixed = score_answer("q", "根据检索到的条文无法确定期限。董事任期由公司章程规定[1]。", "llm", PASSAGES, labels=LABELS)
     assert (mixed.refusal, mixed.groundedness) == (False, 1.0)  # the refusal sentence is left out, the claim counts
+    advised = score_answer("q", "根据检索到的条文无法确定。建议您咨询专业律师。", "llm", PASSAGES, labels=LABELS)
+    assert (advised.refusal, advised.groundedness) == (True, None)  # advice is no claim either
+    english = score_answer("q", "The passages do not say. You may wish to consult a qualified lawyer.", "llm", [EN])
+    assert (english.refusal, english.groundedness) == (True, None)
+    advice_only = score_answer("q", "建议咨询律师。", "llm", PASSAGES, labels=LABELS)
+    assert (advice_only.refusal, advice_only.groundedness) == (False, None)
 
 
 def test_a_quote_that_is_mostly_digits_meets_its_chinese_passage():
