@@ -44,9 +44,10 @@ _ZH_REF = re.compile(ARTICLE_REF.pattern + r"(?:第[零〇一二两三四五六�
 _ZH_SUBREF = re.compile(r"第[零〇一二两三四五六七八九十百千\d]+[款项目]")
 _EN_REF = re.compile(r"(?:\b(?:sections?|clauses?|articles?|paragraphs?|§)\s*"
                      r"(?P<sec>\d+(?:\.\d+)*|[IVXLC]+\b)(?:\s*\([a-z0-9]{1,4}\))*|§)", re.I)
-_ZH_LEAD = re.compile(r"^[\s，,：:。、]*(?:根据|依据|依照|按照|参照|据|按|对照|结合|另据)?[\s、和及与以]*(?:该法|本法|上述|前述|相关|该|其|此)?"
-                      r"(?:的)?(?:相关)?(?:规定|条款|条文|之规定|内容|明确规定)?(?:可知|来看|所述|中|里)?(?:也|还)?"
-                      r"(?:规定|明确|指出)?[\s，,：:]*")
+# what is left of a citation frame once 《…》, 第X条 and [n] are gone: 根据，/ 依据的规定，/ 规定：
+_ZH_LEAD = re.compile(r"^[\s，,：:。、]*(?:(?:根据|依据|依照|按照|参照|据|按|对照|结合|另据)[\s、和及与以]*"
+                      r"(?:该法|本法|上述|前述|相关|该|其|此)?(?:的)?(?:相关)?(?:规定|条款|条文|之规定|内容|明确规定)?"
+                      r"(?:可知|来看|所述|中|里)?[\s，,：:]*)?(?:的?(?:明确)?规定[\s，,：:]+)?")
 _EN_LEAD = re.compile(r"^\s*(?:(?:under|according\s+to|per|pursuant\s+to|as\s+(?:stated|provided|set\s+out|set\s+forth|"
                       r"described|specified)\s+in|in\s+accordance\s+with|based\s+on)\b[^,]{0,80},\s*"
                       r"|(?:the|this|that)\s+(?:\w+\s+){0,2}(?:agreement|nda|contract|passage|clause|section|provision|"
