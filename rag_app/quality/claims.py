@@ -215,6 +215,11 @@ def _citation_problem(sentence: str, cited: list[int], passages: Sequence[Passag
     return None
 
 
+def _frames(sentence: str) -> bool:
+    """Whether a sentence names a source: a [n] mark, a law or an article."""
+    return bool(CITE.search(sentence) or LAW.search(sentence) or ARTICLE_REF.search(sentence))
+
+
 def _article_words(sentence: str, key: str) -> str:
     for m in ARTICLE_REF.finditer(sentence):
         if find_article_refs(m.group(0)) == [key]:
@@ -235,10 +240,11 @@ def check_sentence(sentence: str, passages: Sequence[Passage], everything: str) 
     said = statement(sentence)
     us = units(said)
     grams = bigrams(us)
-    if len(grams) < MIN_GRAMS:
-        return None
     cited = [int(n) for n in CITE.findall(sentence)]
     pool = [n - 1 for n in dict.fromkeys(cited) if 1 <= n <= len(passages)] if cited else list(range(len(passages)))
+    if len(grams) < MIN_GRAMS:  # a fragment says nothing, unless it names a source that was not sent
+        problem = _citation_problem(sentence, cited, passages, pool, everything) if _frames(sentence) else None
+        return None if problem is None else Claim(sentence, False, None, problem)
     problem = _citation_problem(sentence, cited, passages, pool, everything)
     shares = {i: support(us, grams, passages[i].text) for i in pool}
     best = max(shares, key=shares.__getitem__) if shares else None

@@ -85,6 +85,17 @@ def test_an_answer_scores_the_share_of_its_claims_supported_and_lists_each():
          "why": "modality differs: 可以 vs 不得 (passage [3])"}]
 
 
+def test_a_frame_alone_that_cites_what_was_not_sent_is_an_unsupported_claim():
+    """"根据…第九百九十九条[7]：" on a line of its own, the list under it from the passages: the frame claims a
+    source that was not sent, so it counts (a frame that cites what was sent is no claim at all)."""
+    q = score_answer("q", "根据《中华人民共和国劳动法》第九百九十九条[7]：\n董事任期由公司章程规定；\n董事任期届满，连选可以连任。",
+                     "llm", PASSAGES, labels=LABELS)
+    assert [c.supported for c in q.claims] == [False, True, True] and q.groundedness == 0.6667
+    assert q.claims[0].why.startswith("cites passage [7], which was not sent")
+    fine = score_answer("q", "根据《中华人民共和国公司法》第四十五条[1]：\n董事任期由公司章程规定；", "llm", PASSAGES, labels=LABELS)
+    assert [c.supported for c in fine.claims] == [True] and fine.groundedness == 1.0
+
+
 def test_a_citation_mark_after_the_full_stop_belongs_to_the_sentence_before():
     (claim,) = claims_of("董事任期由公司章程规定，但每届任期不得超过三年。[3]")
     assert claim.text.endswith("[3]") and not claim.supported and "not in passage [3]" in claim.why
