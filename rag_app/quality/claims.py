@@ -178,7 +178,7 @@ def _law_known(name: str, sent: str) -> bool:
 
 def _sections(text: str) -> set[str]:
     """Section numbers an English text shows (2.04, 5, IV), and each one's leading parts (2 of 2.04)."""
-    out = set()
+    out: set[str] = set()
     for m in re.finditer(r"(?<![\w.])(\d+(?:\.\d+)*)(?![\w])|\b([IVXLC]+)\b", text):
         sec = m.group(1) or m.group(2)
         parts = sec.split(".")

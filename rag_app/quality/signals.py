@@ -50,7 +50,7 @@ def grounded_share(claims: Sequence[Claim]) -> float | None:
     checked = [c for c in claims if c.supported is not None]
     if not checked:
         return None
-    return round(sum(c.supported for c in checked) / len(checked), 4)
+    return round(sum(c.supported is True for c in checked) / len(checked), 4)
 
 
 def is_refusal_answer(claims: Sequence[Claim]) -> bool:

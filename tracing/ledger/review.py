@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select, union
-from sqlalchemy.sql import Select
+from sqlalchemy.sql import CompoundSelect, Select
 
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import queries, query_feedback, query_quality
@@ -26,7 +26,7 @@ _SHOWN = (("local", "groundedness"), ("local", "invalid_citations"), ("local", "
           ("judge", "faithfulness"))
 
 
-def _listed(grounded_below: float, judge_below: float) -> Select:
+def _listed(grounded_below: float, judge_below: float) -> CompoundSelect:
     q, f = query_quality, query_feedback
     signals = select(q.c.query_id).where(or_(
         and_(q.c.source == "local", q.c.metric == "groundedness", q.c.value <= grounded_below),
@@ -43,7 +43,8 @@ def _refusals() -> Select:
 def to_review(db: Connection, grounded_below: float, judge_below: float, limit: int, refusals: bool = False) -> list[dict]:
     """The review list (or, `refusals`, the answers that refused), newest first, each with why."""
     t, q, f = queries, query_quality, query_feedback
-    ids = (_refusals() if refusals else _listed(grounded_below, judge_below)).subquery("review_ids")
+    chosen: Select | CompoundSelect = _refusals() if refusals else _listed(grounded_below, judge_below)
+    ids = chosen.subquery("review_ids")
     page = db.execute(select(t.c.query_id, t.c.question, t.c.variant, t.c.started_at)
                       .join_from(ids, t, t.c.query_id == ids.c.query_id)
                       .order_by(t.c.started_at.desc(), t.c.query_id).limit(limit)).mappings().all()
