@@ -118,10 +118,15 @@ def _print_answer(p: dict) -> None:
     q = p.get("quality")
     if q:
         grounded = "-" if q["groundedness"] is None else f"{q['groundedness']:.0%}"
+        if q.get("refusal"):
+            grounded = "- (a refusal: says the passages do not answer)"
         bad = q["invalid_citations"]
         out.print(f"quality: grounded {grounded}, {len(bad)} invalid citation{'s' * (len(bad) != 1)}"
                   + "".join(f" ({b['citation']}: {b['why']})" for b in bad[:3])
                   + f", retrieval confidence {q['retrieval_confidence']:.2f}", markup=False, soft_wrap=True)
+        for c in [c for c in q.get("claims") or [] if c["supported"] is False][:5]:  # what a reader should check
+            out.print(f"  unsupported: {c['text'][:60]}{'…' if len(c['text']) > 60 else ''} — {c['why']}",
+                      markup=False, soft_wrap=True)
     out.print(stage_table(p["stages"], title=f"cost of query {p['query_id']}"))
     def total(known, priced) -> str:  # an unknown total shows what is priced and that the rest is not
         rows = p["unpriced_rows"]

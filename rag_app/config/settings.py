@@ -124,6 +124,8 @@ class Settings(BaseSettings):
     judge_api_key: str | None = None  # unset = OPENAI_API_KEY
     judge_prompt_version: str = "v1"  # prompts/judge/<version>.md
     judge_max_tokens: int = Field(300, ge=16)
+    # per judge request: it runs off the answer's path, so it may wait longer than an answer (RAG_LLM_TIMEOUT_S)
+    judge_timeout_s: float = Field(60.0, gt=0)
     judge_queue: int = Field(64, ge=1)  # answers waiting for the judge; past it a new one is not judged (counted)
 
     price_overrides: Path | None = None

@@ -181,7 +181,7 @@ class Answer:
     ranked: tuple[ScoredChunk, ...] = field(default=(), repr=False)
     levers: tuple[str, ...] = ()
     scope: Resolved | None = None  # the documents retrieval searched within, and whether asked or named
-    quality: Any = None  # rag_app.quality.signals.Quality: groundedness, invalid citations, retrieval confidence
+    quality: Any = None  # rag_app.quality.signals.Quality: groundedness, claims, refusal, invalid citations, ...
 
     @property
     def incomplete(self) -> bool:

@@ -157,7 +157,7 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     ended = bool(plan.ended(control["queries"] + treatment["queries"], today or datetime.now(timezone.utc).date()))
     judged = verdict(plan, data, srm_p=srm_p, ended=ended,
                      unpriced_reason=unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0)))
-    judged = quality_gate(judged, quality["control"], quality["treatment"], guard["max_quality_drop"])
+    judged = quality_gate(judged, quality["control"], quality["treatment"], guard)
     strip = lambda arm: {k: v for k, v in arm.items() if not k.startswith("_")}  # noqa: E731
     repriced = control["repriced_rows"] + treatment["repriced_rows"]
     return {"experiment": exp.name, "mode": exp.mode, "rollout_pct": exp.rollout_pct,

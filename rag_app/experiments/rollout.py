@@ -11,9 +11,11 @@ that applies:
 2. roll back (rollout 0%): the verdict is "roll back" (a guardrail crossed, or the primary metric is
    worse), at any step, however few queries the step has seen: the anytime-valid intervals allow it.
 3. stay: sample ratio mismatch (p < srm_p): the split is broken; never ramp on it.
-4. stay: the last step is reached (the ramp is complete).
-5. stay: an arm has fewer than min_queries_per_step queries at this step.
-6. advance to the next step.
+4. stay: the verdict holds because a guardrail looks worse (its point estimate beyond its tolerance,
+   the 30-answer quality gate): evidence to wait on, not to expose more users; the log quotes the verdict.
+5. stay: the last step is reached (the ramp is complete).
+6. stay: an arm has fewer than min_queries_per_step queries at this step.
+7. advance to the next step.
 A promote verdict does not skip steps: each step exposes more users only after the last one held.
 
 Raising the percentage keeps users sticky (rag_app/experiments/variants.py: a user treated at 10% is treated
@@ -60,13 +62,15 @@ class StepDecision:
     decided_by: str | None  # the metric (or "srm") behind a roll back or a stay on mismatch
 
 
-def step_codes(ramp: Ramp, current_pct, control_queries, treatment_queries, verdict_code, srm_alert):
-    """(action code, new rollout pct) for each experiment; inputs broadcast like numpy arrays."""
+def step_codes(ramp: Ramp, current_pct, control_queries, treatment_queries, verdict_code, srm_alert,
+               guard_held=False):
+    """(action code, new rollout pct) for each experiment; inputs broadcast like numpy arrays.
+    `guard_held`: the verdict holds because a guardrail looks worse (a trend, not yet established)."""
     cur = np.asarray(current_pct, dtype=float)
     fewest = np.minimum(np.asarray(control_queries), np.asarray(treatment_queries))
     conds = [cur <= 0, np.asarray(verdict_code) == ROLL_BACK, np.asarray(srm_alert, dtype=bool),
-             cur >= ramp.steps[-1], fewest < ramp.min_queries_per_step]
-    action = np.select(conds, [STAY, ROLLED_BACK, STAY, STAY, STAY], ADVANCE)
+             np.asarray(guard_held, dtype=bool), cur >= ramp.steps[-1], fewest < ramp.min_queries_per_step]
+    action = np.select(conds, [STAY, ROLLED_BACK, STAY, STAY, STAY, STAY], ADVANCE)
     pct = np.where(action == ADVANCE, ramp.next_pct(cur), np.where(action == ROLLED_BACK, 0.0, cur))
     return action[()], pct[()]
 
@@ -78,7 +82,11 @@ def decide_step(ramp: Ramp, current_pct: float, *, control_queries: int, treatme
     from rag_app.experiments.verdict import VERDICTS
 
     code = {v: k for k, v in VERDICTS.items()}[verdict["verdict"]]
-    action, pct = step_codes(ramp, current_pct, control_queries, treatment_queries, code, srm_level == "alert")
+    by = verdict.get("decided_by")
+    guard_held = verdict["verdict"] == "hold" and (
+        by == "quality" or (verdict.get("metrics") or {}).get(by, {}).get("role") == "guardrail")
+    action, pct = step_codes(ramp, current_pct, control_queries, treatment_queries, code, srm_level == "alert",
+                             guard_held)
     action, pct = int(action), float(pct)
     cur = f"{current_pct:g}%"
     if action == ROLLED_BACK:
@@ -90,6 +98,8 @@ def decide_step(ramp: Ramp, current_pct: float, *, control_queries: int, treatme
         why, by = "rolled back (0%); set rollout_pct to a step of the ramp to start again", None
     elif srm_level == "alert":
         why, by = f"stay at {cur}: sample ratio mismatch; fix assignment before ramping further", "srm"
+    elif guard_held:  # the verdict's own words: the ramp log says what the comparison says
+        why = f"stay at {cur}: the verdict is hold: {verdict['reason']}"
     elif current_pct >= ramp.steps[-1]:
         why, by = f"ramp complete at {cur}", None
     else:

@@ -21,7 +21,8 @@ RETRIEVERS = ("hybrid", "dense", "bm25")
 # what `rag experiment compare` can judge an experiment by (rag_app/experiments/verdict.py METRICS, with
 # each one's direction): cost, latency, failure rates, then answer quality
 METRICS = ("cost_per_query", "latency_ms", "error_rate", "timeout_rate", "retry_rate",
-           "groundedness", "invalid_citation_rate", "feedback_score", "judge_score")
+           "groundedness", "invalid_citation_rate", "refusal_rate", "feedback_score", "judge_score",
+           "judge_faithfulness")
 
 
 def known_chunkers() -> tuple[str, ...]:
@@ -123,6 +124,9 @@ class Guardrails(BaseModel):
     max_recall_drop: StrictInt | StrictFloat = Field(0.01, ge=0, le=1)  # `rag experiment replay`
     # never promote worse answers: mean groundedness may fall, invalid-citation share rise, by this much
     max_quality_drop: StrictInt | StrictFloat = Field(0.05, ge=0, le=1)
+    # the refusal rate's own margin: an arm that refuses honestly a little more often is not worse by the
+    # groundedness margin's yardstick
+    max_refusal_rate_increase: StrictInt | StrictFloat = Field(0.05, ge=0, le=1)
 
 
 class ExperimentSpec(BaseModel):

@@ -49,7 +49,7 @@ from rag_app.experiments.schema import Analysis
 from rag_app.experiments.sequential import HYBRID_FIXED_SHARE, Diff, Moments, difference
 
 DEFAULT_GUARDRAILS = {"min_cost_drop_pct": 10.0, "max_error_rate_increase": 0.01, "srm_p": 0.001,
-                      "max_quality_drop": 0.05}
+                      "max_quality_drop": 0.05, "max_refusal_rate_increase": 0.05}
 MIN_QUALITY_SCORED = 30  # answers scored per arm before quality can clear a promotion
 SRM_WARNING_P = 0.01
 
@@ -82,9 +82,12 @@ METRICS = {
     "retry_rate": Metric("retry rate", "rate", "share"),
     "groundedness": Metric("groundedness", "mean", "share", "higher", True),
     "invalid_citation_rate": Metric("share of answers with an invalid citation", "rate", "share", "lower", True),
+    "refusal_rate": Metric("share of answers that refuse", "rate", "share", "lower", True),
     "feedback_score": Metric("feedback score", "mean", "score", "higher", True),
     "judge_score": Metric("judge score", "mean", "share", "higher", True),
+    "judge_faithfulness": Metric("judge faithfulness", "mean", "share", "higher", True),
 }
+MARGIN_KEY = {"refusal_rate": "max_refusal_rate_increase"}  # a quality metric's own margin; else max_quality_drop
 QUALITY = tuple(m for m, spec in METRICS.items() if spec.quality)
 assert tuple(METRICS) == METRIC_NAMES  # the schema's list and this catalogue name the same metrics
 
@@ -122,7 +125,7 @@ class Plan:
                    primary=a.primary_metric, guardrails=guards, primary_alpha_share=float(a.primary_alpha_share),
                    min_cost_drop_pct=float(g["min_cost_drop_pct"]),
                    tolerances={"error_rate": float(g["max_error_rate_increase"])} if "error_rate" in guards else {},
-                   margins={m: float(g["max_quality_drop"]) for m in guards if m in QUALITY},
+                   margins={m: float(g[MARGIN_KEY.get(m, "max_quality_drop")]) for m in guards if m in QUALITY},
                    srm_p=float(g["srm_p"]))
 
     @property
@@ -271,34 +274,52 @@ def _reason(plan: Plan, metrics: dict, code: int, by: str, srm_p, unpriced_reaso
         return "not enough queries in both arms"
     if code == PROMOTE:
         drop = f"falls by >= {plan.min_cost_drop_pct}%" if by == "cost_per_query" else f"is {better} in treatment"
-        return f"{label} {drop}, {_interval(r)} at {_conf(r)}; guardrails hold"
+        return f"{label} {drop}, {_interval(r)} at {_conf(r)}; every guardrail within its tolerance"
     if r["role"] == "guardrail":  # a promotable primary held back by a guardrail trending the wrong way
         p = metrics[plan.primary]
         better_p = "higher" if METRICS[plan.primary].better == "higher" else "lower"
         return (f"{METRICS[plan.primary].label} is {better_p} ({_interval(p)}), but {label} moved "
-                f"{fmt(r['diff'], r['unit'])}, beyond its tolerance {fmt(r['tolerance'], r['unit'], signed=False)}: hold")
+                f"{fmt(r['diff'], r['unit'])}, beyond its tolerance {fmt(r['tolerance'], r['unit'], signed=False)} "
+                f"(its interval [{fmt(r['low'], r['unit'])}, {fmt(r['high'], r['unit'])}] does not establish it yet), "
+                "so the treatment waits")
     return f"{label}: difference not established at {_conf(r)}, {_interval(r)}"
 
 
-def quality_gate(judged: dict, control: dict, treatment: dict, max_drop: float) -> dict:
-    """No arm is promoted on cost while its answers get worse: once both arms have MIN_QUALITY_SCORED
-    scored answers, a treatment whose mean groundedness falls, or whose share of answers with an invalid
-    citation rises, by more than `max_drop` (0-1) against the control's is rolled back, whatever cost
-    says. Point estimates on purpose: the signals are per answer and cheap, the tolerance is the team's.
-    With fewer scored answers cost decides alone and the reason says quality is not yet known."""
+VERDICT_WORDS = ("promote", "hold", "roll back", "rolled back", "promoted")
+
+
+def agrees(verdict: str, reason: str) -> bool:
+    """Whether a reason's words agree with its verdict: it names no other verdict (the JSON said "roll
+    back" while the reason ended "hold", 0.9)."""
+    low = reason.lower()
+    own = {"promote": ("promote", "promoted"), "hold": ("hold",), "roll back": ("roll back", "rolled back")}[verdict]
+    return not any(w in low for w in VERDICT_WORDS if w not in own)
+
+
+def quality_gate(judged: dict, control: dict, treatment: dict, guard: dict) -> dict:
+    """No arm is promoted on cost while its answers look worse: once both arms have MIN_QUALITY_SCORED
+    scored answers, a promotion is held when the treatment's mean groundedness falls, or its share of
+    answers with an invalid citation rises, by more than `max_quality_drop`, or its refusal rate rises by
+    more than `max_refusal_rate_increase` (0-1), against the control's. Point estimates: evidence enough to
+    wait, never to roll back (only an anytime-valid interval beyond the margin rolls back, in `verdict`).
+    A roll back or a hold stands as it is. With fewer scored answers the reason says quality is not yet
+    weighed."""
     enough = min(control["scored"], treatment["scored"]) >= MIN_QUALITY_SCORED
     worse = []
-    for name, label in (("groundedness", "groundedness"), ("invalid_citation_rate", "answers with an invalid citation")):
+    for name, label, key in (("groundedness", "groundedness", "max_quality_drop"),
+                             ("invalid_citation_rate", "answers with an invalid citation", "max_quality_drop"),
+                             ("refusal_rate", "refusals", "max_refusal_rate_increase")):
         c, t = control.get(name), treatment.get(name)
         if not enough or c is None or t is None:
             continue
-        change = (c - t) if name == "groundedness" else (t - c)
-        if change > max_drop:
-            worse.append(f"{label} {c:.0%} -> {t:.0%} (tolerance {max_drop:.0%})")
-    if worse:
-        return {**judged, "verdict": VERDICTS[ROLL_BACK], "decided_by": "quality",
-                "reason": "answers got worse: " + "; ".join(worse) + ". " + judged["reason"]}
+        change = (c - t) if METRICS[name].better == "higher" else (t - c)
+        if change > guard[key]:
+            worse.append(f"{label} {c:.0%} -> {t:.0%} (tolerance {guard[key]:.0%})")
+    if worse and judged["verdict"] == VERDICTS[PROMOTE]:
+        return {**judged, "verdict": VERDICTS[HOLD], "decided_by": "quality",
+                "reason": f"answers look worse: {'; '.join(worse)} (point estimates, not yet established), so the "
+                          f"treatment waits; {judged['reason'].removesuffix('; every guardrail within its tolerance')}"}
     if not enough:
-        return {**judged, "reason": judged["reason"] + f" Answer quality not yet weighed: {control['scored']} control "
+        return {**judged, "reason": judged["reason"] + f". Answer quality not yet weighed: {control['scored']} control "
                 f"and {treatment['scored']} treatment answers scored (needs {MIN_QUALITY_SCORED} each)."}
     return judged

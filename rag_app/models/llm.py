@@ -70,9 +70,9 @@ def build_chat_model(settings: Any) -> Any:
 
 def build_judge_model(settings: Any) -> Any:
     """The judge's chat model (RAG_JUDGE_MODEL): its own endpoint and key when set, else the answer's;
-    the answer's timeout; never streamed (nobody waits on its tokens); a short reply (two grades)."""
+    its own timeout (RAG_JUDGE_TIMEOUT_S: nobody waits on it); never streamed; a short reply (two grades)."""
     return _chat(settings.judge_model, settings.judge_api_key or settings.openai_api_key,
-                 settings.judge_base_url or settings.openai_base_url, settings.llm_timeout_s, settings.judge_max_tokens)
+                 settings.judge_base_url or settings.openai_base_url, settings.judge_timeout_s, settings.judge_max_tokens)
 
 
 def build_rewrite_model(settings: Any) -> Any:

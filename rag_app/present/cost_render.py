@@ -181,18 +181,20 @@ def experiment_arm_tables(name: str, res: dict) -> tuple[Table, Table, Table]:
 
 
 def quality_arm_table(res: dict) -> Table:
-    """Each arm's answer quality: answers scored, mean groundedness, share with an invalid citation,
-    users' mean feedback (-1..1) and the judge's mean score; "-" where there is no data."""
+    """Each arm's answer quality: answers scored, mean groundedness, share with an invalid citation, share
+    that refused, users' mean feedback (-1..1), the judge's mean score and faithfulness; "-" where there is
+    no data."""
     t = Table(title="answer quality", pad_edge=False, collapse_padding=True)
     t.add_column("arm")
-    for c in ("scored", "grounded", "invalid cites", "feedback", "judge"):
+    for c in ("scored", "grounded", "bad cites", "refused", "feedback", "judge", "faithful"):
         t.add_column(c, justify="right", no_wrap=True)
     pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
     for arm, a in res["arms"].items():
         q = a.get("quality") or {}
         fb = q.get("feedback_score")
         t.add_row(arm, f"{q.get('scored', 0):,}", pct(q.get("groundedness")), pct(q.get("invalid_citation_rate")),
-                  "-" if fb is None else f"{fb:+.2f}", pct(q.get("judge_score")))
+                  pct(q.get("refusal_rate")), "-" if fb is None else f"{fb:+.2f}", pct(q.get("judge_score")),
+                  pct(q.get("judge_faithfulness")))
     return t
 
 

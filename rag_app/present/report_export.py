@@ -94,10 +94,21 @@ def _quality(ledger, variant: str | None) -> dict | None:
 
 
 def quality_line(q: dict) -> str:
+    """The quality lines under `rag report`: groundedness and citations, refusals (not in groundedness),
+    users' feedback, and the judge's agreement with users where both graded an answer."""
     f = q["feedback"]
-    return (f"quality: {q['scored_answers']:,} answers scored, groundedness {q['mean_groundedness']:.0%}, "
-            f"{q['invalid_citation_rate']:.1%} cite what was not sent\n"
-            f"feedback: {f['right']:,} right, {f['unsure']:,} unsure, {f['wrong']:,} wrong")
+    grounded = "-" if q["mean_groundedness"] is None else f"{q['mean_groundedness']:.0%}"
+    lines = [f"quality: {q['scored_answers']:,} answers scored, groundedness {grounded}, "
+             f"{q['invalid_citation_rate']:.1%} cite what was not sent"]
+    if q.get("refusal_rate") is not None:
+        lines.append(f"refusals: {q['refusals']:,} ({q['refusal_rate']:.1%}), not counted in groundedness")
+    lines.append(f"feedback: {f['right']:,} right, {f['unsure']:,} unsure, {f['wrong']:,} wrong")
+    a = q.get("judge_agreement")
+    if a:
+        kappa = "-" if a["kappa"] is None else f"{a['kappa']:.2f}"
+        lines.append(f"judge and users agree on {a['agreeing']:,} of {a['answers']:,} answers "
+                     f"({a['share_agreeing']:.0%}), Cohen's kappa {kappa}")
+    return "\n".join(lines)
 
 
 def evaluation_line(e: dict, cur=None) -> str:
@@ -179,14 +190,16 @@ def quality_by_table(dim: str, rows: list[dict]) -> Table | None:
         return None
     t = Table(title=f"answer quality by {dim}", pad_edge=False, collapse_padding=True)
     t.add_column(dim, overflow="fold", max_width=20)
-    for col in ("queries", "scored", "grounded", "bad cites", "right", "wrong", "said"):
+    for col in ("queries", "scored", "grounded", "bad cites", "refused", "right", "wrong", "said"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in shown:
         t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}",
                   f"{r['scored']:,}", _share(r["groundedness"]), _share(r["invalid_citation_rate"]),
-                  f"{r['feedback_up']:,}", f"{r['feedback_down']:,}", f"{r['feedback_count']:,}")
-    t.caption = ("grounded = mean groundedness of the scored answers; bad cites = share citing what was not "
-                 "sent; said = feedback in all (unsure too); - = nothing scored")
+                  _share(r.get("refusal_rate")), f"{r['feedback_up']:,}", f"{r['feedback_down']:,}",
+                  f"{r['feedback_count']:,}")
+    t.caption = ("grounded = mean groundedness of the scored answers (refusals have none); bad cites = share "
+                 "citing what was not sent; refused = share that said the passages do not answer; said = "
+                 "feedback in all (unsure too); - = nothing scored")
     if dim == "model":
         t.caption += "; an answer is booked to the model that generated it"
     return t

@@ -1,7 +1,16 @@
 """Whether an answer was right, beside what it cost: signals computed from nothing but the answer and
-the passages sent (`signals`: groundedness, invalid citations, retrieval confidence). The tracer
-records them, the experiments' verdict reads them, the front doors show them.
+the passages sent, and an optional judge model off the answer's path.
 
-Import the module you need; this file only names them."""
+    signals   the answer's quality: groundedness, claims, refusal, invalid citations, retrieval confidence
+    claims    each sentence of an answer checked against the passages (citations, words, meaning)
+    meaning   modality, negation, comparison and numbers of a claim against its passage sentences
+    lexicon   the modal, negation and comparison words, and what a refusal says, in Chinese and English
+    numbers   amounts, durations, percentages ... in Arabic or Chinese numerals, normalised
+    units     the units claims and passages are compared in (CJK characters, English stems, digits)
+    review    what puts an answer on the review list
+    judge     an LLM judge grading a sample of live answers in the background
 
-__all__ = ["signals"]
+The tracer records them, the experiments' verdict reads them, the front doors show them. Import the
+module you need; this file only names them."""
+
+__all__ = ["claims", "judge", "lexicon", "meaning", "numbers", "review", "signals", "units"]

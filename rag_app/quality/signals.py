@@ -1,36 +1,30 @@
 """Quality signals of one answer, from nothing but the answer and the passages sent (no LLM, ~1 ms).
 
-- groundedness in [0, 1]: the share of the answer's sentences (claims) supported by the passages sent.
-  A sentence is supported when most of its character n-grams (bigrams for Chinese, 4-grams otherwise,
-  punctuation and citation marks left out) are found in a passage it cites, or, citing none, in any
-  passage sent. A sentence citing only passages never sent is unsupported whatever it says. An
+- claims: each sentence of the answer, checked against the passages (rag_app/quality/claims.py):
+  `{"text", "supported", "passage", "why"}`; a refusal sentence is listed with `supported` null.
+- refusal: the answer says only that the passages do not answer the question ("根据检索到的条文无法确定。",
+  "The passages do not say ..."): an honest refusal is not an ungrounded claim; its groundedness is null.
+- groundedness in [0, 1]: the share of the answer's claims (refusals left out) supported after every
+  check: found in a passage it cites (or any, citing none), its citations valid, its modality, negation
+  and numbers those of the passage sentences it matches. Null when the answer makes no claim. An
   extractive answer is grounded by construction (1.0).
 - invalid_citations: citation marks `[n]` that point at no passage sent, laws (《...》) and articles
-  (第N条, Chinese or Arabic numerals) that appear in none of the passages sent.
+  (第N条, Chinese or Arabic numerals) that appear in none of the passages sent nor their labels.
 - retrieval_confidence in [0, 1]: when the question names laws or articles, the share of them found
   in the passages sent, averaged with the top passage's score margin over the second; otherwise the
   margin alone. 0 when nothing was sent.
 
-Calibrated on constructed answers (tests/unit/test_quality.py): a sentence quoted from the passage it
-cites scores 1.0; a paraphrase that keeps the passage's terms >= 0.5; an invented claim citing a
-passage never sent 0.
+Measured on a labelled set of answers built from the corpus (bench/quality_detector.py, docs/quality.md).
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rag_app.quality.claims import CITE, LAW, REFUSAL_WHY, Claim, Passage, check_claims
 from rag_app.text.legal_numbers import find_article_refs
 
-SUPPORTED_AT = 0.5  # share of a sentence's n-grams found in a passage
-MIN_GRAMS = 3  # shorter fragments ("综上。") are not claims
-_CITE = re.compile(r"\[(\d{1,3})\]")
-_SENTENCE = re.compile(r"(?<=[。！？!?；;\n])|(?<=[.])\s+")
-_NOT_TEXT = re.compile(r"[\W_]+", re.UNICODE)
-_CJK = re.compile(r"[\u4e00-\u9fff]")
-_LAW = re.compile(r"《([^《》]{2,40})》")
-_PRC = "中华人民共和国"
+PRC = "中华人民共和国"
 
 
 @dataclass(frozen=True)
@@ -38,57 +32,50 @@ class Quality:
     groundedness: float | None
     invalid_citations: list[dict] = field(default_factory=list)
     retrieval_confidence: float | None = None
+    refusal: bool = False
+    claims: tuple[Claim, ...] = ()
 
     def as_json(self) -> dict:
         return {"groundedness": self.groundedness, "invalid_citations": list(self.invalid_citations),
-                "retrieval_confidence": self.retrieval_confidence}
+                "retrieval_confidence": self.retrieval_confidence, "refusal": self.refusal,
+                "claims": [c.as_json() for c in self.claims]}
 
 
-def _grams(text: str) -> set[str]:
-    flat = _NOT_TEXT.sub("", _CITE.sub("", text)).lower()
-    n = 2 if len(_CJK.findall(flat)) * 2 >= len(flat) else 4
-    return {flat[i:i + n] for i in range(len(flat) - n + 1)}
+def _passages(passages: Sequence[str], labels: Sequence[str]) -> list[Passage]:
+    return [Passage(p, labels[i] if i < len(labels) else "") for i, p in enumerate(passages)]
 
 
-def sentences(answer: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(answer) if s and s.strip()]
-
-
-def support(sentence: str, passages: Sequence[str]) -> float:
-    """The largest share of the sentence's n-grams one of the passages holds."""
-    grams = _grams(sentence)
-    if not grams:
-        return 1.0
-    best = 0.0
-    for p in passages:
-        best = max(best, len(grams & _grams(p)) / len(grams))
-    return best
-
-
-def groundedness(answer: str, passages: Sequence[str]) -> float | None:
-    claims = [s for s in sentences(answer) if len(_grams(s)) >= MIN_GRAMS]
-    if not claims:
+def grounded_share(claims: Sequence[Claim]) -> float | None:
+    """The share of claims supported, refusals left out; None when there is no claim."""
+    checked = [c for c in claims if c.supported is not None]
+    if not checked:
         return None
-    supported = 0
-    for s in claims:
-        cited = [int(n) for n in _CITE.findall(s)]
-        pool = [passages[n - 1] for n in cited if 1 <= n <= len(passages)] if cited else list(passages)
-        supported += bool(pool) and support(s, pool) >= SUPPORTED_AT
-    return round(supported / len(claims), 4)
+    return round(sum(c.supported is True for c in checked) / len(checked), 4)
+
+
+def is_refusal_answer(claims: Sequence[Claim]) -> bool:
+    """The answer says the passages do not answer, and claims nothing (advice to consult a lawyer beside
+    it is neither)."""
+    return any(c.why == REFUSAL_WHY for c in claims) and all(c.supported is None for c in claims)
+
+
+def groundedness(answer: str, passages: Sequence[str], labels: Sequence[str] = ()) -> float | None:
+    return grounded_share(check_claims(answer, _passages(passages, labels)))
 
 
 def _law_known(name: str, passages_text: str) -> bool:
-    short = name.removeprefix(_PRC)
+    short = name.removeprefix(PRC)
     return name in passages_text or short in passages_text
 
 
-def invalid_citations(answer: str, passages: Sequence[str], titles: Sequence[str] = ()) -> list[dict]:
+def invalid_citations(answer: str, passages: Sequence[str], titles: Sequence[str] = (),
+                      labels: Sequence[str] = ()) -> list[dict]:
     out: list[dict] = []
-    for n in sorted({int(n) for n in _CITE.findall(answer)}):
+    for n in sorted({int(n) for n in CITE.findall(answer)}):
         if not 1 <= n <= len(passages):
             out.append({"citation": f"[{n}]", "why": f"no passage {n} was sent ({len(passages)} were)"})
-    text = "\n".join([*passages, *titles])
-    for name in dict.fromkeys(_LAW.findall(answer)):
+    text = "\n".join([*passages, *titles, *labels])  # an article shown in a label was sent
+    for name in dict.fromkeys(LAW.findall(answer)):
         if not _law_known(name, text):
             out.append({"citation": f"《{name}》", "why": "a law named in none of the passages sent"})
     sent_articles = set(find_article_refs(text))
@@ -104,7 +91,7 @@ def retrieval_confidence(question: str, passages: Sequence[str], scores: Sequenc
     known = [s for s in scores if s is not None]
     margin = 1.0 if len(known) < 2 else max(0.0, min(1.0, (known[0] - known[1]) / max(abs(known[0]), 1e-9)))
     text = "\n".join(passages)
-    named = [("law", n) for n in dict.fromkeys(_LAW.findall(question))] + \
+    named = [("law", n) for n in dict.fromkeys(LAW.findall(question))] + \
             [("article", k) for k in dict.fromkeys(find_article_refs(question))]
     if not named:
         return round(margin, 4)
@@ -114,17 +101,22 @@ def retrieval_confidence(question: str, passages: Sequence[str], scores: Sequenc
 
 
 def score_answer(question: str, answer: str, mode: str, passages: Sequence[str],
-                 scores: Sequence[float | None] = (), titles: Sequence[str] = ()) -> Quality:
-    grounded = 1.0 if mode == "extractive" else groundedness(answer, passages)
-    return Quality(grounded, invalid_citations(answer, passages, titles),
-                   retrieval_confidence(question, passages, scores))
+                 scores: Sequence[float | None] = (), titles: Sequence[str] = (),
+                 labels: Sequence[str] = ()) -> Quality:
+    """Every signal of one answer. `labels`: each passage's label as the model saw it (《公司法》第五十七条)."""
+    confidence = retrieval_confidence(question, passages, scores)
+    if mode == "extractive":  # the passages' own text: grounded by construction, nothing to check
+        return Quality(1.0, invalid_citations(answer, passages, titles, labels), confidence)
+    claims = tuple(check_claims(answer, _passages(passages, labels), titles))
+    return Quality(grounded_share(claims), invalid_citations(answer, passages, titles, labels), confidence,
+                   is_refusal_answer(claims), claims)
 
 
 def quality_of(answer) -> Quality:
     """An Answer's signals (rag_app.core.types.Answer), from the passages it was given."""
-    from rag_app.query.answer import citation_for
+    from rag_app.query.answer import citation_for, passage_label
 
     ctx = answer.contexts
     return score_answer(answer.question, answer.text, answer.mode, [sc.chunk.text for sc in ctx],
                         [sc.rerank_score if sc.rerank_score is not None else sc.score for sc in ctx],
-                        titles=[citation_for(sc).law for sc in ctx])
+                        titles=[citation_for(sc).law for sc in ctx], labels=[passage_label(sc) for sc in ctx])

@@ -65,7 +65,8 @@ def test_ingest_ask_report(env, small_corpus, tmp_path):
         p2 = json.loads(rag(["ask", "一人有限责任公司是什么？", "--json"], llm_env).stdout)
     assert p2["mode"] == "llm" and "第五十七条" in p2["answer"]
     assert p["quality"]["groundedness"] == 1.0 and set(p2["quality"]) == {"groundedness", "invalid_citations",
-                                                                           "retrieval_confidence"}
+                                                                           "retrieval_confidence", "refusal", "claims"}
+    assert p2["quality"]["refusal"] is False and p2["quality"]["claims"][0]["text"] in p2["answer"]
     gens = [s for s in p2["stages"] if s["stage"] == "generate"]
     assert [(g["attempt"], g["status"]) for g in gens] == [(1, "retry"), (2, "ok")]
     assert gens[1]["cost_usd"] == pytest.approx(400 * 0.15e-6 + 60 * 0.6e-6, rel=1e-9)

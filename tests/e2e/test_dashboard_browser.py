@@ -92,11 +92,21 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 assert quality["scored_answers"] == 12 and 0 < quality["mean_groundedness"] <= 1
                 assert page.inner_text("#t-quality") == f"{100 * quality['mean_groundedness']:.1f}%"
                 assert "12 scored" in page.inner_text("#t-quality-more")
-                # to review: nobody said anything yet, so only answers grounded below half are listed
+                assert "0.0% refused" in page.inner_text("#t-refusals")
+                # to review: nobody said anything yet, so only answers grounded at most half (the fake's
+                # 第五十七条 [1] where passage [1] is another article) or citing what was not sent are listed
                 low = httpx.get(f"{url}/v1/review", headers={"Authorization": "Bearer tok"}).json()["answers"]
-                assert all(a["why"] == ["low_grounded"] and a["groundedness"] < 0.5 for a in low)
+                assert all(set(a["why"]) <= {"low_grounded", "invalid_citation"} and a["why"] for a in low)
+                assert all(a["groundedness"] is None or a["groundedness"] <= 0.5 or "invalid_citation" in a["why"]
+                           for a in low)
                 page.wait_for_selector("#review tbody tr" if low else "#review-none")
                 assert page.locator("#review tbody tr").count() == len(low)
+                if low:  # its page highlights the claim that is not supported, with the reason
+                    page.goto(f"{url}/dashboard?token=tok#/query/{low[0]['query_id']}")
+                    page.wait_for_selector("#q-claims li.unsupported")
+                    assert low[0]["claims"][0]["why"] in page.inner_text("#q-claims li.unsupported")
+                    page.goto(f"{url}/dashboard?token=tok#/")
+                    page.wait_for_selector("#review tbody tr")
                 # a reader marks an answer wrong with the buttons on its page, and says why
                 wrong = next(r["query_id"] for r in rows if r["query_id"] not in {a["query_id"] for a in low})
                 page.goto(f"{url}/dashboard?token=tok#/query/{wrong}")

@@ -15,8 +15,10 @@ Each request to /v1/chat/completions takes the next step of the script:
     Held(gate)                                                     answers once the test sets `gate` (an
                                                                    in-flight request, however busy the machine)
     Drop()                                                         closes the socket without answering
-When the script is exhausted it answers 200. Streaming requests get SSE: the content in chunks of
-CHUNK_CHARS characters, then (if the request asked with stream_options.include_usage) a usage chunk.
+When the script is exhausted it answers 200 with what `responder(body)` returns (a Reply written from the
+request itself: a scripted model that reads the prompt it is sent), or the default Reply. Streaming
+requests get SSE: the content in chunks of CHUNK_CHARS characters, then (if the request asked with
+stream_options.include_usage) a usage chunk.
 """
 from __future__ import annotations
 
@@ -92,8 +94,9 @@ class Drop:
 
 
 class FakeOpenAI:
-    def __init__(self):
+    def __init__(self, responder=None):
         self.script: list = []
+        self.responder = responder  # body -> Reply, when the script is exhausted
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         fake = self
@@ -108,7 +111,10 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with fake._lock:
                     fake.requests.append({"path": self.path, "body": body})
-                    step = fake.script.pop(0) if fake.script else Reply()
+                    step = fake.script.pop(0) if fake.script else None
+                if step is None:
+                    step = (fake.responder(body) if fake.responder and not self.path.endswith("/embeddings")
+                            else None) or Reply()
                 if self.path.endswith("/embeddings"):
                     return self._json(200, {"object": "list", "model": body.get("model"), "data": [
                         {"object": "embedding", "index": i, "embedding": [0.1, 0.2, 0.3]}

@@ -150,6 +150,23 @@ def test_a_failing_or_garbled_judge_never_fails_the_answer(judged):
     assert pool.base.judge.stats()["failed"] == 2
 
 
+def test_the_judge_waits_its_own_timeout_not_the_answers(judged):
+    """RAG_JUDGE_TIMEOUT_S: a judge slower than it times out (recorded, retried, counted), whatever the
+    answer's own, longer timeout; the answer never waits on it."""
+    from tests.fakes.openai_server import Slow
+
+    service, pool, _, judge = judged([Slow(1.5, GRADED), Slow(1.5, GRADED)], judge_timeout_s=0.3,
+                                     llm_timeout_s=30.0, llm_max_retries=1)
+    payload, r = service.answer(QueryRequest(Q))
+    assert payload["answer"]
+    pool.drain()
+    statuses = [x["status"] for x in rows(pool, "SELECT status FROM stage_calls WHERE query_id = ? ORDER BY attempt",
+                                          judge_run_id(r.query_id))]
+    assert statuses == ["timeout", "timeout"], statuses  # both attempts cut at 0.3 s, not 30
+    with Ledger.open(pool.settings.ledger) as ledger:
+        assert ledger.judge(r.query_id)["judge_score"] is None
+
+
 def test_a_full_queue_drops_the_judging_and_never_holds_the_answer(judged):
     gate = threading.Event()
     service, pool, _, judge = judged([Held(gate, GRADED), GRADED], judge_queue=1)

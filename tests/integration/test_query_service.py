@@ -99,9 +99,14 @@ def test_every_answer_carries_its_quality_signals(service_for):
     good, _ = service.answer(QueryRequest(Q))
     llm.script = [Reply(content=INVENTED)]
     bad, _ = service.answer(QueryRequest(Q))
-    assert set(good["quality"]) == {"groundedness", "invalid_citations", "retrieval_confidence"}
+    assert set(good["quality"]) == {"groundedness", "invalid_citations", "retrieval_confidence", "refusal", "claims"}
     assert good["quality"]["groundedness"] == 1.0 and good["quality"]["invalid_citations"] == []
+    assert [c["supported"] for c in good["quality"]["claims"]] == [True] and good["quality"]["refusal"] is False
     assert bad["quality"]["groundedness"] == 0.0
+    assert bad["quality"]["claims"][0]["why"].startswith("cites passage [7], which was not sent"), bad["quality"]
+    llm.script = [Reply(content="根据检索到的条文无法确定。")]
+    refused, _ = service.answer(QueryRequest("公司法对人工智能有什么规定？"))
+    assert (refused["quality"]["refusal"], refused["quality"]["groundedness"]) == (True, None)
     assert [c["citation"] for c in bad["quality"]["invalid_citations"]] == ["[7]", "《中华人民共和国劳动法》", "article 999"]
     assert 0 <= good["quality"]["retrieval_confidence"] <= 1
 
@@ -140,13 +145,15 @@ def test_reports_show_quality_and_feedback_beside_the_cost(service_for, tmp_path
         ledger.add_feedback(bad["query_id"], "u1", -1, "没有第九百九十九条", "2026-12-01T00:00:00+00:00")
         summary = ledger.quality_summary()
         assert summary == {"scored_answers": 2, "mean_groundedness": 0.5, "invalid_citation_rate": 0.5,
-                           "feedback": {"right": 0, "unsure": 0, "wrong": 1}}
+                           "refusals": 0, "refusal_rate": 0.0, "feedback": {"right": 0, "unsure": 0, "wrong": 1},
+                           "judge_agreement": None}
         text = io.StringIO()
         write_report(ledger, "table", text, Console(file=text, width=80), last=None, variant=None,
                      prices="original", table_rows=20)
         lines = text.getvalue().splitlines()
         assert "quality: 2 answers scored, groundedness 50%, 50.0% cite what was not sent" in lines
         assert "feedback: 0 right, 0 unsure, 1 wrong" in lines and max(map(len, lines)) <= 80
+        assert "refusals: 0 (0.0%), not counted in groundedness" in lines
         js = io.StringIO()
         write_report(ledger, "json", js, Console(file=io.StringIO()), last=None, variant=None, prices="original",
                      table_rows=20)

@@ -352,9 +352,10 @@ def test_quality_rides_on_every_front_door(indexed):
         streamed = httpx.post(f"{url}/v1/ask", json={"question": "一人有限责任公司是什么？", "stream": True},
                               timeout=HANG_S).text
     for q in (asked["quality"], chat["quality"]):
-        assert set(q) == {"groundedness", "invalid_citations", "retrieval_confidence"} and q["groundedness"] == 1.0
+        assert set(q) == {"groundedness", "invalid_citations", "retrieval_confidence", "refusal", "claims"}
+        assert q["groundedness"] == 1.0 and [c["supported"] for c in q["claims"]] == [True]
     answer_event = [json.loads(line[6:]) for line in streamed.splitlines() if line.startswith("data: ")][-1]
-    assert answer_event["quality"]["groundedness"] == 1.0
+    assert answer_event["quality"]["groundedness"] == 1.0 and answer_event["quality"]["claims"] == asked["quality"]["claims"]
 
 
 def test_users_can_say_an_answer_was_wrong(indexed, tmp_path):
@@ -412,4 +413,4 @@ def test_the_audits_cheaper_arm_that_invents_an_article_is_rolled_back_over_http
     assert t["cost_per_query"]["mean"] < 0.9 * c["cost_per_query"]["mean"]  # cost alone would promote
     assert c["quality"]["groundedness"] == 1.0 and t["quality"]["groundedness"] == 0.0
     assert t["quality"]["invalid_citation_rate"] == 1.0 and min(c["quality"]["scored"], t["quality"]["scored"]) >= 30
-    assert res["verdict"] == "roll back" and res["decided_by"] == "quality", res["reason"]
+    assert res["verdict"] == "roll back" and res["decided_by"] == "groundedness", res["reason"]

@@ -132,7 +132,8 @@ def test_cli_compare_shows_answer_quality_beside_cost_within_80_columns(tmp_path
     assert res.exit_code == 0, res.output
     assert max(len(line) for line in res.output.splitlines()) <= 80
     text = " ".join(res.output.replace("│", " ").split())
-    assert "answer quality" in text and "treatment 200 50.0% 100.0% -0.75 -" in text  # scored, grounded, ...
+    # scored, grounded, bad cites, refused, feedback, judge, faithful
+    assert "answer quality" in text and "treatment 200 50.0% 100.0% - -0.75 - -" in text
     assert "groundedness guardrail" in text and "invalid_citation_rate guardrail" in text
     assert "feedback_score guardrail" not in text  # feedback in one arm only: nothing to compare
     assert "verdict: roll back" in text

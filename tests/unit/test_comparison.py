@@ -218,10 +218,12 @@ def test_a_cheaper_arm_whose_answers_invent_articles_is_rolled_back_not_promoted
     seed_quality(conn, "a", 100, 1.0, 0)
     seed_quality(conn, "b", 100, 0.0, 3)
     res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
-    assert res["verdict"] == "roll back" and res["decided_by"] == "quality", res["reason"]
-    assert "groundedness 100% -> 0%" in res["reason"] and "invalid citation" in res["reason"]
+    # rolled back by the groundedness guardrail: its anytime-valid interval lies wholly beyond the margin
+    assert res["verdict"] == "roll back" and res["decided_by"] == "groundedness", res["reason"]
+    assert "groundedness is lower in treatment by more than its margin" in res["reason"]
     assert res["arms"]["treatment"]["quality"] == {"scored": 100, "groundedness": 0.0, "invalid_citation_rate": 1.0,
-                                                    "feedback_score": None, "judge_score": None}
+                                                    "refusal_rate": None, "feedback_score": None, "judge_score": None,
+                                                    "judge_faithfulness": None}
     # each quality metric with data is a guardrail, with its direction and margin, beside cost
     grounded = res["metrics"]["groundedness"]
     assert grounded["role"] == "guardrail" and grounded["better"] == "higher" and grounded["margin"] == 0.05
@@ -309,3 +311,98 @@ def test_a_replay_whose_treatment_answers_are_less_grounded_is_not_promoted_on_c
     assert replay_verdict(guard, 5, grounded_ci=mixed, **ask)[0] == "hold"
     slight = paired_bootstrap([-0.02, 0.0, -0.04, 0.0])  # within the 5-point margin
     assert replay_verdict(guard, 5, grounded_ci=slight, **ask)[0] == "promote"
+
+
+def seed_grounded(conn, variant, n, p, rng, refusals=0.0):
+    """n answers of one arm: each grounded (1.0) with chance p, else 0.0; a share `refusals` refused instead."""
+    for i in range(n):
+        qid = f"live-{variant}{i}"
+        refused = rng.random() < refusals
+        rows = [("invalid_citations", 0), ("refusal", float(refused))]
+        if not refused:
+            rows.append(("groundedness", float(rng.random() < p)))
+        for metric, value in rows:
+            conn.execute("INSERT INTO query_quality (query_id, metric, source, value, recorded_at) "
+                         "VALUES (?, ?, 'local', ?, 't')", (qid, metric, value))
+    conn.commit()
+
+
+def test_the_30_answer_point_gate_holds_a_cheaper_arm_and_never_rolls_it_back(tmp_path):
+    """40 answers a side, the treatment 40% cheaper and 15 points less grounded by its point estimate, but
+    its anytime-valid interval still reaches inside the margin: the evidence is enough to wait, not to
+    roll back (0.9 rolled back here on the point estimate while the reason said "hold")."""
+    from rag_app.experiments.verdict import agrees
+
+    rng = random.Random(4)
+    conn = seed_ledger(tmp_path / "l.sqlite", [int(rng.gauss(1000, 50)) for _ in range(40)],
+                       [int(rng.gauss(600, 50)) for _ in range(40)])
+    seed_grounded(conn, "a", 40, 0.95, rng)
+    seed_grounded(conn, "b", 40, 0.80, rng)
+    res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
+    g = res["metrics"]["groundedness"]
+    assert g["diff"] < -0.05 and g["low"] < -0.05 < g["high"], g  # beyond the margin by its point, not its interval
+    assert res["verdict"] == "hold" and res["decided_by"] in ("groundedness", "quality"), res["reason"]
+    assert agrees(res["verdict"], res["reason"]), res["reason"]
+
+
+def test_a_quality_guardrail_rolls_back_once_its_interval_lies_beyond_the_margin(tmp_path):
+    from rag_app.experiments.verdict import agrees
+
+    rng = random.Random(5)
+    conn = seed_ledger(tmp_path / "l.sqlite", [int(rng.gauss(1000, 50)) for _ in range(300)],
+                       [int(rng.gauss(600, 50)) for _ in range(300)])
+    seed_grounded(conn, "a", 300, 0.95, rng)
+    seed_grounded(conn, "b", 300, 0.40, rng)
+    res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
+    assert res["metrics"]["groundedness"]["high"] < -0.05
+    assert (res["verdict"], res["decided_by"]) == ("roll back", "groundedness") and agrees("roll back", res["reason"])
+
+
+def test_refusing_more_is_weighed_by_the_refusal_rate_with_its_own_margin(tmp_path):
+    """An arm that refuses honestly (groundedness null for those answers) is not less grounded; its refusal
+    rate is a guardrail of its own, direction lower, margin max_refusal_rate_increase."""
+    rng = random.Random(6)
+    conn = seed_ledger(tmp_path / "l.sqlite", [int(rng.gauss(1000, 50)) for _ in range(300)],
+                       [int(rng.gauss(600, 50)) for _ in range(300)])
+    seed_grounded(conn, "a", 300, 1.0, rng, refusals=0.02)
+    seed_grounded(conn, "b", 300, 1.0, rng, refusals=0.45)
+    res = compare_live(conn, Experiment("e", "a", "b", 50, "s"))
+    assert res["arms"]["treatment"]["quality"]["groundedness"] == 1.0  # refusals are not ungrounded
+    r = res["metrics"]["refusal_rate"]
+    assert (r["better"], r["margin"], r["status"]) == ("lower", 0.05, "worse"), r
+    assert (res["verdict"], res["decided_by"]) == ("roll back", "refusal_rate"), res["reason"]
+    wide = compare_live(conn, Experiment("e", "a", "b", 50, "s", guardrails={"max_refusal_rate_increase": 0.6}))
+    assert wide["metrics"]["refusal_rate"]["margin"] == 0.6 and wide["verdict"] == "promote", wide["reason"]
+
+
+def test_judge_faithfulness_is_a_guardrail_of_its_own(tmp_path):
+    """A half-invented but on-topic arm: faithfulness falls by half while relevance holds, so the mean
+    judge_score falls by a quarter; judge_faithfulness sees all of it."""
+    rng = random.Random(7)
+    conn = seed_ledger(tmp_path / "l.sqlite", [int(rng.gauss(1000, 50)) for _ in range(200)],
+                       [int(rng.gauss(600, 50)) for _ in range(200)])
+    for variant, faith in (("a", 0.95), ("b", 0.45)):
+        for i in range(200):
+            f = min(1.0, max(0.0, rng.gauss(faith, 0.05)))
+            for metric, value in (("faithfulness", f), ("relevance", 0.9), ("judge_score", (f + 0.9) / 2)):
+                conn.execute("INSERT INTO query_quality (query_id, metric, source, value, recorded_at) "
+                             "VALUES (?, ?, 'judge', ?, 't')", (f"live-{variant}{i}", metric, value))
+    conn.commit()
+    res = compare_live(conn, Experiment("e", "a", "b", 50, "s", analysis={"guardrail_metrics": ["judge_faithfulness"]}))
+    assert res["arms"]["treatment"]["quality"]["judge_faithfulness"] == pytest.approx(0.45, abs=0.02)
+    assert res["metrics"]["judge_faithfulness"]["status"] == "worse"
+    assert (res["verdict"], res["decided_by"]) == ("roll back", "judge_faithfulness"), res["reason"]
+
+
+@pytest.mark.parametrize("verdict,reason,ok", [
+    ("roll back", "cost per query is lower (...), but groundedness moved -15.00 pts, beyond its tolerance 5.00 pts: hold",
+     False),  # what 0.9 printed
+    ("hold", "answers look worse: groundedness 95% -> 80% (point estimates, not yet established), so the treatment waits",
+     True),
+    ("promote", "cost per query falls by >= 10.0%, ...; every guardrail within its tolerance", True),
+    ("promote", "cost per query falls; guardrails hold", False),
+])
+def test_a_reason_never_names_another_verdict(verdict, reason, ok):
+    from rag_app.experiments.verdict import agrees
+
+    assert agrees(verdict, reason) is ok

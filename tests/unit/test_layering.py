@@ -112,7 +112,7 @@ MAY_IMPORT = {
     "app": {"core", "text", "config", "models", "store", "ingest", "query", "chains", "tracing",
             "quality"},  # quality: the composition root starts the judge's worker (RAG_JUDGE_MODEL)
     "service": {"core", "text", "config", "models", "store", "ingest", "query", "present", "experiments",
-                "spend", "app", "tracing", "access"},
+                "spend", "app", "tracing", "access", "quality"},  # quality: the review list's thresholds
     "cli": {"core", "text", "config", "store", "chunking", "query", "evaluation", "experiments", "present",
             "spend", "service", "app", "tracing", "access"},
 }

@@ -28,3 +28,21 @@ def test_marked_wrong_or_low_grounded_newest_first_each_saying_why(tmp_path):
         ("q4", ["low_grounded"]), ("q2", ["marked_wrong"]), ("q1", ["low_grounded"])]
     assert review[1]["comment"] == "引用的条文不对" and review[1]["groundedness"] == 0.9
     assert [a["query_id"] for a in narrow] == ["q2", "q1"]  # 0.49 is not below 0.3
+
+
+def test_the_threshold_is_inclusive_and_a_refusal_is_never_ungrounded(tmp_path):
+    """A true claim and an invented one score exactly 0.5: listed (0.9's strict threshold hid them). A
+    refusal has no groundedness and appears only in the refusals' own list."""
+    L = SqlLedger(tmp_path / "ledger.sqlite")
+    for qid, metric, value in (("half", "groundedness", 0.5), ("half", "refusal", 0.0), ("refused", "refusal", 1.0),
+                               ("fine", "groundedness", 0.51), ("fine", "refusal", 0.0)):
+        L.execute("INSERT OR IGNORE INTO queries (query_id, kind, status, started_at) VALUES (?, 'query', 'ok', ?)",
+                  (qid, f"2026-12-01T{len(qid):02d}:00:00.000+00:00"))
+        L.execute("INSERT INTO query_quality (query_id, metric, source, value, recorded_at) VALUES (?, ?, 'local', ?, 't')",
+                  (qid, metric, value))
+    L.commit()
+    try:
+        assert [(a["query_id"], a["why"]) for a in L.to_review(0.5, 50)] == [("half", ["low_grounded"])]
+        assert [(a["query_id"], a["why"]) for a in L.to_review(0.5, 50, refusals=True)] == [("refused", ["refusal"])]
+    finally:
+        L.close()

@@ -72,3 +72,16 @@ def test_step_codes_on_arrays_match_one_ramp_at_a_time():
                         verdict={"verdict": names[int(verdicts[i])], "decided_by": "x", "reason": "r"},
                         srm_level="alert" if srm[i] else "ok")
         assert d.rollout_pct == new[i]
+
+
+def test_a_verdict_held_by_a_guardrail_keeps_the_ramp_where_it_is_in_its_own_words():
+    """The 30-answer point gate (or any guardrail trending worse) holds the verdict: the ramp stays, and its
+    log quotes the verdict instead of saying no guardrail crossed."""
+    held = {"verdict": "hold", "decided_by": "groundedness", "metrics": {"groundedness": {"role": "guardrail"}},
+            "reason": "cost per query is lower (...), but groundedness moved -15.00 pts, beyond its tolerance"}
+    d = decide_step(RAMP, 10, control_queries=4500, treatment_queries=600, verdict=held)
+    assert (d.action, d.rollout_pct) == ("stay", 10)
+    assert d.reason == f"stay at 10%: the verdict is hold: {held['reason']}"
+    gate = {**held, "decided_by": "quality"}
+    assert decide_step(RAMP, 10, control_queries=4500, treatment_queries=600, verdict=gate).action == "stay"
+    assert decide_step(RAMP, 10, control_queries=4500, treatment_queries=600, verdict=HOLDING).action == "advance"

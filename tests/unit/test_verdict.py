@@ -133,3 +133,26 @@ def test_judge_on_arrays_matches_one_experiment_at_a_time(rng):
     one = [judge(Plan(), d, srm_p=s) for d, s in zip(datas, srm)]
     assert list(together.verdict) == [int(j.verdict) for j in one] == [PROMOTE, ROLL_BACK, ROLL_BACK, HOLD, HOLD, HOLD]
     assert list(together.decided_by) == [int(j.decided_by) for j in one]
+
+
+def test_every_verdicts_reason_speaks_only_of_that_verdict():
+    """Across outcomes (promote, hold on a trend, hold unclear, hold on a mismatch, roll back on a guardrail or
+    on the primary), the reason never names another verdict: the JSON, `rag experiment compare`, the dashboard
+    and the ramp log say one thing."""
+    from rag_app.experiments.verdict import agrees
+
+    seen = set()
+    quality = frozenset({"groundedness", "refusal_rate"})
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        drop = rng.choice([0.5, 1.0, 1.3])
+        data = arms(rng, n=400, cost=(1e-3, 1e-3 * drop), errors=(0.02, rng.choice([0.02, 0.06])))
+        pc, pt = 0.95, rng.choice([0.95, 0.85, 0.4])
+        data["groundedness"] = (Moments.rate(int(pc * 400), 400), Moments.rate(int(pt * 400), 400))
+        data["refusal_rate"] = (Moments.rate(8, 400), Moments.rate(int(rng.choice([8, 30])), 400))
+        plan = Plan.of(None, None, quality_data=quality)
+        for srm in (None, 1e-6):
+            res = verdict(plan, data, srm_p=srm)
+            seen.add((res["verdict"], res["decided_by"] in plan.guardrails))
+            assert agrees(res["verdict"], res["reason"]), (res["verdict"], res["reason"])
+    assert {"promote", "hold", "roll back"} <= {v for v, _ in seen}

@@ -19,7 +19,7 @@ from rag_app.core.money import usd_json
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import query_feedback, query_quality, query_totals, report_rollup
 
-QUALITY_FIELDS = ("scored", "groundedness", "invalid_citation_rate", "feedback_up", "feedback_down",
+QUALITY_FIELDS = ("scored", "groundedness", "invalid_citation_rate", "refusal_rate", "feedback_up", "feedback_down",
                   "feedback_count")
 _NONE = dict.fromkeys(QUALITY_FIELDS)  # nothing known (a ledger before quality was kept): null, never 0
 
@@ -32,25 +32,28 @@ def _key(dim: str) -> ColumnElement | None:
 
 def grouped(db: Connection, keys: list[ColumnElement], where: list[ColumnElement]) -> dict[tuple, dict]:
     """{key tuple: quality fields} of the queries (query_totals rows `where` selects) per `keys`: answers
-    scored, mean groundedness (over those with a claim), share with an invalid citation, feedback up
-    (right), down (wrong) and count (every word, unsure too). A group nobody scored or rated is absent."""
+    scored, mean groundedness (over those with a claim), share with an invalid citation, share that
+    refused (of those scored since refusals are kept; null before), feedback up (right), down (wrong) and
+    count (every word, unsure too). A group nobody scored or rated is absent."""
     t, q, f = query_totals, query_quality, query_feedback
     scope = [t.c.kind == "query", *where]
     out: dict[tuple, dict] = {}
     signals = (select(*keys, q.c.metric, func.count(q.c.value), func.sum(q.c.value),
                       func.sum(case((q.c.value > 0, 1), else_=0)))
                .select_from(q.join(t, t.c.query_id == q.c.query_id))
-               .where(q.c.source == "local", q.c.metric.in_(("groundedness", "invalid_citations")),
+               .where(q.c.source == "local", q.c.metric.in_(("groundedness", "invalid_citations", "refusal")),
                       q.c.value.is_not(None), *scope)
                .group_by(*keys, q.c.metric))
     n = len(keys)
     for row in db.execute(signals):
         k, (metric, count, total, bad) = tuple(row[:n]), row[n:]
         g = out.setdefault(k, {"scored": 0, "groundedness": None, "invalid_citation_rate": None,
-                               "feedback_up": 0, "feedback_down": 0, "feedback_count": 0})
+                               "refusal_rate": None, "feedback_up": 0, "feedback_down": 0, "feedback_count": 0})
         count = int(number(count))
         if metric == "groundedness" and count:
             g["groundedness"] = round(float(number(total)) / count, 4)
+        elif metric == "refusal" and count:
+            g["refusal_rate"] = round(int(number(bad)) / count, 4)
         elif metric == "invalid_citations":
             g["scored"] = count
             g["invalid_citation_rate"] = round(int(number(bad)) / count, 4) if count else None
@@ -59,7 +62,7 @@ def grouped(db: Connection, keys: list[ColumnElement], where: list[ColumnElement
             .select_from(f.join(t, t.c.query_id == f.c.query_id)).where(*scope).group_by(*keys))
     for row in db.execute(said):
         k, (up, down, count) = tuple(row[:n]), row[n:]
-        g = out.setdefault(k, {"scored": 0, "groundedness": None, "invalid_citation_rate": None})
+        g = out.setdefault(k, {"scored": 0, "groundedness": None, "invalid_citation_rate": None, "refusal_rate": None})
         g.update(feedback_up=int(number(up)), feedback_down=int(number(down)), feedback_count=int(number(count)))
     return out
 
@@ -76,8 +79,8 @@ def by_quality(db: Connection, dim: str, variant: str | None = None) -> dict[Any
 
 def blank(known: bool) -> dict:
     """A group with no scored answer and no feedback: counts 0 when quality is kept, else null."""
-    return ({"scored": 0, "groundedness": None, "invalid_citation_rate": None, "feedback_up": 0,
-             "feedback_down": 0, "feedback_count": 0} if known else dict(_NONE))
+    return ({"scored": 0, "groundedness": None, "invalid_citation_rate": None, "refusal_rate": None,
+             "feedback_up": 0, "feedback_down": 0, "feedback_count": 0} if known else dict(_NONE))
 
 
 def over_time(db: Connection, since: str, until: str, variant: str | None = None) -> list[dict]:

@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, and_, case, cast, distinct, func, insert, or_, select, union
+from sqlalchemy import Engine, and_, case, cast, distinct, func, insert, or_, select
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.errors import RagError
 from rag_app.core.usage import JUDGE_KIND, judge_run_id
 from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target
-from tracing.ledger import budgets, keys, quality_groups, reports, rollups, views
+from tracing.ledger import budgets, keys, quality_groups, reports, review, rollups, views
 from tracing.ledger.engine import (
     Bounds,
     config_error,
@@ -196,33 +196,42 @@ class Ledger:
         means = {m: moments[m][1] / moments[m][0] if m in moments else None for m in QUALITY_METRICS}
         return {"scored": moments.get("invalid_citation_rate", (0,))[0], **means, "_moments": moments}
 
-    def quality_summary(self, variant: str | None = None) -> dict:
+    def quality_summary(self, variant: str | None = None, judge_right_above: float = 0.5) -> dict:
         """Every scored answer (source `local`) and users' feedback, optionally of one variant: what
-        `rag report` and /v1/reports/summary show beside the cost."""
+        `rag report` and /v1/reports/summary show beside the cost; the refusal rate (over answers scored
+        since refusals were kept); and how often the judge agrees with users where both graded an answer."""
         f, t = query_feedback, queries
         ids = select(t.c.query_id).where(t.c.kind == "query", *([t.c.variant == variant] if variant else []))
         with self._read() as db:
-            scored, grounded, invalid = _quality_of(db, ids)
+            m = _quality_moments(db, ids)
             said = dict(db.execute(select(f.c.score, func.count()).where(f.c.query_id.in_(ids))
                                    .group_by(f.c.score)).all())
-        return {"scored_answers": scored, "mean_groundedness": None if grounded is None else round(grounded, 4),
-                "invalid_citation_rate": None if invalid is None else round(invalid, 4),
+            agreement = review.judge_agreement(db, ids, right_above=judge_right_above)
+        refused = m.get("refusal_rate")
+        return {"scored_answers": m["invalid_citation_rate"][0] if "invalid_citation_rate" in m else 0,
+                "mean_groundedness": _mean(m, "groundedness"), "invalid_citation_rate": _mean(m, "invalid_citation_rate"),
+                "refusals": int(refused[1]) if refused else 0, "refusal_rate": _mean(m, "refusal_rate"),
                 "feedback": {"right": int(said.get(1, 0)), "unsure": int(said.get(0, 0)),
-                             "wrong": int(said.get(-1, 0))}}
+                             "wrong": int(said.get(-1, 0))},
+                "judge_agreement": agreement}
 
     def quality(self, query_id: str) -> dict | None:
         """The answer's quality signals as the answer showed them ({groundedness, invalid_citations (the
-        list), retrieval_confidence}; source `local`), or None when none were recorded (an error, a
-        query before m013)."""
+        list), retrieval_confidence, refusal, claims (the list)}; source `local`), or None when none were
+        recorded (an error, a query before m013). `refusal` and `claims` are null for an answer scored
+        before they were kept."""
         q = query_quality
         with self._read() as db:
             rows = db.execute(select(q.c.metric, q.c.value, q.c.detail)
                               .where(q.c.query_id == query_id, q.c.source == "local")).all()
         if not rows:
             return None
-        out: dict = {"groundedness": None, "invalid_citations": [], "retrieval_confidence": None}
+        out: dict = {"groundedness": None, "invalid_citations": [], "retrieval_confidence": None, "refusal": None,
+                     "claims": None}
         for metric, value, detail in rows:
             out[metric] = json.loads(detail) if detail is not None else value
+        if out["refusal"] is not None:
+            out["refusal"] = bool(out["refusal"])
         return out
 
     def judge(self, query_id: str) -> dict | None:
@@ -595,30 +604,14 @@ class Ledger:
                 .select_from(f.outerjoin(t, t.c.query_id == f.c.query_id))
                 .where(f.c.score == score).order_by(f.c.recorded_at.desc()).limit(limit)).mappings()]
 
-    def to_review(self, grounded_below: float = 0.5, limit: int = 50) -> list[dict]:
-        """The review list: answers users marked wrong or whose groundedness is below `grounded_below`,
-        newest first, each saying why (`marked_wrong`, `low_grounded`) with the users' comments."""
-        f, t, q = query_feedback, queries, query_quality
-        low = select(q.c.query_id).where(q.c.metric == "groundedness", q.c.source == "local",
-                                         q.c.value < grounded_below)
-        wrong = select(f.c.query_id).where(f.c.score == -1)
-        ids = union(low, wrong).subquery("review_ids")
-        grounded = (select(q.c.value).where(q.c.query_id == t.c.query_id, q.c.metric == "groundedness",
-                                            q.c.source == "local").scalar_subquery())
-        said_wrong = select(func.count()).where(f.c.query_id == t.c.query_id, f.c.score == -1).scalar_subquery()
-        comment = select(func.max(f.c.comment)).where(f.c.query_id == t.c.query_id, f.c.score == -1).scalar_subquery()
+    def to_review(self, grounded_below: float = 0.5, limit: int = 50, *, judge_below: float = 0.5,
+                  refusals: bool = False) -> list[dict]:
+        """The review list: answers users marked wrong, grounded at most `grounded_below`, citing what was
+        not sent, or judged faithful at most `judge_below`, newest first, each saying why (`marked_wrong`,
+        `low_grounded`, `invalid_citation`, `judge_unfaithful`) with its unsupported claims and the users'
+        comment. `refusals`: the answers that refused instead (why `refusal`)."""
         with self._read() as db:
-            rows = db.execute(
-                select(t.c.query_id, t.c.question, t.c.variant, t.c.started_at, grounded.label("groundedness"),
-                       said_wrong.label("marked_wrong"), comment.label("comment"))
-                .join_from(ids, t, t.c.query_id == ids.c.query_id)
-                .order_by(t.c.started_at.desc()).limit(limit)).mappings().all()
-        out = []
-        for r in rows:
-            why = (["marked_wrong"] if r["marked_wrong"] else []) + (
-                ["low_grounded"] if r["groundedness"] is not None and r["groundedness"] < grounded_below else [])
-            out.append({**r, "why": why})
-        return out
+            return review.to_review(db, grounded_below, judge_below, limit, refusals)
 
     def feedback(self, query_id: str) -> list[dict]:
         f = query_feedback
@@ -722,26 +715,32 @@ def _translated(target: LedgerTarget, e: BaseException) -> Exception:
 
 
 # the quality metrics an experiment can be judged by (rag_app/experiments/verdict.py QUALITY)
-QUALITY_METRICS = ("groundedness", "invalid_citation_rate", "feedback_score", "judge_score")
+QUALITY_METRICS = ("groundedness", "invalid_citation_rate", "refusal_rate", "feedback_score", "judge_score",
+                   "judge_faithfulness")
+_JUDGE_METRICS = {"judge_score": "judge_score", "faithfulness": "judge_faithfulness"}
 
 
 def _quality_moments(db, ids) -> dict[str, tuple[int, float, float]]:
     """(n, sum, sum of squares) per quality metric of the queries `ids` selects, for those with data:
-    groundedness and invalid citations (0/1: any) from the local signals, the judge's score, users'
-    feedback (-1..1). Two grouped reads, for an experiment's arm and for the reports."""
+    groundedness (refusals have none), invalid citations (0/1: any) and refusals (0/1) from the local
+    signals, the judge's score and faithfulness, users' feedback (-1..1). Two grouped reads, for an
+    experiment's arm and for the reports."""
     q, f = query_quality, query_feedback
-    wanted = or_(and_(q.c.source == "local", q.c.metric.in_(("groundedness", "invalid_citations"))),
-                 and_(q.c.source == "judge", q.c.metric == "judge_score"))
+    wanted = or_(and_(q.c.source == "local", q.c.metric.in_(("groundedness", "invalid_citations", "refusal"))),
+                 and_(q.c.source == "judge", q.c.metric.in_(tuple(_JUDGE_METRICS))))
     out: dict[str, tuple[int, float, float]] = {}
-    for metric, n, s1, s2, bad in db.execute(
-            select(q.c.metric, func.count(q.c.value), func.sum(q.c.value), func.sum(q.c.value * q.c.value),
-                   func.sum(case((q.c.value > 0, 1), else_=0)))
-            .where(q.c.query_id.in_(ids), q.c.value.is_not(None), wanted).group_by(q.c.metric)):
+    for source, metric, n, s1, s2, bad in db.execute(
+            select(q.c.source, q.c.metric, func.count(q.c.value), func.sum(q.c.value),
+                   func.sum(q.c.value * q.c.value), func.sum(case((q.c.value > 0, 1), else_=0)))
+            .where(q.c.query_id.in_(ids), q.c.value.is_not(None), wanted).group_by(q.c.source, q.c.metric)):
         n = int(number(n))
         if metric == "invalid_citations":  # the rate of answers with at least one
             out["invalid_citation_rate"] = (n, float(number(bad)), float(number(bad)))
+        elif metric == "refusal":
+            out["refusal_rate"] = (n, float(number(bad)), float(number(bad)))
         elif n:
-            out[metric] = (n, float(number(s1)), float(number(s2)))
+            out[_JUDGE_METRICS.get(metric, metric) if source == "judge" else metric] = (
+                n, float(number(s1)), float(number(s2)))
     n, s1, s2 = db.execute(select(func.count(f.c.score), func.sum(f.c.score), func.sum(f.c.score * f.c.score))
                            .where(f.c.query_id.in_(ids))).one()
     if n:
@@ -749,8 +748,6 @@ def _quality_moments(db, ids) -> dict[str, tuple[int, float, float]]:
     return out
 
 
-def _quality_of(db, ids) -> tuple[int, float | None, float | None]:
-    """(answers scored, mean groundedness, share with an invalid citation) of the queries `ids` selects."""
-    m = _quality_moments(db, ids)
-    g, inv = m.get("groundedness"), m.get("invalid_citation_rate")
-    return (inv[0] if inv else 0, g[1] / g[0] if g else None, inv[1] / inv[0] if inv else None)
+def _mean(moments: dict, metric: str) -> float | None:
+    n = moments.get(metric)
+    return round(n[1] / n[0], 4) if n and n[0] else None

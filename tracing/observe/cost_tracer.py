@@ -199,15 +199,20 @@ class CostTracer(BaseCallbackHandler):
 
 
 def _quality_rows(query_id: str, quality: dict, *, source: str = "local", details: dict | None = None) -> list[dict]:
-    """One query_quality row per signal; invalid citations count, their list in detail; `details`: a
+    """One query_quality row per signal; invalid citations count, their list in detail; the claims count
+    those not supported (refusals are neither), their list in detail; a refusal is 1, else 0; `details`: a
     metric's detail (JSON) when the quality gives one (the judge's reason, model and prompt version)."""
     at = utcnow()
     rows = []
     for metric, value in quality.items():
         detail = (details or {}).get(metric)
         detail = None if detail is None else json.dumps(detail, ensure_ascii=False)
-        if isinstance(value, list):
+        if metric == "claims" and isinstance(value, list):
+            value, detail = sum(c.get("supported") is False for c in value), json.dumps(value, ensure_ascii=False)
+        elif isinstance(value, list):
             value, detail = len(value), json.dumps(value, ensure_ascii=False)
+        elif isinstance(value, bool):
+            value = float(value)
         rows.append({"query_id": query_id, "metric": metric, "source": source, "value": value,
                      "detail": detail, "recorded_at": at})
     return rows

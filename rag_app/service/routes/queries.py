@@ -7,6 +7,7 @@ from fastapi import APIRouter, HTTPException, Query
 from rag_app.access.keys import Principal
 from rag_app.access.rights import check_admin, seen_user, user_for
 from rag_app.core.money import usd_json
+from rag_app.quality.review import JUDGE_REVIEW_AT, REVIEW_AT
 from rag_app.service.deps import Authed, Caller, ServiceState, Svc
 from rag_app.service.inputs import FeedbackRequest, Timestamp
 from tracing.ledger import stage_json
@@ -59,12 +60,17 @@ def review(svc: Svc, who: Caller, score: int = Query(-1, ge=-1, le=1), limit: in
 
 
 @router.get("/v1/review")
-def to_review(svc: Svc, who: Caller, grounded_below: float = Query(0.5, ge=0, le=1),
+def to_review(svc: Svc, who: Caller, grounded_below: float = Query(REVIEW_AT, ge=0, le=1),
+              judge_below: float = Query(JUDGE_REVIEW_AT, ge=0, le=1), refusals: bool = False,
               limit: int = Query(50, ge=1, le=500)):
-    """What a reviewer should read first: answers users marked wrong or grounded below
-    `grounded_below`, newest first, each with why."""
+    """What a reviewer should read first (rag_app/quality/review.py): answers users marked wrong, grounded
+    at most `grounded_below`, citing what was not sent, or judged faithful at most `judge_below` (both
+    inclusive), newest first, each with why and its unsupported claims. `refusals=true`: the answers that
+    refused instead (never listed as ungrounded)."""
     check_admin(who, "the review list")
-    return {"grounded_below": grounded_below, "answers": svc.read(lambda L: L.to_review(grounded_below, limit))}
+    return {"grounded_below": grounded_below, "judge_below": judge_below, "refusals": refusals,
+            "answers": svc.read(lambda L: L.to_review(grounded_below, limit, judge_below=judge_below,
+                                                      refusals=refusals))}
 
 
 @router.post("/v1/queries/{query_id}/feedback")

@@ -1,0 +1,104 @@
+"""The numbers a claim states, normalised so a passage can be asked whether it states the same: amounts,
+durations, ages, counts, percentages and fractions, in Arabic or Chinese numerals (三十日 = 30日,
+5万元 = 50000元, 百分之二十 = 20%, 三分之二 = 2/3) or English words (thirty (30) days = 30 day).
+
+Ordinals of a law's parts (第三款, 第一项, 第X条) are references, not quantities: an article number is checked as a
+citation (rag_app/quality/claims.py), the others are left alone. A lone Chinese digit that is part of
+a word (统一, 一般, 一方) is not a number; with a unit (一人, 一年) it is.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rag_app.text.legal_numbers import cn_to_int
+
+_CN = "零〇一二两三四五六七八九十百千万亿"
+_UNITS = {  # unit as written -> (canonical unit, multiplier)
+    "个工作日": ("workday", 1), "工作日": ("workday", 1), "个月": ("month", 1), "周岁": ("age", 1), "岁": ("age", 1),
+    "小时": ("hour", 1), "日": ("day", 1), "天": ("day", 1), "月": ("month", 1), "年": ("year", 1),
+    "周": ("week", 1), "万元": ("yuan", 10_000), "亿元": ("yuan", 100_000_000), "元": ("yuan", 1),
+    "美元": ("usd", 1), "倍": ("times", 1), "人": ("person", 1), "名": ("person", 1), "次": ("times", 1),
+    "项": ("item", 1), "%": ("percent", 1), "‰": ("permille", 1), "万": ("", 10_000), "亿": ("", 100_000_000),
+    "business days": ("workday", 1), "business day": ("workday", 1), "working days": ("workday", 1),
+    "working day": ("workday", 1), "calendar days": ("day", 1), "calendar day": ("day", 1), "days": ("day", 1),
+    "day": ("day", 1), "months": ("month", 1), "month": ("month", 1), "years": ("year", 1), "year": ("year", 1),
+    "weeks": ("week", 1), "week": ("week", 1), "hours": ("hour", 1), "hour": ("hour", 1), "percent": ("percent", 1),
+    "per cent": ("percent", 1), "dollars": ("usd", 1), "dollar": ("usd", 1), "times": ("times", 1),
+}
+_EN_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_EN_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
+                  "hundred": 100})
+_EN_NUM = "|".join(sorted(_EN_WORDS, key=len, reverse=True))
+_UNIT_RE = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
+NUMBER = re.compile(
+    rf"(?P<ord>第\s*(?=[\d{_CN}]+\s*[条款项章节编目]))?(?P<cur>\$|US\$|USD\s?|RMB\s?|人民币)?(?P<pct>百分之|千分之)?"
+    rf"(?P<num>\d+(?:,\d{{3}})*(?:\.\d+)?|[{_CN}]+|\b(?:{_EN_NUM})(?:-(?:{_EN_NUM}))?\b)"
+    rf"(?:分之(?P<den>\d+|[{_CN}]+))?\s*(?:\((?P<paren>\d+)\)\s*)?(?P<unit>{_UNIT_RE})?", re.I)
+_LONE_CN_DIGIT = re.compile(rf"^[{_CN}]$")
+
+
+@dataclass(frozen=True)
+class Number:
+    value: float
+    unit: str  # canonical: day, month, year, yuan, percent, person ...; "" when none was written
+    text: str  # as written, for the reason shown to people
+
+    def same(self, other: Number) -> bool:
+        return abs(self.value - other.value) < 1e-9 and (self.unit == other.unit or not self.unit or not other.unit)
+
+
+def _value(num: str) -> float | None:
+    num = num.replace(",", "")
+    low = num.lower()
+    if "-" in low:  # twenty-five
+        a, _, b = low.partition("-")
+        return float(_EN_WORDS.get(a, 0) + _EN_WORDS.get(b, 0))
+    if low in _EN_WORDS:
+        return float(_EN_WORDS[low])
+    try:
+        return float(num)
+    except ValueError:
+        pass
+    if "亿" in num:  # legal_numbers reads up to 万
+        head, _, tail = num.partition("亿")
+        try:
+            return cn_to_int(head or "一") * 1e8 + (cn_to_int(tail) if tail else 0)
+        except ValueError:
+            return None
+    try:
+        return float(cn_to_int(num))
+    except ValueError:
+        return None
+
+
+def numbers(text: str) -> list[Number]:
+    """The quantities `text` states, in order."""
+    out: list[Number] = []
+    for m in NUMBER.finditer(text):
+        if m["ord"]:  # 第三款: a reference, not a quantity (第五十年, 第三日 are quantities)
+            continue
+        num, unit_text = m["num"], m["unit"] or ""
+        cn = bool(re.match(rf"[{_CN}]", num))
+        if cn and _LONE_CN_DIGIT.match(num) and not unit_text and not m["pct"] and not m["den"]:
+            continue  # 统一, 一般, 一方: part of a word
+        value = _value(num)
+        if value is None:
+            continue
+        unit, mult = _UNITS.get(unit_text.lower(), _UNITS.get(unit_text, ("", 1)))
+        if m["den"]:  # 三分之二: the denominator is written first
+            top = _value(m["den"])
+            if top is None or not value:
+                continue
+            value, unit = top / value, "fraction"
+        if m["pct"]:
+            value, unit = value * (1 if m["pct"] == "百分之" else 0.1), "percent"
+        if m["cur"] and not unit:
+            unit = "usd" if "$" in m["cur"] or "USD" in m["cur"].upper() else "yuan"
+        if unit == "" and mult != 1:  # 5万 with no unit after it: the multiplier alone
+            after = text[m.end():m.end() + 2]
+            unit = "yuan" if after.startswith("元") else ""
+        out.append(Number(value * mult, unit, m.group(0).strip()))
+    return out
