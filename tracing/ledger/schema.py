@@ -20,6 +20,7 @@ column is one line here plus its migration.
     api_keys            issued API keys: a hash of the secret (never the secret), who, role, limits, scope (m018)
     key_audit           who created, rotated or revoked which key, when, and with what (m018)
     rate_windows        requests and tokens per key per minute, shared by every replica (m018)
+    query_citations     the passages each answer cited, so users' feedback names them (m025)
     _migrations         applied migrations
 """
 from __future__ import annotations
@@ -380,6 +381,21 @@ query_feedback = Table(
     Column("recorded_at", Text, nullable=False),
 )
 
+# m025: the passages each answer cited (rag_app/core/types.py Citation: what an LLM answer marks with [n], else
+# every passage sent; an extractive answer's excerpts), so feedback can name what a user marked right or wrong
+# (`rag train-adapter --from-feedback`, rag_app/evaluation/feedback_pairs.py)
+query_citations = Table(
+    "query_citations", metadata,
+    Column("query_id", Text, primary_key=True),
+    Column("position", INT, primary_key=True),  # 1, 2, ... in the answer's order
+    Column("collection", Text),  # the collection the answer read (RAG_COLLECTION or the request's)
+    Column("chunk_id", Text),
+    Column("doc", Text),  # the document's path as ingested
+    Column("char_start", INT),  # code points into the document, as Citation gives them
+    Column("char_end", INT),
+    Column("recorded_at", Text, nullable=False),
+)
+
 # m018: keys and teams (rag_app/access/, tracing/ledger/keys.py). A key is known by its name: the ledger's
 # `api_key_id` of its queries, so rotating the secret keeps its history, budgets and limits.
 api_keys = Table(
@@ -424,5 +440,5 @@ rate_windows = Table(
 )
 
 WRITABLE = {t.name: frozenset(c.name for c in t.columns if c.name != "id")
-            for t in (queries, stage_calls, shadow_pairs, ledger_losses, query_quality)}
+            for t in (queries, stage_calls, shadow_pairs, ledger_losses, query_quality, query_citations)}
 TABLES = {t.name: t for t in metadata.sorted_tables}
