@@ -299,6 +299,10 @@ class RagApp:
         if not config.use_llm:  # the extractive answer's shadow reply: the ledger's mean, read once a minute
             self.reply_stats.mean_output_tokens(config.llm_model)
         if "rescore" in levers:
+            from rag_app.query.blas import one_thread
+
+            with one_thread():  # finds the BLAS library once (threadpoolctl), else inside the first question
+                pass
             rescorer = self.rescorer()
             if "wide" in levers and rescorer is not None:  # the whole collection's vectors, read once (~0.3 s)
                 from rag_app.query.adapter import query_adapter

@@ -212,7 +212,10 @@ def in_sample_refusal(retriever: str, config: QueryConfig, spec: EvalSpec) -> No
     from rag_app.query.adapter import trained_on
 
     path = config.lever_params.query_adapter
-    why = trained_on(path, spec.qa, spec.split) if path else None
+    # the adapter moves questions only where rescore runs: named, or possibly under auto (a collection with no
+    # dense leg of its own); `bm25` and the like never read it
+    moves = config.levers.strip() in ("auto", "") or "rescore" in config.levers.split("+")
+    why = trained_on(path, spec.qa, spec.split) if path and moves else None
     if why:
         raise ConfigError(f"retriever {retriever!r}: {why}; train one on another split (`rag train-adapter --split "
                           "tune`) and pass --lever-param query_adapter=PATH, or query_adapter=none")

@@ -259,3 +259,23 @@ def test_a_questions_small_products_run_on_one_blas_thread(monkeypatch):
     assert entered == [1]
     QueryAdapter(np.zeros((4, 4), np.float32), "a", "e5-onnx", {}).apply(np.ones(4, np.float32))
     assert entered == [1, 1]
+
+
+def test_rag_eval_refuses_an_in_sample_adapter_only_where_it_would_move_questions(tmp_path):
+    from pathlib import Path
+
+    from rag_app.evaluation.harness import EvalSpec, in_sample_refusal
+    from rag_app.query.pipeline import QueryConfig
+
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"id": "q1"}\n', encoding="utf-8")
+    rec = training_record(qa=qa, split=None, questions=1, corpus_hash="c", model="e5-onnx", max_chars=160, seed=0,
+                          fit_s=0, embed_s=0, pairs=1, chunks=1, unit="article")
+    path = str(save_adapter(np.zeros((2, 2), np.float32), rec, tmp_path))
+    spec = EvalSpec(qa=qa, corpus=Path("."), chunkers=["legal"], split="validate")
+    for levers in ("auto", "rescore+wide+charge"):
+        with pytest.raises(ConfigError, match=f"retriever 'r': adapter {rec['version']} learned all of qa.jsonl"):
+            in_sample_refusal("r", QueryConfig(levers=levers, lever_params=LeverParams(query_adapter=path)), spec)
+    for levers in ("none", "charge+colloquial"):  # no rescore: the adapter is never read
+        in_sample_refusal("r", QueryConfig(levers=levers, lever_params=LeverParams(query_adapter=path)), spec)
+    in_sample_refusal("r", QueryConfig(levers="auto", lever_params=LeverParams(query_adapter="")), spec)
