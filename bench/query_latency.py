@@ -4,6 +4,9 @@ bm25s over the same chunks and tokens. Ratios to the anchors are what to compare
 machine is shared, so CPU time per pass is printed too.
 
     .venv/bin/python bench/query_latency.py [--n 100] [--seed 0] [--data-dir DIR] [--levers auto]
+    .venv/bin/python bench/query_latency.py --levers none                      # the anchor a default is held to
+    .venv/bin/python bench/query_latency.py --levers rescore+charge+colloquial+named --rescore-unit chunk \
+        --query-adapter none                                                    # 0.7.0's default
 
 - cold: questions drawn at random from qa_dev (seeded, not in file order: questions next to each other
   in the file share candidates and hid the cold cost), each asked for the first time in this data dir.
@@ -40,10 +43,15 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backend", default="edge", choices=["edge", "local"])
-    ap.add_argument("--levers", default="auto", help="RAG_RETRIEVAL_LEVERS: auto (the default: rescore offline) or none")
+    ap.add_argument("--levers", default="auto", help="RAG_RETRIEVAL_LEVERS: auto (the default: rescore, wide and the "
+                    "question levers offline), none, or a list (0.7.0's default: rescore+charge+colloquial+named)")
     ap.add_argument("--data-dir", type=Path, help="reuse this data dir's ingest and embedding pass (default: a fresh one)")
-    ap.add_argument("--rescore-unit", default="chunk", choices=["chunk", "article"], help="RAG_RESCORE_UNIT")
-    ap.add_argument("--query-adapter", default="none", help="RAG_QUERY_ADAPTER: none, or an adapter's .npz path")
+    ap.add_argument("--rescore-unit", default="article", choices=["chunk", "article"], help="RAG_RESCORE_UNIT")
+    ap.add_argument("--query-adapter", default="auto", help="RAG_QUERY_ADAPTER: auto (the bundled one), none, or an "
+                    "adapter's .npz path")
+    ap.add_argument("--versus", default="none", help="RAG_RETRIEVAL_LEVERS of a second pipeline over the same "
+                    "collection, each question timed through it right before the first (levers-off: the anchor a "
+                    "default's cost is held to); '' for none")
     args = ap.parse_args()
     print(machine_line())
     rows = [json.loads(line) for line in QA_ZH.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -56,15 +64,21 @@ def main() -> None:
             t0, c0 = time.perf_counter(), time.process_time()
             report = app.ingest([CORPUS_ZH])
             ingest = (time.perf_counter() - t0, time.process_time() - c0)
+            adapter = Path(app.query_config().lever_params.query_adapter or "none").name  # what `auto` resolved to
             app.warm_up()  # what `rag serve` loads before its first question (models, the charge index)
             app.ask("公司法第五十七条")  # warm-up: jieba dictionary (not one of the questions)
+            versus = None
+            if args.versus:  # the same store, its own levers: timed beside each question, so load hits both alike
+                versus = RagApp(settings.model_copy(update={"retrieval_levers": args.versus}), shared=app)
+                versus.warm_up()
+                versus.ask("公司法第五十七条")
             app.writer.flush()
             anchors = Anchors(app)
-            passes = {name: run_pass(app, anchors, questions) for name in ("cold", "warm")}
+            passes = {name: run_pass(app, anchors, questions, versus) for name in ("cold", "warm")}
     r = report.rescore
     print(f"{len(questions)} questions drawn at random (seed {args.seed}) from {QA_ZH.name} over {CORPUS_ZH.name} "
           f"(store: {args.backend}, levers: {args.levers}, rescore unit: {args.rescore_unit}, adapter: "
-          f"{Path(args.query_adapter).name}, extractive: no LLM)")
+          f"{adapter}, extractive: no LLM)")
     print(f"ingest {ingest[0]:.1f} s wall, {ingest[1]:.1f} s CPU; rescore vectors: "
           + (f"{r.texts} texts, {r.cache_misses} embedded now" if r else "no pass (rescore not in use)"))
     print(f"{'pass':<6}{'what':<18}{'p50 ms':>9}{'p95 ms':>9}{'x bm25s':>9}{'x Edge':>9}{'CPU s':>8}")
@@ -77,6 +91,12 @@ def main() -> None:
             x_bm25s = f"{p50 / b50:>9.1f}" if b50 == b50 else f"{'-':>9}"  # NaN: bm25s not installed
             print(f"{name:<6}{what:<18}{p50:>9.2f}{p95:>9.2f}{x_bm25s}{p50 / e50:>9.1f}{cpu}")
         print(f"{name:<6}{'rescore partial':<18}{p['partial']:>9} of {len(questions)} questions (note on the retrieve row)")
+        if p["versus"]:
+            v50, w50 = percentile(p["versus"], 50), percentile(p["total"], 50)
+            ratios = sorted(t / v for t, v in zip(p["total"], p["versus"]) if v > 0)
+            print(f"{name:<6}{'levers ' + args.versus:<18}{v50:>9.2f}{percentile(p['versus'], 95):>9.2f}"
+                  f"   whole / it: p50 {w50 / v50:.2f}x (median per question {ratios[len(ratios) // 2]:.2f}x); "
+                  f"CPU {p['versus_cpu']:.1f} s")
 
 
 class Anchors:
@@ -111,21 +131,26 @@ class Anchors:
         return (time.perf_counter() - t) * 1000
 
 
-def run_pass(app: RagApp, anchors: Anchors, questions: list[str]) -> dict:
-    out: dict = {"total": [], "bm25s": [], "edge": [], "stages": {}, "partial": 0}
-    cpu = time.process_time()
+def run_pass(app: RagApp, anchors: Anchors, questions: list[str], versus: RagApp | None = None) -> dict:
+    out: dict = {"total": [], "bm25s": [], "edge": [], "stages": {}, "partial": 0, "versus": [], "versus_cpu": 0.0,
+                 "cpu": 0.0}
     for q in questions:
         out["bm25s"].append(anchors.bm25s_ms(q))
         out["edge"].append(anchors.edge_ms(q))
-        t = time.perf_counter()
+        if versus is not None:  # it embeds nothing of the question (levers off), so it leaves the question cold
+            c, t = time.process_time(), time.perf_counter()
+            versus.ask(q)
+            out["versus"].append((time.perf_counter() - t) * 1000)
+            out["versus_cpu"] += time.process_time() - c
+        cpu, t = time.process_time(), time.perf_counter()
         answer = app.ask(q)
         out["total"].append((time.perf_counter() - t) * 1000)
+        out["cpu"] += time.process_time() - cpu
         for usage in answer.usage:
             if usage.latency_ms is not None and usage.stage in ("embed_query", "retrieve", "rerank", "generate"):
                 out["stages"].setdefault(usage.stage, []).append(usage.latency_ms)
             if usage.stage == "retrieve" and usage.note and "no vector yet" in usage.note:
                 out["partial"] += 1
-    out["cpu"] = time.process_time() - cpu
     return out
 
 

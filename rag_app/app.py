@@ -242,7 +242,8 @@ class RagApp:
             self._rag = build_rag(self.pipeline())
         query_id = query_id or str(uuid.uuid4())
         metadata = {"query_id": query_id, "kind": "query", "variant": variant or self.settings.variant,
-                    "experiment": experiment or self.settings.experiment, "origin": "cli", **(extra or {})}
+                    "experiment": experiment or self.settings.experiment, "origin": "cli",
+                    "collection": self.settings.collection, **(extra or {})}
         config = {"callbacks": [self.tracer, *callbacks], "metadata": metadata}
         answer: Answer = self._rag.invoke({"question": question.strip(), "scope": scope}, config=config)
         if self.judge is not None and metadata["origin"] == "live":  # after the answer: never its latency
@@ -299,7 +300,17 @@ class RagApp:
         if not config.use_llm:  # the extractive answer's shadow reply: the ledger's mean, read once a minute
             self.reply_stats.mean_output_tokens(config.llm_model)
         if "rescore" in levers:
-            self.rescorer()
+            from rag_app.query.blas import one_thread
+
+            with one_thread():  # finds the BLAS library once (threadpoolctl), else inside the first question
+                pass
+            rescorer = self.rescorer()
+            if "wide" in levers and rescorer is not None:  # the whole collection's vectors, read once (~0.3 s)
+                from rag_app.query.adapter import query_adapter
+                from rag_app.query.levers import wide_matrix
+
+                query_adapter(config.lever_params)  # the adapter's file, loaded once
+                wide_matrix(self.store, info.name, rescorer, False, config.lever_params.rescore_unit)  # as asked
         if "charge" in levers:  # the criminal law's paragraphs: ~150 ms, else paid by the first case question
             charge_index(self.store, info.name)
         if "colloquial" in levers:

@@ -112,8 +112,8 @@ def _check_adapter(retriever: str, params: dict) -> None:
 
 
 def _lever_params(pairs: list[str], flag: str = "--lever-param") -> dict:
-    """NAME=VALUE pairs as LeverParams overrides, each checked before any work; `query_adapter=latest` is the
-    newest adapter under the data dir, as RAG_QUERY_ADAPTER=latest is."""
+    """NAME=VALUE pairs as LeverParams overrides, each checked before any work; `query_adapter` takes none, auto
+    and latest as RAG_QUERY_ADAPTER does (latest: the newest adapter under the data dir), or a path."""
     from rag_app.query.levers import LeverParams
 
     fields = LeverParams.__dataclass_fields__
@@ -130,14 +130,18 @@ def _lever_params(pairs: list[str], flag: str = "--lever-param") -> dict:
         LeverParams(**out)  # the values' own checks (rescore_fusion, rescore_unit), before any work
     except ValueError as e:
         fail(ValueError(f"{flag}: {e}"))
-    if out.get("query_adapter"):
+    if "query_adapter" in out:
         from rag_app.config.settings import load_settings
         from rag_app.query.adapter import adapter_path, load_adapter
 
         named = out["query_adapter"]
-        try:
-            out["query_adapter"] = adapter_path(named, load_settings().data_dir) if named == "latest" else named
-            load_adapter(out["query_adapter"])
+        try:  # none, auto (the bundled one) and latest as RAG_QUERY_ADAPTER reads them; else a path
+            if named in ("none", "auto", "latest"):
+                settings = load_settings()
+                out["query_adapter"] = adapter_path(named, settings.data_dir, out.get("rescore_model",
+                                                                                     settings.rescore_model))
+            if out["query_adapter"]:
+                load_adapter(out["query_adapter"])
         except RagError as e:
             fail(ValueError(f"{flag} query_adapter={named}: {str(e).split(': ', 1)[-1]}"))
     return out
@@ -227,27 +231,89 @@ def train_ranker_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc
     out.print(f"wrote {path}; use it with RAG_RETRIEVAL_LEVERS=rescore+ranker+charge+colloquial+named RAG_RANKER=latest")
 
 
-def train_adapter_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_start/char_end"),
+def train_adapter_cmd(qa: Optional[Path] = typer.Option(None, help="QA JSONL with gold[].doc/char_start/char_end "
+                                                        "(optional with --from-feedback)"),
                       corpus: Path = typer.Option(..., help="corpus folder the gold docs are relative to"),
                       split: str = typer.Option("tune", help="tune | validate | all: the questions it learns from"),
+                      from_feedback: bool = typer.Option(False, "--from-feedback", help="also learn from the ledger's "
+                                                         "answers users marked right (their cited passages pulled "
+                                                         "up) or wrong (pushed down)"),
+                      feedback_collection: Optional[str] = typer.Option(None, help="only answers that read this "
+                                                                        "collection (default: every one)"),
+                      mined: int = typer.Option(0, help="pairs mined from the corpus's text (definitions, "
+                                                "cross-references, headings) added to the questions"),
                       seed: int = typer.Option(0, help="the fit's random seed")):
-    """Train a query adapter (RAG_QUERY_ADAPTER) on questions with gold spans: a linear map that moves each
-    question's rescore vector towards the chunks holding its gold; writes RAG_DATA_DIR/adapters/
-    adapter-<version>.npz and its training record."""
+    """Train a query adapter (RAG_QUERY_ADAPTER) on questions with gold spans, and with --from-feedback on what
+    users marked: a linear map that moves each question's rescore vector towards the passages that answer
+    it; writes RAG_DATA_DIR/adapters/adapter-<version>.npz, its training record, and a line in runs.jsonl."""
     from rag_app.evaluation.adapter_train import train
 
     if split not in ("tune", "validate", "all"):
         fail(ValueError(f"--split must be tune, validate or all, not {split!r}"))
+    if qa is None and not from_feedback:
+        fail(ValueError("--qa is needed (a QA JSONL with gold spans) unless --from-feedback gives what to learn from"))
+    if mined < 0:
+        fail(ValueError(f"--mined must be 0 or more, not {mined}"))
     try:
-        existing("--qa", qa), existing("--corpus", corpus, folder=True)
+        if qa is not None:
+            existing("--qa", qa)
+        existing("--corpus", corpus, folder=True)
+        feedback = _feedback(feedback_collection) if from_feedback else None
+        held_out = {"tune": "validate", "validate": "tune"}.get(split) if qa is not None else None
         with open_app() as rag, progress_bars() as progress:
             path, record = train(rag, qa, corpus, split=None if split == "all" else split, seed=seed,
-                                 progress=progress)
+                                 progress=progress, feedback=feedback, mined=mined, validate_on=held_out)
     except (RagError, FileNotFoundError) as e:
         fail(e)
-    seen = record["in_sample_dense_recall_at_20"]
-    out.print(f"adapter {record['version']} over {record['model']}: {record['questions']} questions "
-              f"({record['pairs']} gold spans) and {record['chunks']:,} chunks, embedding {record['embed_s']} s, "
-              f"fit {record['fit_s']} s, {path.stat().st_size:,} bytes; dense recall@20 on its own questions "
-              f"{seen['before']:.3f} -> {seen['after']:.3f} (in sample: bench/adapter_cv.py measures)")
-    out.print(f"wrote {path}; use it with RAG_QUERY_ADAPTER=latest (or this path)")
+    _log_run(path, record)
+    _print_adapter(path, record)
+
+
+def _feedback(collection: str | None):
+    """The ledger's marked answers, refused in one line when there are none to learn from."""
+    from rag_app.config.settings import load_settings
+    from rag_app.evaluation.feedback_pairs import feedback_of
+    from tracing.ledger import Ledger
+
+    target = load_settings().ledger
+    if not target.exists():
+        raise RagError(f"--from-feedback: no ledger at {target}; answer and mark some questions first "
+                       "(POST /v1/queries/ID/feedback), or leave --from-feedback out")
+    with Ledger.open_read(target, migrated_copy=True) as ledger:
+        feedback = feedback_of(ledger.marked_answers(collection), str(target))  # str(): never the password
+    if not feedback.marked:
+        where = f" of collection {collection!r}" if collection else ""
+        raise RagError(f"--from-feedback: the ledger at {target} holds no answer{where} marked right or wrong with "
+                       "its cited passages (marks on answers from before this version carry none)")
+    return feedback
+
+
+def _log_run(path: Path, record: dict) -> None:
+    """Every training run, one JSON line in the adapters folder: what a later comparison starts from."""
+    with (path.parent / "runs.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"artefact": path.name, **record}, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def _print_adapter(path: Path, record: dict) -> None:
+    seen = record.get("in_sample_dense_recall_at_20")
+    line = (f"adapter {record['version']} over {record['model']} ({record['unit']} view): {record['questions']} "
+            f"questions ({record['pairs']} gold spans in all) and {record['chunks']:,} chunks, embedding "
+            f"{record['embed_s']} s, fit {record['fit_s']} s, {path.stat().st_size:,} bytes")
+    if seen:
+        line += (f"; dense recall@20 on its own questions {seen['before']:.3f} -> {seen['after']:.3f} (in sample: "
+                 "bench/adapter_cv.py measures)")
+    out.print(line)
+    fb = record.get("feedback")
+    if fb:
+        out.print(f"feedback: {fb['answers_right']} answers marked right, {fb['answers_wrong']} wrong; {fb['answers_used']} "
+                  f"used ({fb['positive_pairs']} positive, {fb['negative_pairs']} negative passages; "
+                  f"{fb['citations_not_in_corpus']} cited passages not in --corpus)")
+    if record.get("mined"):
+        out.print(f"mined pairs: {record['mined']['pairs']} ({', '.join(f'{k} {v}' for k, v in record['mined']['kinds'].items())})")
+    held = record.get("validate") or {}
+    for group in ("all", "layperson"):
+        if group in held:
+            cells = ", ".join(f"{k} {v['before']:.3f} -> {v['after']:.3f}" for k, v in held[group].items())
+            out.print(f"{held['split']} ({held['questions']} questions, not trained on), {group}: {cells}")
+    out.print(f"wrote {path}; use it with RAG_QUERY_ADAPTER=latest (or this path), or compare it with the current "
+              f'one as a gray release: a variant {{"query_adapter": "{path}"}} (docs/evaluation-and-levers.md)')

@@ -77,12 +77,13 @@ class Settings(BaseSettings):
     rescore_vectors: Literal["ingest", "query"] = "ingest"
     # the `ranker` lever's model: a path, or `latest` (the newest `rag train-ranker` wrote under RAG_DATA_DIR/rankers)
     ranker: str = ""
-    # the query adapter (rag_app/query/adapter.py): none | latest (the newest `rag train-adapter` wrote under
-    # RAG_DATA_DIR/adapters) | a .npz path. Off by default: not better on validate (docs/evaluation-and-levers.md)
-    query_adapter: str = "none"
-    # what rescore scores (rag_app/query/levers/rescore.py): chunk = the chunk's vector; article = its best
-    # article's (ingest then also embeds each article). Off by default: see docs/evaluation-and-levers.md
-    rescore_unit: Literal["chunk", "article"] = "chunk"
+    # the query adapter (rag_app/query/adapter.py): auto (the default: the adapter shipped in the package, for
+    # the rescore embedder it was trained over) | none | latest (the newest `rag train-adapter` wrote under
+    # RAG_DATA_DIR/adapters) | a .npz path. The held-out run confirmed it (docs/evaluation-and-levers.md)
+    query_adapter: str = "auto"
+    # what rescore and wide read of a chunk (rag_app/query/levers/rescore.py): article (the default) = its best
+    # article's vector, ingest embedding each article once; chunk = the chunk's own vector
+    rescore_unit: Literal["chunk", "article"] = "article"
     top_n: int = Field(10, ge=1)  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
     context_tokens: int = Field(1000, ge=1)  # budget for the passages sent to the LLM (chosen on the tune split)
 
@@ -286,8 +287,9 @@ class Settings(BaseSettings):
     def _check_adapter(self) -> None:
         from rag_app.query.adapter import adapter_path, refusal
 
-        path = adapter_path(self.query_adapter, self.data_dir)  # a ConfigError names the setting
-        why = refusal(path, self._named_levers(), self.rescore_model, "RAG_RESCORE_MODEL") if path else None
+        levers = self._named_levers()
+        path = adapter_path(self.query_adapter, self.data_dir, self.rescore_model, levers)  # a ConfigError names it
+        why = refusal(path, levers, self.rescore_model, "RAG_RESCORE_MODEL") if path else None
         if why:
             raise ConfigError(f"RAG_QUERY_ADAPTER: {why}")
 

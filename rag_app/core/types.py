@@ -100,6 +100,11 @@ class Chunk:
         pieces = [self.text[a:b].strip() for a, b in zip(starts, [*starts[1:], len(self.text)])]
         return [f"{header}\n{p}" if header else p for p in pieces if p]
 
+    def dense_texts(self, unit: str = "chunk") -> list[str]:
+        """What the rescore embedder reads of the chunk: its indexed text, or (unit `article`,
+        RAG_RESCORE_UNIT) each of its articles, the chunk read as the best of them."""
+        return self.article_texts() if unit == "article" else [self.indexed_text()]
+
     def payload(self) -> dict[str, Any]:
         return {
             "chunk_id": self.chunk_id,

@@ -163,6 +163,8 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
     runs_file = Path(spec.runs_path).open("w", encoding="utf-8") if spec.runs_path else None
     per_q: list[tuple[str, dict[str, list[float]]]] = []  # (config label, per-question values)
     top_k = max(s.top_k, max(spec.ks))
+    for retriever in spec.retrievers:  # before any work: an adapter is never scored on what it learned
+        in_sample_refusal(retriever, query_config(app, spec, retriever, top_k), spec)
     for name in spec.chunkers:
         configs = {r: query_config(app, spec, r, top_k) for r in spec.retrievers}
         info, chunk_row = index_for_chunker(app, spec, name, configs, docs, progress)
@@ -172,6 +174,8 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
             row = {"chunker": name, "retriever": retriever, **chunk_row, "legs": "+".join(
                        l for l, on in (("dense", use_dense), ("bm25", use_sparse)) if on),
                    "levers": "+".join(resolved) or "none"}
+            if "rescore" in resolved and config.lever_params.query_adapter:  # which adapter moved the questions
+                row["query_adapter"] = Path(config.lever_params.query_adapter).stem.removeprefix("adapter-")
             if "ranker" in resolved:  # which trained model ranked (its artefact's file name holds the version)
                 row["ranker"] = Path(config.lever_params.ranker).stem.removeprefix("ranker-") or None
             if config.retriever == "dense" and not use_dense:
@@ -199,6 +203,22 @@ def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
                           "answer's shadow; with --llm, the reply as billed); $/correct answer: the whole cost over "
                           "the answers that cite a passage covering their gold"),
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
+
+
+def in_sample_refusal(retriever: str, config: QueryConfig, spec: EvalSpec) -> None:
+    """A ConfigError when the retriever's query adapter learned the questions it would be scored on (the
+    bundled adapter learned all of legal_zh's qa_dev: on qa_dev the default's adapter must be one trained on
+    `tune` alone, scored on `validate`)."""
+    from rag_app.query.adapter import trained_on
+
+    path = config.lever_params.query_adapter
+    # the adapter moves questions only where rescore runs: named, or possibly under auto (a collection with no
+    # dense leg of its own); `bm25` and the like never read it
+    moves = config.levers.strip() in ("auto", "") or "rescore" in config.levers.split("+")
+    why = trained_on(path, spec.qa, spec.split) if path and moves else None
+    if why:
+        raise ConfigError(f"retriever {retriever!r}: {why}; train one on another split (`rag train-adapter --split "
+                          "tune`) and pass --lever-param query_adapter=PATH, or query_adapter=none")
 
 
 def eval_questions(spec: EvalSpec) -> list[Question]:
@@ -266,12 +286,13 @@ def index_for_chunker(app, spec: EvalSpec, name: str, configs: dict[str, QueryCo
                   "ingest_s": ingest_times.get(cname)}
 
 
-def training_set(app, qa: Path, corpus: Path, split: str | None, progress: Progress | None = None):
-    """What `rag train-ranker` and `rag train-adapter` learn from: the split's questions, the corpus's
-    documents and their paths as the QA file names them, the `legal` chunker's eval collection (built as
-    `rag eval` builds it), the levers' settings and the rescore embedder."""
-    spec = EvalSpec(qa=qa, corpus=corpus, chunkers=["legal"], split=split)
-    questions = eval_questions(spec)
+def training_set(app, qa: Path | None, corpus: Path, split: str | None, progress: Progress | None = None):
+    """What `rag train-ranker` and `rag train-adapter` learn from: the split's questions (none without a QA
+    file: an adapter trained on feedback alone), the corpus's documents and their paths as the QA file names
+    them, the `legal` chunker's eval collection (built as `rag eval` builds it), the levers' settings and the
+    rescore embedder."""
+    spec = EvalSpec(qa=qa or Path(), corpus=corpus, chunkers=["legal"], split=split)
+    questions = eval_questions(spec) if qa is not None else []
     docs, rel = eval_documents(spec)
     _, info, _ = eval_collection(app, spec, "legal", docs, app.settings.retriever in ("dense", "hybrid"), progress)
     return questions, docs, rel, info, app.query_config().lever_params, app.rescorer(required=True)

@@ -49,6 +49,9 @@ class Variant(BaseModel):
     attach_refs: StrictInt | None = Field(None, ge=0, le=20)
     table_weight: StrictFloat | StrictInt | None = Field(None, gt=0, le=100)
     query_rewrite: StrictBool | None = None  # the rewrite lever (RAG_QUERY_REWRITE): needs the answer's LLM
+    # the query adapter (RAG_QUERY_ADAPTER): auto | none | latest | an .npz path, e.g. one `rag train-adapter
+    # --from-feedback` wrote, compared with the current one on cost and quality; checked at start-up
+    query_adapter: StrictStr | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _known(self) -> "Variant":

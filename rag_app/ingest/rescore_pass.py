@@ -24,15 +24,13 @@ PHASE = "rescore"  # the progress phase name (`rag ingest` labels it)
 
 
 def chunk_texts(store: VectorStore, collection: str, unit: str = "chunk") -> list[str]:
-    """The texts rescore embeds (each chunk's indexed text, as levers.dense_order reads it), once each;
-    with unit `article` (RAG_RESCORE_UNIT) each chunk's articles too (the whole-corpus `wide` view and the
-    query adapter's training still read the chunk's own vector)."""
+    """The texts rescore embeds, once each: each chunk's indexed text (as levers.dense_order reads it), or
+    with unit `article` (RAG_RESCORE_UNIT, the default) each chunk's articles instead: rescore, the
+    whole-corpus `wide` view and the query adapter's training then all read a chunk as its best article,
+    so a chunk of several articles needs no vector of its own (a chunk of one is its own text)."""
     texts: dict[str, None] = {}
     for p in store.all_payloads(collection):
-        chunk = Chunk.from_payload(p)
-        texts[chunk.indexed_text()] = None
-        if unit == "article":
-            texts.update(dict.fromkeys(chunk.article_texts()))
+        texts.update(dict.fromkeys(Chunk.from_payload(p).dense_texts(unit)))
     return list(texts)
 
 

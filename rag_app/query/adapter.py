@@ -1,5 +1,5 @@
-"""A query adapter: a learned linear map applied to the question's vector in the rescore embedder's
-space (multilingual-e5-small), so an everyday question lands nearer the statute passages that answer it.
+"""A query adapter: a learned linear map applied to the question's vector in the rescore embedder's space
+(multilingual-e5-small), so an everyday question lands nearer the statute passages that answer it.
 Passages keep the vectors ingest made; only the question moves: v' = normalise(v + v W).
 
 Why a map on the question side only: e5-small reads Chinese but was never taught how a layperson's words
@@ -8,10 +8,12 @@ weights, a GPU-sized training run and a new embedding pass over every corpus; a 
 questions with gold spans (`rag train-adapter`, seconds on two cores) needs none of these and costs one
 small matrix product per question.
 
-The artefact is one `.npz` (the matrix, its version and its training record as JSON), never a pickle,
-under RAG_DATA_DIR/adapters. It is opt-in (RAG_QUERY_ADAPTER=latest or a path; default none): on the
-legal_zh `validate` questions it moved recall within 1,000 tokens by +0.004 [-0.012, +0.021], so the rule
-for defaults keeps it off (docs/evaluation-and-levers.md, "A query adapter").
+The artefact is one `.npz` (the matrix, its version and its training record as JSON), never a pickle.
+One ships inside the package (rag_app/data/adapters/, trained on all of legal_zh's qa_dev with seed 0; its
+record says how) and is the default: RAG_QUERY_ADAPTER=auto uses it wherever the rescore lever runs over the
+embedder it was trained over (the held-out run confirmed the stack it belongs to: docs/evaluation-and-levers.md).
+`rag train-adapter` writes others under RAG_DATA_DIR/adapters (`latest`, or a path; per variant for a gray
+release).
 """
 from __future__ import annotations
 
@@ -36,7 +38,10 @@ class QueryAdapter:
     record: dict  # the training run: time, data, settings, metrics
 
     def apply(self, vector: np.ndarray | list[float]) -> np.ndarray:
-        return adapt(vector, self.matrix)
+        from rag_app.query.blas import one_thread
+
+        with one_thread():  # one question's 384 x 384 product (rag_app/query/blas.py)
+            return adapt(vector, self.matrix)
 
 
 def adapt(vectors: np.ndarray | list[float], W: np.ndarray) -> np.ndarray:
@@ -100,8 +105,20 @@ def load_adapter(path: str | Path) -> QueryAdapter:
                 _loaded[key] = QueryAdapter(matrix, str(record["version"]), str(record["model"]), record)
             except (OSError, KeyError, ValueError) as e:
                 raise ConfigError(f"RAG_QUERY_ADAPTER: {path} is not a query adapter ({e}); run "
-                                  "`rag train-adapter`, or set RAG_QUERY_ADAPTER=none") from e
+                                  "`rag train-adapter`, or set RAG_QUERY_ADAPTER=auto or none") from e
         return _loaded[key]
+
+
+BUNDLED_DIR = Path(__file__).resolve().parents[1] / "data" / "adapters"
+
+
+def bundled_adapter(model: str) -> Path | None:
+    """The adapter shipped with the package for the rescore embedder `model`, or None (another embedder:
+    its vectors are another space)."""
+    for path in sorted(BUNDLED_DIR.glob("adapter-*.npz")):
+        if load_adapter(path).model == model:
+            return path
+    return None
 
 
 def latest_adapter(data_dir: str | Path) -> Path | None:
@@ -110,20 +127,26 @@ def latest_adapter(data_dir: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
-def adapter_path(setting: str, data_dir: str | Path) -> str:
-    """RAG_QUERY_ADAPTER as a file path ('' for none): none | latest | a path. A ConfigError names the
-    setting when `latest` finds nothing or the path is not a file."""
+def adapter_path(setting: str, data_dir: str | Path, model: str | None = None,
+                 levers: Iterable[str] = ()) -> str:
+    """RAG_QUERY_ADAPTER as a file path ('' for none): auto | none | latest | a path. `auto` (the default)
+    is the bundled adapter of the rescore embedder `model`, left out ('') beside the ranker lever (its model
+    learned from unmoved vectors) or for an embedder none was trained over. A ConfigError names the setting
+    when `latest` finds nothing or the path is not a file."""
     s = setting.strip()
     if s in ("", "none"):
         return ""
+    if s == "auto":
+        found = bundled_adapter(model) if model and "ranker" not in levers else None
+        return str(found) if found else ""
     if s == "latest":
         found = latest_adapter(data_dir)
         if found is None:
             raise ConfigError(f"RAG_QUERY_ADAPTER=latest: no adapter under {Path(data_dir, 'adapters')}; run "
-                              "`rag train-adapter` first, or set RAG_QUERY_ADAPTER=none")
+                              "`rag train-adapter` first, or set RAG_QUERY_ADAPTER=auto (the bundled one) or none")
         return str(found)
     if not Path(s).is_file():
-        raise ConfigError(f"RAG_QUERY_ADAPTER={s!r} is not a file: use none, latest or the .npz path "
+        raise ConfigError(f"RAG_QUERY_ADAPTER={s!r} is not a file: use auto, none, latest or the .npz path "
                           "`rag train-adapter` printed")
     return s
 
@@ -148,3 +171,19 @@ def query_adapter(params: Any) -> QueryAdapter | None:
         return None
     adapter = load_adapter(params.query_adapter)
     return adapter if adapter.model == params.rescore_model else None
+
+
+def trained_on(path: str, qa: str | Path, split: str | None) -> str | None:
+    """Why scoring the adapter at `path` on `split` of the QA file `qa` would read questions it learned from
+    (the bundled adapter learned all of legal_zh's qa_dev), or None. Matched by the file's sha256, which the
+    training record keeps; `split` None is the whole file."""
+    import hashlib
+
+    record = load_adapter(path).record
+    if not record.get("qa_sha256") or record["qa_sha256"] != hashlib.sha256(Path(qa).read_bytes()).hexdigest():
+        return None
+    learned = record.get("split", "all")
+    if learned == "all" or split is None or split == learned:
+        return (f"adapter {record.get('version')} learned {learned} of {Path(qa).name}, so scoring it on "
+                f"{split or 'all'} of it is in sample")
+    return None

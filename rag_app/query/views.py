@@ -194,8 +194,9 @@ def _similarities(q: _Question, embeddings, embed_missing: bool):
     """Every chunk's id, payload and cosine to the question (-inf outside a scope), and what embedding it cost."""
     vector, used = embeddings.embed_query_with_stats(rescore_text(q.text, q.params.rescore_query_chars))
     qv = np.asarray(vector, dtype=np.float32)
-    ids, every, matrix = wide_matrix(q.store, q.name, embeddings, embed_missing)
-    sims = matrix @ qv if ids else np.zeros(0, dtype=np.float32)
+    view = wide_matrix(q.store, q.name, embeddings, embed_missing, q.params.rescore_unit)
+    ids, every = view.ids, view.payloads
+    sims = view.chunk_scores(qv) if ids else np.zeros(0, dtype=np.float32)
     if q.where is not None and ids:
         sims = np.where([matches(every[c], q.where) for c in ids], sims, -np.inf)
     return ids, every, sims, used

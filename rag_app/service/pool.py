@@ -51,6 +51,8 @@ class VariantPool:
                                   "lower top_n or raise top_k")
             if overrides.get("query_rewrite"):  # each variant's app is built on its first request: checked now
                 self._check_rewrite(name, settings)
+            if "query_adapter" in overrides:
+                self._check_adapter(name, overrides["query_adapter"], settings)
         self.base = RagApp(settings)
         self._open_index()
         # (variant or "<ingest>", collection) -> (its app, when it was last handed out), least recently used
@@ -74,6 +76,26 @@ class VariantPool:
         from rag_app.query.stages import check_rewrite_prompt
 
         check_rewrite_prompt(settings.query_rewrite_prompt_version)
+
+    @staticmethod
+    def _check_adapter(variant: str, setting: str, settings: Settings) -> None:
+        """What start-up checks of RAG_QUERY_ADAPTER, for a variant's own adapter (a gray release of a newly
+        trained one), before the first request: a file that is there, an adapter, over this rescore embedder."""
+        from rag_app.query.adapter import adapter_path, refusal
+
+        from pathlib import Path
+
+        levers = settings.retrieval_levers.replace(" ", "").split("+")
+        if setting not in ("auto", "none", "latest") and not Path(setting).is_file():
+            why: str | None = "is not a file: use auto, none, latest or the .npz path `rag train-adapter` printed"
+        else:
+            try:
+                path = adapter_path(setting, settings.data_dir, settings.rescore_model, levers)
+                why = refusal(path, levers, settings.rescore_model, "RAG_RESCORE_MODEL") if path else None
+            except ConfigError as e:
+                why = str(e)
+        if why:
+            raise ConfigError(f"{settings.experiments_file}: variants.{variant}: query_adapter {setting!r}: {why}")
 
     def start_ramp(self, webhook=None) -> None:
         """Follow (and move) the experiment's ramp from the ledger; nothing when it declares none.

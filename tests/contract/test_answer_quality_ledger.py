@@ -87,3 +87,35 @@ def test_claims_refusals_the_review_list_and_judge_agreement_read_the_same_on_bo
         # judge right above 0.5: q1 right (users: wrong), q4 wrong (users: right), q5 right (users: right)
         # po = 1/3, pe = 2/3 * 2/3 + 1/3 * 1/3 = 5/9, kappa = (1/3 - 5/9) / (1 - 5/9) = -0.5
         assert summary["judge_agreement"] == {"answers": 3, "agreeing": 1, "share_agreeing": 0.3333, "kappa": -0.5}
+
+
+def test_marked_answers_come_back_with_their_cited_passages_on_both_engines(ledger_url, tmp_path):
+    """What `rag train-adapter --from-feedback` reads: each answer's net mark (more right than wrong: right; a
+    tie or only unsure: no mark) with the passages it cited, in order; a replayed citation row replaces itself."""
+    w = LedgerWriter(ledger_url, spill_dir=tmp_path / "spill")
+    for n, qid in enumerate(("right", "wrong", "tie", "unsure", "uncited")):
+        w.put("queries", {"query_id": qid, "kind": "query", "status": "ok", "question": f"问题{qid}",
+                          "started_at": f"2026-12-01T00:00:0{n}+00:00"})
+    for qid, cited in (("right", [("c1", "a.md", 0, 40), ("c2", "a.md", 40, 90)]), ("wrong", [("c9", "b.md", 5, 60)]),
+                       ("tie", [("c3", "a.md", 0, 40)]), ("unsure", [("c4", "a.md", 0, 40)])):
+        for pos, (chunk, doc, start, end) in enumerate(cited, 1):
+            row = {"query_id": qid, "position": pos, "collection": "laws" if qid != "wrong" else "other",
+                   "chunk_id": chunk, "doc": doc, "char_start": start, "char_end": end,
+                   "recorded_at": "2026-12-01T00:00:09+00:00"}
+            w.put("query_citations", row)
+            if qid == "right" and pos == 1:
+                w.put("query_citations", row)  # a spill replayed: the same row again
+    assert w.flush(10)
+    w.close()
+    assert w.quarantined == 0
+    with Ledger.open(ledger_url) as L:
+        for qid, user, score in (("right", "u1", 1), ("right", "u2", 1), ("right", "u3", -1), ("wrong", "u1", -1),
+                                 ("tie", "u1", 1), ("tie", "u2", -1), ("unsure", "u1", 0), ("uncited", "u1", 1)):
+            L.add_feedback(qid, user, score, None, "2026-12-01T00:01:00+00:00")
+        marked = L.marked_answers()
+        assert [(m["query_id"], m["score"], m["marks"]) for m in marked] == [("right", 1, 3), ("wrong", -1, 1),
+                                                                            ("uncited", 1, 1)]
+        assert [(c["chunk_id"], c["doc"], c["char_start"], c["char_end"]) for c in marked[0]["citations"]] == [
+            ("c1", "a.md", 0, 40), ("c2", "a.md", 40, 90)]
+        assert marked[0]["question"] == "问题right" and marked[2]["citations"] == []
+        assert [m["query_id"] for m in L.marked_answers("laws")] == ["right"]  # one collection's answers only

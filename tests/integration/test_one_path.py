@@ -56,6 +56,7 @@ def test_eval_ranks_exactly_as_ask_with_the_same_settings(tmp_path, small_corpus
 def test_eval_default_is_what_ask_runs_rescore_included(tmp_path, small_corpus):
     result, evaluated, asked, corpus = eval_and_ask(tmp_path, small_corpus, QUESTIONS[:1])
     row = result["results"][0]
-    assert row["levers"] == "rescore+charge+colloquial+named" and row["levers_acted"] == {"rescore": 1}
+    assert row["levers"] == "rescore+wide+charge+colloquial+named"
+    assert row["levers_acted"] == {"rescore": 1, "wide": 1} and row["query_adapter"].startswith("a1-")
     assert [(r["doc"], r["char_start"], r["char_end"]) for r in evaluated[0]["ranking"]] == spans(asked[0], corpus)
-    assert asked[0].levers == ("rescore",)
+    assert asked[0].levers == ("rescore", "wide")

@@ -65,17 +65,17 @@ def test_an_app_with_the_adapter_moves_its_questions_and_the_retrieve_row_names_
         app.writer.flush()
         model = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
             "SELECT model FROM stage_calls WHERE stage = 'retrieve'")][-1]
-        assert model.startswith(f"qdrant:bm25+rescore(e5-onnx+adapter({record['version']}))")
+        assert model.startswith(f"qdrant:bm25+rescore(e5-onnx/article+adapter({record['version']}))")
         raw = np.asarray(app.rescorer().embed_query_with_stats("公司只有一个股东可以吗？")[0])
         moved = np.asarray(AdaptedQueries(app.rescorer(), load_adapter(path))
                            .embed_query_with_stats("公司只有一个股东可以吗？")[0])
         assert float(raw @ moved) < 0.999 and abs(float(np.linalg.norm(moved)) - 1) < 1e-5  # moved, still unit length
-    with RagApp(make_settings(root, **LEVERS)) as app:  # the default: no adapter, and the row says plain rescore
+    with RagApp(make_settings(root, query_adapter="none", **LEVERS)) as app:  # none: the row says plain rescore
         app.ask("公司只有一个股东可以吗？")
         app.writer.flush()
         model = [r[0] for r in sqlite3.connect(app.settings.ledger_path).execute(
             "SELECT model FROM stage_calls WHERE stage = 'retrieve'")][-1]
-        assert model.startswith("qdrant:bm25+rescore(e5-onnx)")
+        assert model.startswith("qdrant:bm25+rescore(e5-onnx/article)")
 
 
 def test_the_query_path_ranks_with_the_moved_vector(trained, tmp_path):

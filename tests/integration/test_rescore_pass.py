@@ -38,7 +38,11 @@ def retrieve_row(app):
 
 @pytest.fixture
 def app(tmp_path):
-    with ingested_app(tmp_path, {"示例公司法.md": LAW4}, retriever="bm25", rescore_vectors="ingest") as a:
+    """The pass over chunk vectors (RAG_RESCORE_UNIT=chunk, 0.7.0's default levers): one text per chunk, so the
+    counts below are the chunks'; the default (articles) is the last test's."""
+    with ingested_app(tmp_path, {"示例公司法.md": LAW4}, retriever="bm25", rescore_vectors="ingest",
+                      rescore_unit="chunk", query_adapter="none",
+                      retrieval_levers="rescore+charge+colloquial+named") as a:
         yield a
 
 
@@ -95,20 +99,25 @@ def test_serve_finishes_an_unfinished_pass_in_the_background(app):
     assert app.fill_rescore_vectors_in_background() is None  # lazy mode: no pass at all
 
 
-def test_with_article_unit_ingest_embeds_each_article_and_a_question_still_embeds_only_itself(tmp_path):
-    with ingested_app(tmp_path, {"示例公司法.md": LAW4}, retriever="bm25", rescore_vectors="ingest",
-                      rescore_unit="article") as app:
+def test_by_default_ingest_embeds_each_article_once_and_a_question_still_embeds_only_itself(tmp_path):
+    """The default (RAG_RESCORE_UNIT=article, `wide`, the bundled adapter): each article is embedded, a chunk of
+    several articles needs no vector of its own (rescore and wide read it as its best article)."""
+    from rag_app.query.adapter import bundled_adapter, load_adapter
+
+    with ingested_app(tmp_path, {"示例公司法.md": LAW4}, retriever="bm25", rescore_vectors="ingest") as app:
         texts = chunk_texts(app.store, app.collection.name, "article")
         chunks = chunk_texts(app.store, app.collection.name)
-        assert len(texts) > len(chunks) and set(chunks) <= set(texts)  # 第一章's chunk holds three articles
+        whole = next(t for t in chunks if "第一条" in t and "第三条" in t)  # 第一章's chunk holds three articles
+        assert len(texts) == len(chunks) - 1 + 3 and whole not in texts and set(chunks) - {whole} <= set(texts)
         assert vectors(app) == len(texts)
         answer = app.ask(QUESTION)
         assert "第五十七条" in answer.contexts[0].chunk.text
         assert vectors(app) == len(texts) + 1  # + the question's own vector, no passage
         model, hits, misses, note = retrieve_row(app)
-        assert model == "qdrant:bm25+rescore(e5-onnx/article)" and note is None and misses == 1
-        # one article's vector gone (its chunk's own vector is still there): rescore reads articles, so that
-        # chunk is left out and the row says so
+        version = load_adapter(bundled_adapter("e5-onnx")).version
+        assert model == f"qdrant:bm25+rescore(e5-onnx/article+adapter({version}))+wide" and note is None
+        assert misses == 1
+        # one article's vector gone: rescore reads articles, so that chunk is left out and the row says so
         piece = next(t for t in texts if t not in chunks and "第三条" in t)
         db = sqlite3.connect(app.settings.cache_path)
         with db:
@@ -124,3 +133,15 @@ def test_a_bad_rescore_unit_is_one_line_naming_it(tmp_path):
     with pytest.raises(ConfigError, match="RAG_RESCORE_UNIT") as e:
         load_settings(data_dir=tmp_path, rescore_unit="sentence")
     assert "\n" not in str(e.value)
+
+
+def test_in_the_lazy_mode_a_question_embeds_its_candidates_never_the_whole_collection_for_wide(tmp_path):
+    """RAG_RESCORE_VECTORS=query (`rag demo`): wide reads the vectors made so far; only `rag eval` (no wait
+    bound) embeds the whole collection on the spot."""
+    from tests.conftest import COMPANY_LAW, LAWS
+
+    with ingested_app(tmp_path, {"公司法.md": (LAWS / COMPANY_LAW).read_text(encoding="utf-8")}, retriever="bm25",
+                      rescore_vectors="query") as app:
+        every = chunk_texts(app.store, app.collection.name, "article")
+        assert "wide" in app.ask(QUESTION).levers
+        assert 1 < vectors(app) < len(every) / 2  # the question and its candidates' articles

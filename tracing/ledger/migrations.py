@@ -396,6 +396,12 @@ def m021_cache_hit_origin(db: Connection) -> None:
         create_index(db, ix)
 
 
+@migration
+def m023_query_citations(db: Connection) -> None:
+    # the passages each answer cited: what `rag train-adapter --from-feedback` pairs with users' marks
+    _ddl(db, CreateTable(S.query_citations, if_not_exists=True))
+
+
 def _create_triggers(db: Connection) -> None:
     """Any insert, update or delete of a query's rows marks it dirty, whoever writes: the writers fold
     dirty queries into the totals, so the totals cannot drift from rows written around the writer."""

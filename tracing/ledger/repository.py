@@ -42,6 +42,7 @@ from tracing.ledger.schema import (
     ledger_losses,
     ledger_quarantine,
     queries,
+    query_citations,
     query_feedback,
     query_quality,
     query_totals,
@@ -612,6 +613,36 @@ class Ledger:
         comment. `refusals`: the answers that refused instead (why `refusal`)."""
         with self._read() as db:
             return review.to_review(db, grounded_below, judge_below, limit, refusals)
+
+    def marked_answers(self, collection: str | None = None) -> list[dict]:
+        """Every answer users marked right or wrong, with its question and the passages it cited, oldest first:
+        what `rag train-adapter --from-feedback` learns from. An answer's mark is its users' net word (right
+        when more said right than wrong, wrong when more said wrong; a tie or only `unsure` is no mark);
+        `collection`: only answers that read it (answers recorded before m023 name none and are left out,
+        as they have no citations)."""
+        f, t, c = query_feedback, queries, query_citations
+        net = (select(f.c.query_id, func.sum(f.c.score).label("net"), func.count().label("marks"))
+               .where(f.c.score != 0).group_by(f.c.query_id).subquery("net"))
+        with self._read() as db:
+            marked = db.execute(
+                select(net.c.query_id, net.c.net, net.c.marks, t.c.question, t.c.variant, t.c.started_at)
+                .join_from(net, t, t.c.query_id == net.c.query_id)
+                .where(net.c.net != 0, t.c.question.is_not(None))
+                .order_by(t.c.started_at, net.c.query_id)).mappings().all()
+            cited: dict[str, list[dict]] = {}
+            ids = [r["query_id"] for r in marked]
+            for i in range(0, len(ids), 500):
+                where: list[ColumnElement[bool]] = [c.c.query_id.in_(ids[i:i + 500])]
+                if collection is not None:
+                    where.append(c.c.collection == collection)
+                for r in db.execute(select(c.c.query_id, c.c.position, c.c.collection, c.c.chunk_id, c.c.doc,
+                                           c.c.char_start, c.c.char_end).where(*where)
+                                    .order_by(c.c.query_id, c.c.position)).mappings():
+                    cited.setdefault(r["query_id"], []).append(dict(r))
+        return [{"query_id": r["query_id"], "question": r["question"], "variant": r["variant"],
+                 "score": 1 if r["net"] > 0 else -1, "marks": int(r["marks"]), "started_at": r["started_at"],
+                 "citations": cited.get(r["query_id"], [])} for r in marked
+                if r["query_id"] in cited or collection is None]
 
     def feedback(self, query_id: str) -> list[dict]:
         f = query_feedback

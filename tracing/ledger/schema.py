@@ -25,6 +25,7 @@ column is one line here plus its migration.
                         created which collection, when, and with what (m018)
     rate_events         each admitted request of a rate-limited key: when, and its tokens (reserved, then
                         used), read as a sliding 60 s window by every replica (m019; m018's rate_windows gone)
+    query_citations     the passages each answer cited, so users' feedback names them (m023)
     _migrations         applied migrations
 """
 from __future__ import annotations
@@ -433,6 +434,21 @@ query_feedback = Table(
     Column("recorded_at", Text, nullable=False),
 )
 
+# m023: the passages each answer cited (rag_app/core/types.py Citation: what an LLM answer marks with [n], else
+# every passage sent; an extractive answer's excerpts), so feedback can name what a user marked right or wrong
+# (`rag train-adapter --from-feedback`, rag_app/evaluation/feedback_pairs.py)
+query_citations = Table(
+    "query_citations", metadata,
+    Column("query_id", Text, primary_key=True),
+    Column("position", INT, primary_key=True),  # 1, 2, ... in the answer's order
+    Column("collection", Text),  # the collection the answer read (RAG_COLLECTION or the request's)
+    Column("chunk_id", Text),
+    Column("doc", Text),  # the document's path as ingested
+    Column("char_start", INT),  # code points into the document, as Citation gives them
+    Column("char_end", INT),
+    Column("recorded_at", Text, nullable=False),
+)
+
 # m018: keys and teams (rag_app/access/, tracing/ledger/keys.py). A key is known by its name: the ledger's
 # `api_key_id` of its queries, so rotating the secret keeps its history, budgets and limits.
 api_keys = Table(
@@ -484,5 +500,5 @@ rate_events = Table(
 )
 
 WRITABLE = {t.name: frozenset(c.name for c in t.columns if c.name != "id")
-            for t in (queries, stage_calls, shadow_pairs, ledger_losses, query_quality)}
+            for t in (queries, stage_calls, shadow_pairs, ledger_losses, query_quality, query_citations)}
 TABLES = {t.name: t for t in metadata.sorted_tables}

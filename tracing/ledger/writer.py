@@ -104,7 +104,8 @@ def default_spill_dir(target: LedgerTarget) -> Path:
     return Path.home() / ".cache" / "legal-rag" / "spill"
 
 
-WHOLE_ROWS = ("queries", "shadow_pairs", "query_quality")  # written whole: a second write replaces the row
+# written whole: a second write (a replayed spill file) replaces the row
+WHOLE_ROWS = ("queries", "shadow_pairs", "query_quality", "query_citations")
 
 
 @lru_cache(maxsize=8)

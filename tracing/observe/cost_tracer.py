@@ -123,6 +123,7 @@ class CostTracer(BaseCallbackHandler):
                 mode = getattr(outputs, "mode", None) or (outputs.get("mode") if isinstance(outputs, dict) else None)
                 self._write_query(run, "ok", mode=mode)
                 self._write_quality(run, getattr(outputs, "quality", None))
+                self._write_citations(run, getattr(outputs, "citations", None))
             elif not run.reported and not run.attempts:  # a stage of someone else's chain that reports nothing
                 self._write_usage(self.pricer.price(StageUsage(run.name)), run.metadata, run)
 
@@ -189,6 +190,19 @@ class CostTracer(BaseCallbackHandler):
         for row in _quality_rows(query_id, quality.as_json(), source=getattr(quality, "source", "local"),
                                  details=details):
             self._hand("query_quality", row)
+
+    def _write_citations(self, run: _Run, citations: Any) -> None:
+        """The passages the answer cited (query_citations), so a user's later mark on the answer names them
+        (`rag train-adapter --from-feedback`)."""
+        if not citations or run.metadata.get(GRADES_QUERY):
+            return
+        at = utcnow()
+        for n, c in enumerate(citations, 1):
+            self._hand("query_citations", {
+                "query_id": run.metadata["query_id"], "position": n, "collection": run.metadata.get("collection"),
+                "chunk_id": getattr(c, "chunk_id", None), "doc": getattr(c, "doc", None),
+                "char_start": getattr(c, "char_start", None), "char_end": getattr(c, "char_end", None),
+                "recorded_at": at})
 
     def _write_query(self, run: _Run, status: str, mode: str | None = None, error: str | None = None) -> None:
         md = run.metadata

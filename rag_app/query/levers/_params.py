@@ -35,8 +35,8 @@ class LeverParams:
     # the query adapter's artefact (RAG_QUERY_ADAPTER; '' none): moves the question's vector in the rescore
     # embedder's space before rescore, wide and the ranker read it (rag_app/query/adapter.py)
     query_adapter: str = ""
-    # what rescore scores: a chunk's own vector, or (article) its best article's; RAG_RESCORE_UNIT
-    rescore_unit: str = "chunk"
+    # what rescore and wide read of a chunk: (article) its best article's vector, or its own; RAG_RESCORE_UNIT
+    rescore_unit: str = "article"
 
     def __post_init__(self) -> None:
         if self.rescore_fusion not in ("rrf", "linear"):

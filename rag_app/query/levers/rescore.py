@@ -18,8 +18,7 @@ from rag_app.query.levers._params import LeverParams
 def dense_texts(payload: Payload, unit: str = "chunk") -> list[str]:
     """What the rescore embedder reads of one chunk: its indexed text, or (unit `article`) each of its
     articles, the chunk scored by the best of them (RAG_RESCORE_UNIT)."""
-    chunk = Chunk.from_payload(payload)
-    return chunk.article_texts() if unit == "article" else [chunk.indexed_text()]
+    return Chunk.from_payload(payload).dense_texts(unit)
 
 
 def dense_order(question: str, payloads: dict[str, Payload], ids: list[str], embeddings: Embedder,
@@ -106,9 +105,9 @@ class Rescore(Lever, name="rescore", stage="candidates", order=20):  # after wid
         return f"rescore({params.rescore_model}{unit}{f'+adapter({adapter.version})' if adapter else ''})"
 
     def begin(self, req: SearchRequest, c: Candidates) -> Candidates:
-        # the question's vector is started before the search when nothing else gives one (wide makes
-        # its own after the search; a collection's own dense vector may be another model's, so is unused)
-        if req.embeddings is None or "wide" in req.levers or req.dense_leg:
+        # the question's vector is started before the search, so it is embedded while BM25 runs (wide reads it
+        # too); a collection's own dense vector may be another model's, so is unused
+        if req.embeddings is None or req.dense_leg:
             return c
         return replace(c, question_vector=QuestionVector(self.text(req), req.embeddings, req.rescore_wait_s))
 
