@@ -101,6 +101,57 @@ def _positive(v: Any, field_: str) -> int | None:
     return v
 
 
+# -- KeySpec's fields, one check each: the value as kept, or a ConfigError naming the field --------------------
+
+def _key_name(v: Any) -> str:
+    name = str(v or "")
+    if not name or len(name) > 64 or not set(name) <= NAME_CHARS:
+        raise ConfigError(f"name {name[:80]!r}: 1-64 characters of letters, digits, - _ . @")
+    return name
+
+
+def _one_of(v: Any, allowed: tuple[str, ...], field_: str) -> str:
+    if v not in allowed:
+        raise ConfigError(f"{field_} must be {', '.join(allowed[:-1])} or {allowed[-1]}, got {v!r}")
+    return str(v)
+
+
+def _budget(v: Any) -> Decimal | None:
+    if v is None:
+        return None
+    try:
+        budget = Decimal(str(v))
+    except InvalidOperation:
+        raise ConfigError(f"budget_usd must be a number of dollars, got {v!r}") from None
+    if not budget.is_finite() or budget <= 0:
+        raise ConfigError(f"budget_usd must be above 0, got {budget}")
+    return budget
+
+
+def _user(v: Any) -> str | None:
+    if v is None:
+        return None
+    if not str(v).strip() or len(str(v)) > 200 or has_bidi(str(v)):
+        raise ConfigError("user: non-empty text of at most 200 characters, without bidirectional controls")
+    return str(v)
+
+
+def _future_expiry(v: Any, now: datetime) -> str | None:
+    expires = _expiry(v)
+    if expires is not None and expires <= stamp(now):
+        raise ConfigError(f"expires {expires} is in the past: the key would be born expired; give a later "
+                          "date (UTC), or no --expires")
+    return expires
+
+
+def _collections_cap(v: Any, create: bool) -> int | None:
+    """How many collections the key may create: given, else DEFAULT_MAX_COLLECTIONS; None without the right."""
+    cap = _positive(v, "max_collections")
+    if cap is not None and not create:
+        raise ConfigError("max_collections needs can_create_collections (--create-collections)")
+    return (cap or DEFAULT_MAX_COLLECTIONS) if create else None
+
+
 @dataclass(frozen=True)
 class KeySpec:
     """What `rag keys create` and POST /v1/keys are given, checked field by field."""
@@ -123,37 +174,17 @@ class KeySpec:
 
     @classmethod
     def parse(cls, d: dict[str, Any], now: datetime | None = None) -> KeySpec:
-        name = str(d.get("name") or "")
-        if not name or len(name) > 64 or not set(name) <= NAME_CHARS:
-            raise ConfigError(f"name {name[:80]!r}: 1-64 characters of letters, digits, - _ . @")
-        role = d.get("role") or MEMBER
-        if role not in ROLES:
-            raise ConfigError(f"role must be admin or member, got {role!r}")
-        period = d.get("period") or "month"
-        if period not in PERIODS:
-            raise ConfigError(f"period must be day, week or month, got {period!r}")
-        budget = d.get("budget_usd")
-        if budget is not None:
-            try:
-                budget = Decimal(str(budget))
-            except InvalidOperation:
-                raise ConfigError(f"budget_usd must be a number of dollars, got {budget!r}") from None
-            if not budget.is_finite() or budget <= 0:
-                raise ConfigError(f"budget_usd must be above 0, got {budget}")
-        user = d.get("user")
-        if user is not None and (not str(user).strip() or len(str(user)) > 200 or has_bidi(str(user))):
-            raise ConfigError("user: non-empty text of at most 200 characters, without bidirectional controls")
-        expires = _expiry(d.get("expires"))
-        if expires is not None and expires <= stamp(now or datetime.now(UTC)):
-            raise ConfigError(f"expires {expires} is in the past: the key would be born expired; give a later "
-                              "date (UTC), or no --expires")
-        create, cap = bool(d.get("can_create_collections")), _positive(d.get("max_collections"), "max_collections")
-        if cap is not None and not create:
-            raise ConfigError("max_collections needs can_create_collections (--create-collections)")
-        return cls(name, user, role, budget, period, _positive(d.get("rpm"), "rpm"), _positive(d.get("tpm"), "tpm"),
-                   _names(d.get("models"), "models"), _names(d.get("collections"), "collections"),
-                   _names(d.get("documents"), "documents"), bool(d.get("can_ingest")), expires,
-                   bool(d.get("can_replace")), create, (cap or DEFAULT_MAX_COLLECTIONS) if create else None)
+        """Each field checked in turn (the first one wrong is a ConfigError naming it and what it takes)."""
+        create = bool(d.get("can_create_collections"))
+        return cls(name=_key_name(d.get("name")), role=_one_of(d.get("role") or MEMBER, ROLES, "role"),
+                   period=_one_of(d.get("period") or "month", PERIODS, "period"),
+                   budget_usd=_budget(d.get("budget_usd")), user=_user(d.get("user")),
+                   expires=_future_expiry(d.get("expires"), now or datetime.now(UTC)),
+                   max_collections=_collections_cap(d.get("max_collections"), create),
+                   rpm=_positive(d.get("rpm"), "rpm"), tpm=_positive(d.get("tpm"), "tpm"),
+                   models=_names(d.get("models"), "models"), collections=_names(d.get("collections"), "collections"),
+                   documents=_names(d.get("documents"), "documents"), can_ingest=bool(d.get("can_ingest")),
+                   can_replace=bool(d.get("can_replace")), can_create_collections=create)
 
     def row(self, secret: str, now: datetime) -> dict[str, Any]:
         import json
@@ -220,11 +251,11 @@ def refusal(row: dict[str, Any] | None, now: datetime) -> str | None:
 class KeyRing:
     """Resolves a bearer secret to its Principal through the ledger, remembering each answer `ttl_s`."""
 
-    lookup: Callable[[str], dict | None]  # secret_sha256 -> key row (the ledger)
+    lookup: Callable[[str], dict[str, Any] | None]  # secret_sha256 -> key row (the ledger)
     any_issued: Callable[[], bool]
     ttl_s: float = 2.0
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-    _seen: dict[str, tuple[float, dict | None]] = field(default_factory=dict)
+    _seen: dict[str, tuple[float, dict[str, Any] | None]] = field(default_factory=dict)
     _issued: tuple[float, bool] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -11,7 +11,7 @@ from rag_app.core.errors import ConfigError
 from rag_app.core.money import usd_json
 
 
-def _audit(actor: str, action: str, target: str, now: datetime, detail: dict[str, Any] | None = None) -> dict:
+def _audit(actor: str, action: str, target: str, now: datetime, detail: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"at": stamp(now), "actor": actor, "action": action, "target": target,
             "detail": json.dumps(detail, ensure_ascii=False, default=str) if detail else None}
 

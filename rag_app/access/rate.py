@@ -49,6 +49,18 @@ def epoch_ms(t: datetime) -> int:
     return int(t.timestamp() * 1000)
 
 
+def _limit_reached(p: Principal, step: Any) -> RateLimited:
+    """The refusal of a request whose key's window is full (`step`: the ledger's RateStep): which limit,
+    its value, what the window holds, and when enough of it will have left."""
+    retry = min(WINDOW_S, max(1, math.ceil(step.retry_after_ms / 1000)))
+    by_rpm = p.rpm is not None and step.requests >= p.rpm
+    limit, value, used = ("rpm", p.rpm, step.requests) if by_rpm else ("tpm", p.tpm, step.tokens)
+    what = f"{value} {'requests' if limit == 'rpm' else 'tokens'} per minute"
+    return RateLimited({"detail": f"API key {p.name!r} reached its limit of {what}; retry in {retry} s",
+                        "type": "rate_limited", "key": p.name, "limit": limit, "limit_value": value,
+                        "used": used, "window_s": WINDOW_S, "retry_after_s": retry}, retry)
+
+
 class RateLimiter:
     def __init__(self, ledger: Callable[[Callable[[Any], Any]], Any],
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC), fail_open: bool = False):
@@ -77,13 +89,7 @@ class RateLimiter:
         self._prune(now)
         if step.taken:
             return Ticket(p.name, step.event_id, reserve, p.tpm is not None)
-        retry = min(WINDOW_S, max(1, math.ceil(step.retry_after_ms / 1000)))
-        by_rpm = p.rpm is not None and step.requests >= p.rpm
-        limit, value, used = ("rpm", p.rpm, step.requests) if by_rpm else ("tpm", p.tpm, step.tokens)
-        what = f"{value} {'requests' if limit == 'rpm' else 'tokens'} per minute"
-        raise RateLimited({"detail": f"API key {p.name!r} reached its limit of {what}; retry in {retry} s",
-                           "type": "rate_limited", "key": p.name, "limit": limit, "limit_value": value,
-                           "used": used, "window_s": WINDOW_S, "retry_after_s": retry}, retry)
+        raise _limit_reached(p, step)
 
     def settle(self, ticket: Ticket | None, tokens: int) -> None:
         """A finished query's real tokens in place of its reservation (best effort: never fails it; a

@@ -48,13 +48,21 @@ def scope_for(p: Principal, scope: Scope | None) -> Scope | None:
         return scope
     if scope is None or not scope:
         return Scope(docs=p.documents)
-    allowed = {_norm(d) for d in p.documents}
-    outside = [d for d in scope.docs if _norm(d) not in allowed]
-    if outside or scope.laws:
-        what = outside[0] if outside else f"law {scope.laws[0]}"
+    outside = _outside(p.documents, scope)
+    if outside is not None:
         raise Forbidden(f"API key {p.name!r} may read only its documents ({', '.join(p.documents[:5])}"
-                        f"{'…' if len(p.documents) > 5 else ''}); {what[:80]!r} is not one of them")
+                        f"{'…' if len(p.documents) > 5 else ''}); {outside[:80]!r} is not one of them")
     return scope
+
+
+def _outside(documents: tuple[str, ...], scope: Scope) -> str | None:
+    """The first thing `scope` names beyond `documents`: a document not among them, else a law (a law name
+    could mean documents the key was not given); None when it stays inside."""
+    allowed = {_norm(d) for d in documents}
+    outside = [d for d in scope.docs if _norm(d) not in allowed]
+    if outside:
+        return outside[0]
+    return f"law {scope.laws[0]}" if scope.laws else None
 
 
 def check_models(p: Principal, names: Iterable[str | None]) -> None:

@@ -20,9 +20,10 @@ stop belongs to the sentence before it). Its citation frame (《…》, 第X条,
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from rag_app.quality.lexicon import is_advice, is_refusal
 from rag_app.quality.meaning import meaning_differs, number_differs
@@ -66,7 +67,7 @@ class Claim:
     passage: int | None
     why: str
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"text": self.text, "supported": self.supported, "passage": self.passage, "why": self.why}
 
 
@@ -129,8 +130,11 @@ def support(us: list[str], grams: set[str], passage: str) -> float:
     return (held + sum(u in words for u in us) / len(us)) / 2
 
 
+_Sentences = tuple[tuple[str, frozenset[str]], ...]  # each sentence of a passage and its unit bigrams
+
+
 @lru_cache(maxsize=1024)
-def _passage_sentences(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+def _passage_sentences(text: str) -> _Sentences:
     out = []
     for s in _PASSAGE_SENTENCE.split(text):
         if s and s.strip():
@@ -145,17 +149,17 @@ def best_span(grams: set[str], passage: str, context: int = 0) -> str:
     if not sents:
         return passage
     scores = [len(grams & g) for _, g in sents]
-    i = max(range(len(sents)), key=scores.__getitem__)
+    lo, hi = _grown(grams, sents, max(range(len(sents)), key=scores.__getitem__))
+    lo, hi = max(0, lo - context), min(len(sents), hi + context)
+    return ("" if _cjk(passage) else " ").join(s for s, _ in sents[lo:hi])
+
+
+def _grown(grams: set[str], sents: _Sentences, i: int) -> tuple[int, int]:
+    """Sentence i and the neighbours taken one at a time, the one adding more of the claim's grams first,
+    up to MAX_SPAN sentences: [lo, hi)."""
     lo, hi, held = i, i + 1, set(grams & sents[i][1])
     while hi - lo < MAX_SPAN:
-        gains = []
-        if lo > 0:
-            gains.append((len((grams & sents[lo - 1][1]) - held), -1))
-        if hi < len(sents):
-            gains.append((len((grams & sents[hi][1]) - held), 1))
-        if not gains:
-            break
-        gain, side = max(gains)
+        gain, side = _best_neighbour(grams, sents, lo, hi, held)
         if gain < 2:  # a neighbour adding a gram or two is chance, not the rest of the claim
             break
         if side < 0:
@@ -164,8 +168,18 @@ def best_span(grams: set[str], passage: str, context: int = 0) -> str:
         else:
             held |= grams & sents[hi][1]
             hi += 1
-    lo, hi = max(0, lo - context), min(len(sents), hi + context)
-    return "".join(s for s, _ in sents[lo:hi]) if _cjk(passage) else " ".join(s for s, _ in sents[lo:hi])
+    return lo, hi
+
+
+def _best_neighbour(grams: set[str], sents: _Sentences, lo: int, hi: int, held: set[str]) -> tuple[int, int]:
+    """(grams not yet held, side) of the better of the sentences either side of [lo, hi): -1 before, 1
+    after; (0, 0) when there is none."""
+    gains = []
+    if lo > 0:
+        gains.append((len((grams & sents[lo - 1][1]) - held), -1))
+    if hi < len(sents):
+        gains.append((len((grams & sents[hi][1]) - held), 1))
+    return max(gains) if gains else (0, 0)
 
 
 def _cjk(text: str) -> bool:
@@ -186,32 +200,83 @@ def _sections(text: str) -> set[str]:
     return out
 
 
-def _citation_problem(sentence: str, cited: list[int], passages: Sequence[Passage], pool: list[int],
-                      everything: str) -> str | None:
+@dataclass(frozen=True)
+class _Reading:
+    """A sentence read for its checks: what it says (its statement, the statement's units and bigrams), its
+    [n] marks, the passages sent, the ones it may be checked against (`pool`: those it cites that were sent,
+    citing none, all of them) and all the text sent (`everything`: labels, passages, titles)."""
+
+    sentence: str
+    said: str
+    said_units: list[str]
+    grams: set[str]
+    cited: list[int]
+    pool: list[int]
+    passages: Sequence[Passage]
+    everything: str
+
+    @classmethod
+    def of(cls, sentence: str, passages: Sequence[Passage], everything: str) -> _Reading:
+        said = statement(sentence)
+        us = units(said)
+        cited = [int(n) for n in CITE.findall(sentence)]
+        pool = [n - 1 for n in dict.fromkeys(cited) if 1 <= n <= len(passages)] if cited else list(range(len(passages)))
+        return cls(sentence, said, us, bigrams(us), cited, pool, passages, everything)
+
+    @property
+    def pool_text(self) -> str:
+        """The labels and texts of the passages in the pool: where its articles and sections must be."""
+        return "\n".join(self.passages[i].label + "\n" + self.passages[i].text for i in self.pool)
+
+
+# -- the citation frame's checks, in order: each returns why the frame is wrong, or None -----------------------
+
+def _passage_not_sent(r: _Reading) -> str | None:
+    bad = [n for n in r.cited if not 1 <= n <= len(r.passages)]
+    return f"cites passage [{bad[0]}], which was not sent ({len(r.passages)} were)" if bad else None
+
+
+def _law_not_sent(r: _Reading) -> str | None:
+    unknown = [name for name in dict.fromkeys(LAW.findall(r.sentence)) if not _law_known(name, r.everything)]
+    return f"cites 《{unknown[0]}》, a law in none of the passages sent" if unknown else None
+
+
+def _article_not_cited(r: _Reading) -> str | None:
+    """An article (第X条) not in the passages it cites (citing none, in none sent); says where it is, if sent."""
+    refs = list(dict.fromkeys(find_article_refs(r.sentence)))
+    if not refs:
+        return None
+    in_pool = set(find_article_refs(r.pool_text))
+    key = next((k for k in refs if k not in in_pool), None)
+    if key is None:
+        return None
+    where = [i + 1 for i, p in enumerate(r.passages) if key in find_article_refs(p.label + "\n" + p.text)]
+    art = _article_words(r.sentence, key)
+    if where:
+        return f"cites {art}, which is in passage [{where[0]}], not in {_cited(r.cited)}"
+    return f"cites {art}, an article in none of the passages sent"
+
+
+def _section_not_cited(r: _Reading) -> str | None:
+    """An English section, clause or article number not in the passages it cites (citing none, in none sent)."""
+    shown = [m for m in _EN_REF.finditer(r.sentence) if m.group("sec")]
+    if not shown:
+        return None
+    in_pool = _sections(r.pool_text)
+    missing = next((m for m in shown if m.group("sec") not in in_pool), None)
+    return None if missing is None else f"cites {missing.group(0).strip()}, which is in none of {_cited(r.cited)}"
+
+
+CITATION_CHECKS: tuple[Callable[[_Reading], str | None], ...] = (
+    _passage_not_sent, _law_not_sent, _article_not_cited, _section_not_cited)
+
+
+def _citation_problem(r: _Reading) -> str | None:
     """Why the sentence's citation frame is wrong, or None."""
-    bad = [n for n in cited if not 1 <= n <= len(passages)]
-    if bad:
-        return f"cites passage [{bad[0]}], which was not sent ({len(passages)} were)"
-    for name in dict.fromkeys(LAW.findall(sentence)):
-        if not _law_known(name, everything):
-            return f"cites 《{name}》, a law in none of the passages sent"
-    refs = list(dict.fromkeys(find_article_refs(sentence)))
-    if refs:
-        in_pool = set(find_article_refs("\n".join(passages[i].label + "\n" + passages[i].text for i in pool)))
-        for key in refs:
-            if key in in_pool:
-                continue
-            where = [i + 1 for i, p in enumerate(passages) if key in find_article_refs(p.label + "\n" + p.text)]
-            art = _article_words(sentence, key)
-            if where:
-                return f"cites {art}, which is in passage [{where[0]}], not in {_cited(cited)}"
-            return f"cites {art}, an article in none of the passages sent"
-    for m in _EN_REF.finditer(sentence):
-        sec = m.group("sec")
-        if not sec:
-            continue
-        if sec not in _sections("\n".join(passages[i].label + "\n" + passages[i].text for i in pool)):
-            return f"cites {m.group(0).strip()}, which is in none of {_cited(cited) if cited else 'the passages sent'}"
+    for check in CITATION_CHECKS:
+        why = check(r)
+        if why is not None:
+            return why
     return None
 
 
@@ -231,39 +296,75 @@ def _cited(cited: list[int]) -> str:
     return ", ".join(f"passage [{n}]" for n in dict.fromkeys(cited)) if cited else "the passages sent"
 
 
+@dataclass(frozen=True)
+class _Best:
+    """The passage of the pool holding most of the claim (`index` None: the pool is empty) and that share."""
+
+    index: int | None
+    share: float
+
+    @property
+    def number(self) -> int | None:
+        """Its 1-based number, as [n] marks and Claim.passage count."""
+        return None if self.index is None else self.index + 1
+
+
+def _best_passage(r: _Reading) -> _Best:
+    shares = {i: support(r.said_units, r.grams, r.passages[i].text) for i in r.pool}
+    if not shares:
+        return _Best(None, 0.0)
+    best = max(shares, key=shares.__getitem__)
+    return _Best(best, shares[best])
+
+
+# -- a claim's checks, in order (CLAIM_CHECKS): each returns why it is not supported, or None -------------------
+
+def _not_found(r: _Reading, best: _Best) -> str | None:
+    """Too little of the claim is in the passages it cites (citing none, in any); says which passage it
+    matches instead, if one it did not cite does."""
+    if best.index is not None and best.share >= SUPPORTED_AT:
+        return None
+    elsewhere = _better_elsewhere(r.said_units, r.grams, r.passages, r.pool) if r.cited else None
+    if elsewhere is not None:
+        return f"not in {_cited(r.cited)} ({best.share:.0%} of its words); it matches passage [{elsewhere + 1}]"
+    where = _cited(r.cited) if r.cited else "one"
+    return f"not found in the passages: at most {best.share:.0%} of its words are in {where}"
+
+
+def _meaning_changed(r: _Reading, best: _Best) -> str | None:
+    """Its words are the passage's, its modality, negation or numbers are not (rag_app/quality/meaning.py)."""
+    if best.index is None:  # _not_found has said so
+        return None
+    span = best_span(r.grams, r.passages[best.index].text)
+    why = meaning_differs(r.said, span) or number_differs(r.said, span)
+    return f"{why} (passage [{best.number}])" if why else None
+
+
+def _citation_wrong(r: _Reading, best: _Best) -> str | None:
+    return _citation_problem(r)
+
+
+CLAIM_CHECKS: tuple[Callable[[_Reading, _Best], str | None], ...] = (_citation_wrong, _not_found, _meaning_changed)
+
+NOT_CLAIMS: tuple[tuple[Callable[[str], bool], str], ...] = (
+    (is_refusal, REFUSAL_WHY), (is_advice, "advice to ask someone, not a claim about the passages"))
+
+
 def check_sentence(sentence: str, passages: Sequence[Passage], everything: str) -> Claim | None:
     """The claim a sentence makes and its check; None for a fragment too short to be a claim."""
-    if is_refusal(sentence):
-        return Claim(sentence, None, None, REFUSAL_WHY)
-    if is_advice(sentence):
-        return Claim(sentence, None, None, "advice to ask someone, not a claim about the passages")
-    said = statement(sentence)
-    us = units(said)
-    grams = bigrams(us)
-    cited = [int(n) for n in CITE.findall(sentence)]
-    pool = [n - 1 for n in dict.fromkeys(cited) if 1 <= n <= len(passages)] if cited else list(range(len(passages)))
-    if len(grams) < MIN_GRAMS:  # a fragment says nothing, unless it names a source that was not sent
-        problem = _citation_problem(sentence, cited, passages, pool, everything) if _frames(sentence) else None
+    not_a_claim = next((why for says, why in NOT_CLAIMS if says(sentence)), None)
+    if not_a_claim is not None:
+        return Claim(sentence, None, None, not_a_claim)
+    r = _Reading.of(sentence, passages, everything)
+    if len(r.grams) < MIN_GRAMS:  # a fragment says nothing, unless it names a source that was not sent
+        problem = _citation_problem(r) if _frames(sentence) else None
         return None if problem is None else Claim(sentence, False, None, problem)
-    problem = _citation_problem(sentence, cited, passages, pool, everything)
-    shares = {i: support(us, grams, passages[i].text) for i in pool}
-    best = max(shares, key=shares.__getitem__) if shares else None
-    if problem:
-        return Claim(sentence, False, None if best is None else best + 1, problem)
-    if best is None or shares[best] < SUPPORTED_AT:
-        share = 0.0 if best is None else shares[best]
-        elsewhere = _better_elsewhere(us, grams, passages, pool) if cited else None
-        if elsewhere is not None:
-            return Claim(sentence, False, best + 1 if best is not None else None,
-                         f"not in {_cited(cited)} ({share:.0%} of its words); it matches passage [{elsewhere + 1}]")
-        return Claim(sentence, False, None if best is None else best + 1,
-                     f"not found in the passages: at most {share:.0%} of its words are in {_cited(cited)}"
-                     if cited else f"not found in the passages: at most {share:.0%} of its words are in one")
-    span = best_span(grams, passages[best].text)
-    why = meaning_differs(said, span) or number_differs(said, span)
-    if why:
-        return Claim(sentence, False, best + 1, f"{why} (passage [{best + 1}])")
-    return Claim(sentence, True, best + 1, f"found in passage [{best + 1}] ({shares[best]:.0%} of its words)")
+    best = _best_passage(r)
+    for check in CLAIM_CHECKS:
+        why = check(r, best)
+        if why is not None:
+            return Claim(sentence, False, best.number, why)
+    return Claim(sentence, True, best.number, f"found in passage [{best.number}] ({best.share:.0%} of its words)")
 
 
 def _better_elsewhere(us: list[str], grams: set[str], passages: Sequence[Passage], pool: list[int]) -> int | None:

@@ -69,7 +69,7 @@ class Grades:
     def as_json(self) -> dict[str, float]:
         return {"faithfulness": self.faithfulness, "relevance": self.relevance, "judge_score": self.score}
 
-    def details(self) -> dict[str, dict]:
+    def details(self) -> dict[str, dict[str, str | None]]:
         """query_quality.detail per metric: why, by which model and prompt (on the judge_score row)."""
         return {"judge_score": {"reason": self.reason, "model": self.model, "prompt_version": self.prompt_version}}
 
@@ -77,6 +77,15 @@ class Grades:
 def parse_grades(reply: str, *, model: str | None = None, prompt_version: str | None = None) -> Grades:
     """The judge's reply -> Grades. Anything but a JSON object with both grades as numbers in [0, 1] is a
     StageError (the judge run's row says so); a grade is never guessed or clamped into range."""
+    obj = _reply_object(reply)
+    grades = {name: _grade(obj, name) for name in METRICS}
+    reason = obj.get("reason")
+    return Grades(grades["faithfulness"], grades["relevance"], str(reason)[:500] if reason is not None else "",
+                  model, prompt_version)
+
+
+def _reply_object(reply: str) -> dict[str, Any]:
+    """The JSON object in the reply (inside a fence or prose if need be); a StageError when there is none."""
     m = _OBJECT.search(reply or "")
     try:
         obj = json.loads(m.group(0)) if m else None
@@ -84,15 +93,15 @@ def parse_grades(reply: str, *, model: str | None = None, prompt_version: str | 
         obj = None
     if not isinstance(obj, dict):
         raise StageError(JUDGE_STAGE, f"reply is not a JSON object: {(reply or '')[:120]!r}")
-    grades = {}
-    for name in METRICS:
-        v = obj.get(name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1:
-            raise StageError(JUDGE_STAGE, f"{name} must be a number from 0 to 1, got {v!r}")
-        grades[name] = round(float(v), 4)
-    reason = obj.get("reason")
-    return Grades(grades["faithfulness"], grades["relevance"], str(reason)[:500] if reason is not None else "",
-                  model, prompt_version)
+    return obj
+
+
+def _grade(obj: dict[str, Any], name: str) -> float:
+    """One grade, a number in [0, 1] (true and false are not numbers here), rounded to 4 places."""
+    v = obj.get(name)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1:
+        raise StageError(JUDGE_STAGE, f"{name} must be a number from 0 to 1, got {v!r}")
+    return round(float(v), 4)
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,7 @@ class Judge:
             "api_key_id": job.api_key_id, GRADES_QUERY: job.query_id}}
         return self._run.invoke({"question": job.question, "job": job}, config=config).quality
 
-    def _grade(self, inputs: dict, config: RunnableConfig) -> JudgeRun:
+    def _grade(self, inputs: dict[str, Any], config: RunnableConfig) -> JudgeRun:
         job: JudgeJob = inputs["job"]
         messages = self.prompt.format_messages(question=job.question, answer=job.answer,
                                                context=format_context(list(job.contexts)) or "(none)")
@@ -148,9 +157,6 @@ class Judge:
                                           base_delay_s=self.retry_base_s, max_tokens=self.max_tokens,
                                           stage=JUDGE_STAGE)
         return JudgeRun(parse_grades(str(reply.content), model=self.model, prompt_version=self.prompt_version))
-
-
-_STOP = object()
 
 
 class JudgeWorker:
@@ -162,7 +168,7 @@ class JudgeWorker:
         evaluation_admission; None: always). Asked when the grading's turn comes, in the worker: a spent
         budget stops grading, never an answer."""
         self.judge, self.share, self.admit = judge, share, admit
-        self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[JudgeJob | None] = queue.Queue(maxsize=queue_size)  # None: stop
         self._lock = threading.Lock()
         self.counts = {"offered": 0, "queued": 0, "judged": 0, "failed": 0, "dropped": 0, "over_budget": 0}
         self._closed = threading.Event()
@@ -199,21 +205,25 @@ class JudgeWorker:
         while True:
             job = self._queue.get()
             try:
-                if job is _STOP:
+                if job is None:  # close() asks the thread to end
                     return
-                if self._closed.is_set():  # shutting down past its wait: not judged, said so
-                    self._count("dropped")
-                    continue
-                if self.admit is not None and not self.admit(job):  # an evaluation budget is spent
-                    self._count("over_budget")
-                    continue
-                self.judge.grade(job)
-                self._count("judged")
-            except Exception as e:  # a failed grading is its run's ledger rows, never a query's failure
-                self._count("failed")
-                log.warning("judge failed for query %s: %s", job.query_id, e)
+                self._judge(job)
             finally:
                 self._queue.task_done()
+
+    def _judge(self, job: JudgeJob) -> None:
+        try:
+            if self._closed.is_set():  # shutting down past its wait: not judged, said so
+                self._count("dropped")
+                return
+            if self.admit is not None and not self.admit(job):  # an evaluation budget is spent
+                self._count("over_budget")
+                return
+            self.judge.grade(job)
+            self._count("judged")
+        except Exception as e:  # a failed grading is its run's ledger rows, never a query's failure
+            self._count("failed")
+            log.warning("judge failed for query %s: %s", job.query_id, e)
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Wait until every queued grading has ended (tests, shutdown); False if `timeout_s` passed first."""
@@ -236,7 +246,7 @@ class JudgeWorker:
         if not finished:
             log.warning("judge: %d gradings not finished at shutdown", self._queue.unfinished_tasks)
         try:
-            self._queue.put(_STOP, timeout=1.0)
+            self._queue.put(None, timeout=1.0)
         except queue.Full:
             return
         self._thread.join(timeout=1.0)

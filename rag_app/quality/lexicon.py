@@ -12,6 +12,7 @@ Modal classes (a sentence's deontic force; two words of one class say the same t
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 OBL, PRO, PER, NOB = "OBL", "PRO", "PER", "NOB"
 NEG = "NEG"  # a negation that is not part of a modal word (不 未 没有 非 / not no never)
@@ -90,7 +91,7 @@ ZH_WORDS = _zh_table()
 EN_WORDS = _en_table()
 
 
-def _alternation(words) -> str:
+def _alternation(words: Iterable[str]) -> str:
     return "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in sorted(words, key=len, reverse=True))
 
 

@@ -76,29 +76,54 @@ def _value(num: str) -> float | None:
 
 def numbers(text: str) -> list[Number]:
     """The quantities `text` states, in order."""
-    out: list[Number] = []
-    for m in NUMBER.finditer(text):
-        if m["ord"]:  # 第三款: a reference, not a quantity (第五十年, 第三日 are quantities)
-            continue
-        num, unit_text = m["num"], m["unit"] or ""
-        cn = bool(re.match(rf"[{_CN}]", num))
-        if cn and _LONE_CN_DIGIT.match(num) and not unit_text and not m["pct"] and not m["den"]:
-            continue  # 统一, 一般, 一方: part of a word
-        value = _value(num)
-        if value is None:
-            continue
-        unit, mult = _UNITS.get(unit_text.lower(), _UNITS.get(unit_text, ("", 1)))
-        if m["den"]:  # 三分之二: the denominator is written first
-            top = _value(m["den"])
-            if top is None or not value:
-                continue
-            value, unit = top / value, "fraction"
-        if m["pct"]:
-            value, unit = value * (1 if m["pct"] == "百分之" else 0.1), "percent"
-        if m["cur"] and not unit:
-            unit = "usd" if "$" in m["cur"] or "USD" in m["cur"].upper() else "yuan"
-        if unit == "" and mult != 1:  # 5万 with no unit after it: the multiplier alone
-            after = text[m.end():m.end() + 2]
-            unit = "yuan" if after.startswith("元") else ""
-        out.append(Number(value * mult, unit, m.group(0).strip()))
-    return out
+    found = (_number(m, text) for m in NUMBER.finditer(text))
+    return [n for n in found if n is not None]
+
+
+def _number(m: re.Match[str], text: str) -> Number | None:
+    """The quantity one match states; None for a reference (第三款; 第五十年, 第三日 are quantities), a
+    digit that is part of a word (统一, 一般, 一方), or what reads as no number."""
+    if m["ord"] or _part_of_word(m):
+        return None
+    value = _value(m["num"])
+    if value is None:
+        return None
+    unit, mult = _unit(m["unit"] or "")
+    written = _fraction_or_percent(m, value, unit)
+    if written is None:
+        return None
+    value, unit = written
+    return Number(value * mult, unit or _unit_implied(m, mult, text), m.group(0).strip())
+
+
+def _part_of_word(m: re.Match[str]) -> bool:
+    """A lone Chinese digit with no unit, percentage or fraction: 统一, 一般, 一方."""
+    return bool(_LONE_CN_DIGIT.match(m["num"])) and not m["unit"] and not m["pct"] and not m["den"]
+
+
+def _unit(written: str) -> tuple[str, int]:
+    """(canonical unit, multiplier) of a unit as written ("", 1 for none or one not listed)."""
+    return _UNITS.get(written.lower(), _UNITS.get(written, ("", 1)))
+
+
+def _fraction_or_percent(m: re.Match[str], value: float, unit: str) -> tuple[float, str] | None:
+    """(value, unit) once a fraction (三分之二: the denominator is written first) or a percentage is read;
+    None for a fraction that reads as no number."""
+    if m["den"]:
+        top = _value(m["den"])
+        if top is None or not value:
+            return None
+        value, unit = top / value, "fraction"
+    if m["pct"]:
+        value, unit = value * (1 if m["pct"] == "百分之" else 0.1), "percent"
+    return value, unit
+
+
+def _unit_implied(m: re.Match[str], mult: int, text: str) -> str:
+    """The unit of a number written without one: its currency sign's ($5, 人民币3万), or yuan for an amount
+    in 万 or 亿 followed by 元 (5万 with no unit after it is the multiplier alone)."""
+    if m["cur"]:
+        return "usd" if "$" in m["cur"] or "USD" in m["cur"].upper() else "yuan"
+    if mult != 1:
+        return "yuan" if text[m.end():m.end() + 2].startswith("元") else ""
+    return ""

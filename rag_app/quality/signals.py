@@ -20,9 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from rag_app.quality.claims import CITE, LAW, REFUSAL_WHY, Claim, Passage, check_claims
 from rag_app.text.legal_numbers import find_article_refs
+
+if TYPE_CHECKING:
+    from rag_app.core.types import Answer
 
 PRC = "中华人民共和国"
 
@@ -30,12 +34,12 @@ PRC = "中华人民共和国"
 @dataclass(frozen=True)
 class Quality:
     groundedness: float | None
-    invalid_citations: list[dict] = field(default_factory=list)
+    invalid_citations: list[dict[str, str]] = field(default_factory=list)
     retrieval_confidence: float | None = None
     refusal: bool = False
     claims: tuple[Claim, ...] = ()
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"groundedness": self.groundedness, "invalid_citations": list(self.invalid_citations),
                 "retrieval_confidence": self.retrieval_confidence, "refusal": self.refusal,
                 "claims": [c.as_json() for c in self.claims]}
@@ -69,8 +73,8 @@ def _law_known(name: str, passages_text: str) -> bool:
 
 
 def invalid_citations(answer: str, passages: Sequence[str], titles: Sequence[str] = (),
-                      labels: Sequence[str] = ()) -> list[dict]:
-    out: list[dict] = []
+                      labels: Sequence[str] = ()) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
     for n in sorted({int(n) for n in CITE.findall(answer)}):
         if not 1 <= n <= len(passages):
             out.append({"citation": f"[{n}]", "why": f"no passage {n} was sent ({len(passages)} were)"})
@@ -112,7 +116,7 @@ def score_answer(question: str, answer: str, mode: str, passages: Sequence[str],
                    is_refusal_answer(claims), claims)
 
 
-def quality_of(answer) -> Quality:
+def quality_of(answer: Answer) -> Quality:
     """An Answer's signals (rag_app.core.types.Answer), from the passages it was given."""
     from rag_app.query.answer import citation_for, passage_label
 

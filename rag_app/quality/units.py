@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Protocol
 
 _UNIT = re.compile(r"[\u3400-\u9fff]|[a-z]+|\d+(?:\.\d+)?")
 # English function words and modal verbs: they carry no topic (modality is checked apart, meaning.py)
@@ -20,11 +21,18 @@ until up upon us very was we were what when where whether which while who whom w
 would you your yours yourself yourselves""".split())
 
 
+class _Stemmer(Protocol):
+    """What snowballstemmer's stemmers do (the package ships no type information)."""
+
+    def stemWord(self, word: str) -> str: ...
+
+
 @lru_cache(maxsize=1)
-def _stemmer():
+def _stemmer() -> _Stemmer:
     import snowballstemmer
 
-    return snowballstemmer.stemmer("english")
+    english: _Stemmer = snowballstemmer.stemmer("english")
+    return english
 
 
 @lru_cache(maxsize=65536)
