@@ -1,4 +1,5 @@
-"""Budgets per API key, user and variant (RAG_BUDGETS_FILE), enforced at the front door of `rag serve`.
+"""Budgets per API key, user and variant (RAG_BUDGETS_FILE), enforced at every front door: `rag serve`
+and `rag ask` (the key `cli`).
 
     {"budgets": [{"key": "*", "period": "day", "limit_usd": 5.0, "hard": true, "alert_at": [0.5, 0.8, 1.0]}]}
 
