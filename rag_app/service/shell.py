@@ -85,9 +85,9 @@ class OneApp:
 
 @contextmanager
 def shell_service(app: RagApp) -> Iterator[QueryService]:
-    """The query service `rag serve` builds, over `app`: RAG_BUDGETS_FILE (checked first: a bad file is
-    one line before any work), RAG_ANSWER_CACHE_SIZE, RAG_ALERT_WEBHOOK, and a ledger reader that connects
-    only when a budget or a key's limit needs it. Closed on exit (queued alerts are tried first, each within
+    """The query service `rag serve` builds, over `app`: RAG_BUDGETS_FILE (checked here, before any
+    question: a bad file is one line), RAG_ANSWER_CACHE_SIZE, RAG_ALERT_WEBHOOK, and a ledger reader that
+    connects only when a budget or a key's limit needs it. Closed on exit (queued alerts are tried first, each within
     RAG_ALERT_WEBHOOK_DEADLINE_S)."""
     settings = app.settings
     budgets = load_budgets(settings.budgets_file)
