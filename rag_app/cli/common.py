@@ -8,6 +8,9 @@ from typing import Any
 import typer
 from rich.console import Console
 
+# Exit codes: 2, an error (a bad flag, setting or file; a failure the message names); 3, refused by
+# admission (a hard budget spent, the budgets unreadable under RAG_BUDGET_LEDGER_DOWN=closed): HTTP's 429/503
+REFUSED = 3
 out = Console()
 err = Console(stderr=True)
 
@@ -26,10 +29,10 @@ def fail(e: Exception) -> None:
     raise typer.Exit(2)
 
 
-def fail_one_line(e: Exception) -> None:
+def fail_one_line(e: Exception, code: int = 2) -> None:
     # Plain stderr, not rich: a long message must stay one line, never wrapped to the terminal.
     print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
-    raise typer.Exit(2)
+    raise typer.Exit(code)
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from rag_app.cli.args import at_least_one, output_path
-from rag_app.cli.common import err, fail, open_app, out, progress_bars
+from rag_app.cli.common import REFUSED, err, fail, fail_one_line, open_app, out, progress_bars
 from rag_app.core.errors import RagError
 
 
@@ -82,26 +82,51 @@ def ask(question: str = typer.Argument(..., help="the question"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         variant: Optional[str] = typer.Option(None, help="variant label recorded on ledger rows"),
         doc: list[str] = typer.Option([], "--doc", help="search only this document (file name, title or id); repeat"),
-        law: list[str] = typer.Option([], "--law", help="search only this law (title or short name); repeat")):
-    """Answer a question with citations and a per-stage cost table."""
+        law: list[str] = typer.Option([], "--law", help="search only this law (title or short name); repeat"),
+        user: Optional[str] = typer.Option(None, "--user", help="who asks, for the ledger and budgets (default: "
+                                           "your OS user); the API key is `cli`")):
+    """Answer a question with citations and a per-stage cost table.
+
+    Admitted like a request to `rag serve` (rag_app/service/shell.py): RAG_BUDGETS_FILE's budgets on the key
+    `cli`, on the user and on the variant bind it; a refusal is one line naming the budget, exit 3."""
     from rag_app.text.edge_text import why_not_text
     from rag_app.query.scope import Scope
 
-    for name, text in [("QUESTION", question), *(("--doc", d) for d in doc), *(("--law", x) for x in law)]:
+    for name, text in [("QUESTION", question), *(("--doc", d) for d in doc), *(("--law", x) for x in law),
+                       *((("--user", user),) if user is not None else ())]:
         if why_not_text(text):  # undecodable bytes in an argument arrive as lone surrogates
             fail(ValueError(f"{name} {why_not_text(text)}"))
+    if not question.strip() or (user is not None and not user.strip()):
+        fail(ValueError(f"{'QUESTION' if not question.strip() else '--user'} is empty; pass its text"))
     try:
-        scope = Scope(tuple(doc), tuple(law))
-        with open_app() as rag:
-            startup_ms = rag.warm_up()  # model loading, booked apart from the question's latency
-            payload = _asked(rag, rag.ask(question, variant=variant, scope=scope or None))
-            payload["startup_ms"] = startup_ms
+        payload = _admitted_answer(question, user, variant, Scope(tuple(doc), tuple(law)) or None)
     except (RagError, ValueError) as e:
         fail(e)
     if as_json:
         print(json.dumps(payload, ensure_ascii=False, indent=2))
         return
     _print_answer(payload)
+
+
+def _admitted_answer(question: str, user: str | None, variant: str | None, scope) -> dict:
+    """The question through the query service `rag serve` uses; a refusal by admission is one line, exit 3."""
+    from rag_app.access.rate import RateLimited
+    from rag_app.access.rights import Forbidden
+    from rag_app.service.shell import shell_request, shell_service
+    from rag_app.spend.budgets import LedgerDown, OverBudget
+
+    request = shell_request(question, user, variant, scope)
+    startup: list[float | None] = []
+    try:
+        with open_app() as rag, shell_service(rag) as service:
+            # the models load once the question may spend (booked apart from its latency): a refused ask
+            # loads nothing, a cache hit needs nothing
+            result = service.answer(request, admitted=lambda query_id, variant: startup.append(rag.warm_up()))
+            if rag.writer.failing:  # the rows wait in memory / a spill file; the figures shown are still exact
+                err.print(f"warning: ledger not writable ({rag.writer.failing}); rows kept in memory / spill file")
+    except (OverBudget, RateLimited, Forbidden, LedgerDown) as e:
+        fail_one_line(e, code=REFUSED)
+    return {**result.answer, "startup_ms": startup[0] if startup else None}
 
 
 def _print_answer(p: dict) -> None:

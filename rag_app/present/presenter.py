@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from rag_app.query.answer import citation_for, section_mark, title_label
 from rag_app.core.money import usd_json
@@ -51,3 +52,15 @@ def citation_label(c: dict) -> str:
     if title_label(c["law"]).startswith("《"):
         return f"{title_label(c['law'])}{where}{page}  {c['doc']}{span}"
     return f"{c['law']}{' ' + section_mark(where) if where else ''}{page}  {c['doc']}{span}"
+
+
+def display_path(path: str, data_dir: Path) -> str:
+    """A stored source path as users may see it: relative to the data dir or the working dir, else
+    just the file name; never the server's absolute layout."""
+    p = Path(path)
+    for root in (data_dir, Path.cwd()):
+        try:
+            return str(p.relative_to(root.resolve()))
+        except ValueError:
+            continue
+    return p.name

@@ -1,6 +1,7 @@
 """HTTP service (`rag serve`): FastAPI over the same RagApp the CLI uses. `app` builds the state and
 includes one router per resource (`routes/`); routes take what they need through the typed
-dependencies in `deps`; `query_service` is the one query policy (answer cache -> budget -> pipeline
--> presenter) that /v1/ask, its SSE form and /v1/chat/completions all call; `pool` keeps one
-pipeline per experiment arm; `inputs`, `guards`, `streaming`, `openai_compat`, `answers` and
-`startup` are the edges."""
+dependencies in `deps`; `query_service` is the one query service that /v1/ask, its SSE form,
+/v1/chat/completions and `rag ask` all call, its admission a named sequence of steps, one file each
+(`admission/`: models -> rate -> cache -> budget -> run -> settle); `shell` builds it for `rag ask` over
+one RagApp; `pool` keeps one pipeline per experiment arm; `inputs`, `guards`, `streaming`,
+`openai_compat`, `answers` and `startup` are the edges."""

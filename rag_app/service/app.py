@@ -24,10 +24,8 @@ from rag_app.service.query_service import QueryService
 from rag_app.service.routes import ROUTERS
 from rag_app.service.routes.ask import AskRequest, api_key_id
 from rag_app.spend.answer_cache import AnswerCache
-from rag_app.spend.budgets import (BudgetGate, LedgerDown, Limits, OverBudget, evaluation_admission, load_budgets,
-                                   price_of_a_question, unpriced_assumption)
-from rag_app.spend.alerts import renderer
-from rag_app.spend.webhook import Webhook
+from rag_app.spend.budgets import BudgetGate, LedgerDown, Limits, OverBudget, evaluation_admission, load_budgets
+from rag_app.spend.alerts import alert_webhook
 from rag_app.store.space import DiskFull
 
 log = logging.getLogger(__name__)
@@ -61,12 +59,9 @@ def build_state(settings: Settings) -> ServiceState:
     svc: ServiceState
     # Budgets: every replica admits against the one ledger (the admission needs no flush: a query whose
     # rows are still buffered here counts by its reservation)
-    webhook = (Webhook(settings.alert_webhook, lambda event_id, status: svc.read(
-        lambda L: L.set_budget_webhook(event_id, status), flush=False), deadline_s=settings.alert_webhook_deadline_s,
-        render=renderer(settings.alert_format)) if settings.alert_webhook else None)
-    gate = BudgetGate(budgets, limits, lambda fn: svc.read(fn, flush=False), settings.budget_unpriced, webhook,
-                      first_estimate=price_of_a_question(pool.base.prices, settings),
-                      ledger_down=settings.budget_ledger_down, unpriced_assume_nano=unpriced_assumption(settings))
+    webhook = alert_webhook(settings, lambda fn: svc.read(fn, flush=False))
+    gate = BudgetGate.from_settings(budgets, limits, lambda fn: svc.read(fn, flush=False), settings, pool.base.prices,
+                                    webhook)
     if pool.base.judge is not None:  # evaluation budgets stop the judge's sampling, never an answer
         pool.base.judge.admit = evaluation_admission(gate, settings, pool.base.prices)
     rate = RateLimiter(lambda fn: svc.read(fn, flush=False), fail_open=settings.budget_ledger_down == "open")

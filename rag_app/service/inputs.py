@@ -86,18 +86,6 @@ def dashboard_headers(page: str) -> dict[str, str]:
             "Referrer-Policy": "no-referrer"}
 
 
-def display_path(path: str, data_dir: Path) -> str:
-    """A stored source path as users may see it: relative to the data dir or the working dir, else
-    just the file name; never the server's absolute layout."""
-    p = Path(path)
-    for root in (data_dir, Path.cwd()):
-        try:
-            return str(p.relative_to(root.resolve()))
-        except ValueError:
-            continue
-    return p.name
-
-
 def public_message(message: str, data_dir: Path) -> str:
     """An error message as clients may see it: the data dir shown as `RAG_DATA_DIR`, not where
     the server keeps it (a damaged store's error names the file to the operator all the same)."""

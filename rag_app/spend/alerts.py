@@ -26,6 +26,15 @@ DIGEST_TOP = 10  # the keys, users or variants a "*" budget's digest names: the 
 STALE_PENDING = timedelta(minutes=10)  # a digest still pending after this died with its run: send it again
 
 
+def alert_webhook(settings: Any, ledger: Callable[[Callable[[Ledger], Any]], Any]) -> Webhook | None:
+    """RAG_ALERT_WEBHOOK as `rag serve` and `rag ask` send budget events to (None: unset), each delivery's
+    outcome marked on its event row through `ledger`."""
+    if not settings.alert_webhook:
+        return None
+    return Webhook(settings.alert_webhook, lambda event_id, status: ledger(lambda L: L.set_budget_webhook(event_id, status)),
+                   deadline_s=settings.alert_webhook_deadline_s, render=renderer(settings.alert_format))
+
+
 def renderer(fmt: str) -> Callable[[dict], dict]:
     """The body POSTed for an event in RAG_ALERT_FORMAT `fmt`."""
     return slack_payload if fmt == "slack" else _as_is

@@ -1,4 +1,5 @@
-"""An exact-match answer cache for `rag serve` (on by default; RAG_ANSWER_CACHE_SIZE=0 turns it off).
+"""An exact-match answer cache for `rag serve` and `rag ask` (on by default; RAG_ANSWER_CACHE_SIZE=0 turns it
+off). It is kept in memory, per process: `rag ask`, one question a process, is answered live each run.
 
 Key: the normalised question (Unicode NFKC, whitespace collapsed, case folded), the scope, the variant
 and what it runs with (its overrides, prompt version, LLM model), the experiment and arm, and the

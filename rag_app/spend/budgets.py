@@ -1,4 +1,5 @@
-"""Budgets per API key, user and variant (RAG_BUDGETS_FILE), enforced at the front door of `rag serve`.
+"""Budgets per API key, user and variant (RAG_BUDGETS_FILE), enforced at every front door: `rag serve`
+and `rag ask` (the key `cli`).
 
     {"budgets": [{"key": "*", "period": "day", "limit_usd": 5.0, "hard": true, "alert_at": [0.5, 0.8, 1.0]}]}
 
@@ -259,6 +260,16 @@ class BudgetGate:
         self.assume = unpriced_assume_nano if unpriced == "allow" else None
         self._pruned_at: datetime | None = None
         self.admitted_unchecked = 0  # queries let through while the ledger was down (ledger_down=open)
+
+    @classmethod
+    def from_settings(cls, budgets: list[Budget], limits: Limits, ledger: Callable[[Callable[[Ledger], Any]], Any],
+                      settings: Any, prices: Any, webhook: Webhook | None = None) -> BudgetGate:
+        """The gate as every front door admits with it (`rag serve`, `rag ask`): RAG_BUDGET_UNPRICED,
+        RAG_BUDGET_LEDGER_DOWN, RAG_BUDGET_UNPRICED_ASSUME_USD, and the price of a question on the
+        settings' model as the estimate of a question that brings none."""
+        return cls(budgets, limits, ledger, settings.budget_unpriced, webhook,
+                   first_estimate=price_of_a_question(prices, settings), ledger_down=settings.budget_ledger_down,
+                   unpriced_assume_nano=unpriced_assumption(settings))
 
     def admit(self, query_id: str, who: dict[str, str | None], question: str = "",
               extra: tuple[Budget, ...] = (), estimate: QuestionEstimate | None = None) -> None:

@@ -118,3 +118,52 @@ def test_a_bad_setting_is_one_line_from_every_command(env, args):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: environment: RAG_CONTEXT_TOKENS:")
+
+
+def test_rag_ask_is_admitted_like_a_request(env, tmp_path):
+    """`rag ask` passes the service's admission as the key `cli` and the user `--user` (default: the OS user):
+    a spent hard budget refuses it in one line naming the budget, exit 3, before any model is called; an
+    admitted ask's ledger rows say who asked."""
+    import getpass
+
+    from tests.conftest import COMPANY_LAW, LAWS
+    from tests.fakes.sql_ledger import select_rows
+
+    rag(["ingest", str(LAWS / COMPANY_LAW)], env)
+    budgets = tmp_path / "budgets.json"
+
+    def asked(question, budget_entries, *flags):
+        budgets.write_text(json.dumps({"budgets": budget_entries}))
+        with FakeOpenAI() as fake:
+            proc = rag(["ask", question, *flags], {**env, "OPENAI_BASE_URL": fake.base_url,
+                                                   "OPENAI_API_KEY": "sk-local", "RAG_BUDGETS_FILE": str(budgets)},
+                       check=False)
+        return proc, [r for r in fake.requests if r["path"].endswith("/chat/completions")]
+
+    # a question's ceiling on gpt-4o-mini is about $0.0006: a $0.0001 hard budget cannot admit one
+    tiny = {"period": "day", "limit_usd": 0.0001, "hard": True}
+    for entry, flags, label in (({"user": "alice", **tiny}, ["--user", "alice"], "user=alice day for user 'alice'"),
+                                ({"key": "cli", **tiny}, [], "key=cli day for key 'cli'")):
+        proc, calls = asked("一人有限责任公司是什么？", [entry], *flags)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 3 and len(lines) == 1 and proc.stdout == "", proc.stderr
+        assert lines[0].startswith(f"error: budget {label} exhausted: spent $0 of $0.0001; this query may cost $0.0")
+        assert calls == []  # refused before any LLM call
+
+    ledger = tmp_path / "data" / "ledger.sqlite"
+    proc, calls = asked("一人有限责任公司是什么？", [{"user": "alice", **tiny}, {"key": "cli", "period": "day", "limit_usd": 5}],
+                        "--json")  # the OS user is not alice: only the key's $5 binds it
+    assert proc.returncode == 0, proc.stderr
+    p = json.loads(proc.stdout)
+    assert len(calls) == 1 and p["mode"] == "llm" and p["cache_hit"] is False and p["startup_ms"] > 0
+    assert select_rows(ledger, "SELECT user_id, api_key_id, origin FROM queries WHERE query_id = :q",
+                       q=p["query_id"]) == [(getpass.getuser(), "cli", "cli")]
+    assert select_rows(ledger, "SELECT api_key_id, user_id FROM budget_reservations WHERE query_id = :q",
+                       q=p["query_id"]) == [("cli", getpass.getuser())]
+    assert select_rows(ledger, "SELECT COUNT(*) FROM queries WHERE kind = 'startup'") == [(1,)]  # refusals load nothing
+
+
+def test_a_blank_question_or_user_is_one_line_before_any_work(env):
+    for args, name in ((["ask", "  "], "QUESTION"), (["ask", "问题", "--user", " "], "--user")):
+        proc = rag(args, env, check=False)
+        assert proc.returncode == 2 and proc.stderr.strip() == f"error: {name} is empty; pass its text", proc.stderr

@@ -76,7 +76,8 @@ def rows(pool, sql: str, *args) -> list[dict]:
 
 def test_a_judged_answer_costs_its_query_nothing_and_is_evaluation_spend(judged):
     service, pool, llm, judge = judged([Status(500), GRADED])
-    payload, route = service.answer(QueryRequest(Q, user_id="u1"))
+    result = service.answer(QueryRequest(Q, user_id="u1"))
+    payload, route = result.answer, result.route
     pool.drain()
     qid = route.query_id
     # the judge saw the question, the passages and the answer, and asked its own model
@@ -131,13 +132,15 @@ def test_a_judged_answer_costs_its_query_nothing_and_is_evaluation_spend(judged)
 def test_a_failing_or_garbled_judge_never_fails_the_answer(judged):
     service, pool, _, judge = judged([Status(500), Status(500), Status(500),
                                       Reply(content="Looks right to me.", prompt_tokens=800, completion_tokens=5)])
-    first, r1 = service.answer(QueryRequest(Q))
+    first = service.answer(QueryRequest(Q)).answer
+    r1 = first["query_id"]
     pool.drain()
-    second, r2 = service.answer(QueryRequest(Q))
+    second = service.answer(QueryRequest(Q)).answer
+    r2 = second["query_id"]
     pool.drain()
     assert first["mode"] == second["mode"] == "llm" and first["answer"]
     with Ledger.open(pool.settings.ledger) as ledger:
-        failed, garbled = ledger.judge(r1.query_id), ledger.judge(r2.query_id)
+        failed, garbled = ledger.judge(r1), ledger.judge(r2)
         assert failed["status"] == "error" and "[judge]" in failed["error"] and failed["judge_score"] is None
         assert failed["calls"] == 3 and failed["cost_usd"] == 0.0  # refused thrice, nothing billed
         assert garbled["status"] == "error" and "not a JSON object" in garbled["error"] and garbled["calls"] == 1
@@ -146,7 +149,7 @@ def test_a_failing_or_garbled_judge_never_fails_the_answer(judged):
         assert (spend["judge_calls"], spend["judged_answers"], spend["failed_runs"], spend["retries"]) == (4, 0, 2, 2)
         assert ledger.report_totals()["queries"] == 2
     assert [r["status"] for r in rows(pool, "SELECT status FROM stage_calls WHERE query_id = ? ORDER BY attempt",
-                                      judge_run_id(r1.query_id))] == ["retry", "retry", "error"]
+                                      judge_run_id(r1))] == ["retry", "retry", "error"]
     assert pool.base.judge.stats()["failed"] == 2
 
 
@@ -157,7 +160,8 @@ def test_the_judge_waits_its_own_timeout_not_the_answers(judged):
 
     service, pool, _, judge = judged([Slow(1.5, GRADED), Slow(1.5, GRADED)], judge_timeout_s=0.3,
                                      llm_timeout_s=30.0, llm_max_retries=1)
-    payload, r = service.answer(QueryRequest(Q))
+    result = service.answer(QueryRequest(Q))
+    payload, r = result.answer, result.route
     assert payload["answer"]
     pool.drain()
     statuses = [x["status"] for x in rows(pool, "SELECT status FROM stage_calls WHERE query_id = ? ORDER BY attempt",
@@ -171,9 +175,9 @@ def test_a_full_queue_drops_the_judging_and_never_holds_the_answer(judged):
     gate = threading.Event()
     service, pool, _, judge = judged([Held(gate, GRADED), GRADED], judge_queue=1)
     try:
-        _, r1 = service.answer(QueryRequest(Q))
+        r1 = service.answer(QueryRequest(Q)).route
         wait_until(lambda: len(judge.requests) == 1, "the first grading in flight")
-        _, r2 = service.answer(QueryRequest(Q))  # waits in the queue (its one place)
+        r2 = service.answer(QueryRequest(Q)).route  # waits in the queue (its one place)
         done = []
         asker = threading.Thread(target=lambda: done.append(service.answer(QueryRequest(Q))))
         asker.start()  # the queue is full: this answer must still come back while the judge is held
@@ -183,7 +187,7 @@ def test_a_full_queue_drops_the_judging_and_never_holds_the_answer(judged):
     finally:
         gate.set()
     pool.drain()
-    r3 = done[0][1]
+    r3 = done[0].route
     with Ledger.open(pool.settings.ledger) as ledger:
         assert ledger.judge(r1.query_id)["judge_score"] == 0.7 and ledger.judge(r2.query_id)["judge_score"] == 0.7
         assert ledger.judge(r3.query_id) is None  # dropped: not judged, and nothing spent on it

@@ -62,7 +62,7 @@ class Service:
         self.service = QueryService(lambda: self.pool, self.gate, AnswerCache(100), self.settings.data_dir)
 
     def ask(self, question: str, **who):
-        return self.service.answer(QueryRequest(question, **who))[0]
+        return self.service.answer(QueryRequest(question, **who)).answer
 
     def landed(self) -> None:
         assert self.pool.base.writer.flush(30)
@@ -294,7 +294,7 @@ def test_a_repriced_hit_saves_what_a_live_call_at_its_time_would_bill(indexed, t
     under the new table (0.9.x: never re-priced, -40% per hit), and a hit in a 2027 peak hour, without
     the 2027 holiday calendar, warns as the call would."""
     import rag_app.models.attempts
-    import rag_app.service.query_service as qs
+    import rag_app.service.admission.cache as qs
     from tests.fakes.openai_server import USAGE_SHAPES
 
     clock = {"now": "2026-11-28T03:00:00.000+00:00"}  # Saturday 11:00 Beijing

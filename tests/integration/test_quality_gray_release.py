@@ -65,7 +65,7 @@ def gray_release(indexed, tmp_path, treatment_kind: str) -> dict:
             gate = BudgetGate(load_budgets(None), Limits(pool.base.prices.fx), lambda fn: None)
             service = QueryService(lambda: pool, gate, None, settings.data_dir)
             for i in range(ANSWERS):
-                payload, _ = service.answer(QueryRequest(QUESTIONS[i % len(QUESTIONS)], user_id=f"u{i}"))
+                payload = service.answer(QueryRequest(QUESTIONS[i % len(QUESTIONS)], user_id=f"u{i}")).answer
                 assert payload["quality"]["claims"], payload  # every answer carries its claims
             pool.drain()
             with Ledger.open(f"sqlite:///{settings.ledger_path}") as ledger:

@@ -61,8 +61,9 @@ def llm_calls(llm):
 
 def test_a_repeated_question_is_a_cache_hit_that_calls_no_llm(service_for):
     service, llm = service_for()
-    first, route = service.answer(QueryRequest(Q, user_id="u1"))
-    again, _ = service.answer(QueryRequest(Q + " ", user_id="u1"))
+    result = service.answer(QueryRequest(Q, user_id="u1"))
+    first, route = result.answer, result.route
+    again = service.answer(QueryRequest(Q + " ", user_id="u1")).answer
     assert (first["cache_hit"], again["cache_hit"]) == (False, True) and llm_calls(llm) == 1
     assert again["cached_from"] == first["query_id"] == route.query_id and again["total_cost_usd"] == 0.0
 
@@ -78,13 +79,13 @@ def test_over_a_hard_budget_the_query_is_refused_before_it_is_admitted(service_f
 
 def test_an_unpriced_models_answer_costs_an_unknown_amount_never_zero(service_for):
     service, llm = service_for(llm_model="house-llm-7b", cache_size=0)
-    payload, _ = service.answer(QueryRequest(Q))
+    payload = service.answer(QueryRequest(Q)).answer
     assert llm_calls(llm) == 1 and payload["total_cost_usd"] is None
 
 
 def test_a_scope_limits_the_citations_to_its_law(service_for):
     service, _ = service_for(cache_size=0)
-    payload, _ = service.answer(QueryRequest("董事会由几人组成？", scope=Scope(laws=("公司法",))))
+    payload = service.answer(QueryRequest("董事会由几人组成？", scope=Scope(laws=("公司法",)))).answer
     assert payload["citations"] and {c["title"] for c in payload["citations"]} == {"中华人民共和国公司法"}
 
 
@@ -96,16 +97,16 @@ def test_every_answer_carries_its_quality_signals(service_for):
     from tests.fakes.openai_server import Reply
 
     service, llm = service_for(cache_size=0)
-    good, _ = service.answer(QueryRequest(Q))
+    good = service.answer(QueryRequest(Q)).answer
     llm.script = [Reply(content=INVENTED)]
-    bad, _ = service.answer(QueryRequest(Q))
+    bad = service.answer(QueryRequest(Q)).answer
     assert set(good["quality"]) == {"groundedness", "invalid_citations", "retrieval_confidence", "refusal", "claims"}
     assert good["quality"]["groundedness"] == 1.0 and good["quality"]["invalid_citations"] == []
     assert [c["supported"] for c in good["quality"]["claims"]] == [True] and good["quality"]["refusal"] is False
     assert bad["quality"]["groundedness"] == 0.0
     assert bad["quality"]["claims"][0]["why"].startswith("cites passage [7], which was not sent"), bad["quality"]
     llm.script = [Reply(content="根据检索到的条文无法确定。")]
-    refused, _ = service.answer(QueryRequest("公司法对人工智能有什么规定？"))
+    refused = service.answer(QueryRequest("公司法对人工智能有什么规定？")).answer
     assert (refused["quality"]["refusal"], refused["quality"]["groundedness"]) == (True, None)
     assert [c["citation"] for c in bad["quality"]["invalid_citations"]] == ["[7]", "《中华人民共和国劳动法》", "article 999"]
     assert 0 <= good["quality"]["retrieval_confidence"] <= 1
@@ -117,7 +118,7 @@ def test_the_quality_signals_are_in_the_ledger_beside_the_cost(service_for, tmp_
 
     service, llm = service_for(cache_size=0)
     llm.script = [Reply(content=INVENTED)]
-    bad, _ = service.answer(QueryRequest(Q))
+    bad = service.answer(QueryRequest(Q)).answer
     ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.sqlite")
     try:
         wait_until(lambda: ledger.quality(bad["query_id"]) is not None, "quality rows")
@@ -136,9 +137,9 @@ def test_reports_show_quality_and_feedback_beside_the_cost(service_for, tmp_path
     from tests.fakes.openai_server import Reply
 
     service, llm = service_for(cache_size=0)
-    good, _ = service.answer(QueryRequest(Q))
+    good = service.answer(QueryRequest(Q)).answer
     llm.script = [Reply(content=INVENTED)]
-    bad, _ = service.answer(QueryRequest("董事会由几人组成？"))
+    bad = service.answer(QueryRequest("董事会由几人组成？")).answer
     ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.sqlite")
     try:
         wait_until(lambda: ledger.quality(bad["query_id"]) is not None, "quality rows")
@@ -176,9 +177,9 @@ def test_a_key_reserves_its_ceiling_then_settles_what_the_llm_used(service_for, 
     same window is refused while that reservation stands, and the real count replaces it at the end."""
     service, llm = service_for(rate=True, cache_size=100, limit_usd=1)
     key = Principal("tk", "tk", "member", tpm=1000)
-    first, _ = service.answer(QueryRequest(Q, user_id="tk", key_id="tk", principal=key))
+    first = service.answer(QueryRequest(Q, user_id="tk", key_id="tk", principal=key)).answer
     assert window_of(tmp_path, "tk") == (1, 321 + 45)  # what the fake LLM reported, settled
-    hit, _ = service.answer(QueryRequest(Q, user_id="tk", key_id="tk", principal=key))
+    hit = service.answer(QueryRequest(Q, user_id="tk", key_id="tk", principal=key)).answer
     assert hit["cache_hit"] and window_of(tmp_path, "tk") == (2, 366)  # a hit counts a request, no token
     with pytest.raises(RateLimited) as e:  # 366 used, and the next one's ceiling reserved...
         service.answer(QueryRequest("董事会由几人组成？", user_id="tk", key_id="tk",

@@ -16,8 +16,7 @@ from rag_app.store.base import check_name
 from rag_app.service.deps import Authed, Caller, ServiceState, Svc
 from rag_app.service.inputs import AskScope
 from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
-from rag_app.service.pool import Route
-from rag_app.service.query_service import QueryRequest
+from rag_app.service.query_service import QueryRequest, QueryResult
 from rag_app.service.streaming import SSE_HEADERS, StreamedQuery, rest_of, sse
 from rag_app.text.edge_text import EdgeText
 
@@ -69,9 +68,9 @@ def query_request(svc: ServiceState, who: Principal, question: str, user: str | 
                         name, who, model)
 
 
-def presented(svc: ServiceState, result: tuple[dict, Route]) -> dict:
-    payload, route = result
-    svc.answers.put(payload)
+def presented(svc: ServiceState, result: QueryResult) -> dict:
+    payload, route = result.answer, result.route
+    svc.answers.put(dict(payload))
     a = route.assignment
     return {**payload,
             "experiment": route.experiment, "variant": route.variant,
@@ -120,7 +119,7 @@ def chat_completions(req: ChatRequest, svc: Svc, who: Caller):
     variant = variant_for(req.model, sorted(svc.pool.config.variants))
     query = query_request(svc, who, question_of(req.messages), req.user, None, req.scope, req.collection, variant,
                           req.model)
-    show: Callable[[tuple[dict, Route]], dict] = lambda result: presented(svc, result)  # noqa: E731
+    show: Callable[[QueryResult], dict] = lambda result: presented(svc, result)  # noqa: E731
     if not req.stream:
         return completion(show(svc.queries.answer(query)), req.model)
     q = streamed(svc, query)
