@@ -221,3 +221,21 @@ def audit_line(a: dict) -> str:
     if a.get("totals_stale"):
         line += f"; totals may be behind ({a['totals_stale']}): run `rag report --rebuild-totals`"
     return line
+
+
+def timeline_table(res: dict) -> Table:
+    """`rag experiment compare --over-time`: the primary metric at the end of each hour or day, cumulative
+    (80 columns): queries so far, treatment - control, its interval, the verdict then."""
+    s, primary = res["over_time"], res["analysis"]["primary_metric"]
+    unit = res["metrics"][primary]["unit"]
+    t = Table(title=f"{primary} over time (by {s['every']}, cumulative)", pad_edge=False, collapse_padding=True)
+    t.add_column(s["every"] + " (UTC)", no_wrap=True)
+    for c in ("queries", "t - c", "interval", "verdict"):
+        t.add_column(c, justify="left" if c == "verdict" else "right", no_wrap=c != "interval")
+    m = s["metrics"][primary]
+    for i, at in enumerate(s["at"]):
+        when = at[5:13].replace("T", " ") + ":00" if s["every"] == "hour" else at[:10]
+        n = s["queries"]["control"][i] + s["queries"]["treatment"][i]
+        interval = "-" if m["low"][i] is None else f"[{fmt(m['low'][i], unit)}, {fmt(m['high'][i], unit)}]"
+        t.add_row(when, f"{n:,}", "-" if m["diff"][i] is None else fmt(m["diff"][i], unit), interval, s["verdict"][i])
+    return t

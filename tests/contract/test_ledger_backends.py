@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import date
 
 import httpx
 import pytest
@@ -143,7 +144,7 @@ def snapshot(url: str) -> dict:
                     arm.percentile("cost_nano_usd", 6, 0.95, nulls_as_zero=1)),
             "query_costs": L.query_costs(["q00", "q07", "q11", "nope"]),
             "mean_output_tokens": L.mean_output_tokens("gpt-4o-mini"),
-            "compare": compare_live(L, EXP),
+            "compare": compare_live(L, EXP, today=date(2026, 12, 1), over_time="hour"),  # with its timeline
             "unpriced_models": L.unpriced_models(PriceTable.load(None)),
             "unpriced_rows_now": L.unpriced_rows_now(),
             "candidates": sorted(_no_ids(L.reprice_candidates(since=_t(3), model="gpt-4o-mini")),

@@ -345,6 +345,19 @@ def m018_keys_and_teams(db: Connection) -> None:
             create_index(db, ix)
 
 
+
+@migration
+def m026_hour_rollups(db: Connection) -> None:
+    # an experiment's arms hour by hour (`rag experiment compare --over-time`, the dashboard's experiment
+    # page): the rollups gain dim `hour` (value 00-23 beside the day). The queries already folded get their
+    # hour rows here from their totals, one grouped INSERT (no refold: every other report stays whole while
+    # it runs); queries folded later, a refold or a backlog, get them from the fold as every dim.
+    from tracing.ledger.shares import shares_select
+
+    t = S.query_totals
+    done = select(t).where(t.c.kind == "query").subquery("t")
+    db.execute(insert(S.report_rollup).from_select([*S.ROLLUP_KEYS, *S.ROLLUP_SUMS], shares_select(done, dims=("hour",))))
+
 def _create_triggers(db: Connection) -> None:
     """Any insert, update or delete of a query's rows marks it dirty, whoever writes: the writers fold
     dirty queries into the totals, so the totals cannot drift from rows written around the writer."""

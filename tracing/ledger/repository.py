@@ -23,7 +23,7 @@ from sqlalchemy.sql import ColumnElement
 from rag_app.core.errors import RagError
 from rag_app.core.usage import JUDGE_KIND, judge_run_id
 from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target
-from tracing.ledger import budgets, keys, quality_groups, reports, rollups, views
+from tracing.ledger import budgets, keys, quality_groups, reports, rollups, series, views
 from tracing.ledger.engine import (
     Bounds,
     config_error,
@@ -388,6 +388,14 @@ class Ledger:
                     return reports.percentile_of(db, src, column, n, p)
                 return reports.percentile_nulls_as_zero(db, src, column, n, nulls_as_zero, p)
         return ArmSums(sums, tokens, int(nulls or 0), percentile, repriced)
+
+    def arm_series(self, experiment: str, arms: Sequence[tuple[str, str]], every: str,
+                   quality: bool = True) -> tuple[list[dict], dict]:
+        """An experiment's arms ((variant, side) pairs) per hour or day, oldest first: the rollup sums of each
+        bucket, and (`quality`) the quality moments of each bucket's answers (tracing/ledger/series.py)."""
+        with self._read() as db:
+            sums = series.arm_sums(db, experiment, arms, every)
+            return sums, (series.quality_sums(db, experiment, arms, every) if quality and sums else {})
 
     def query_costs(self, query_ids: Sequence[str]) -> dict[str, tuple[int | None, int | None]]:
         """(cost, shadow) in nano-dollars of each of these queries that the ledger has."""

@@ -6,6 +6,8 @@
     user_total  user_id (day '')           "   (per user over all days: `--by user` reads one row per user)
     key         api_key_id                 "
     budget      context_budget_tokens      "   (only queries that had a context budget)
+    hour        the hour it started, 00-23 "   (m026: an experiment's arms hour by hour, `rag experiment
+                                               compare --over-time`; `day` holds the date)
     stage       each stage with rows       that stage's rows (`_stage_part`)
     model       each model a stage used    the rows of the stages that used it; `queries` counts the query once,
                                            and only when one of them called it (not a `skipped` row)
@@ -112,38 +114,47 @@ def _model_rows(t):
                 {"queries": grouped.c.queries, **{k: grouped.c[k] for k in parts}})
 
 
+def hour_of(t):
+    """The hour of the day (UTC, '00'..'23') a query started, from its ISO `started_at`: the `hour` dim."""
+    return func.coalesce(func.substr(t.c.started_at, 12, 2), _EMPTY)
+
+
 def _grouped(t):
-    """The queries of `t` summed per finest key (day, variant, experiment, side, user, key, budget) with
+    """The queries of `t` summed per finest key (day, hour, variant, experiment, side, user, key, budget) with
     their per-stage parts: the query-level and stage dims then fan out from these groups, not from every
     query (a batch's queries share few keys; sorting 13 copies of each query cost more than the fold)."""
     q = query_sums(t)
     stage_cols = {f"{st}__{k}": v for st in STAGES
                   for k, v in {"queries": _flag(t.c[f"{st}_rows"] > 0), **_stage_part(t, st)}.items()}
+    hour = hour_of(t)
     keys = (t.c.day, t.c.variant, t.c.experiment, t.c.side, t.c.user_id, t.c.api_key_id, t.c.context_budget_tokens)
-    return (select(*keys, *(func.sum(v).label(k) for k, v in {**q, **stage_cols}.items()))
-            .group_by(*keys).cte("g").prefix_with("MATERIALIZED"))
+    sums = (func.sum(v).label(k) for k, v in {**q, **stage_cols}.items())
+    return (select(*keys, hour.label("hour"), *sums)
+            .group_by(*keys, hour).cte("g").prefix_with("MATERIALIZED"))
 
 
-def shares_select(source, sign: int = 1):
+def shares_select(source, sign: int = 1, dims: tuple[str, ...] | None = None):
     """Each rollup key's sums over the queries of `source` (a FromClause with query_totals' columns,
     `kind = 'query'` rows only), times `sign`, one row per key in key order (concurrent writers upsert
-    the same keys in one order: no deadlock)."""
+    the same keys in one order: no deadlock). `dims`: only these dims (a migration adding one)."""
     g = _grouped(source)
     q = {name: g.c[name] for name in query_sums(source)}
     user = func.coalesce(g.c.user_id, _EMPTY)
-    branches = [
-        _row("all", _EMPTY, g.c.day, g, q),
-        _row("user", user, g.c.day, g, q),
-        _row("user_total", user, _EMPTY, g, q),
-        _row("key", func.coalesce(g.c.api_key_id, _EMPTY), g.c.day, g, q),
-        _row("budget", cast(g.c.context_budget_tokens, Text), g.c.day, g, q)
-        .where(g.c.context_budget_tokens.is_not(None)),
-        *(_row("stage", literal_column(f"'{st}'"), g.c.day, g,
-               {k: g.c[f"{st}__{k}"] for k in ("queries", *_stage_part(source, st))})
-          .where(g.c[f"{st}__queries"] > 0) for st in STAGES),
-        _model_rows(source),
-    ]
-    u = union_all(*branches).subquery("shares")
+    branches = {
+        "all": [_row("all", _EMPTY, g.c.day, g, q)],
+        "hour": [_row("hour", g.c.hour, g.c.day, g, q)],
+        "user": [_row("user", user, g.c.day, g, q)],
+        "user_total": [_row("user_total", user, _EMPTY, g, q)],
+        "key": [_row("key", func.coalesce(g.c.api_key_id, _EMPTY), g.c.day, g, q)],
+        "budget": [_row("budget", cast(g.c.context_budget_tokens, Text), g.c.day, g, q)
+                   .where(g.c.context_budget_tokens.is_not(None))],
+        "stage": [_row("stage", literal_column(f"'{st}'"), g.c.day, g,
+                       {k: g.c[f"{st}__{k}"] for k in ("queries", *_stage_part(source, st))})
+                  .where(g.c[f"{st}__queries"] > 0) for st in STAGES],
+        "model": [_model_rows(source)],
+    }
+    chosen = [b for dim, bs in branches.items() if dims is None or dim in dims for b in bs]
+    u = union_all(*chosen).subquery("shares")
     factor: ColumnClause[int] = literal_column(str(int(sign)))
     keys = [u.c[k] for k in ROLLUP_KEYS]
     return (select(*keys, *((func.sum(u.c[name]) * factor).label(name) for name in ROLLUP_SUMS))

@@ -1,0 +1,178 @@
+"""An experiment over time: the comparison `rag experiment compare` makes now, made again at the end of every
+hour (or day) of the experiment, so its effect, its anytime-valid band and each guardrail's status can be
+charted and one sees when the evidence became sure (`compare --over-time`, the dashboard's experiment page).
+
+Reading the intervals at every hour is what they are for: a confidence sequence (sequential.py) covers the
+true difference at every sample size at once. (With `analysis.method: fixed` it does not: a fixed-horizon
+interval is valid read once, and the series says so in `valid_at_every_point`.)
+
+One computation, two views: the same rollup sums, added up to the end of each bucket, go through the same
+`judge` (verdict.py, on arrays: every bucket at once), the same `explain` and the same quality gate
+(comparison.decide) at each point; the last point is the comparison of now, field for field (a test holds
+them equal). Per arm, each bucket's own cost per query and groundedness (not cumulated) show what that hour
+served.
+"""
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import numpy as np
+
+from rag_app.core.errors import RagError
+from rag_app.experiments.sequential import Moments, srm_pvalue
+from rag_app.experiments.variants import Experiment
+
+EVERY = ("auto", "hour", "day")
+AUTO_HOURS_UP_TO_DAYS = 7  # `auto`: hour by hour while the experiment spans at most a week, else day by day
+MAX_HOUR_DAYS = 31  # hour by hour over at most a month (744 points); longer: day by day
+QUALITY_MEANS = ("groundedness", "invalid_citation_rate", "feedback_score", "judge_score")  # as arm_quality shows
+
+
+def arms_of(exp: Experiment) -> dict[str, tuple[str, str]]:
+    """arm -> (variant, side): a shadow experiment's treatment is its shadow runs."""
+    return {"control": (exp.control, "live"),
+            "treatment": (exp.treatment, "shadow" if exp.mode == "shadow" else "live")}
+
+
+def _days_spanned(buckets: list[str]) -> int:
+    return (date.fromisoformat(buckets[-1][:10]) - date.fromisoformat(buckets[0][:10])).days + 1
+
+
+def resolve_every(ledger, exp: Experiment, every: str) -> str:
+    """`auto` -> hour or day by how long the experiment has run; a request for hours over more than
+    MAX_HOUR_DAYS days is refused in one line (its answer would be thousands of points)."""
+    if every not in EVERY:
+        raise RagError(f"every must be one of {', '.join(EVERY)}, got {every!r}")
+    if every == "day":
+        return every
+    days, _ = ledger.arm_series(exp.name, list(arms_of(exp).values()), "day", quality=False)
+    span = _days_spanned(sorted({r["bucket"] for r in days})) if days else 1
+    if every == "hour" and span > MAX_HOUR_DAYS:
+        raise RagError(f"experiment {exp.name!r} spans {span} days: hour by hour covers at most {MAX_HOUR_DAYS} "
+                       "days; ask for every=day (or auto)")
+    return "hour" if every == "hour" or span <= AUTO_HOURS_UP_TO_DAYS else "day"
+
+
+def _start(bucket: str) -> datetime:
+    return datetime.fromisoformat((bucket + ":00" if "T" in bucket else bucket + "T00:00") + ":00+00:00")
+
+
+def _rollout_at(ends: list[datetime], exp: Experiment, events: list[dict]) -> np.ndarray:
+    """The rollout in force at each bucket's end: the last ramp move before it, else the file's."""
+    first = float(events[0]["from_pct"]) if events else float(exp.rollout_pct)
+    moves = [(datetime.fromisoformat(e["at"]), float(e["to_pct"])) for e in events]
+    out = []
+    for end in ends:
+        pct = first
+        for at, to in moves:
+            if at < end:
+                pct = to
+        out.append(pct)
+    return np.asarray(out, dtype=float)
+
+
+def _since(codes: list, at: list[str]) -> str | None:
+    """When the last run of the final value began (a status that has held since then)."""
+    if not codes:
+        return None
+    i = len(codes) - 1
+    while i > 0 and codes[i - 1] == codes[-1]:
+        i -= 1
+    return at[i]
+
+
+def timeline(ledger, exp: Experiment, plan, guard: dict, *, use_shadow: bool, every: str = "auto",
+             today: date | None = None) -> dict:
+    """The experiment at the end of each hour or day with data (cumulative), oldest first; columns of
+    equal length, one value per point (`at`: the bucket's start, UTC)."""
+    from rag_app.experiments.evidence import arm_moments, decide, unpriced_reason, verdict_data
+    from rag_app.experiments.verdict import METRICS, STATUS, judge
+
+    every = resolve_every(ledger, exp, every)
+    arms = arms_of(exp)
+    sums, quality = ledger.arm_series(exp.name, list(arms.values()), every)
+    buckets = sorted({r["bucket"] for r in sums})
+    n = len(buckets)
+    out: dict = {"every": every, "cumulative": True, "prices": "recorded",
+                 "valid_at_every_point": plan.method != "fixed", "at": []}
+    if not n:
+        return out
+    where = {b: i for i, b in enumerate(buckets)}
+    arm_of = {v: a for a, v in arms.items()}
+    names = [k for k in sums[0] if k not in ("bucket", "variant", "side")]
+    per = {a: {k: np.zeros(n) for k in names} for a in arms}  # arm -> sum name -> per-bucket array
+    for r in sums:
+        a = arm_of[(r["variant"], r["side"])]
+        for k in names:
+            per[a][k][where[r["bucket"]]] += r[k]
+    qper: dict[str, dict[str, np.ndarray]] = {a: {} for a in arms}  # arm -> metric -> (3, n) n / sum / squares
+    for (b, variant, side), metrics in quality.items():
+        a = arm_of.get((variant, side))
+        if a is None or b not in where:
+            continue
+        for m, trio in metrics.items():
+            qper[a].setdefault(m, np.zeros((3, n)))[:, where[b]] += trio
+    cum = {a: {k: np.cumsum(v) for k, v in per[a].items()} for a in arms}
+    qcum = {a: {m: np.cumsum(v, axis=1) for m, v in qper[a].items()} for a in arms}
+    zeros = (np.zeros(n), np.zeros(n), np.zeros(n))
+    qmoments = {a: {m: tuple(qcum[a].get(m, zeros)) for m in METRICS if METRICS[m].quality} for a in arms}
+    data = verdict_data(plan, {"_moments": arm_moments(cum["control"])}, {"_moments": arm_moments(cum["treatment"])},
+                        qmoments, use_shadow)
+    data = {m: tuple(Moments(*(np.broadcast_to(np.asarray(x, dtype=float), (n,)) for x in (mo.n, mo.s1, mo.s2)))
+                     for mo in pair) for m, pair in data.items()}
+
+    starts = [_start(b) for b in buckets]
+    step = timedelta(hours=1) if every == "hour" else timedelta(days=1)
+    events = ledger.experiment_events(exp.name) if exp.ramp else []
+    rollout = _rollout_at([s + step for s in starts], exp, events)
+    srm = (srm_pvalue(cum["control"]["sticky_queries"], cum["treatment"]["sticky_queries"], rollout / 100)
+           if exp.mode == "split" else np.full(n, np.nan))
+    priced = "shadow_queries" if use_shadow else "priced_queries"
+    unpriced = {a: cum[a]["queries"] - cum[a][priced] for a in arms}
+    total = cum["control"]["queries"] + cum["treatment"]["queries"]
+    now = today or datetime.now(timezone.utc).date()
+    dates = [s.date() for s in starts[:-1]] + [now]  # the last point is the comparison of now
+    ended = np.asarray(plan.ended(total)) | np.asarray([plan.planned_end is not None and d >= plan.planned_end
+                                                       for d in dates])
+    j = judge(plan, data, srm_p=srm, ended=ended, unpriced=(unpriced["control"] > 0) | (unpriced["treatment"] > 0))
+
+    def quality_at(a: str, i: int) -> dict:  # as Ledger.arm_quality shows an arm, at point i
+        got = {m: qcum[a][m][:, i] for m in QUALITY_MEANS if m in qcum[a] and qcum[a][m][0, i] > 0}
+        scored = qcum[a]["invalid_citation_rate"][0, i] if "invalid_citation_rate" in qcum[a] else 0
+        return {"scored": int(scored), **{m: float(got[m][1] / got[m][0]) if m in got else None for m in QUALITY_MEANS}}
+
+    points = []
+    for i in range(n):
+        p = None if not np.isfinite(srm[i]) else float(srm[i])
+        points.append(decide(plan, data, srm_p=p, ended=bool(ended[i]), judgement=j, at=i,
+                             quality={a: quality_at(a, i) for a in arms}, max_quality_drop=guard["max_quality_drop"],
+                             unpriced_reason=unpriced_reason(int(unpriced["control"][i]), int(unpriced["treatment"][i]))))
+    at = [s.isoformat() for s in starts]
+    metrics = {}
+    for m in plan.order:
+        col = [pt["metrics"][m] for pt in points]
+        metrics[m] = {k: [c[k] for c in col] for k in ("diff", "low", "high", "status")}
+        metrics[m]["since"] = _since(metrics[m]["status"], at)
+    changes = [{"at": at[i], "verdict": pt["verdict"], "decided_by": pt["decided_by"], "reason": pt["reason"]}
+               for i, pt in enumerate(points)
+               if i == 0 or (pt["verdict"], pt["decided_by"]) != (points[i - 1]["verdict"], points[i - 1]["decided_by"])]
+    cost, sq = ("shadow_cost_nano_usd", "shadow_queries") if use_shadow else ("cost_nano_usd", "priced_queries")
+
+    def mean(s, k):
+        return [None if not k[i] else float(s[i] / k[i]) for i in range(n)]
+    out.update({
+        "at": at, "rollout_pct": rollout.tolist(), "srm_pvalue": [None if not np.isfinite(x) else float(x) for x in srm],
+        "queries": {a: cum[a]["queries"].astype(int).tolist() for a in arms},
+        "metrics": metrics,
+        "verdict": [pt["verdict"] for pt in points], "decided_by": [pt["decided_by"] for pt in points],
+        "verdict_changes": changes,
+        # each bucket's own figures per arm (not cumulated): what the arm served that hour or day
+        "arms": {a: {"queries": per[a]["queries"].astype(int).tolist(),
+                     "priced_queries": per[a][sq].astype(int).tolist(),
+                     "cost_per_query": mean(per[a][cost] / 1e9, per[a][sq]),
+                     "scored": (qper[a]["groundedness"][0] if "groundedness" in qper[a] else np.zeros(n)).astype(int).tolist(),
+                     "groundedness": (mean(qper[a]["groundedness"][1], qper[a]["groundedness"][0])
+                                      if "groundedness" in qper[a] else [None] * n)}
+                 for a in arms},
+    })
+    return out

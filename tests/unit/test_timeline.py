@@ -1,0 +1,228 @@
+"""An experiment over time (rag_app/experiments/timeline.py, tracing/ledger/series.py): the comparison of now
+made at the end of every hour or day, from the rollups' hour rows (m026); its last point is the comparison of
+now, field for field."""
+from __future__ import annotations
+
+import random
+import sqlite3
+from datetime import date
+
+import pytest
+
+from rag_app.core.errors import RagError
+from rag_app.experiments.comparison import compare_live
+from rag_app.experiments.variants import Experiment
+from tracing.ledger import Ledger, LedgerWriter
+
+HOURS = 40  # over two days
+
+
+def write_experiment(path, hours=HOURS, per_hour=30, start="2026-03-01", treat_cost=600, seed=5, shadow=False,
+                     scored=True, exp="e", gap_hours=(7, 8)):
+    """Live traffic of a 50% split (or a shadow experiment) hour by hour, through the real writer: control
+    costs about 1000 nano-dollars, treatment `treat_cost`; every answer scored, every 7th given feedback.
+    No queries in `gap_hours`: those hours have no point."""
+    rng = random.Random(seed)
+    w = LedgerWriter(path, batch=50)
+    said = []
+    d0 = date.fromisoformat(start).toordinal()
+    k = 0
+    for h in range(hours):
+        if h in gap_hours:
+            continue
+        day = date.fromordinal(d0 + h // 24).isoformat()
+        for i in range(per_hour):
+            arm = "control" if i % 2 else "treatment"
+            variant = "a" if arm == "control" else "b"
+            for side in (("live", "shadow") if shadow and arm == "treatment" else ("live",)):
+                if shadow and arm == "treatment" and side == "live":
+                    continue
+                k += 1
+                qid = f"q{k:05d}"
+                ts = f"{day}T{h % 24:02d}:{i * 2 % 60:02d}:00.000+00:00"
+                cost = int(rng.gauss(1000 if arm == "control" else treat_cost, 80))
+                w.put("queries", {"query_id": qid, "kind": "query", "question": f"问题{k}", "variant": variant,
+                                  "experiment": exp, "mode": "llm", "status": "error" if rng.random() < 0.02 else "ok",
+                                  "started_at": ts, "latency_ms": rng.uniform(200, 900), "arm": arm, "sticky": 1,
+                                  "origin": "shadow" if side == "shadow" else "live",
+                                  "shadow_of": "q00001" if side == "shadow" else None, "user_id": f"u{i}"})
+                w.put("stage_calls", {"query_id": qid, "stage": "generate", "status": "ok", "model": "m",
+                                      "input_tokens": 100, "cost_nano_usd": cost, "shadow_cost_nano_usd": cost,
+                                      "price_source": "bundled", "variant": variant, "experiment": exp,
+                                      "started_at": ts})
+                if scored:
+                    g = min(1.0, max(0.0, rng.gauss(0.8 if arm == "control" else 0.78, 0.1)))
+                    for metric, value in (("groundedness", g), ("invalid_citations", int(rng.random() < 0.1))):
+                        w.put("query_quality", {"query_id": qid, "metric": metric, "source": "local", "value": value,
+                                                "recorded_at": ts})
+                    if k % 7 == 0:
+                        said.append((qid, f"u{i}", rng.choice((-1, 1)), None, ts))
+    assert w.flush(30)
+    w.close()
+    with Ledger.open(path) as L:  # users' word goes in as the service writes it
+        for row in said:
+            L.add_feedback(*row)
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory):
+    path = tmp_path_factory.mktemp("timeline") / "ledger.sqlite"
+    write_experiment(path)
+    return path
+
+
+EXP = Experiment("e", "a", "b", 50, "s")
+
+
+def test_the_last_point_is_the_comparison_of_now(split):
+    with Ledger.open(split) as L:
+        now = compare_live(L, EXP, today=date(2026, 3, 3), over_time="hour")
+    s = now["over_time"]
+    assert s["every"] == "hour" and s["cumulative"] and s["valid_at_every_point"]
+    assert list(s["metrics"]) == list(now["metrics"])  # primary, then each guardrail, in the verdict's order
+    for m, r in now["metrics"].items():
+        for k in ("diff", "low", "high"):
+            got = s["metrics"][m][k][-1]
+            assert (got is None and r[k] is None) or got == pytest.approx(r[k], rel=1e-9, abs=1e-12), (m, k)
+        assert s["metrics"][m]["status"][-1] == r["status"], m
+    assert (s["verdict"][-1], s["decided_by"][-1]) == (now["verdict"], now["decided_by"])
+    last = s["verdict_changes"][-1]  # when the verdict last changed, and why (its figures then)
+    assert (last["verdict"], last["decided_by"]) == (now["verdict"], now["decided_by"])
+    assert last["reason"].split(",")[0] == now["reason"].split(",")[0] == "cost per query falls by >= 10.0%"
+    assert {a: q[-1] for a, q in s["queries"].items()} == {a: now["arms"][a]["queries"] for a in ("control", "treatment")}
+    assert s["srm_pvalue"][-1] == pytest.approx(now["srm"]["pvalue"])
+    # quality guardrails are in it: every answer was scored
+    assert {"groundedness", "invalid_citation_rate", "feedback_score"} <= set(s["metrics"])
+
+
+def test_a_point_per_hour_with_data_and_the_band_narrows_until_sure(split):
+    with Ledger.open(split) as L:
+        s = compare_live(L, EXP, over_time="hour")["over_time"]
+    assert len(s["at"]) == HOURS - 2  # the two hours without queries have no point
+    assert s["at"][0] == "2026-03-01T00:00:00+00:00" and "2026-03-01T07:00:00+00:00" not in s["at"]
+    assert s["at"][-1] == "2026-03-02T15:00:00+00:00"
+    cost = s["metrics"]["cost_per_query"]
+    assert cost["status"][0] == "not enough data" and cost["low"][0] is None  # 15 queries an arm: nothing said
+    widths = [h - lo for lo, h in zip(cost["low"], cost["high"]) if lo is not None]
+    assert widths[-1] < widths[0] / 3  # the sequence tightens as queries come
+    assert cost["status"][-1] == "better" and s["verdict"][-1] == "promote"
+    first_sure = cost["status"].index("better")
+    assert cost["since"] == s["at"][first_sure]  # held since it first became sure
+    assert all(st == "better" for st in cost["status"][first_sure:])
+    # each change of verdict is listed once, with its reason, oldest first
+    assert [c["verdict"] for c in s["verdict_changes"]][-1] == "promote"
+    assert s["verdict_changes"][0]["at"] == s["at"][0]
+    # each arm's own hour: 15 queries, cost about 1000 vs 600 nano-dollars
+    assert s["arms"]["control"]["queries"][0] == 15 and s["arms"]["treatment"]["queries"][0] == 15
+    assert s["arms"]["control"]["cost_per_query"][5] == pytest.approx(1000e-9, rel=0.1)
+    assert s["arms"]["treatment"]["cost_per_query"][5] == pytest.approx(600e-9, rel=0.15)
+    assert s["arms"]["control"]["groundedness"][5] == pytest.approx(0.8, abs=0.1)
+    assert s["rollout_pct"] == [50.0] * len(s["at"])
+
+
+def test_day_buckets_and_auto(split):
+    with Ledger.open(split) as L:
+        day = compare_live(L, EXP, over_time="day")["over_time"]
+        auto = compare_live(L, EXP, over_time="auto")["over_time"]
+        hour = compare_live(L, EXP, over_time="hour")["over_time"]
+    assert day["every"] == "day" and day["at"] == ["2026-03-01T00:00:00+00:00", "2026-03-02T00:00:00+00:00"]
+    assert day["queries"] == {a: [hour["queries"][a][21], hour["queries"][a][-1]] for a in hour["queries"]}
+    for k in ("diff", "low", "high"):  # the end of the last day is the end of the last hour
+        assert day["metrics"]["latency_ms"][k][-1] == pytest.approx(hour["metrics"]["latency_ms"][k][-1])
+    assert auto["every"] == "hour"  # two days: hour by hour
+
+
+def test_a_long_experiment_reads_day_by_day_and_refuses_a_month_of_hours(tmp_path):
+    path = tmp_path / "l.sqlite"
+    write_experiment(path, hours=24 * 40, per_hour=2, scored=False, gap_hours=())
+    with Ledger.open(path) as L:
+        assert compare_live(L, EXP, over_time="auto")["over_time"]["every"] == "day"
+        with pytest.raises(RagError, match="spans 40 days: hour by hour covers at most 31 days"):
+            compare_live(L, EXP, over_time="hour")
+        with pytest.raises(RagError, match="every must be one of auto, hour, day"):
+            compare_live(L, EXP, over_time="week")
+
+
+def test_a_shadow_experiment_compares_the_shadow_runs(tmp_path):
+    path = tmp_path / "l.sqlite"
+    write_experiment(path, hours=6, shadow=True, gap_hours=())
+    with Ledger.open(path) as L:
+        res = compare_live(L, Experiment("e", "a", "b", 100, "s", mode="shadow"), over_time="hour")
+    s = res["over_time"]
+    assert len(s["at"]) == 6 and s["queries"]["treatment"][-1] == res["arms"]["treatment"]["queries"] == 90
+    assert s["srm_pvalue"] == [None] * 6  # no split to check
+
+
+def test_the_ramp_shows_at_each_point_the_rollout_then_in_force(split, tmp_path):
+    import shutil
+
+    path = tmp_path / "ramped.sqlite"
+    shutil.copy(split, path)
+    exp = Experiment("e", "a", "b", 10, "s", ramp={"steps": [10, 50], "min_queries_per_step": 10})
+    with Ledger.open(path) as L:
+        assert L.add_experiment_event({"experiment": "e", "seq": 1, "at": "2026-03-01T05:30:00.000+00:00",
+                                       "action": "advance", "from_pct": 10, "to_pct": 50, "reason": "step held"})
+        s = compare_live(L, exp, over_time="hour")["over_time"]
+    assert s["rollout_pct"][:5] == [10.0] * 5 and s["rollout_pct"][5:] == [50.0] * (len(s["at"]) - 5)
+
+
+def test_hour_rollups_add_up_to_the_day_and_m026_writes_them_for_folded_queries(split, tmp_path):
+    import shutil
+
+
+    path = tmp_path / "old.sqlite"
+    shutil.copy(split, path)
+    conn = sqlite3.connect(path)
+    hours = conn.execute("SELECT day, variant, experiment, side, SUM(queries), SUM(cost_nano_usd), SUM(latency_sq) "
+                         "FROM report_rollup WHERE dim = 'hour' GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4").fetchall()
+    days = conn.execute("SELECT day, variant, experiment, side, queries, cost_nano_usd, latency_sq "
+                        "FROM report_rollup WHERE dim = 'all' ORDER BY 1, 2, 3, 4").fetchall()
+    assert len(days) == 4 and [h[:6] for h in hours] == [d[:6] for d in days]
+    assert [h[6] for h in hours] == pytest.approx([d[6] for d in days])
+    def hour_rows():  # float sums rounded: the migration adds in another order than the writer's batches
+        return [tuple(round(x, 3) if isinstance(x, float) else x for x in r) for r in conn.execute(
+            "SELECT * FROM report_rollup WHERE dim = 'hour' ORDER BY 1, 2, 3, 4, 5, 6")]
+    before = hour_rows()
+    assert len(before) == (HOURS - 2) * 2
+    # a ledger from before m026: folded queries, no hour rows; the migration writes them from the totals
+    conn.execute("DELETE FROM report_rollup WHERE dim = 'hour'")
+    conn.execute("DELETE FROM _migrations WHERE name = 'm026_hour_rollups'")
+    conn.commit()
+    with Ledger.open(path) as L:  # migrates
+        assert "m026_hour_rollups" not in L.pending
+    assert hour_rows() == before
+    conn.close()
+
+
+def test_the_api_serves_the_same_computation_as_compare_json(split, tmp_path):
+    """GET /v1/experiments/{name}?over_time= is `rag experiment compare --over-time --json` (one computation);
+    a bad `over_time` is a one-line 422, never a 500."""
+    import json
+    import shutil
+
+    from fastapi.testclient import TestClient
+    from typer.testing import CliRunner
+
+    from rag_app.cli.main import app as cli
+    from rag_app.config.settings import Settings
+    from rag_app.service.app import create_app
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(split, data / "ledger.sqlite")
+    (data / "exp.json").write_text(json.dumps({"variants": {"a": {}, "b": {"top_n": 3}}, "experiments": {
+        "e": {"control": "a", "treatment": "b", "rollout_pct": 50, "seed": "s"}}}))
+    settings = Settings(_env_file=None, data_dir=data, experiments_file=data / "exp.json")
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
+        api = c.get("/v1/experiments/e", params={"over_time": "hour"}).json()
+        bad = c.get("/v1/experiments/e", params={"over_time": "fortnight"})
+        plain = c.get("/v1/experiments/e").json()
+    env = {"RAG_DATA_DIR": str(data), "RAG_EXPERIMENTS_FILE": str(data / "exp.json"), "COLUMNS": "80"}
+    res = CliRunner().invoke(cli, ["experiment", "compare", "e", "--json", "--over-time", "--every", "hour"], env=env)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["over_time"] == api["over_time"]
+    assert "over_time" not in plain and plain["metrics"] == api["metrics"]
+    assert bad.status_code == 422 and bad.json()["detail"] == "every must be one of auto, hour, day, got 'fortnight'"
+    text = CliRunner().invoke(cli, ["experiment", "compare", "e", "--over-time"], env=env).stdout
+    assert "cost_per_query over time (by hour, cumulative)" in text and "03-02 15:00" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
