@@ -105,3 +105,63 @@ def over_time(db: Connection, since: str, until: str, variant: str | None = None
                      **quality.get((day, var), blank(True))})
     rows.sort(key=lambda x: (x["day"], x["variant"] or ""))
     return rows
+
+
+# -- one query at a time: the query list and its exports ------------------------------------------------
+# Each listed query's own quality (rag_app/quality/signals.py; a judge's grades; users' feedback). A signal not
+# recorded for an answer (not scored, not judged, a ledger before refusals were flagged) is null, never 0.
+QUERY_QUALITY_FIELDS = ("groundedness", "refusal", "invalid_citations", "feedback_up", "feedback_down",
+                        "judge_score", "judge_faithfulness")
+_PER_QUERY = {("local", "groundedness"): "groundedness", ("local", "refusal"): "refusal",
+              ("local", "invalid_citations"): "invalid_citations", ("judge", "judge_score"): "judge_score",
+              ("judge", "faithfulness"): "judge_faithfulness"}
+
+
+def per_query(db: Connection, ids: list[str]) -> dict[str, dict]:
+    """{query_id: QUERY_QUALITY_FIELDS} of these queries (a page of a list: two reads by primary key)."""
+    q, f = query_quality, query_feedback
+    out = {i: {"groundedness": None, "refusal": None, "invalid_citations": None, "feedback_up": 0,
+               "feedback_down": 0, "judge_score": None, "judge_faithfulness": None} for i in ids}
+    if not ids:
+        return out
+    for qid, source, metric, value in db.execute(
+            select(q.c.query_id, q.c.source, q.c.metric, q.c.value)
+            .where(q.c.query_id.in_(ids), q.c.metric.in_({m for _, m in _PER_QUERY}))):
+        name = _PER_QUERY.get((source, metric))
+        if name is None or value is None:
+            continue
+        out[qid][name] = (bool(value) if name == "refusal" else int(value) if name == "invalid_citations"
+                          else round(float(value), 4))
+    for qid, up, down in db.execute(
+            select(f.c.query_id, func.sum(case((f.c.score == 1, 1), else_=0)), func.sum(case((f.c.score == -1, 1), else_=0)))
+            .where(f.c.query_id.in_(ids)).group_by(f.c.query_id)):
+        out[qid].update(feedback_up=int(number(up)), feedback_down=int(number(down)))
+    return out
+
+
+def query_filters(column, *, marked_wrong: bool = False, unsupported: bool = False, refusal: bool = False,
+                  invalid_citations: bool = False, grounded_below: float | None = None) -> list[ColumnElement]:
+    """Conditions on a query id `column` for the list's quality filters, each an indexed set of ids:
+    answers a user marked wrong; with a claim the passages do not support (groundedness below 1); refusals;
+    citing what was not sent; grounded below a threshold (strictly). Several: all of them."""
+    q, f = query_quality, query_feedback
+
+    def local(metric: str, cond) -> ColumnElement:
+        return column.in_(select(q.c.query_id).where(q.c.source == "local", q.c.metric == metric, cond))
+    out = []
+    if marked_wrong:
+        out.append(column.in_(select(f.c.query_id).where(f.c.score == -1)))
+    if unsupported:
+        out.append(local("groundedness", q.c.value < 1))
+    if refusal:
+        out.append(local("refusal", q.c.value > 0))
+    if invalid_citations:
+        out.append(local("invalid_citations", q.c.value > 0))
+    if grounded_below is not None:
+        out.append(local("groundedness", q.c.value < grounded_below))
+    return out
+
+
+def unknown_query() -> dict:
+    """A query's quality fields on a ledger that predates quality and feedback: all null."""
+    return dict.fromkeys(QUERY_QUALITY_FIELDS)

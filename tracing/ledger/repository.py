@@ -253,16 +253,22 @@ class Ledger:
 
     def list_queries(self, *, variant: str | None = None, status: str | None = None, since: str | None = None,
                      until: str | None = None, experiment: str | None = None, limit: int = 50,
-                     offset: int = 0, user: str | None = None) -> tuple[int, list[dict]]:
-        """(how many match, one page of them), newest first. `user`: only that user's (a member key)."""
+                     offset: int = 0, user: str | None = None, user_id: str | None = None, key: str | None = None,
+                     quality: dict | None = None) -> tuple[int, list[dict]]:
+        """(how many match, one page of them), newest first, each with its own quality (QUERY_QUALITY_FIELDS).
+        `user`: only that user's (a member key); `user_id`, `key`: an admin's filters; `quality`: the
+        list's quality filters (quality_groups.query_filters: marked_wrong, unsupported, refusal,
+        invalid_citations, grounded_below)."""
         t = query_totals
         where: list[ColumnElement] = []
         for col, val, op in ((t.c.variant, variant, "eq"), (t.c.status, status, "eq"), (t.c.started_at, since, "ge"),
-                             (t.c.started_at, until, "lt"), (t.c.experiment, experiment, "eq"), (t.c.user_id, user, "eq")):
+                             (t.c.started_at, until, "lt"), (t.c.experiment, experiment, "eq"), (t.c.user_id, user, "eq"),
+                             (t.c.user_id, user_id, "eq"), (t.c.api_key_id, key, "eq")):
             if val is not None:
                 where.append(col == val if op == "eq" else col >= val if op == "ge" else col < val)
+        where += quality_groups.query_filters(t.c.query_id, **(quality or {}))
         with self._read() as db:
-            if status is None and since is None and until is None and experiment is None and user is None:
+            if not where or (variant is not None and len(where) == 1):
                 # the unfiltered (or per-variant) count is in the day rollups
                 r = report_rollup
                 total = db.execute(select(func.coalesce(func.sum(r.c.queries), 0))
@@ -270,18 +276,22 @@ class Ledger:
             else:
                 total = db.execute(select(func.count()).select_from(t).where(t.c.kind == "query", *where)).scalar()
             rows = [dict(r) for r in db.execute(reports.listing(where).limit(limit).offset(offset)).mappings()]
-        return int(number(total)), rows
+            kept = self.quality_kept()
+            scores = quality_groups.per_query(db, [r["query_id"] for r in rows]) if kept else {}
+        return int(number(total)), [{**r, **scores.get(r["query_id"], quality_groups.unknown_query())} for r in rows]
 
     # -- reports ------------------------------------------------------------------------------------
     def report(self, last: int | None = None, variant: str | None = None, prices: str = "original",
                rows: int | None = None) -> reports.Report:
         with self._read() as db:
-            return reports.build_report(db, last=last, variant=variant, prices=prices, rows=rows)
+            return reports.build_report(db, last=last, variant=variant, prices=prices, rows=rows,
+                                        quality=self.quality_kept())
 
     def report_full(self, last: int | None = None, variant: str | None = None,
                     prices: str = "original") -> reports.Report:
         with self._read() as db:
-            return reports.build_report_full(db, last=last, variant=variant, prices=prices)
+            return reports.build_report_full(db, last=last, variant=variant, prices=prices,
+                                             quality=self.quality_kept())
 
     def report_totals(self, last: int | None = None, variant: str | None = None) -> dict:
         with self._read() as db:
@@ -289,7 +299,7 @@ class Ledger:
 
     def iter_query_rows(self, variant: str | None = None, last: int | None = None, raw: bool = False) -> Iterator[dict]:
         with self._read() as db:
-            yield from reports.iter_query_rows(db, variant=variant, last=last, raw=raw)
+            yield from reports.iter_query_rows(db, variant=variant, last=last, raw=raw, quality=self.quality_kept())
 
     def by(self, dim: str, variant: str | None = None) -> list[dict]:
         """`rag report --by` rows: the spend, then (every dim but `stage`) the answers' quality and feedback
