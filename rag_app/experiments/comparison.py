@@ -128,11 +128,13 @@ def _rate(k: int, n: int) -> float | None:
     return k / n if n else None
 
 
-def compare_live(ledger, exp: Experiment, today: date | None = None, over_time: str | None = None) -> dict:
+def compare_live(ledger, exp: Experiment, today: date | None = None, over_time: str | None = None,
+                 srm_since: str | None = None) -> dict:
     """Both arms of a live experiment from the ledger, their differences and the verdict.
     `today` (UTC) decides whether a hybrid analysis has reached its planned_end. `over_time` ("hour", "day"
     or "auto"): with the same computation at every hour or day of the experiment under `over_time`
-    (rag_app/experiments/timeline.py)."""
+    (rag_app/experiments/timeline.py). `srm_since`: the sample-ratio check counts the queries since then
+    (a ramp's current step: its split must match the step's percentage; the whole experiment mixes steps)."""
     from rag_app.experiments.verdict import QUALITY, Plan, srm_level
 
     guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
@@ -142,8 +144,11 @@ def compare_live(ledger, exp: Experiment, today: date | None = None, over_time: 
     control = _arm(ledger, exp, exp.control, shadow_runs=False)
     treatment = _arm(ledger, exp, exp.treatment, shadow_runs=exp.mode == "shadow")
     use_shadow = control["_cost"].mean * control["_cost"].n + treatment["_cost"].mean * treatment["_cost"].n == 0
-    srm_p = (srm_pvalue(control["sticky_queries"], treatment["sticky_queries"], exp.rollout_pct / 100)
-             if exp.mode == "split" else None)
+    sticky = (control["sticky_queries"], treatment["sticky_queries"])
+    if srm_since is not None and exp.mode == "split":
+        step = ledger.step_counts(exp.name, srm_since)
+        sticky = tuple(step.get(v, {"sticky": 0})["sticky"] for v in (exp.control, exp.treatment))
+    srm_p = srm_pvalue(*sticky, exp.rollout_pct / 100) if exp.mode == "split" else None
     srm = None if exp.mode != "split" else {"pvalue": srm_p, "flagged": srm_p is not None and srm_p < guard["srm_p"],
                                             "level": srm_level(srm_p, plan)}
     unpriced = "unpriced_shadow_queries" if use_shadow else "unpriced_queries"
@@ -174,7 +179,8 @@ def compare_live(ledger, exp: Experiment, today: date | None = None, over_time: 
 def compare_served(ledger, exp: Experiment, over_time: str | None = None, today: date | None = None) -> dict:
     """What `rag experiment compare --json` prints and GET /v1/experiments/{name} returns (one computation,
     two views): the experiment at the rollout it is served at (its ramp's last move, read from the ledger as
-    every replica reads it), with the ramp's moves; `over_time`: with its timeline."""
+    every replica reads it), with the ramp's moves; `over_time`: with its timeline. After a move the sample-ratio
+    check reads the current step's queries, as the ramp itself does (rag_app/experiments/ramp.py)."""
     import dataclasses
 
     from rag_app.experiments.rollout import Ramp
@@ -182,7 +188,7 @@ def compare_served(ledger, exp: Experiment, over_time: str | None = None, today:
     events = ledger.experiment_events(exp.name) if exp.ramp else []
     if events:  # a ramp moved it: compare at the percentage it is served at now
         exp = dataclasses.replace(exp, rollout_pct=float(events[-1]["to_pct"]))
-    res = compare_live(ledger, exp, today=today, over_time=over_time)
+    res = compare_live(ledger, exp, today=today, over_time=over_time, srm_since=events[-1]["at"] if events else None)
     ramp = Ramp.of(exp.ramp)
     if ramp is not None:
         res["ramp"] = {"steps": list(ramp.steps), "min_queries_per_step": ramp.min_queries_per_step,

@@ -57,18 +57,21 @@ def _start(bucket: str) -> datetime:
     return datetime.fromisoformat((bucket + ":00" if "T" in bucket else bucket + "T00:00") + ":00+00:00")
 
 
-def _rollout_at(ends: list[datetime], exp: Experiment, events: list[dict]) -> np.ndarray:
-    """The rollout in force at each bucket's end: the last ramp move before it, else the file's."""
+def _steps_at(starts: list[datetime], ends: list[datetime], exp: Experiment, events: list[dict]
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """At each bucket's end: the rollout in force (the last ramp move before it, else the file's), and the first
+    bucket wholly inside that step (its sample-ratio check counts from there, as the ramp's own does)."""
     first = float(events[0]["from_pct"]) if events else float(exp.rollout_pct)
     moves = [(datetime.fromisoformat(e["at"]), float(e["to_pct"])) for e in events]
-    out = []
+    pct, since = [], []
     for end in ends:
-        pct = first
+        p, moved = first, None
         for at, to in moves:
             if at < end:
-                pct = to
-        out.append(pct)
-    return np.asarray(out, dtype=float)
+                p, moved = to, at
+        pct.append(p)
+        since.append(0 if moved is None else next((j for j, s in enumerate(starts) if s >= moved), len(starts)))
+    return np.asarray(pct, dtype=float), np.asarray(since, dtype=int)
 
 
 def _since(codes: list, at: list[str]) -> str | None:
@@ -124,8 +127,12 @@ def timeline(ledger, exp: Experiment, plan, guard: dict, *, use_shadow: bool, ev
     starts = [_start(b) for b in buckets]
     step = timedelta(hours=1) if every == "hour" else timedelta(days=1)
     events = ledger.experiment_events(exp.name) if exp.ramp else []
-    rollout = _rollout_at([s + step for s in starts], exp, events)
-    srm = (srm_pvalue(cum["control"]["sticky_queries"], cum["treatment"]["sticky_queries"], rollout / 100)
+    rollout, step_from = _steps_at(starts, [s + step for s in starts], exp, events)
+
+    def in_step(a: str) -> np.ndarray:  # sticky queries from the first bucket of the step in force to each point
+        c = np.concatenate([[0.0], cum[a]["sticky_queries"]])
+        return np.maximum(c[1:] - c[step_from], 0)
+    srm = (srm_pvalue(in_step("control"), in_step("treatment"), rollout / 100)
            if exp.mode == "split" else np.full(n, np.nan))
     priced = "shadow_queries" if use_shadow else "priced_queries"
     unpriced = {a: cum[a]["queries"] - cum[a][priced] for a in arms}

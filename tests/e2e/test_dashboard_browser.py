@@ -36,7 +36,7 @@ def seeded(tmp_path):
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium not installed (.ci/run installs it)")
 def test_dashboard_shows_the_ledger(seeded, monkeypatch):
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     root, cfg = seeded
     shots = Path(os.environ.get("DASHBOARD_SCREENSHOTS", root / "shots"))
@@ -135,11 +135,23 @@ def test_dashboard_shows_the_ledger(seeded, monkeypatch):
                 fits_760(page, "#queries")
                 page.screenshot(path=str(shots / "dashboard-760.png"), full_page=True)
                 page.set_viewport_size({"width": 1280, "height": 900})
-                # filter by variant, then sort by cost
+                # filter by variant (on the server, over the whole ledger), then by quality, then sort by cost
                 page.select_option("#f-variant", "top3")
                 n_top3 = sum(r["variant"] == "top3" for r in rows)
-                assert page.locator("#queries tbody tr").count() == n_top3
+                expect(page.locator("#queries tbody tr")).to_have_count(n_top3)
                 page.select_option("#f-variant", "")
+                expect(page.locator("#queries tbody tr")).to_have_count(12)
+                page.select_option("#f-quality", "marked_wrong")  # the answer marked wrong above, and only it
+                expect(page.locator("#queries tbody tr")).to_have_count(1)
+                assert page.locator("#queries tbody tr").first.get_attribute("data-id") == wrong
+                assert "−1" in page.locator("#queries tbody tr").first.inner_text()
+                page.select_option("#f-quality", "")
+                page.fill("#f-grounded", "50")  # grounded below 50%: the review list's low ones
+                page.dispatch_event("#f-grounded", "change")
+                expect(page.locator("#queries tbody tr")).to_have_count(len(low))
+                page.fill("#f-grounded", "")
+                page.dispatch_event("#f-grounded", "change")
+                expect(page.locator("#queries tbody tr")).to_have_count(12)
                 page.click("th[data-key=cost_usd]")
                 # click into the query that had the 429: its retry and the success are both listed
                 retried = next(r for r in rows if r["retries"])

@@ -3,6 +3,7 @@ made at the end of every hour or day, from the rollups' hour rows (m026); its la
 now, field for field."""
 from __future__ import annotations
 
+import dataclasses
 import random
 import sqlite3
 from datetime import date
@@ -18,10 +19,10 @@ HOURS = 40  # over two days
 
 
 def write_experiment(path, hours=HOURS, per_hour=30, start="2026-03-01", treat_cost=600, seed=5, shadow=False,
-                     scored=True, exp="e", gap_hours=(7, 8)):
-    """Live traffic of a 50% split (or a shadow experiment) hour by hour, through the real writer: control
-    costs about 1000 nano-dollars, treatment `treat_cost`; every answer scored, every 7th given feedback.
-    No queries in `gap_hours`: those hours have no point."""
+                     scored=True, exp="e", gap_hours=(7, 8), ctrl_cost=1000, share=lambda h: 0.5, grounded=(0.8, 0.78)):
+    """Live traffic of a split (`share(hour)` of it treated; 50%) or a shadow experiment hour by hour, through
+    the real writer: control costs about `ctrl_cost` nano-dollars, treatment `treat_cost`; every answer scored,
+    every 7th marked right, as many errors in each arm. No queries in `gap_hours`: those hours have no point."""
     rng = random.Random(seed)
     w = LedgerWriter(path, batch=50)
     said = []
@@ -32,31 +33,33 @@ def write_experiment(path, hours=HOURS, per_hour=30, start="2026-03-01", treat_c
             continue
         day = date.fromordinal(d0 + h // 24).isoformat()
         for i in range(per_hour):
-            arm = "control" if i % 2 else "treatment"
+            arm = "treatment" if i % 10 < round(share(h) * 10) else "control"
             variant = "a" if arm == "control" else "b"
             for side in (("live", "shadow") if shadow and arm == "treatment" else ("live",)):
                 if shadow and arm == "treatment" and side == "live":
                     continue
                 k += 1
-                qid = f"q{k:05d}"
+                qid = f"{exp}-q{k:05d}"
                 ts = f"{day}T{h % 24:02d}:{i * 2 % 60:02d}:00.000+00:00"
-                cost = int(rng.gauss(1000 if arm == "control" else treat_cost, 80))
+                mean = ctrl_cost if arm == "control" else treat_cost
+                cost = int(rng.gauss(mean, mean / 12))
                 w.put("queries", {"query_id": qid, "kind": "query", "question": f"问题{k}", "variant": variant,
-                                  "experiment": exp, "mode": "llm", "status": "error" if rng.random() < 0.02 else "ok",
+                                  "experiment": exp, "mode": "llm",
+                                  "status": "error" if i in (0, 9) and h % 10 == 0 else "ok",  # as many per arm
                                   "started_at": ts, "latency_ms": rng.uniform(200, 900), "arm": arm, "sticky": 1,
                                   "origin": "shadow" if side == "shadow" else "live",
-                                  "shadow_of": "q00001" if side == "shadow" else None, "user_id": f"u{i}"})
+                                  "shadow_of": f"{exp}-q00001" if side == "shadow" else None, "user_id": f"u{i}"})
                 w.put("stage_calls", {"query_id": qid, "stage": "generate", "status": "ok", "model": "m",
                                       "input_tokens": 100, "cost_nano_usd": cost, "shadow_cost_nano_usd": cost,
                                       "price_source": "bundled", "variant": variant, "experiment": exp,
                                       "started_at": ts})
                 if scored:
-                    g = min(1.0, max(0.0, rng.gauss(0.8 if arm == "control" else 0.78, 0.1)))
+                    g = min(1.0, max(0.0, rng.gauss(grounded[arm == "treatment"], 0.1)))
                     for metric, value in (("groundedness", g), ("invalid_citations", int(rng.random() < 0.1))):
                         w.put("query_quality", {"query_id": qid, "metric": metric, "source": "local", "value": value,
                                                 "recorded_at": ts})
                     if k % 7 == 0:
-                        said.append((qid, f"u{i}", rng.choice((-1, 1)), None, ts))
+                        said.append((qid, f"u{i}", 1, None, ts))
     assert w.flush(30)
     w.close()
     with Ledger.open(path) as L:  # users' word goes in as the service writes it
@@ -153,17 +156,25 @@ def test_a_shadow_experiment_compares_the_shadow_runs(tmp_path):
     assert s["srm_pvalue"] == [None] * 6  # no split to check
 
 
-def test_the_ramp_shows_at_each_point_the_rollout_then_in_force(split, tmp_path):
-    import shutil
+def test_a_ramp_shows_each_points_rollout_and_checks_the_split_of_its_step(tmp_path):
+    """A ramp at 10% for six hours, then 50%: each point carries the rollout then in force, and its sample-ratio
+    check counts the queries of that step alone (as the ramp does), so the move is no mismatch."""
+    from rag_app.experiments.comparison import compare_served
 
     path = tmp_path / "ramped.sqlite"
-    shutil.copy(split, path)
+    write_experiment(path, hours=30, share=lambda h: 0.1 if h < 6 else 0.5, gap_hours=())
     exp = Experiment("e", "a", "b", 10, "s", ramp={"steps": [10, 50], "min_queries_per_step": 10})
     with Ledger.open(path) as L:
-        assert L.add_experiment_event({"experiment": "e", "seq": 1, "at": "2026-03-01T05:30:00.000+00:00",
+        assert L.add_experiment_event({"experiment": "e", "seq": 1, "at": "2026-03-01T06:00:00.000+00:00",
                                        "action": "advance", "from_pct": 10, "to_pct": 50, "reason": "step held"})
-        s = compare_live(L, exp, over_time="hour")["over_time"]
-    assert s["rollout_pct"][:5] == [10.0] * 5 and s["rollout_pct"][5:] == [50.0] * (len(s["at"]) - 5)
+        res = compare_served(L, exp, over_time="hour")
+        whole = compare_live(L, dataclasses.replace(exp, rollout_pct=50))  # every step's queries against 50%
+    s = res["over_time"]
+    assert s["rollout_pct"] == [10.0] * 6 + [50.0] * 24
+    assert all(p > 0.01 for p in s["srm_pvalue"]) and res["srm"]["pvalue"] > 0.01 and not res["srm"]["flagged"]
+    assert whole["srm"]["flagged"]  # what the check said before it read the step alone
+    assert res["ramp"]["events"][0]["to_pct"] == 50 and res["ramp"]["rollout_pct"] == 50
+    assert res["ramp"]["step_started_at"] == "2026-03-01T06:00:00.000+00:00"
 
 
 def test_hour_rollups_add_up_to_the_day_and_m026_writes_them_for_folded_queries(split, tmp_path):

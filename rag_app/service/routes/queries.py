@@ -140,6 +140,7 @@ def query_json(r: dict) -> dict:
            "priced_cost_usd": usd_json(r["priced_cost_nano_usd"]), "unpriced_rows": r["unpriced_rows"],
            "estimated_rows": r["estimated_rows"], "output_at_risk_tokens": r["output_at_risk_tokens"],
            "retries": r["retries"], "timeouts": r["timeouts"]}
+    out["generate_tokens"] = r["generate_input_tokens"] + r["generate_output_tokens"]  # the answer's own LLM tokens
     if "groundedness" in r:  # a listed query: its answer's quality beside its cost (null: not recorded)
         out.update({k: r[k] for k in QUALITY_COLUMNS})
     return out
@@ -147,4 +148,4 @@ def query_json(r: dict) -> dict:
 
 LIST_COLUMNS = ["query_id", "started_at", "question", "variant", "experiment", "mode", "status", "latency_ms",
                 "input_tokens", "output_tokens", "cost_usd", "shadow_cost_usd", "priced_cost_usd", "unpriced_rows",
-                "estimated_rows", "output_at_risk_tokens", "retries", "timeouts", *QUALITY_COLUMNS]
+                "estimated_rows", "output_at_risk_tokens", "retries", "timeouts", "generate_tokens", *QUALITY_COLUMNS]
