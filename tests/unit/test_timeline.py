@@ -19,7 +19,8 @@ HOURS = 40  # over two days
 
 
 def write_experiment(path, hours=HOURS, per_hour=30, start="2026-03-01", treat_cost=600, seed=5, shadow=False,
-                     scored=True, exp="e", gap_hours=(7, 8), ctrl_cost=1000, share=lambda h: 0.5, grounded=(0.8, 0.78)):
+                     scored=True, exp="e", gap_hours=(7, 8), ctrl_cost=1000, share=lambda h: 0.5, grounded=(0.8, 0.78),
+                     variants=("a", "b")):
     """Live traffic of a split (`share(hour)` of it treated; 50%) or a shadow experiment hour by hour, through
     the real writer: control costs about `ctrl_cost` nano-dollars, treatment `treat_cost`; every answer scored,
     every 7th marked right, as many errors in each arm. No queries in `gap_hours`: those hours have no point."""
@@ -34,7 +35,7 @@ def write_experiment(path, hours=HOURS, per_hour=30, start="2026-03-01", treat_c
         day = date.fromordinal(d0 + h // 24).isoformat()
         for i in range(per_hour):
             arm = "treatment" if i % 10 < round(share(h) * 10) else "control"
-            variant = "a" if arm == "control" else "b"
+            variant = variants[arm == "treatment"]
             for side in (("live", "shadow") if shadow and arm == "treatment" else ("live",)):
                 if shadow and arm == "treatment" and side == "live":
                     continue

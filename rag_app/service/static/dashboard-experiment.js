@@ -35,7 +35,7 @@ function niceRange(lo, hi, n = 4) {  // round ticks covering [lo, hi] and 0, in 
   const step = [1, 2, 2.5, 5, 10].map(m => m * mag).find(s => s >= raw * (1 - 1e-9));
   const out = [];
   for (let v = Math.floor(lo / step + 1e-9) * step; out.length < 2 || out[out.length - 1] < hi - step * 1e-9; v += step)
-    out.push(+v.toPrecision(12));
+    out.push(+v.toPrecision(12) || 0);  // never "-0"
   return out;
 }
 
@@ -65,7 +65,7 @@ function timeChart({x0, x1, band, lines = [], hlines = [], vlines = [], strip, f
   svg += `<line x1="${l}" x2="${l}" y1="${top}" y2="${h - b}" stroke="#999"/>
     <text class="axis-title y-title" transform="translate(12 ${(top + h - b) / 2}) rotate(-90)" text-anchor="middle">${esc(yTitle)}</text>`;
   svg += timeTicks(x0, x1).map(k => `<line x1="${X(k.v)}" x2="${X(k.v)}" y1="${h - b}" y2="${h - b + 4}" stroke="#999"/>
-    <text class="tick x-tick" x="${X(k.v)}" y="${h - b + 15}" text-anchor="middle">${esc(k.label)}</text>`).join("");
+    <text class="tick x-tick" x="${X(k.v)}" y="${h - b + 15}" text-anchor="${X(k.v) > W - r - 30 ? "end" : X(k.v) < l + 30 ? "start" : "middle"}">${esc(k.label)}</text>`).join("");
   svg += `<text class="axis-title x-title" x="${(l + W - r) / 2}" y="${h - 4}" text-anchor="middle">${esc(t("time (UTC)"))}</text>`;
   if (band) {  // one polygon per run of points with an interval
     let run = [];
@@ -89,6 +89,11 @@ function timeChart({x0, x1, band, lines = [], hlines = [], vlines = [], strip, f
     const flush = () => { if (pts.length > 1) svg += `<polyline class="${s.cls || "series"}" fill="none" stroke="${s.color}" stroke-width="1.8"${s.dash ? ` stroke-dasharray="4 3"` : ""} points="${pts.join(" ")}"/>`; pts = []; };
     s.xs.forEach((x, i) => {
       const v = s.ys[i];
+      if ((v === null || v === undefined) && s.hollow) {  // a point with queries but too few to say: hollow, on 0
+        flush();
+        svg += `<circle class="pt nodata" data-key="${esc(s.key)}" data-at="${esc(s.at[i])}" cx="${X(x)}" cy="${Y(0)}" r="2.4" fill="#fff" stroke="${s.color}"><title>${esc(s.title(i))}</title></circle>`;
+        return;
+      }
       if (v === null || v === undefined) { flush(); return; }
       pts.push(`${X(x)},${Y(v)}`);
       svg += `<circle class="pt" data-key="${esc(s.key)}" data-at="${esc(s.at[i])}" cx="${X(x)}" cy="${Y(v)}" r="2.4" fill="${s.color}"><title>${esc(s.title(i))}</title></circle>`;
@@ -124,7 +129,7 @@ function effectChart(e, s, m, xs, x0, x1, big) {
   return timeChart({x0, x1, fmt, W: big ? 1240 : 380, H: big ? 300 : 190, yTitle: `${big ? t("treatment − control") : "t − c"} (${unitName(r.unit)})`,
     label: `${metricLabel(m)}: treatment minus control over time, with its interval`,
     band: {xs, lo: col.low, hi: col.high},
-    lines: [{xs, ys: col.diff, at: s.at, key: m, color: "#224488", cls: "effect",
+    lines: [{xs, ys: col.diff, at: s.at, key: m, color: "#224488", cls: "effect", hollow: true,
              title: (i) => `${when2(s.at[i], s.every)} · ${metricValue(col.diff[i], r.unit, true)} [${metricValue(col.low[i], r.unit, true)}, ${metricValue(col.high[i], r.unit, true)}] · ${t(col.status[i])}`}],
     hlines: [{y: 0, cls: "zero"}, marginLine(e, m, r)].filter(Boolean), vlines,
     strip: big ? {xs, values: s.verdict, at: s.at.map(a => when2(a, s.every))} : null});
@@ -164,13 +169,13 @@ async function experimentView(name) {
     ${s.at.length ? "" : `<p class="muted" id="exp-empty">${esc(t("no queries in this experiment yet"))}</p>`}
     <div class="chart wide" id="chart-effect"><h3>${esc(metricLabel(primary))} (${esc(t("primary"))}): ${esc(t("treatment − control over time"))} · ${statusLine(primary)}</h3>
       ${s.at.length ? effectChart(e, s, primary, xs, x0, x1, true) : ""}
-      <div class="legend"><span><i style="background:#224488"></i>${esc(t("difference"))}</span><span><i style="background:#4477aa;opacity:.3"></i>${esc(s.valid_at_every_point ? t("anytime-valid interval") : t("fixed-horizon interval (valid read once)"))}</span>
+      <div class="legend"><span><i style="background:#224488"></i>${esc(t("difference"))}</span><span>${esc(t("hollow: too few queries yet"))}</span><span><i style="background:#4477aa;opacity:.3"></i>${esc(s.valid_at_every_point ? t("anytime-valid interval") : t("fixed-horizon interval (valid read once)"))}</span>
         <span>${esc(t("dashed: the margin to clear"))}</span>${e.ramp ? `<span>${esc(t("dotted: ramp moves"))}</span>` : ""}
         <span>${esc(t("strip: verdict at each point"))} (${Object.keys(VERDICT_COLORS).map(v => `<b style="color:${VERDICT_COLORS[v]}">${esc(t(v))}</b>`).join(" / ")})</span></div>
       <p class="muted">${esc(t("now"))}: ${esc(interval(p))} · ${s.at.length} ${esc(t(s.every === "hour" ? "points, one per hour with queries, cumulative" : "points, one per day with queries, cumulative"))}</p></div>
     <h3>${esc(t("guardrails"))}</h3>
     <div class="guardrails" id="guardrails">${guards.map(m => `<div class="chart guard" data-metric="${esc(m)}"><h3>${esc(metricLabel(m))} · ${statusLine(m)}</h3>
-      ${s.at.length ? effectChart(e, s, m, xs, x0, x1, false) : ""}<p class="muted">${esc(interval(e.metrics[m]))} · ${esc(t("better"))} ${esc(t(e.metrics[m].better))}</p></div>`).join("")}</div>
+      ${s.at.length ? effectChart(e, s, m, xs, x0, x1, false) : ""}<p class="muted">${esc(interval(e.metrics[m]))} · ${esc(t(e.metrics[m].better + " is better"))}</p></div>`).join("")}</div>
     <div class="charts" id="arm-charts">
       <div class="chart" id="chart-arm-cost"><h3>${esc(t("cost per query per"))} ${esc(t(s.every))}, ${esc(t("by arm"))}</h3>${s.at.length ? armChart(e, s, "cost_per_query", usd, t("cost per query (USD)"), "cost per query per bucket and arm, USD", xs, x0, x1) : ""}</div>
       <div class="chart" id="chart-arm-grounded"><h3>${esc(t("groundedness per"))} ${esc(t(s.every))}, ${esc(t("by arm"))}</h3>${s.at.length ? armChart(e, s, "groundedness", (v) => (100 * v).toFixed(0) + "%", t("mean groundedness (%)"), "mean groundedness per bucket and arm, percent", xs, x0, x1) : ""}</div>
