@@ -88,98 +88,120 @@ def timeline(ledger, exp: Experiment, plan, guard: dict, *, use_shadow: bool, ev
              today: date | None = None) -> dict:
     """The experiment at the end of each hour or day with data (cumulative), oldest first; columns of
     equal length, one value per point (`at`: the bucket's start, UTC)."""
-    from rag_app.experiments.evidence import arm_moments, decide, unpriced_reason, verdict_data
-    from rag_app.experiments.verdict import METRICS, STATUS, judge
+    from rag_app.experiments.evidence import decide, unpriced_reason
+    from rag_app.experiments.verdict import judge
 
     every = resolve_every(ledger, exp, every)
     arms = arms_of(exp)
     sums, quality = ledger.arm_series(exp.name, list(arms.values()), every)
-    buckets = sorted({r["bucket"] for r in sums})
-    n = len(buckets)
     out: dict = {"every": every, "cumulative": True, "prices": "recorded",
                  "valid_at_every_point": plan.method != "fixed", "at": []}
-    if not n:
+    if not sums:
         return out
-    where = {b: i for i, b in enumerate(buckets)}
-    arm_of = {v: a for a, v in arms.items()}
-    names = [k for k in sums[0] if k not in ("bucket", "variant", "side")]
-    per = {a: {k: np.zeros(n) for k in names} for a in arms}  # arm -> sum name -> per-bucket array
-    for r in sums:
-        a = arm_of[(r["variant"], r["side"])]
-        for k in names:
-            per[a][k][where[r["bucket"]]] += r[k]
-    qper: dict[str, dict[str, np.ndarray]] = {a: {} for a in arms}  # arm -> metric -> (3, n) n / sum / squares
-    for (b, variant, side), metrics in quality.items():
-        a = arm_of.get((variant, side))
-        if a is None or b not in where:
-            continue
-        for m, trio in metrics.items():
-            qper[a].setdefault(m, np.zeros((3, n)))[:, where[b]] += trio
-    cum = {a: {k: np.cumsum(v) for k, v in per[a].items()} for a in arms}
-    qcum = {a: {m: np.cumsum(v, axis=1) for m, v in qper[a].items()} for a in arms}
-    zeros = (np.zeros(n), np.zeros(n), np.zeros(n))
-    qmoments = {a: {m: tuple(qcum[a].get(m, zeros)) for m in METRICS if METRICS[m].quality} for a in arms}
-    data = verdict_data(plan, {"_moments": arm_moments(cum["control"])}, {"_moments": arm_moments(cum["treatment"])},
-                        qmoments, use_shadow)
-    data = {m: tuple(Moments(*(np.broadcast_to(np.asarray(x, dtype=float), (n,)) for x in (mo.n, mo.s1, mo.s2)))
-                     for mo in pair) for m, pair in data.items()}
-
-    starts = [_start(b) for b in buckets]
+    b = _Buckets.of(sums, quality, arms)
+    starts = [_start(x) for x in b.names]
     step = timedelta(hours=1) if every == "hour" else timedelta(days=1)
-    events = ledger.experiment_events(exp.name) if exp.ramp else []
-    rollout, step_from = _steps_at(starts, [s + step for s in starts], exp, events)
-
-    def in_step(a: str) -> np.ndarray:  # sticky queries from the first bucket of the step in force to each point
-        c = np.concatenate([[0.0], cum[a]["sticky_queries"]])
-        return np.maximum(c[1:] - c[step_from], 0)
-    srm = (srm_pvalue(in_step("control"), in_step("treatment"), rollout / 100)
-           if exp.mode == "split" else np.full(n, np.nan))
+    rollout, step_from = _steps_at(starts, [s + step for s in starts], exp,
+                                   ledger.experiment_events(exp.name) if exp.ramp else [])
+    srm = (srm_pvalue(b.since("control", "sticky_queries", step_from), b.since("treatment", "sticky_queries", step_from),
+                      rollout / 100) if exp.mode == "split" else np.full(b.n, np.nan))
     priced = "shadow_queries" if use_shadow else "priced_queries"
-    unpriced = {a: cum[a]["queries"] - cum[a][priced] for a in arms}
-    total = cum["control"]["queries"] + cum["treatment"]["queries"]
-    now = today or datetime.now(timezone.utc).date()
-    dates = [s.date() for s in starts[:-1]] + [now]  # the last point is the comparison of now
-    ended = np.asarray(plan.ended(total)) | np.asarray([plan.planned_end is not None and d >= plan.planned_end
-                                                       for d in dates])
+    unpriced = {a: b.cum[a]["queries"] - b.cum[a][priced] for a in arms}
+    dates = [s.date() for s in starts[:-1]] + [today or datetime.now(timezone.utc).date()]  # the last point: now
+    ended = np.asarray(plan.ended(b.cum["control"]["queries"] + b.cum["treatment"]["queries"])) | np.asarray(
+        [plan.planned_end is not None and d >= plan.planned_end for d in dates])
+    data = b.verdict_data(plan, use_shadow)
     j = judge(plan, data, srm_p=srm, ended=ended, unpriced=(unpriced["control"] > 0) | (unpriced["treatment"] > 0))
-
-    def quality_at(a: str, i: int) -> dict:  # as Ledger.arm_quality shows an arm, at point i
-        got = {m: qcum[a][m][:, i] for m in QUALITY_MEANS if m in qcum[a] and qcum[a][m][0, i] > 0}
-        scored = qcum[a]["invalid_citation_rate"][0, i] if "invalid_citation_rate" in qcum[a] else 0
-        return {"scored": int(scored), **{m: float(got[m][1] / got[m][0]) if m in got else None for m in QUALITY_MEANS}}
-
-    points = []
-    for i in range(n):
-        p = None if not np.isfinite(srm[i]) else float(srm[i])
-        points.append(decide(plan, data, srm_p=p, ended=bool(ended[i]), judgement=j, at=i,
-                             quality={a: quality_at(a, i) for a in arms}, max_quality_drop=guard["max_quality_drop"],
-                             unpriced_reason=unpriced_reason(int(unpriced["control"][i]), int(unpriced["treatment"][i]))))
+    points = [decide(plan, data, srm_p=None if not np.isfinite(srm[i]) else float(srm[i]), ended=bool(ended[i]),
+                     judgement=j, at=i, quality={a: b.quality_at(a, i) for a in arms},
+                     max_quality_drop=guard["max_quality_drop"],
+                     unpriced_reason=unpriced_reason(int(unpriced["control"][i]), int(unpriced["treatment"][i])))
+              for i in range(b.n)]
     at = [s.isoformat() for s in starts]
-    metrics = {}
-    for m in plan.order:
-        col = [pt["metrics"][m] for pt in points]
-        metrics[m] = {k: [c[k] for c in col] for k in ("diff", "low", "high", "status")}
-        metrics[m]["since"] = _since(metrics[m]["status"], at)
-    changes = [{"at": at[i], "verdict": pt["verdict"], "decided_by": pt["decided_by"], "reason": pt["reason"]}
-               for i, pt in enumerate(points)
-               if i == 0 or (pt["verdict"], pt["decided_by"]) != (points[i - 1]["verdict"], points[i - 1]["decided_by"])]
-    cost, sq = ("shadow_cost_nano_usd", "shadow_queries") if use_shadow else ("cost_nano_usd", "priced_queries")
-
-    def mean(s, k):
-        return [None if not k[i] else float(s[i] / k[i]) for i in range(n)]
     out.update({
         "at": at, "rollout_pct": rollout.tolist(), "srm_pvalue": [None if not np.isfinite(x) else float(x) for x in srm],
-        "queries": {a: cum[a]["queries"].astype(int).tolist() for a in arms},
-        "metrics": metrics,
+        "queries": {a: b.cum[a]["queries"].astype(int).tolist() for a in arms},
+        "metrics": _metric_columns(plan, points, at),
         "verdict": [pt["verdict"] for pt in points], "decided_by": [pt["decided_by"] for pt in points],
-        "verdict_changes": changes,
+        "verdict_changes": [{"at": at[i], "verdict": pt["verdict"], "decided_by": pt["decided_by"], "reason": pt["reason"]}
+                            for i, pt in enumerate(points)
+                            if i == 0 or (pt["verdict"], pt["decided_by"]) != (points[i - 1]["verdict"],
+                                                                               points[i - 1]["decided_by"])],
         # each bucket's own figures per arm (not cumulated): what the arm served that hour or day
-        "arms": {a: {"queries": per[a]["queries"].astype(int).tolist(),
-                     "priced_queries": per[a][sq].astype(int).tolist(),
-                     "cost_per_query": mean(per[a][cost] / 1e9, per[a][sq]),
-                     "scored": (qper[a]["groundedness"][0] if "groundedness" in qper[a] else np.zeros(n)).astype(int).tolist(),
-                     "groundedness": (mean(qper[a]["groundedness"][1], qper[a]["groundedness"][0])
-                                      if "groundedness" in qper[a] else [None] * n)}
-                 for a in arms},
+        "arms": {a: b.own_figures(a, use_shadow) for a in arms},
     })
     return out
+
+
+def _metric_columns(plan, points: list[dict], at: list[str]) -> dict:
+    """Per metric, in the verdict's order: diff, low, high and status at each point, and since when its
+    status has held."""
+    out = {}
+    for m in plan.order:
+        col = [pt["metrics"][m] for pt in points]
+        out[m] = {k: [c[k] for c in col] for k in ("diff", "low", "high", "status")}
+        out[m]["since"] = _since(out[m]["status"], at)
+    return out
+
+
+class _Buckets:
+    """An experiment's per-bucket sums per arm, as arrays over the buckets (oldest first), and their
+    running totals: what the comparison of now reads, at the end of every bucket."""
+
+    def __init__(self, names: list[str], per: dict, qper: dict):
+        self.names, self.n, self.per, self.qper = names, len(names), per, qper
+        self.cum = {a: {k: np.cumsum(v) for k, v in per[a].items()} for a in per}
+        self.qcum = {a: {m: np.cumsum(v, axis=1) for m, v in qper[a].items()} for a in qper}
+
+    @classmethod
+    def of(cls, sums: list[dict], quality: dict, arms: dict[str, tuple[str, str]]) -> _Buckets:
+        names = sorted({r["bucket"] for r in sums})
+        where = {b: i for i, b in enumerate(names)}
+        arm_of = {v: a for a, v in arms.items()}
+        keys = [k for k in sums[0] if k not in ("bucket", "variant", "side")]
+        per = {a: {k: np.zeros(len(names)) for k in keys} for a in arms}  # arm -> sum -> per-bucket array
+        for r in sums:
+            for k in keys:
+                per[arm_of[(r["variant"], r["side"])]][k][where[r["bucket"]]] += r[k]
+        qper: dict = {a: {} for a in arms}  # arm -> metric -> (3, buckets): n / sum / sum of squares
+        for (b, variant, side), metrics in quality.items():
+            a = arm_of.get((variant, side))
+            if a is not None and b in where:
+                for m, trio in metrics.items():
+                    qper[a].setdefault(m, np.zeros((3, len(names))))[:, where[b]] += trio
+        return cls(names, per, qper)
+
+    def since(self, arm: str, key: str, first: np.ndarray) -> np.ndarray:
+        """The running total of `key` counted from bucket `first[i]` to each point i."""
+        c = np.concatenate([[0.0], self.cum[arm][key]])
+        return np.maximum(c[1:] - c[first], 0)
+
+    def verdict_data(self, plan, use_shadow: bool) -> dict:
+        """(control, treatment) moments of every metric the plan reads, one value per point."""
+        from rag_app.experiments.evidence import arm_moments, verdict_data
+        from rag_app.experiments.verdict import METRICS
+
+        zeros = (np.zeros(self.n),) * 3
+        quality = {a: {m: tuple(self.qcum[a].get(m, zeros)) for m in METRICS if METRICS[m].quality} for a in self.qcum}
+        data = verdict_data(plan, {"_moments": arm_moments(self.cum["control"])},
+                            {"_moments": arm_moments(self.cum["treatment"])}, quality, use_shadow)
+        return {m: tuple(Moments(*(np.broadcast_to(np.asarray(x, dtype=float), (self.n,)) for x in (mo.n, mo.s1, mo.s2)))
+                         for mo in pair) for m, pair in data.items()}
+
+    def quality_at(self, arm: str, i: int) -> dict:
+        """The arm's quality at point i as Ledger.arm_quality shows it: answers scored, each metric's mean."""
+        q = self.qcum[arm]
+        got = {m: q[m][:, i] for m in QUALITY_MEANS if m in q and q[m][0, i] > 0}
+        scored = q["invalid_citation_rate"][0, i] if "invalid_citation_rate" in q else 0
+        return {"scored": int(scored), **{m: float(got[m][1] / got[m][0]) if m in got else None for m in QUALITY_MEANS}}
+
+    def own_figures(self, arm: str, use_shadow: bool) -> dict:
+        """Each bucket's own queries, cost per query (over its priced queries) and mean groundedness."""
+        cost, priced = ("shadow_cost_nano_usd", "shadow_queries") if use_shadow else ("cost_nano_usd", "priced_queries")
+        p, g = self.per[arm], self.qper[arm].get("groundedness", np.zeros((3, self.n)))
+
+        def mean(total, k):
+            return [None if not k[i] else float(total[i] / k[i]) for i in range(self.n)]
+        return {"queries": p["queries"].astype(int).tolist(), "priced_queries": p[priced].astype(int).tolist(),
+                "cost_per_query": mean(p[cost] / 1e9, p[priced]), "scored": g[0].astype(int).tolist(),
+                "groundedness": mean(g[1], g[0])}
