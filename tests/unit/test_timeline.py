@@ -178,31 +178,86 @@ def test_a_ramp_shows_each_points_rollout_and_checks_the_split_of_its_step(tmp_p
     assert res["ramp"]["step_started_at"] == "2026-03-01T06:00:00.000+00:00"
 
 
-def test_hour_rollups_add_up_to_the_day_and_m026_writes_them_for_folded_queries(split, tmp_path):
-    import shutil
+def test_hour_rollups_add_up_to_the_day_and_quality_is_in_the_totals(split):
+    """The hour rows of a day add up to its day row; each answer's quality is in its totals and the rollups,
+    so an arm's quality read from them equals the one read from every scored answer (the reference)."""
+    conn = sqlite3.connect(split)
+    hours = conn.execute("SELECT day, variant, experiment, side, SUM(queries), SUM(cost_nano_usd), SUM(latency_sq), "
+                         "SUM(grounded_n), SUM(grounded_sum), SUM(feedback_n) FROM report_rollup WHERE dim = 'hour' "
+                         "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4").fetchall()
+    days = conn.execute("SELECT day, variant, experiment, side, queries, cost_nano_usd, latency_sq, grounded_n, "
+                        "grounded_sum, feedback_n FROM report_rollup WHERE dim = 'all' ORDER BY 1, 2, 3, 4").fetchall()
+    conn.close()
+    assert len(days) == 4 and [h[:6] for h in hours] == [d[:6] for d in days]
+    assert [h[6:] for h in hours] == [pytest.approx(d[6:]) for d in days]
+    with Ledger.open(split) as L:
+        for variant in ("a", "b"):
+            rolled = L.arm_quality("e", variant, "live")
+            every_answer = answers_read_one_by_one(split, variant)
+            assert set(rolled["_moments"]) == set(every_answer) == {"groundedness", "invalid_citation_rate",
+                                                                    "feedback_score"}
+            for m, (n, s1, s2) in every_answer.items():
+                assert rolled["_moments"][m] == (n, pytest.approx(s1), pytest.approx(s2)), m
+            assert rolled["scored"] == every_answer["invalid_citation_rate"][0] > 0
 
+
+def answers_read_one_by_one(path, variant: str) -> dict:
+    """The reference: an arm's quality moments from every scored answer and word of feedback, in plain SQL."""
+    conn = sqlite3.connect(path)
+    arm = ("SELECT query_id FROM query_totals WHERE kind = 'query' AND experiment = 'e' AND variant = ? "
+           "AND side = 'live'")
+    out = {}
+    for metric, name, rate in (("groundedness", "groundedness", False), ("invalid_citations", "invalid_citation_rate", True)):
+        n, s1, s2 = conn.execute(
+            f"SELECT COUNT(value), SUM({'value > 0' if rate else 'value'}), SUM({'value > 0' if rate else 'value * value'}) "
+            f"FROM query_quality WHERE source = 'local' AND metric = ? AND value IS NOT NULL AND query_id IN ({arm})",
+            (metric, variant)).fetchone()
+        if n:
+            out[name] = (n, float(s1), float(s2))
+    n, s1, s2 = conn.execute(f"SELECT COUNT(score), SUM(score), SUM(score * score) FROM query_feedback "
+                             f"WHERE query_id IN ({arm})", (variant,)).fetchone()
+    if n:
+        out["feedback_score"] = (n, float(s1), float(s2))
+    conn.close()
+    return out
+
+
+QUALITY_COLUMNS = ("grounded_n", "cites_n", "cites_bad", "refusal_n", "refusal_yes", "judge_n", "faith_n", "feedback_n",
+                   "feedback_sum", "feedback_sq", "feedback_up", "feedback_down", "grounded_sum", "grounded_sq",
+                   "judge_sum", "judge_sq", "faith_sum", "faith_sq")
+
+
+def test_m026_brings_a_folded_ledger_to_hour_rows_and_quality_totals(split, tmp_path):
+    """A ledger from before m026 (folded totals, no hour rows, no quality in the totals, no trigger on quality
+    or feedback): the migration writes the hour rows at once and marks every scored query, whose quality the
+    writers fold in; the result equals the rollups the current writer kept all along, and a rebuild."""
+    import shutil
 
     path = tmp_path / "old.sqlite"
     shutil.copy(split, path)
     conn = sqlite3.connect(path)
-    hours = conn.execute("SELECT day, variant, experiment, side, SUM(queries), SUM(cost_nano_usd), SUM(latency_sq) "
-                         "FROM report_rollup WHERE dim = 'hour' GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4").fetchall()
-    days = conn.execute("SELECT day, variant, experiment, side, queries, cost_nano_usd, latency_sq "
-                        "FROM report_rollup WHERE dim = 'all' ORDER BY 1, 2, 3, 4").fetchall()
-    assert len(days) == 4 and [h[:6] for h in hours] == [d[:6] for d in days]
-    assert [h[6] for h in hours] == pytest.approx([d[6] for d in days])
-    def hour_rows():  # float sums rounded: the migration adds in another order than the writer's batches
+
+    def rollups():  # float sums rounded: the migration and refold add in another order than the writer's batches
         return [tuple(round(x, 3) if isinstance(x, float) else x for x in r) for r in conn.execute(
-            "SELECT * FROM report_rollup WHERE dim = 'hour' ORDER BY 1, 2, 3, 4, 5, 6")]
-    before = hour_rows()
-    assert len(before) == (HOURS - 2) * 2
-    # a ledger from before m026: folded queries, no hour rows; the migration writes them from the totals
+            "SELECT * FROM report_rollup ORDER BY 1, 2, 3, 4, 5, 6")]
+    kept = rollups()
+    assert any(r[0] == "hour" for r in kept)
     conn.execute("DELETE FROM report_rollup WHERE dim = 'hour'")
-    conn.execute("DELETE FROM _migrations WHERE name = 'm026_hour_rollups'")
+    for table in ("query_totals", "report_rollup"):
+        for col in QUALITY_COLUMNS:
+            conn.execute(f"ALTER TABLE {table} DROP COLUMN {col}")
+    for table in ("query_quality", "query_feedback"):
+        for event in ("insert", "update", "delete"):
+            conn.execute(f"DROP TRIGGER {table}_dirty_{event}")
+    conn.execute("DELETE FROM _migrations WHERE name = 'm026_hour_rollups_and_quality_totals'")
     conn.commit()
-    with Ledger.open(path) as L:  # migrates
-        assert "m026_hour_rollups" not in L.pending
-    assert hour_rows() == before
+    with Ledger.open(path) as L:  # migrates: hour rows now, quality once the writers fold the marked queries
+        assert "m026_hour_rollups_and_quality_totals" not in L.pending
+        assert L.audit()["totals_backlog_queries"] == 1140  # every scored query
+        assert L.fold_backlog() == 1140
+    assert rollups() == kept
+    conn.execute("INSERT INTO query_feedback (query_id, user_id, score, recorded_at) VALUES ('e-q00002', 'z', -1, 't')")
+    assert conn.execute("SELECT query_id FROM rollup_dirty").fetchall() == [("e-q00002",)]  # the trigger marks it
     conn.close()
 
 

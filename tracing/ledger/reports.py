@@ -20,8 +20,8 @@ from rag_app.core.usage import JUDGE_KIND, judge_run_id
 from tracing.ledger import quality_groups, views
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import (
+    FLOAT_SUMS,
     INT,
-    ROLLUP_FLOAT_SUMS,
     ROLLUP_SUMS,
     STAGES,
     queries,
@@ -139,7 +139,7 @@ def iter_query_rows(db: Connection, variant: str | None = None, last: int | None
 
 # -- totals -------------------------------------------------------------------------------------------------
 def _rollup_sums(where: list[ColumnElement], r=report_rollup) -> Select:
-    return select(*(cast(func.coalesce(func.sum(r.c[c]), 0), INT).label(c) if c not in ROLLUP_FLOAT_SUMS
+    return select(*(cast(func.coalesce(func.sum(r.c[c]), 0), INT).label(c) if c not in FLOAT_SUMS
                     else func.coalesce(func.sum(r.c[c]), 0.0).label(c) for c in ROLLUP_SUMS)).where(*where)
 
 

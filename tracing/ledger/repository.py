@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, and_, case, cast, distinct, func, insert, or_, select, union
+from sqlalchemy import Engine, cast, distinct, func, insert, select, union
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.errors import RagError
@@ -185,29 +185,29 @@ class Ledger:
 
     def arm_quality(self, experiment: str, variant: str, side: str) -> dict:
         """An arm's answer quality: how many answers were scored (source `local`), the mean of each
-        quality metric (groundedness, invalid-citation rate, users' feedback score, the judge's score;
-        None without data), and under `_moments` the (n, sum, sum of squares) the verdict reads."""
-        t = query_totals
-        arm = select(t.c.query_id).where(t.c.kind == "query", t.c.experiment == experiment, t.c.variant == variant,
-                                         t.c.side == side)
+        quality metric (groundedness, invalid-citation rate, users' feedback score, the judge's score; None
+        without data), and under `_moments` the (n, sum, sum of squares) the verdict reads, all from the
+        rollups (m026)."""
+        r = report_rollup
         with self._read() as db:
-            moments = _quality_moments(db, arm)
+            sums = db.execute(select(*quality_groups.quality_sums()).where(
+                r.c.dim == "all", r.c.experiment == experiment, r.c.variant == variant, r.c.side == side)).mappings().one()
+        moments = quality_groups.moments_of(sums)
         means = {m: moments[m][1] / moments[m][0] if m in moments else None for m in QUALITY_METRICS}
         return {"scored": moments.get("invalid_citation_rate", (0,))[0], **means, "_moments": moments}
 
     def quality_summary(self, variant: str | None = None) -> dict:
-        """Every scored answer (source `local`) and users' feedback, optionally of one variant: what
-        `rag report` and /v1/reports/summary show beside the cost."""
-        f, t = query_feedback, queries
-        ids = select(t.c.query_id).where(t.c.kind == "query", *([t.c.variant == variant] if variant else []))
+        """Every scored answer (source `local`) and users' feedback, optionally of one variant, from the
+        rollups: what `rag report` and /v1/reports/summary show beside the cost."""
+        r = report_rollup
         with self._read() as db:
-            scored, grounded, invalid = _quality_of(db, ids)
-            said = dict(db.execute(select(f.c.score, func.count()).where(f.c.query_id.in_(ids))
-                                   .group_by(f.c.score)).all())
-        return {"scored_answers": scored, "mean_groundedness": None if grounded is None else round(grounded, 4),
-                "invalid_citation_rate": None if invalid is None else round(invalid, 4),
-                "feedback": {"right": int(said.get(1, 0)), "unsure": int(said.get(0, 0)),
-                             "wrong": int(said.get(-1, 0))}}
+            sums = db.execute(select(*quality_groups.quality_sums()).where(
+                r.c.dim == "all", *([r.c.variant == variant] if variant else []))).mappings().one()
+        q = quality_groups.fields_of(sums)
+        up, down = q["feedback_up"], q["feedback_down"]
+        return {"scored_answers": q["scored"], "mean_groundedness": q["groundedness"],
+                "invalid_citation_rate": q["invalid_citation_rate"],
+                "feedback": {"right": up, "unsure": q["feedback_count"] - up - down, "wrong": down}}
 
     def quality(self, query_id: str) -> dict | None:
         """The answer's quality signals as the answer showed them ({groundedness, invalid_citations (the
@@ -380,10 +380,13 @@ class Ledger:
             arm = [t.c.kind == "query", t.c.experiment == experiment, t.c.variant == variant, t.c.side == side]
             nulls = db.execute(select(func.count()).select_from(t).where(*arm, t.c.latency_ms.is_(None))).scalar()
             arm_ids = select(t.c.query_id).where(*arm)
+            # driven from the re-pricings (few, often none) to the arm's rows, never from the arm's 333k
+            # queries to their stage rows (that walk took 2-4 s at 1M queries with no re-pricing at all)
             repriced = 0 if prices == "original" else int(db.execute(
                 select(func.count(distinct(repricings.c.stage_call_id)))
-                .select_from(repricings.join(stage_calls, stage_calls.c.id == repricings.c.stage_call_id))
-                .where(stage_calls.c.query_id.in_(arm_ids))).scalar() or 0)
+                .select_from(repricings.join(stage_calls, stage_calls.c.id == repricings.c.stage_call_id)
+                             .join(t, t.c.query_id == stage_calls.c.query_id))
+                .where(*arm)).scalar() or 0)
             costs = None
             if repriced:  # decisions read the best figures: each query's cost by its latest re-priced rows
                 rs = views.stage_calls_repriced().where(stage_calls.c.query_id.in_(arm_ids)).subquery("s")
@@ -543,13 +546,15 @@ class Ledger:
             return budgets.events(db, since, limit)
 
     def add_feedback(self, query_id: str, user_id: str, score: int, comment: str | None, at: str) -> dict:
-        """A user's word on an answer; the same user's second word replaces the first."""
+        """A user's word on an answer; the same user's second word replaces the first. Folded into the
+        query's totals in the same transaction (m026): the lists and charts count it at once."""
         f = query_feedback
         row = {"query_id": query_id, "user_id": user_id, "score": score, "comment": comment, "recorded_at": at}
         with self.engine.begin() as db:
             ins = rollups._insert(db, f).values(**row)
             db.execute(ins.on_conflict_do_update(index_elements=["query_id", "user_id"],
                                                  set_={"score": score, "comment": comment, "recorded_at": at}))
+            rollups.fold_dirty(db, [query_id])
         return row
 
     def review(self, score: int = -1, limit: int = 50) -> list[dict]:
@@ -671,36 +676,6 @@ def _translated(target: LedgerTarget, e: BaseException) -> Exception:
     return e if isinstance(e, Exception) else RuntimeError(msg)
 
 
-# the quality metrics an experiment can be judged by (rag_app/experiments/verdict.py QUALITY)
+# the quality metrics an arm shows the mean of (rag_app/experiments/verdict.py QUALITY); its `_moments` also
+# carry any other signal the rollups hold (a refusal rate, the judge's faithfulness) for a verdict that reads it
 QUALITY_METRICS = ("groundedness", "invalid_citation_rate", "feedback_score", "judge_score")
-
-
-def _quality_moments(db, ids) -> dict[str, tuple[int, float, float]]:
-    """(n, sum, sum of squares) per quality metric of the queries `ids` selects, for those with data:
-    groundedness and invalid citations (0/1: any) from the local signals, the judge's score, users'
-    feedback (-1..1). Two grouped reads, for an experiment's arm and for the reports."""
-    q, f = query_quality, query_feedback
-    wanted = or_(and_(q.c.source == "local", q.c.metric.in_(("groundedness", "invalid_citations"))),
-                 and_(q.c.source == "judge", q.c.metric == "judge_score"))
-    out: dict[str, tuple[int, float, float]] = {}
-    for metric, n, s1, s2, bad in db.execute(
-            select(q.c.metric, func.count(q.c.value), func.sum(q.c.value), func.sum(q.c.value * q.c.value),
-                   func.sum(case((q.c.value > 0, 1), else_=0)))
-            .where(q.c.query_id.in_(ids), q.c.value.is_not(None), wanted).group_by(q.c.metric)):
-        n = int(number(n))
-        if metric == "invalid_citations":  # the rate of answers with at least one
-            out["invalid_citation_rate"] = (n, float(number(bad)), float(number(bad)))
-        elif n:
-            out[metric] = (n, float(number(s1)), float(number(s2)))
-    n, s1, s2 = db.execute(select(func.count(f.c.score), func.sum(f.c.score), func.sum(f.c.score * f.c.score))
-                           .where(f.c.query_id.in_(ids))).one()
-    if n:
-        out["feedback_score"] = (int(n), float(number(s1)), float(number(s2)))
-    return out
-
-
-def _quality_of(db, ids) -> tuple[int, float | None, float | None]:
-    """(answers scored, mean groundedness, share with an invalid citation) of the queries `ids` selects."""
-    m = _quality_moments(db, ids)
-    g, inv = m.get("groundedness"), m.get("invalid_citation_rate")
-    return (inv[0] if inv else 0, g[1] / g[0] if g else None, inv[1] / inv[0] if inv else None)

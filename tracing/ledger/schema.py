@@ -217,6 +217,11 @@ def _int0(name: str) -> Column[int]:
     return Column(name, INT, nullable=False, server_default=text("0"))
 
 
+def _float0(name: str) -> Column[float]:
+    """A float sum that starts at 0 and is never NULL."""
+    return Column(name, FLOAT, nullable=False, server_default=text("0"))
+
+
 def _stage_columns() -> list[Column]:
     cols: list[Column] = []
     for st in STAGES:
@@ -226,6 +231,14 @@ def _stage_columns() -> list[Column]:
             cols.append(Column(f"{st}_model", Text))
     return cols
 
+
+# m026: each answer's quality in its totals and the rollups (a quality score belongs to the query row as its
+# cost does), so reports, experiments and the dashboard add up rollups instead of reading every scored answer:
+# per signal how many answers have it, its sum and sum of squares (local groundedness; invalid citations:
+# scored, and with at least one; a refusal flag; the judge's score and faithfulness; users' feedback -1..1)
+QUALITY_INT_SUMS = ("grounded_n", "cites_n", "cites_bad", "refusal_n", "refusal_yes", "judge_n", "faith_n",
+                    "feedback_n", "feedback_sum", "feedback_sq", "feedback_up", "feedback_down")
+QUALITY_FLOAT_SUMS = ("grounded_sum", "grounded_sq", "judge_sum", "judge_sq", "faith_sum", "faith_sq")
 
 query_totals = Table(
     "query_totals", metadata,
@@ -271,6 +284,8 @@ query_totals = Table(
     # m017: the stage's rows that called its model (not `skipped`: an extractive answer names the LLM it did
     # not call), so `--by model` divides by the queries that called the model
     *(_int0(f"{st}_called_rows") for st in MODEL_STAGES),
+    *(_int0(c) for c in QUALITY_INT_SUMS),  # m026: the answer's quality
+    *(_float0(c) for c in QUALITY_FLOAT_SUMS),
     Index("query_totals_started", "kind", "started_at", "query_id"),
     Index("query_totals_variant_started", "kind", "variant", "started_at", "query_id"),
     Index("query_totals_cost", "kind", "cost_nano_usd"),
@@ -298,7 +313,9 @@ ROLLUP_EXTRA_SUMS = ("unknown_attempts", "unknown_cost_nano_usd",  # m009
                      # per-model shadows add up to, so every breakdown sums to the same total
                      "shadow_part_nano_usd")
 ROLLUP_CACHE_SUMS = ("cache_hit_queries", "saved_cost_nano_usd", "saved_unpriced")  # m012: the answer cache
-ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_CACHE_SUMS
+ROLLUP_QUALITY_SUMS = QUALITY_INT_SUMS + QUALITY_FLOAT_SUMS
+ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_CACHE_SUMS + ROLLUP_QUALITY_SUMS
+FLOAT_SUMS = frozenset(ROLLUP_FLOAT_SUMS + QUALITY_FLOAT_SUMS)  # summed as floats, never cast to integers
 
 report_rollup = Table(
     "report_rollup", metadata,
@@ -307,6 +324,8 @@ report_rollup = Table(
     *(Column(c, FLOAT, nullable=False, server_default=text("0")) for c in ROLLUP_FLOAT_SUMS),
     *(_int0(c) for c in ROLLUP_EXTRA_SUMS),
     *(_int0(c) for c in ROLLUP_CACHE_SUMS),
+    *(_int0(c) for c in QUALITY_INT_SUMS),  # m026
+    *(_float0(c) for c in QUALITY_FLOAT_SUMS),
 )
 
 rollup_dirty = Table("rollup_dirty", metadata, Column("query_id", Text, primary_key=True))

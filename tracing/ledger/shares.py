@@ -1,7 +1,7 @@
 """A query's share of the report rollups, in SQL: what each `query_totals` row adds to each rollup key.
 
     dim         value                      the sums it adds
-    all         ''                         the query's (`query_sums`)
+    all         ''                         the query's (`query_sums`: its cost and, m026, its answer's quality)
     user        user_id                    "
     user_total  user_id (day '')           "   (per user over all days: `--by user` reads one row per user)
     key         api_key_id                 "
@@ -34,9 +34,10 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import ColumnClause
 
 from tracing.ledger.schema import (
+    FLOAT_SUMS,
     MODEL_STAGES,
-    ROLLUP_FLOAT_SUMS,
     ROLLUP_KEYS,
+    ROLLUP_QUALITY_SUMS,
     ROLLUP_SUMS,
     STAGES,
 )
@@ -74,6 +75,7 @@ def query_sums(t) -> dict:
         # every row whose shadow is known: what the stage and model shares' shadows add up to
         "shadow_part_nano_usd": t.c.shadow_sum_nano_usd,
         "cache_hit_queries": t.c.cache_hit,
+        **{c: t.c[c] for c in ROLLUP_QUALITY_SUMS},  # m026: the answer's quality (no stage or model share)
     }
 
 
@@ -90,7 +92,7 @@ def _row(dim: str, value, day, t, sums: dict):
     keys = [literal_column(f"'{dim}'").label("dim"), value.label("value"), day.label("day"),
             func.coalesce(t.c.variant, _EMPTY).label("variant"), func.coalesce(t.c.experiment, _EMPTY).label("experiment"),
             t.c.side.label("side")]
-    zero = lambda name: _ZERO_FLOAT if name in ROLLUP_FLOAT_SUMS else _ZERO_INT
+    zero = lambda name: _ZERO_FLOAT if name in FLOAT_SUMS else _ZERO_INT
     return select(*keys, *(sums.get(name, zero(name)).label(name) for name in ROLLUP_SUMS)).select_from(t)
 
 
