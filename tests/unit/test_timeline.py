@@ -243,6 +243,9 @@ def test_m026_brings_a_folded_ledger_to_hour_rows_and_quality_totals(split, tmp_
     kept = rollups()
     assert any(r[0] == "hour" for r in kept)
     conn.execute("DELETE FROM report_rollup WHERE dim = 'hour'")
+    for index in ("user_started", "key_started", "grounded", "marked_wrong", "unsupported", "refusal",
+                  "invalid_citations"):
+        conn.execute(f"DROP INDEX query_totals_{index}")
     for table in ("query_totals", "report_rollup"):
         for col in QUALITY_COLUMNS:
             conn.execute(f"ALTER TABLE {table} DROP COLUMN {col}")

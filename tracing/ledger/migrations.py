@@ -190,6 +190,8 @@ def m006_context_budget(db: Connection) -> None:
 
 
 M009_INDEXES = {"query_totals_orphans"}
+M026_INDEXES = {"query_totals_user_started", "query_totals_key_started", "query_totals_grounded",
+                *(f"query_totals_{name}" for name in S.QUALITY_FILTERS)}
 
 
 @migration
@@ -207,7 +209,7 @@ def m007_report_rollups(db: Connection) -> None:
     totals = Table("query_totals", MetaData(), *(c._copy() for c in S.query_totals.columns if c.name not in m009_only))
     _ddl(db, CreateTable(totals))
     for ix in S.query_totals.indexes:
-        if ix.name in M009_INDEXES:
+        if ix.name in M009_INDEXES | M026_INDEXES:
             continue
         create_index(db, Index(ix.name, *(totals.c[c.name] for c in ix.columns), **ix.dialect_kwargs))
     rollup = Table("report_rollup", MetaData(), *(c._copy() for c in S.report_rollup.columns if c.name not in m009_only))
@@ -366,6 +368,9 @@ def m026_hour_rollups_and_quality_totals(db: Connection) -> None:
     for col in S.QUALITY_FLOAT_SUMS:
         add_column(db, "query_totals", Column(col, FLOAT, nullable=False, server_default=text("0")))
         add_column(db, "report_rollup", Column(col, FLOAT, nullable=False, server_default=text("0")))
+    for ix in S.query_totals.indexes:  # the query list's filters: by user, by key, by quality
+        if ix.name in M026_INDEXES:
+            create_index(db, ix)
     t = S.query_totals
     done = select(t).where(t.c.kind == "query").subquery("t")
     db.execute(insert(S.report_rollup).from_select([*S.ROLLUP_KEYS, *S.ROLLUP_SUMS], shares_select(done, dims=("hour",))))

@@ -15,12 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import Connection, case, func, select, text
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.money import usd_json
 from tracing.ledger.rollups import number
-from tracing.ledger.schema import ROLLUP_QUALITY_SUMS, query_feedback, query_quality, query_totals, report_rollup
+from tracing.ledger.schema import (
+    GROUNDED_SQL,
+    QUALITY_FILTERS,
+    ROLLUP_QUALITY_SUMS,
+    query_feedback,
+    query_quality,
+    query_totals,
+    report_rollup,
+)
 
 # a metric the verdict reads -> its (n, sum, sum of squares) in the rollups; a rate's events are its own squares
 ROLLUP_MOMENTS = {"groundedness": ("grounded_n", "grounded_sum", "grounded_sq"),
@@ -180,26 +188,17 @@ def per_query(db: Connection, ids: list[str]) -> dict[str, dict]:
     return out
 
 
-def query_filters(column, *, marked_wrong: bool = False, unsupported: bool = False, refusal: bool = False,
+def query_filters(*, marked_wrong: bool = False, unsupported: bool = False, refusal: bool = False,
                   invalid_citations: bool = False, grounded_below: float | None = None) -> list[ColumnElement]:
-    """Conditions on a query id `column` for the list's quality filters, each an indexed set of ids:
-    answers a user marked wrong; with a claim the passages do not support (groundedness below 1); refusals;
-    citing what was not sent; grounded below a threshold (strictly). Several: all of them."""
-    q, f = query_quality, query_feedback
-
-    def local(metric: str, cond) -> ColumnElement:
-        return column.in_(select(q.c.query_id).where(q.c.source == "local", q.c.metric == metric, cond))
-    out = []
-    if marked_wrong:
-        out.append(column.in_(select(f.c.query_id).where(f.c.score == -1)))
-    if unsupported:
-        out.append(local("groundedness", q.c.value < 1))
-    if refusal:
-        out.append(local("refusal", q.c.value > 0))
-    if invalid_citations:
-        out.append(local("invalid_citations", q.c.value > 0))
+    """Conditions on query_totals for the list's quality filters, each read from the query's own quality
+    sums through a partial index (schema.QUALITY_FILTERS, m026): answers a user marked wrong; with a claim
+    the passages do not support (groundedness below 1); refusals; citing what was not sent; grounded below
+    a threshold (strictly). Several: all of them."""
+    asked = {"marked_wrong": marked_wrong, "unsupported": unsupported, "refusal": refusal,
+             "invalid_citations": invalid_citations}
+    out: list[ColumnElement] = [text(QUALITY_FILTERS[name]) for name, on in asked.items() if on]
     if grounded_below is not None:
-        out.append(local("groundedness", q.c.value < grounded_below))
+        out += [text(GROUNDED_SQL), query_totals.c.grounded_sum < grounded_below]
     return out
 
 

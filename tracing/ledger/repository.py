@@ -266,7 +266,7 @@ class Ledger:
                              (t.c.user_id, user_id, "eq"), (t.c.api_key_id, key, "eq")):
             if val is not None:
                 where.append(col == val if op == "eq" else col >= val if op == "ge" else col < val)
-        where += quality_groups.query_filters(t.c.query_id, **(quality or {}))
+        where += quality_groups.query_filters(**(quality or {}))
         with self._read() as db:
             if not where or (variant is not None and len(where) == 1):
                 # the unfiltered (or per-variant) count is in the day rollups

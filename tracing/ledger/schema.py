@@ -239,6 +239,11 @@ def _stage_columns() -> list[Column]:
 QUALITY_INT_SUMS = ("grounded_n", "cites_n", "cites_bad", "refusal_n", "refusal_yes", "judge_n", "faith_n",
                     "feedback_n", "feedback_sum", "feedback_sq", "feedback_up", "feedback_down")
 QUALITY_FLOAT_SUMS = ("grounded_sum", "grounded_sq", "judge_sum", "judge_sq", "faith_sum", "faith_sq")
+# the query list's quality filters, each the WHERE of a partial index on query_totals (m026), so a filtered
+# page and its count walk only the matching queries, newest first; the filter writes the same text
+QUALITY_FILTERS = {"marked_wrong": "feedback_down > 0", "unsupported": "grounded_n > 0 AND grounded_sum < grounded_n",
+                   "refusal": "refusal_yes > 0", "invalid_citations": "cites_bad > 0"}
+GROUNDED_SQL = "grounded_n > 0"  # grounded below a threshold: a partial index on (kind, grounded_sum)
 
 query_totals = Table(
     "query_totals", metadata,
@@ -295,6 +300,13 @@ query_totals = Table(
     *(Index(f"query_totals_arm_{name}", "kind", "experiment", "variant", "side", col,
             sqlite_where=text("experiment IS NOT NULL"), postgresql_where=text("experiment IS NOT NULL"))
       for name, col in (("cost", "cost_nano_usd"), ("shadow", "shadow_cost_nano_usd"), ("latency", "latency_ms"))),
+    # m026: the query list filtered by user, by key, by a quality flag, below a groundedness
+    Index("query_totals_user_started", "kind", "user_id", "started_at", "query_id"),
+    Index("query_totals_key_started", "kind", "api_key_id", "started_at", "query_id"),
+    *(Index(f"query_totals_{name}", "kind", "started_at", "query_id", sqlite_where=text(cond),
+            postgresql_where=text(cond)) for name, cond in QUALITY_FILTERS.items()),
+    Index("query_totals_grounded", "kind", "grounded_sum", sqlite_where=text(GROUNDED_SQL),
+          postgresql_where=text(GROUNDED_SQL)),
     # m009: stage rows whose query row never came (the audit); a handful among a million queries
     Index("query_totals_orphans", "query_id", sqlite_where=text("kind IS NULL"), postgresql_where=text("kind IS NULL")),
 )
