@@ -2,7 +2,7 @@
 
     schema.py      the tables, once, for both engines
     engine.py      bounded engines per use; what an error means (retry, or fix a setting)
-    migrations.py  m001..m021, each locked and transactional; back-fills run in batches afterwards
+    migrations.py  m001..m022, each locked and transactional; back-fills run in batches afterwards
     views.py       query_costs and the re-priced views, one definition compiled per engine
     rollups.py     per-query totals, per-stage totals and report rollups, folded in as rows change
     shares.py      a query's share of each rollup key, in SQL (the fold's refresh, reports of the last N)
@@ -13,6 +13,7 @@
     reports.py     reports from the rollups; percentiles by index walks; streamed exports
     quality_groups.py  answer quality and feedback per report group and per day, beside the cost
     review.py      the review list (every signal that says an answer may be wrong), judge-user agreement
+    series.py      an experiment's arms per hour or day: rollup sums and quality moments per bucket
     repository.py  Ledger: every read (and re-pricing, rebuilding) the front doors need
     rows.py        the row mappers: a priced StageUsage -> a stage_calls row, the one queries row
     reply_stats.py LedgerReplyStats: a model's mean reply length, for an extractive answer's shadow cost
