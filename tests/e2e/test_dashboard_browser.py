@@ -461,7 +461,7 @@ def experiments(tmp_path_factory):
     ledger = settings.ledger_path
     write_experiment(ledger, exp="topn", hours=48, share=lambda h: 0.1 if h < 6 else 0.5, ctrl_cost=150_000,
                      treat_cost=100_000, grounded=(0.86, 0.84), gap_hours=(30, 31), start="2026-03-01",
-                     variants=("default", "cheap"))
+                     variants=("default", "cheap"), refusals=True)
     write_experiment(ledger, exp="shadow", hours=10, shadow=True, ctrl_cost=150_000, treat_cost=180_000, gap_hours=(),
                      start="2026-03-02", variants=("default", "shadowed"))
     with Ledger.open(ledger) as L:
@@ -516,7 +516,8 @@ def test_the_experiment_page_draws_each_metric_over_time_with_its_band(experimen
         assert "better" in page.inner_text("#chart-effect h3")
         # each guardrail: a small chart with its band and points, and the API's status
         guards = [m for m in api["metrics"] if m != "cost_per_query"]
-        assert {"latency_ms", "error_rate", "groundedness", "invalid_citation_rate", "feedback_score"} <= set(guards)
+        assert {"latency_ms", "error_rate", "groundedness", "invalid_citation_rate", "feedback_score", "refusal_rate",
+                "judge_faithfulness"} <= set(guards)  # #44's guardrails beside the others
         for m in guards:
             box = page.locator(f".guard[data-metric={m}]")
             assert box.locator("circle.pt").count() == len(s["at"]), m

@@ -49,7 +49,8 @@ def printed(tmp_path_factory) -> dict[str, str]:
         out["ask llm"] = rag(["ask", "董事会由几人组成？"], {**env, "OPENAI_BASE_URL": llm.base_url,
                                                               "OPENAI_API_KEY": "sk-local", "RAG_LLM_MODEL": LONG_MODEL})
     write_experiment(root / "data" / "ledger.sqlite", exp="rerank-cost-cut", variants=("default", VARIANT), hours=12,
-                     ctrl_cost=150_000, treat_cost=100_000)
+                     ctrl_cost=150_000, treat_cost=100_000, refusals=True)  # refused and faithful columns filled
+    judge_run(root / "data" / "ledger.sqlite")  # the eval column holds money
     rag(["keys", "create", "--name", "analytics-team-readonly-key", "--user", "a-rather-long-user-name"], env)
     for args in (["report"], ["report", "--last", "3"], *(["report", "--by", d] for d in
                                                           ("user", "key", "variant", "model", "day", "stage")),
@@ -58,6 +59,24 @@ def printed(tmp_path_factory) -> dict[str, str]:
                  ["keys", "list"], ["keys", "audit"], ["chunks", "stats"]):
         out[" ".join(args)] = rag(args, env)
     return out
+
+
+def judge_run(path) -> None:
+    """A judge run grading the experiment's first answer, through the real writer, with a rewrite stage on
+    that answer: evaluation spend beside the answers' and a stage no fixed list names."""
+    from rag_app.core.usage import judge_run_id
+    from tracing.ledger import LedgerWriter
+
+    w = LedgerWriter(path)
+    at = "2026-03-01T00:00:30.000+00:00"
+    w.put("queries", {"query_id": judge_run_id("rerank-cost-cut-q00001"), "kind": "judge", "status": "ok",
+                      "started_at": at, "variant": "default", "experiment": "rerank-cost-cut"})
+    for qid, stage, cost in ((judge_run_id("rerank-cost-cut-q00001"), "judge", 1_234_567),
+                             ("rerank-cost-cut-q00001", "rewrite", 27_000)):
+        w.put("stage_calls", {"query_id": qid, "stage": stage, "status": "ok", "model": LONG_MODEL, "input_tokens": 900,
+                              "output_tokens": 30, "cost_nano_usd": cost, "price_source": "override", "started_at": at})
+    assert w.flush(30)
+    w.close()
 
 
 def cut_names(text: str, names: list[str]) -> list[tuple[str, str]]:
@@ -112,3 +131,14 @@ def test_the_long_names_are_keyed_and_spelled_out(printed):
     assert re.search(rf"│treatment │{VARIANT} ", printed["experiment compare rerank-cost-cut"])  # fits: whole, in place
     assert "= analytics-team-readonly-key" in printed["keys list"] and f"= variant={VARIANT} month" in printed["budgets"]
     assert f"{LONG_MODEL}" in printed["prices check"]
+
+
+def test_the_wider_tables_still_fit_with_their_evaluation_stage_and_quality_columns(printed):
+    """Evaluation spend (its own column), a stage added later and the answers' refusals and the judge's
+    faithfulness (their own columns and guardrails) are in the tables that fit 80 columns above."""
+    for dim in ("day", "variant", "model"):
+        assert "$0.00123" in printed[f"report --by {dim}"], dim  # the judge run's cost, in the eval column
+    assert re.search(r"^│(rewrite|judge)\s", printed["report --by stage"], flags=re.MULTILINE)  # whole, never keyed
+    compare = printed["experiment compare rerank-cost-cut"]
+    assert "refused" in compare and "faithful" in compare
+    assert "refusal_rate" in compare and "judge_faithfulness" in compare  # guardrails, in the metrics table

@@ -20,11 +20,14 @@ HOURS = 40  # over two days
 
 def write_experiment(path, hours=HOURS, per_hour=30, start="2026-03-01", treat_cost=600, seed=5, shadow=False,
                      scored=True, exp="e", gap_hours=(7, 8), ctrl_cost=1000, share=lambda h: 0.5, grounded=(0.8, 0.78),
-                     variants=("a", "b")):
+                     variants=("a", "b"), refusals=False):
     """Live traffic of a split (`share(hour)` of it treated; 50%) or a shadow experiment hour by hour, through
     the real writer: control costs about `ctrl_cost` nano-dollars, treatment `treat_cost`; every answer scored,
-    every 7th marked right, as many errors in each arm. No queries in `gap_hours`: those hours have no point."""
+    every 7th marked right, as many errors in each arm. No queries in `gap_hours`: those hours have no point.
+    `refusals`: each answer also flagged a refusal or not (one in 20 refuses, groundedness null) and every
+    third graded by the judge (faithfulness and score), as answers are scored since refusals were kept."""
     rng = random.Random(seed)
+    more = random.Random(seed + 1)  # the refusal and judge signals: the other figures stay as they were
     w = LedgerWriter(path, batch=50)
     said = []
     d0 = date.fromisoformat(start).toordinal()
@@ -56,8 +59,16 @@ def write_experiment(path, hours=HOURS, per_hour=30, start="2026-03-01", treat_c
                                       "started_at": ts})
                 if scored:
                     g = min(1.0, max(0.0, rng.gauss(grounded[arm == "treatment"], 0.1)))
-                    for metric, value in (("groundedness", g), ("invalid_citations", int(rng.random() < 0.1))):
-                        w.put("query_quality", {"query_id": qid, "metric": metric, "source": "local", "value": value,
+                    signals = [("local", "groundedness", g), ("local", "invalid_citations", int(rng.random() < 0.1))]
+                    if refusals:
+                        refused = more.random() < 0.05
+                        signals = [("local", "groundedness", None if refused else g), signals[1],
+                                   ("local", "refusal", float(refused))]
+                        if k % 3 == 0:
+                            f = min(1.0, max(0.0, more.gauss(0.85, 0.1)))
+                            signals += [("judge", "faithfulness", f), ("judge", "judge_score", f)]
+                    for source, metric, value in signals:
+                        w.put("query_quality", {"query_id": qid, "metric": metric, "source": source, "value": value,
                                                 "recorded_at": ts})
                     if k % 7 == 0:
                         said.append((qid, f"u{i}", 1, None, ts))
