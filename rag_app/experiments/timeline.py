@@ -15,6 +15,7 @@ served.
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
+from typing import Any
 
 import numpy as np
 
@@ -137,7 +138,7 @@ def timeline(ledger, exp: Experiment, plan, guard: dict, *, use_shadow: bool, ev
 def _metric_columns(plan, points: list[dict], at: list[str]) -> dict:
     """Per metric, in the verdict's order: diff, low, high and status at each point, and since when its
     status has held."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for m in plan.order:
         col = [pt["metrics"][m] for pt in points]
         out[m] = {k: [c[k] for c in col] for k in ("diff", "low", "high", "status")}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, case, func, select, text
+from sqlalchemy import Connection, case, func, literal_column, select
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.money import usd_json
@@ -176,8 +176,9 @@ _PER_QUERY = {("local", "groundedness"): "groundedness", ("local", "refusal"): "
 def per_query(db: Connection, ids: list[str]) -> dict[str, dict]:
     """{query_id: QUERY_QUALITY_FIELDS} of these queries (a page of a list: two reads by primary key)."""
     q, f = query_quality, query_feedback
-    out = {i: {"groundedness": None, "refusal": None, "invalid_citations": None, "feedback_up": 0,
-               "feedback_down": 0, "judge_score": None, "judge_faithfulness": None} for i in ids}
+    out: dict[str, dict[str, Any]] = {i: {"groundedness": None, "refusal": None, "invalid_citations": None,
+                                          "feedback_up": 0, "feedback_down": 0, "judge_score": None,
+                                          "judge_faithfulness": None} for i in ids}
     if not ids:
         return out
     for qid, source, metric, value in db.execute(
@@ -203,9 +204,10 @@ def query_filters(*, marked_wrong: bool = False, unsupported: bool = False, refu
     below 1); refusals; citing what was not sent; grounded below a threshold (strictly). Several: all."""
     asked = {"marked_wrong": marked_wrong, "unsupported": unsupported, "refusal": refusal,
              "invalid_citations": invalid_citations}
-    out: list[ColumnElement] = [text(QUALITY_FILTERS[name]) for name, on in asked.items() if on]
+    # as literal SQL: the very text of each partial index's WHERE, which is what lets the engine use it
+    out: list[ColumnElement] = [literal_column(QUALITY_FILTERS[name]) for name, on in asked.items() if on]
     if grounded_below is not None:
-        out += [text(GROUNDED_SQL), query_totals.c.grounded_sum < grounded_below]
+        out += [literal_column(GROUNDED_SQL), query_totals.c.grounded_sum < grounded_below]
     return out
 
 

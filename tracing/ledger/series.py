@@ -7,8 +7,10 @@ day; m022), so an experiment of a million queries reads a few hundred rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Connection, and_, func, literal, or_, select
+from sqlalchemy.sql import ColumnElement
 
 from tracing.ledger import quality_groups
 from tracing.ledger.rollups import number
@@ -35,6 +37,7 @@ def arm_sums(db: Connection, experiment: str, arms: Sequence[tuple[str, str]], e
     """[{bucket, variant, side, <ARM_SUMS>}] oldest first, for the buckets where an arm has queries. A bucket
     is 'YYYY-MM-DD' (day) or 'YYYY-MM-DDTHH' (hour, UTC)."""
     r = report_rollup
+    bucket: ColumnElement[Any]
     if check_every(every) == "day":
         bucket, dim = r.c.day, "all"
     else:
