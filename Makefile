@@ -20,7 +20,7 @@ QA ?= $(if $(HAVE_SHARED),$(SHARED)/data/legal_zh/qa_dev.jsonl,$(SAMPLE_QA))
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-heavy notebooks bench clean cli-help
+.PHONY: install demo test test-heavy notebooks bench clean cli-help screenshots
 
 $(BIN)/rag: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -58,3 +58,10 @@ cli-help: install
 
 clean:
 	rm -rf .rag .pytest_cache
+
+# The README's pictures, docs/images/{dashboard-home,query-page,experiment-page}.png: the browser tests' scripted
+# runs photograph them (tests/e2e/test_dashboard_browser.py: 12 questions through `rag serve` with a scripted
+# LLM; two days of a ramped split experiment). Needs Debian's chromium and fonts-noto-cjk (.ci/run installs them).
+screenshots: install
+	DASHBOARD_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q -p no:xdist tests/e2e/test_dashboard_browser.py \
+		-k "shows_the_ledger or experiment_page"

@@ -52,11 +52,11 @@ SCOLS = ("query_id", "stage", "call_id", "attempt", "status", "model", "input_to
          "context_budget_tokens", "context_tokens")
 
 
-def batches(n: int, seed: int = 0, size: int = 50_000):
+def batches(n: int, seed: int = 0, size: int = 50_000, days: float = 100):
     """The ledger's rows, (query rows, stage rows) per `size` queries; the same on both backends."""
     rng = random.Random(seed)
     t0 = 1_764_547_200  # 2025-12-01
-    step = 100 * 86400 / n  # spread over 100 days
+    step = days * 86400 / n  # spread over `days` days (100 unless asked)
     qs, ss = [], []
     for i in range(n):
         qid = f"q{i:09d}"
@@ -92,12 +92,12 @@ def batches(n: int, seed: int = 0, size: int = 50_000):
         yield qs, ss
 
 
-def build(target, n: int, seed: int = 0) -> dict:
+def build(target, n: int, seed: int = 0, days: float = 100) -> dict:
     """A ledger of n queries: migrations, bulk rows, then the totals folded a batch per transaction
     (timed); `target` a LedgerTarget, a URL or a SQLite path. Returns timings and sizes."""
     with Ledger.open(target) as ledger:
         t = time.perf_counter()
-        for qs, ss in batches(n, seed):
+        for qs, ss in batches(n, seed, days=days):
             bulk.load(ledger.engine, "queries", qs)
             bulk.load(ledger.engine, "stage_calls", ss)
         insert_s = time.perf_counter() - t

@@ -13,11 +13,14 @@ from rag_app.core.errors import RagError
 
 
 def experiment_compare(name: str = typer.Argument(..., help="experiment name in RAG_EXPERIMENTS_FILE"),
-                       as_json: bool = typer.Option(False, "--json", help="print JSON")):
+                       as_json: bool = typer.Option(False, "--json", help="print JSON"),
+                       over_time: bool = typer.Option(False, "--over-time",
+                                                      help="also the same comparison at the end of every hour or day"),
+                       every: str = typer.Option("auto", help="--over-time's points: auto, hour or day")):
     """Per-arm cost, latency and failure rates, anytime-valid intervals, SRM check and a verdict."""
-    from rag_app.experiments.comparison import compare_live
+    from rag_app.experiments.comparison import compare_served
     from rag_app.config.settings import load_settings
-    from rag_app.present.cost_render import experiment_arm_tables, experiment_metrics_table, usd
+    from rag_app.present.cost_render import experiment_arm_tables, experiment_metrics_table, timeline_table, usd
     from rag_app.experiments.variants import ExperimentConfig
     from tracing.ledger import Ledger
 
@@ -30,14 +33,7 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
             if "m005_ledger_durability" in ledger.pending:  # no origin column yet: live rows cannot be told apart
                 raise RagError(f"ledger {settings.ledger} is read-only and needs migrations {', '.join(ledger.pending)}"
                                " before live traffic can be compared; make it writable and run any rag command")
-            events = ledger.experiment_events(name) if exp.ramp else []
-            if events:  # a ramp moved it: compare at the percentage it is served at now
-                import dataclasses
-
-                exp = dataclasses.replace(exp, rollout_pct=float(events[-1]["to_pct"]))
-            res = compare_live(ledger, exp)
-            if exp.ramp:
-                res["ramp"] = {"steps": exp.ramp["steps"], "rollout_pct": exp.rollout_pct, "events": events}
+            res = compare_served(ledger, exp, over_time=every if over_time else None)
     except RagError as e:
         fail(e)
     if as_json:
@@ -50,6 +46,8 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
         out.print(f"cost difference (treatment - control): {usd(d['diff'])}, one-look 95% CI [{usd(d['ci95_low'])}, "
                   f"{usd(d['ci95_high'])}]")
     out.print(experiment_metrics_table(res))
+    if "over_time" in res:
+        out.print(timeline_table(res))
     for ev in res.get("ramp", {}).get("events", []):
         out.print(f"ramp {ev['at'][:16].replace('T', ' ')}: {ev['action']} {ev['from_pct']:g}% -> {ev['to_pct']:g}% ({ev['reason']})")
     if res["prices"] == "repriced":

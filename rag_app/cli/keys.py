@@ -90,14 +90,25 @@ def list_keys(as_json: bool = typer.Option(False, "--json", help="print JSON")):
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(box=None, pad_edge=False)
-    for col in ("name", "prefix", "user", "role", "state", "budget", "rpm", "tpm", "expires"):
-        t.add_column(col)
-    for r in rows:
-        budget = f"${r['budget_usd']:g}/{r['period']}" if r["budget_usd"] is not None else "-"
-        t.add_row(r["name"], r["prefix"] + "…", r["user"], r["role"], r["state"], budget, str(r["rpm"] or "-"),
-                  str(r["tpm"] or "-"), (r["expires_at"] or "-")[:10])
-    Console(width=80).print(t if rows else "no keys issued yet: rag keys create --name NAME")
+    from rag_app.present.cost_render import keyed_labels
+
+    def build(labels: dict) -> Table:  # a key or user name too long for 80 columns: N1, spelled out below
+        t = Table(box=None, pad_edge=False)
+        for col in ("name", "prefix", "user", "role", "state", "budget", "rpm", "tpm", "expires"):
+            t.add_column(col, no_wrap=True)
+        for r in rows:
+            budget = f"${r['budget_usd']:g}/{r['period']}" if r["budget_usd"] is not None else "-"
+            t.add_row(labels[r["name"]], r["prefix"] + "…", labels.get(r["user"], "-"), r["role"], r["state"], budget,
+                      str(r["rpm"] or "-"), str(r["tpm"] or "-"), (r["expires_at"] or "-")[:10])
+        return t
+    console = Console(width=80)
+    if not rows:
+        console.print("no keys issued yet: rag keys create --name NAME")
+        return
+    table, legend = keyed_labels([name for r in rows for name in (r["name"], r["user"])], build, "N")
+    console.print(table)
+    for line in legend:
+        console.print(line)
 
 
 def revoke(name: str = typer.Argument(..., help="the key's name")):

@@ -7,7 +7,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from rag_app.present.cost_render import usd
+from rag_app.present.cost_render import keyed_labels, usd
 from rag_app.core.errors import RagError
 
 
@@ -157,13 +157,18 @@ def check_prices(settings, out: Console) -> int:
     if not missing:
         out.print(f"every model in the ledger has a price in {table.version}")
     else:
-        t = Table(title=f"unpriced under {table.version}", pad_edge=False)
-        for col in ("model", "provider", "rows", "unpriced rows", "tokens", "last seen"):
-            t.add_column(col, overflow="fold")
-        for m in missing:
-            t.add_row(m["model"], m["provider"] or "-", str(m["rows"]), str(m["unpriced_rows"]), str(m["tokens"]),
-                      (m["last_seen"] or "")[:19])
+        def build(labels: dict) -> Table:
+            t = Table(title=f"unpriced under {table.version}", pad_edge=False, collapse_padding=True)
+            for col in ("model", "provider", "rows", "unpriced rows", "tokens", "last seen (UTC)"):
+                t.add_column(col, no_wrap=True, justify="right" if col in ("rows", "unpriced rows", "tokens") else "left")
+            for m in missing:
+                t.add_row(labels[m["model"]], labels.get(m["provider"], m["provider"] or "-"), f"{m['rows']:,}",
+                          f"{m['unpriced_rows']:,}", f"{m['tokens']:,}", (m["last_seen"] or "")[:16].replace("T", " "))
+            return t
+        t, legend = keyed_labels((m["model"] for m in missing), build, "M")
         out.print(t)
+        for line in legend:
+            out.print(line)
         for m in missing:
             if m.get("why"):
                 out.print(f"{m['model']}: {m['why']}", markup=False, overflow="fold")
@@ -214,16 +219,21 @@ def check_against(settings, against: str, out: Console, as_json: bool = False, a
         if not_compared:
             out.print(not_compared, markup=False, soft_wrap=True)
         return 0
-    t = Table(title=f"{len({d.model for d in diffs})} of {compared} models differ by more than 1% ($/M tokens)",
-              pad_edge=False, collapse_padding=True)
-    t.add_column("model (LiteLLM key)", overflow="fold", max_width=30)
-    t.add_column("field", no_wrap=True)
-    t.add_column("ours", justify="right", no_wrap=True)
-    t.add_column("LiteLLM", justify="right", no_wrap=True)
-    t.add_column("note", overflow="fold", max_width=22)
-    for d in diffs:
-        t.add_row(d.model, d.field, d.ours, d.theirs, d.note)
+    def build(labels: dict) -> Table:
+        t = Table(title=f"{len({d.model for d in diffs})} of {compared} models differ by more than 1% ($/M tokens)",
+                  pad_edge=False, collapse_padding=True)
+        t.add_column("model (LiteLLM key)", no_wrap=True)
+        t.add_column("field", no_wrap=True)
+        t.add_column("ours", justify="right", no_wrap=True)
+        t.add_column("LiteLLM", justify="right", no_wrap=True)
+        t.add_column("note", overflow="fold", max_width=22)
+        for d in diffs:
+            t.add_row(labels[d.model], d.field, d.ours, d.theirs, d.note)
+        return t
+    t, legend = keyed_labels((d.model for d in diffs), build, "M")
     out.print(t)
+    for line in legend:
+        out.print(line)
     if not_compared:
         out.print(not_compared, markup=False, soft_wrap=True)
     out.print(f"ours: {table.version}; a stale entry of ours goes in a RAG_PRICE_OVERRIDES file until the bundled "

@@ -1,10 +1,10 @@
 """Tables for `rag eval` and `rag eval-compare` (rich), kept out of the CLI: 80 columns each."""
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 
-from rag_app.present.cost_render import usd
+from rag_app.present.cost_render import keyed_labels, usd
 
 
 def ci(m: dict | None) -> str:
@@ -20,32 +20,35 @@ def diff(d: dict | None) -> str:
     return f"{d['diff']:+.3f} [{d['ci95_low']:+.3f},{d['ci95_high']:+.3f}]{mark}"
 
 
-def budget_table(result: dict) -> Table:
+def budget_table(result: dict) -> Group:
     """Recall within each context-token budget, one row per (config, task, budget): 80 columns whatever
-    the number of budgets."""
+    the number of budgets (a configuration too long for it keyed C1, spelled out below)."""
     budgets = result["budgets"]
-    t = Table(title=f"recall within context-token budgets, 95% bootstrap CI ({result['split']}, "
-                    f"{result['questions']} questions; crossing chunk cut to the tokens left)",
-              pad_edge=False, collapse_padding=True)
-    t.add_column("config", overflow="fold", max_width=22)
-    t.add_column("task", overflow="fold", max_width=14)
-    for c in ("n", "budget", "recall [95% CI]", "tokens"):
-        t.add_column(c, justify="right", no_wrap=True)
+    groups = [(r, "all") for r in result["results"] if r.get("budgets")]
+    groups += [(r, r["task"]) for r in result["by_task"] if r.get("budgets")]
 
-    def rows(label, task, m):
-        n = str(m["recall@5"]["n"]) if "recall@5" in m else "-"
-        t.add_row(label, task, n, "top 5", ci(m.get("recall@5")), "")
-        for b in budgets:
-            t.add_row("", "", "", f"{b:,}", ci(m.get(f"recall_within_{b}")),
-                      f"{m.get(f'context_tokens_within_{b}') or 0:,.0f}")
+    def build(labels: dict) -> Table:
+        t = Table(title=f"recall within context-token budgets, 95% bootstrap CI ({result['split']}, "
+                        f"{result['questions']} questions; crossing chunk cut to the tokens left)",
+                  pad_edge=False, collapse_padding=True)
+        t.add_column("config", no_wrap=True)
+        t.add_column("task", overflow="fold", max_width=14)
+        for c in ("n", "budget", "recall [95% CI]", "tokens"):
+            t.add_column(c, justify="right", no_wrap=True)
+        for r, task in groups:
+            m = r["budgets"]
+            n = str(m["recall@5"]["n"]) if "recall@5" in m else "-"
+            t.add_row(labels[_config(r)], task, n, "top 5", ci(m.get("recall@5")), "")
+            for b in budgets:
+                t.add_row("", "", "", f"{b:,}", ci(m.get(f"recall_within_{b}")),
+                          f"{m.get(f'context_tokens_within_{b}') or 0:,.0f}")
+        return t
+    table, legend = keyed_labels((_config(r) for r, _ in groups), build, "C")
+    return Group(table, *legend)
 
-    for r in result["results"]:
-        if r.get("budgets"):
-            rows(f"{r['chunker']}/{r['retriever']}", "all", r["budgets"])
-    for r in result["by_task"]:
-        if r.get("budgets"):
-            rows(f"{r['chunker']}/{r['retriever']}", r["task"], r["budgets"])
-    return t
+
+def _config(r: dict) -> str:
+    return f"{r['chunker']}/{r['retriever']}"
 
 
 def diff_table(title: str, diffs: dict[str, dict], by_task: dict[str, dict[str, dict]]) -> Table:
@@ -67,7 +70,7 @@ def print_budgets(result: dict, console: Console) -> None:
         console.print(diff_table(f"{c['new']} vs {c['base']}", c["diff"], c["diff_by_task"]))
 
 
-def eval_tables(result: dict, ks: list[int]) -> list[Table]:
+def eval_tables(result: dict, ks: list[int]) -> list:
     """`rag eval`'s tables: retrieval quality and cost, answers and what a right one costs, chunks, and
     recall by task; configurations numbered in the order of `result["results"]`."""
     number = {id(r): str(i) for i, r in enumerate(result["results"], 1)}
@@ -112,12 +115,16 @@ def _chunks_table(done: list[tuple[str, dict]]) -> Table:
     return t
 
 
-def _task_table(by_task: list[dict]) -> Table:
-    t = Table(title="by task")
-    for c in ("chunker", "retriever", "task", "n", "recall@5", "mrr@10", "cite gold"):
-        t.add_column(c)
-    for r in by_task:
-        cited = r.get("answers_citing_gold")
-        t.add_row(r["chunker"], r["retriever"], r["task"], str(r["n"]), f"{r.get('recall@5', 0):.3f}",
-                  f"{r['mrr@10']:.3f}", "-" if cited is None else f"{cited:.0%}")
-    return t
+def _task_table(by_task: list[dict]) -> Group:
+    def build(labels: dict) -> Table:
+        t = Table(title="by task", pad_edge=False, collapse_padding=True)
+        for c in ("chunker", "retriever", "task", "n", "recall@5", "mrr@10", "cite gold"):
+            t.add_column(c, no_wrap=c in ("chunker", "retriever"),
+                         justify="right" if c in ("n", "recall@5", "mrr@10", "cite gold") else "left")
+        for r in by_task:
+            cited = r.get("answers_citing_gold")
+            t.add_row(labels[r["chunker"]], labels[r["retriever"]], r["task"], str(r["n"]), f"{r.get('recall@5', 0):.3f}",
+                      f"{r['mrr@10']:.3f}", "-" if cited is None else f"{cited:.0%}")
+        return t
+    table, legend = keyed_labels((n for r in by_task for n in (r["chunker"], r["retriever"])), build, "C")
+    return Group(table, *legend)

@@ -24,7 +24,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 from rag_app.experiments.variants import Experiment
-from rag_app.experiments.sequential import Moments
+from rag_app.experiments.evidence import arm_moments, decide, unpriced_reason, verdict_data
 from rag_app.experiments.verdict import DEFAULT_GUARDRAILS
 
 
@@ -120,15 +120,7 @@ def _arm(ledger, exp: Experiment, variant: str, shadow_runs: bool) -> dict:
         "retry_rate": _rate(s["retry_queries"], n),
         "retry_waste_usd": s["waste_nano_usd"] / 1e9,
         "tokens_per_stage": a.tokens, "_cost": cost, "_shadow": shadow, "_lat": lat, "_errors": errors,
-        # what the verdict reads: (n, sum, sum of squares) per metric, in dollars / ms / 0-1 outcomes
-        "_moments": {
-            "cost_per_query": Moments(s["priced_queries"], s["cost_nano_usd"] / 1e9, s["cost_sq"] / 1e18),
-            "shadow_cost_per_query": Moments(s["shadow_queries"], s["shadow_cost_nano_usd"] / 1e9, s["shadow_sq"] / 1e18),
-            "latency_ms": Moments(n, s["latency_ms"], s["latency_sq"]),
-            "error_rate": Moments.rate(s["error_queries"], n),
-            "timeout_rate": Moments.rate(s["timeout_queries"], n),
-            "retry_rate": Moments.rate(s["retry_queries"], n),
-        },
+        "_moments": arm_moments(s),
     }
 
 
@@ -136,10 +128,14 @@ def _rate(k: int, n: int) -> float | None:
     return k / n if n else None
 
 
-def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
+def compare_live(ledger, exp: Experiment, today: date | None = None, over_time: str | None = None,
+                 srm_since: str | None = None) -> dict:
     """Both arms of a live experiment from the ledger, their differences and the verdict.
-    `today` (UTC) decides whether a hybrid analysis has reached its planned_end."""
-    from rag_app.experiments.verdict import QUALITY, Plan, quality_gate, srm_level, verdict
+    `today` (UTC) decides whether a hybrid analysis has reached its planned_end. `over_time` ("hour", "day"
+    or "auto"): with the same computation at every hour or day of the experiment under `over_time`
+    (rag_app/experiments/timeline.py). `srm_since`: the sample-ratio check counts the queries since then
+    (a ramp's current step: its split must match the step's percentage; the whole experiment mixes steps)."""
+    from rag_app.experiments.verdict import QUALITY, Plan, srm_level
 
     guard = {**DEFAULT_GUARDRAILS, **(exp.guardrails or {})}
     quality, moments = arms_quality(ledger, exp)
@@ -148,29 +144,57 @@ def compare_live(ledger, exp: Experiment, today: date | None = None) -> dict:
     control = _arm(ledger, exp, exp.control, shadow_runs=False)
     treatment = _arm(ledger, exp, exp.treatment, shadow_runs=exp.mode == "shadow")
     use_shadow = control["_cost"].mean * control["_cost"].n + treatment["_cost"].mean * treatment["_cost"].n == 0
-    srm_p = (srm_pvalue(control["sticky_queries"], treatment["sticky_queries"], exp.rollout_pct / 100)
-             if exp.mode == "split" else None)
+    sticky = (control["sticky_queries"], treatment["sticky_queries"])
+    if srm_since is not None and exp.mode == "split":
+        step = ledger.step_counts(exp.name, srm_since)
+        sticky = tuple(step.get(v, {"sticky": 0})["sticky"] for v in (exp.control, exp.treatment))
+    srm_p = srm_pvalue(*sticky, exp.rollout_pct / 100) if exp.mode == "split" else None
     srm = None if exp.mode != "split" else {"pvalue": srm_p, "flagged": srm_p is not None and srm_p < guard["srm_p"],
                                             "level": srm_level(srm_p, plan)}
     unpriced = "unpriced_shadow_queries" if use_shadow else "unpriced_queries"
     data = verdict_data(plan, control, treatment, moments, use_shadow)
     ended = bool(plan.ended(control["queries"] + treatment["queries"], today or datetime.now(timezone.utc).date()))
-    judged = verdict(plan, data, srm_p=srm_p, ended=ended,
-                     unpriced_reason=unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0)))
-    judged = quality_gate(judged, quality["control"], quality["treatment"], guard)
+    judged = decide(plan, data, srm_p=srm_p, ended=ended, quality=quality, guard=guard,
+                    unpriced_reason=unpriced_reason(control.get(unpriced, 0), treatment.get(unpriced, 0)))
     strip = lambda arm: {k: v for k, v in arm.items() if not k.startswith("_")}  # noqa: E731
     repriced = control["repriced_rows"] + treatment["repriced_rows"]
-    return {"experiment": exp.name, "mode": exp.mode, "rollout_pct": exp.rollout_pct,
-            "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
-            # the best figures decide: `rag reprice`'s where it re-priced a row of either arm, else as recorded
-            "prices": "repriced" if repriced else "recorded", "repriced_rows": repriced,
-            "arms": {"control": {**strip(control), "quality": quality["control"]},
-                     "treatment": {**strip(treatment), "quality": quality["treatment"]}},
-            "differences": one_look_differences(control, treatment, "_shadow" if use_shadow else "_cost"),
-            "analysis": analysis_of(plan, judged["phase"]),
-            "metrics": judged["metrics"],
-            "srm": srm, "guardrails": guard, "verdict": judged["verdict"], "decided_by": judged["decided_by"],
-            "reason": judged["reason"]}
+    out = {"experiment": exp.name, "mode": exp.mode, "rollout_pct": exp.rollout_pct,
+           "cost_metric": "shadow_cost_usd" if use_shadow else "cost_usd",
+           # the best figures decide: `rag reprice`'s where it re-priced a row of either arm, else as recorded
+           "prices": "repriced" if repriced else "recorded", "repriced_rows": repriced,
+           "arms": {"control": {**strip(control), "quality": quality["control"]},
+                    "treatment": {**strip(treatment), "quality": quality["treatment"]}},
+           "differences": one_look_differences(control, treatment, "_shadow" if use_shadow else "_cost"),
+           "analysis": analysis_of(plan, judged["phase"]),
+           "metrics": judged["metrics"],
+           "srm": srm, "guardrails": guard, "verdict": judged["verdict"], "decided_by": judged["decided_by"],
+           "reason": judged["reason"]}
+    if over_time:
+        from rag_app.experiments.timeline import timeline
+
+        out["over_time"] = timeline(ledger, exp, plan, guard, use_shadow=use_shadow, every=over_time, today=today)
+    return out
+
+
+def compare_served(ledger, exp: Experiment, over_time: str | None = None, today: date | None = None) -> dict:
+    """What `rag experiment compare --json` prints and GET /v1/experiments/{name} returns (one computation,
+    two views): the experiment at the rollout it is served at (its ramp's last move, read from the ledger as
+    every replica reads it), with the ramp's moves; `over_time`: with its timeline. After a move the sample-ratio
+    check reads the current step's queries, as the ramp itself does (rag_app/experiments/ramp.py)."""
+    import dataclasses
+
+    from rag_app.experiments.rollout import Ramp
+
+    events = ledger.experiment_events(exp.name) if exp.ramp else []
+    if events:  # a ramp moved it: compare at the percentage it is served at now
+        exp = dataclasses.replace(exp, rollout_pct=float(events[-1]["to_pct"]))
+    res = compare_live(ledger, exp, today=today, over_time=over_time, srm_since=events[-1]["at"] if events else None)
+    ramp = Ramp.of(exp.ramp)
+    if ramp is not None:
+        res["ramp"] = {"steps": list(ramp.steps), "min_queries_per_step": ramp.min_queries_per_step,
+                       "rollout_pct": exp.rollout_pct, "step_started_at": events[-1]["at"] if events else None,
+                       "events": events}
+    return res
 
 
 def arms_quality(ledger, exp: Experiment) -> tuple[dict, dict]:
@@ -179,19 +203,6 @@ def arms_quality(ledger, exp: Experiment) -> tuple[dict, dict]:
     quality = {"control": ledger.arm_quality(exp.name, exp.control, "live"),
                "treatment": ledger.arm_quality(exp.name, exp.treatment, side)}
     return quality, {arm: quality[arm].pop("_moments") for arm in quality}
-
-
-def verdict_data(plan, control: dict, treatment: dict, quality_moments: dict, use_shadow: bool) -> dict:
-    """(control, treatment) moments of every metric the plan reads; cost is the shadow cost when
-    nothing was billed (an extractive service's prompt, priced at the model's rate)."""
-    from rag_app.experiments.verdict import QUALITY
-
-    cost_name = "shadow_cost_per_query" if use_shadow else "cost_per_query"
-    sides = []
-    for arm, a in (("control", control), ("treatment", treatment)):
-        m = {**a["_moments"], **{q: Moments(*quality_moments[arm].get(q, (0, 0.0, 0.0))) for q in QUALITY}}
-        sides.append(m)
-    return {k: tuple(side[cost_name if k == "cost_per_query" else k] for side in sides) for k in plan.order}
 
 
 def one_look_differences(control: dict, treatment: dict, cost_key: str) -> dict:
@@ -213,16 +224,6 @@ def analysis_of(plan, phase: str) -> dict:
             "primary_metric": plan.primary, "guardrail_metrics": list(plan.guardrails),
             "alpha_split": {"rule": "preferential Bonferroni", "primary": alphas[plan.primary],
                             "per_guardrail": alphas[plan.guardrails[0]] if plan.guardrails else None}}
-
-
-def unpriced_reason(control_unpriced: int, treatment_unpriced: int) -> str | None:
-    """Why cost cannot decide, when either arm has queries whose cost is unknown."""
-    parts = [f"{arm} has {n} unpriced quer{'y' if n == 1 else 'ies'}"
-             for arm, n in (("treatment", treatment_unpriced), ("control", control_unpriced)) if n]
-    if not parts:
-        return None
-    return ("; ".join(parts) + ": cost unknown (a model without a price), so no arm can win on cost. "
-            "Price the model (RAG_PRICE_OVERRIDES, see `rag prices check`), run `rag reprice`, compare again")
 
 
 def paired_bootstrap(diffs: list[float], iterations: int = 2000, seed: int = 0) -> Interval | None:

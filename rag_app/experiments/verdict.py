@@ -224,6 +224,14 @@ def verdict(plan: Plan, data: dict[str, tuple[Moments, Moments]], *, srm_p: floa
             ended: bool = False, unpriced_reason: str | None = None) -> dict:
     """The verdict of one experiment: per-metric intervals and statuses, which metric decided, why."""
     j = judge(plan, data, srm_p=np.nan if srm_p is None else srm_p, ended=ended, unpriced=unpriced_reason is not None)
+    return explain(plan, j, srm_p=srm_p, ended=ended, unpriced_reason=unpriced_reason)
+
+
+def explain(plan: Plan, j: Judgement, *, srm_p: float | None = None, ended: bool = False,
+            unpriced_reason: str | None = None, at: int | tuple = ()) -> dict:
+    """`verdict`'s dict from a judgement: of one experiment, or (`at`: an index) of one point of a judgement
+    made over arrays (an experiment's timeline: the same statistics at every hour, read at one)."""
+    pick = lambda v: np.asarray(v)[at]  # noqa: E731
     alphas = plan.alphas()
     phase = "fixed" if plan.method == "fixed" or (plan.method == "hybrid" and ended) else "sequential"
     metrics = {}
@@ -233,14 +241,14 @@ def verdict(plan: Plan, data: dict[str, tuple[Moments, Moments]], *, srm_p: floa
             a = a * (HYBRID_FIXED_SHARE if phase == "fixed" else 1 - HYBRID_FIXED_SHARE)
         metrics[m] = {"role": "primary" if m == plan.primary else "guardrail", "alpha": a,
                       "method": phase, "unit": METRICS[m].unit, "better": METRICS[m].better,
-                      "diff": _num(d.diff) if bool(d.valid) else None,
-                      "low": _num(d.low), "high": _num(d.high), "pvalue": _num(d.pvalue),
-                      "status": STATUS[int(j.status[m])]}
+                      "diff": _num(pick(d.diff)) if bool(pick(d.valid)) else None,
+                      "low": _num(pick(d.low)), "high": _num(pick(d.high)), "pvalue": _num(pick(d.pvalue)),
+                      "status": STATUS[int(pick(j.status[m]))]}
         if m in plan.tolerances:
             metrics[m]["tolerance"] = plan.tolerances[m]
         if m in plan.margins:  # the non-inferiority margin, shown where the error rate shows its tolerance
             metrics[m]["tolerance"] = metrics[m]["margin"] = plan.margins[m]
-    code, by = int(j.verdict), int(j.decided_by)
+    code, by = int(pick(j.verdict)), int(pick(j.decided_by))
     decided_by = "srm" if by == BY_SRM else plan.order[by]
     reason = _reason(plan, metrics, code, decided_by, srm_p, unpriced_reason)
     level = srm_level(srm_p, plan)

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import math
 
-from rich.console import Group
+from collections.abc import Callable, Iterable
+
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
+
+WIDTH = 80  # every table `rag` prints fits this many columns (tests/e2e/test_tables_fit_80.py)
 
 
 def fmt(v: float | None, unit: str, signed: bool = True) -> str:
@@ -55,26 +59,51 @@ def per_1k(v: float | None, cur=None) -> str:
     return "unpriced" if v is None else f"{money(v * 1000, cur)}/1k q"
 
 
-def _short_model(model: str | None) -> str:
-    return "-" if not model else model
+def table_width(table: Table) -> int:
+    """The columns `table` takes when nothing in it wraps."""
+    return Console(width=10_000).measure(table).maximum
+
+
+def keyed_labels(names: Iterable[str | None], build: Callable[[dict], Table], prefix: str,
+                 width: int = WIDTH) -> tuple[Table, list[Text]]:
+    """A table whose name column (models, users, variants, ...) never wraps or cuts a name: each name as it is
+    while the table fits `width` columns; else the longest names, one at a time, as short keys (M1, M2, ... in
+    the order the names come), each spelled out in a legend line below the table. `build(labels)` makes the
+    table with {name: label}."""
+    order = list(dict.fromkeys(n for n in names if n))
+    keyed: set[str] = set()
+    while True:
+        labels = {n: n for n in order}
+        labels.update({n: f"{prefix}{i}" for i, n in enumerate((n for n in order if n in keyed), 1)})
+        table = build(labels)
+        left = [n for n in sorted(order, key=len, reverse=True) if n not in keyed and len(n) > len(prefix) + 1]
+        if table_width(table) <= width or not left:
+            return table, [Text(f"{labels[n]} = {n}", overflow="fold") for n in order if n in keyed]
+        keyed.add(left[0])
 
 
 def stage_table(stages: list[dict], title: str) -> Group:
-    """`rag ask`'s per-stage cost table; fits 80 columns (the model column folds, money never truncates)."""
-    t = Table(title=title, pad_edge=False, collapse_padding=True)
-    t.add_column("stage", no_wrap=True)
-    t.add_column("#", justify="right", no_wrap=True)
-    t.add_column("status", no_wrap=True)
-    t.add_column("model", overflow="fold", max_width=18)
-    for col in ("in", "out", "cost", "shadow", "ms"):
-        t.add_column(col, justify="right", no_wrap=True)
+    """`rag ask`'s per-stage cost table in 80 columns: a model name too long for it is a key (M1) spelled out
+    below the table, never wrapped; money never truncates."""
+    def build(labels: dict) -> Table:
+        t = Table(title=title, pad_edge=False, collapse_padding=True)
+        t.add_column("stage", no_wrap=True)
+        t.add_column("#", justify="right", no_wrap=True)
+        t.add_column("status", no_wrap=True)
+        t.add_column("model", no_wrap=True)
+        for col in ("in", "out", "cost", "shadow", "ms"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for s in stages:
+            mark = "*" if (s.get("usage_source") or "").startswith("estimated:") else ""
+            t.add_row(s["stage"], str(s["attempt"]), s["status"], labels.get(s["model"], "-"), str(s["input_tokens"]),
+                      f"{s['output_tokens']}{mark}", usd(s["cost_usd"]),
+                      "-" if s["shadow_cost_usd"] is None else usd(s["shadow_cost_usd"]), f"{s['latency_ms']:.0f}")
+        return t
+    t, legend = keyed_labels((s["model"] for s in stages), build, "M")
     notes = []
     for s in stages:
         source = s.get("usage_source") or ""
         mark = "*" if source.startswith("estimated:") else ""
-        t.add_row(s["stage"], str(s["attempt"]), s["status"], _short_model(s["model"]), str(s["input_tokens"]),
-                  f"{s['output_tokens']}{mark}", usd(s["cost_usd"]),
-                  "-" if s["shadow_cost_usd"] is None else usd(s["shadow_cost_usd"]), f"{s['latency_ms']:.0f}")
         if mark:
             notes.append(f"* {s['stage']}: {source}" + (f" ({s['estimate_note']})" if s.get("estimate_note") else ""))
         if s.get("price_warning"):
@@ -86,7 +115,7 @@ def stage_table(stages: list[dict], title: str) -> Group:
             risk = f", {usd(s['output_at_risk_usd'])} at its output rate" if s.get("output_at_risk_usd") else ""
             notes.append(f"! {s['stage']} attempt {s['attempt']}: up to {s['output_at_risk_tokens']} more output "
                          f"tokens may be billed (timed out{risk})")
-    return Group(t, *(Text(n, overflow="fold") for n in notes))
+    return Group(t, *legend, *(Text(n, overflow="fold") for n in notes))
 
 
 def report_tables(rep, cur=None) -> Group:
@@ -153,31 +182,36 @@ def summary_lines(tot: dict, cur=None) -> list[str]:
     return lines
 
 
-def experiment_arm_tables(name: str, res: dict) -> tuple[Table, Table, Table]:
-    """`rag experiment compare`'s arms in three 80-column tables: what a query costs, how it ran, and
-    how good its answers were."""
+def experiment_arm_tables(name: str, res: dict) -> tuple:
+    """`rag experiment compare`'s arms in three 80-column tables: what a query costs (a variant name too long
+    for it keyed V1, spelled out below), how it ran, and how good its answers were."""
     metric = "shadow_cost_per_query" if res["cost_metric"] == "shadow_cost_usd" else "cost_per_query"
-    cost = Table(title=f"experiment {name} ({res['mode']}, {res['rollout_pct']:g}% treatment), "
-                      f"{res['cost_metric']} per query", pad_edge=False, collapse_padding=True)
+    pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
+    ms = lambda v: "-" if v is None else f"{v:,.0f} ms"  # noqa: E731
+
+    def build(labels: dict) -> Table:
+        cost = Table(title=f"experiment {name} ({res['mode']}, {res['rollout_pct']:g}% treatment), "
+                          f"{res['cost_metric']} per query", pad_edge=False, collapse_padding=True)
+        cost.add_column("arm")
+        cost.add_column("variant", no_wrap=True)
+        for c in ("queries", "mean", "p50", "p95"):
+            cost.add_column(c, justify="right", no_wrap=True)
+        for arm, a in res["arms"].items():
+            m = a[metric]
+            unknown = f"unpriced ({a['unpriced_queries']} q)" if a.get("unpriced_queries") else "-"
+            money = lambda v: unknown if v is None else usd(v)  # noqa: E731
+            cost.add_row(arm, labels[a["variant"]], f"{a['queries']:,}", money(m["mean"]), money(m["p50"]), money(m["p95"]))
+        return cost
+    cost, legend = keyed_labels((a["variant"] for a in res["arms"].values()), build, "V")
     ran = Table(title="latency and failures", pad_edge=False, collapse_padding=True)
-    cost.add_column("arm")
-    cost.add_column("variant", overflow="fold", max_width=16)
-    for c in ("queries", "mean", "p50", "p95"):
-        cost.add_column(c, justify="right", no_wrap=True)
     ran.add_column("arm")
     for c in ("latency p50", "p95", "error", "timeout", "retry", "retry waste"):
         ran.add_column(c, justify="right", no_wrap=True)
-    pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
-    ms = lambda v: "-" if v is None else f"{v:,.0f} ms"  # noqa: E731
     for arm, a in res["arms"].items():
-        m = a[metric]
-        unknown = f"unpriced ({a['unpriced_queries']} q)" if a.get("unpriced_queries") else "-"
-        money = lambda v: unknown if v is None else usd(v)  # noqa: E731
-        cost.add_row(arm, a["variant"], f"{a['queries']:,}", money(m["mean"]), money(m["p50"]), money(m["p95"]))
         lat = a["latency_ms"]
         ran.add_row(arm, ms(lat["p50"]), ms(lat["p95"]), pct(a["error_rate"]), pct(a["timeout_rate"]),
                     pct(a["retry_rate"]), usd(a["retry_waste_usd"]))
-    return cost, ran, quality_arm_table(res)
+    return Group(cost, *legend), ran, quality_arm_table(res)
 
 
 def quality_arm_table(res: dict) -> Table:
@@ -230,3 +264,21 @@ def audit_line(a: dict) -> str:
     if a.get("totals_stale"):
         line += f"; totals may be behind ({a['totals_stale']}): run `rag report --rebuild-totals`"
     return line
+
+
+def timeline_table(res: dict) -> Table:
+    """`rag experiment compare --over-time`: the primary metric at the end of each hour or day, cumulative
+    (80 columns): queries so far, treatment - control, its interval, the verdict then."""
+    s, primary = res["over_time"], res["analysis"]["primary_metric"]
+    unit = res["metrics"][primary]["unit"]
+    t = Table(title=f"{primary} over time (by {s['every']}, cumulative)", pad_edge=False, collapse_padding=True)
+    t.add_column(s["every"] + " (UTC)", no_wrap=True)
+    for c in ("queries", "t - c", "interval", "verdict"):
+        t.add_column(c, justify="left" if c == "verdict" else "right", no_wrap=c != "interval")
+    m = s["metrics"][primary]
+    for i, at in enumerate(s["at"]):
+        when = at[5:13].replace("T", " ") + ":00" if s["every"] == "hour" else at[:10]
+        n = s["queries"]["control"][i] + s["queries"]["treatment"][i]
+        interval = "-" if m["low"][i] is None else f"[{fmt(m['low'][i], unit)}, {fmt(m['high'][i], unit)}]"
+        t.add_row(when, f"{n:,}", "-" if m["diff"][i] is None else fmt(m["diff"][i], unit), interval, s["verdict"][i])
+    return t

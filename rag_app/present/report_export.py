@@ -8,12 +8,11 @@ import math
 from decimal import Decimal
 from typing import TextIO
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from rag_app.present.cost_render import money, report_tables
-from rag_app.present.cost_render import audit_line
+from rag_app.present.cost_render import audit_line, keyed_labels, money, report_tables
 
 BY_TABLE_ROWS = 50  # a person reads the top spenders; CSV/JSON carry every one
 
@@ -146,8 +145,16 @@ def write_by(ledger, dim: str, fmt: str, stream: TextIO, console: Console, *, va
         target.print(quality)
 
 
-def by_table(dim: str, rows: list[dict], cur=None) -> Table:
-    """Spend per user/key/variant/model/day/stage in 80 columns; unpriced never shown as $0."""
+KEY_PREFIX = {"model": "M", "user": "U", "key": "K", "variant": "V"}  # a name too long for 80 columns: M1 = ...
+
+
+def _group(r: dict, dim: str) -> str:
+    return str(r[dim] if r[dim] is not None else "(none)")
+
+
+def by_table(dim: str, rows: list[dict], cur=None) -> Group:
+    """Spend per user/key/variant/model/day/stage in 80 columns; unpriced never shown as $0; a name too long
+    for the table is a key (M1) spelled out below it, never wrapped."""
     def usd(v):  # the report's currency, USD unless asked
         return money(v, cur)
 
@@ -155,51 +162,67 @@ def by_table(dim: str, rows: list[dict], cur=None) -> Table:
     more = f" (top {len(shown)} of {len(rows)} by cost; --format csv for all)" if len(rows) > len(shown) else ""
     # a model's queries are those that called it: its $ per query is over them, not every query
     over = " (per 1k q: over the queries that called it)" if dim == "model" else ""
-    t = Table(title=f"spend by {dim}{over}{more}", pad_edge=False, collapse_padding=True)
-    t.add_column(dim, overflow="fold", min_width=10, max_width=20)
-    for col in ("queries", "cost", "eval", "per 1k q", "shadow", "tokens", "unpriced"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for r in shown:
-        cost = ("unpriced" if r["cost_is_lower_bound"] and not r["cost_usd"]  # nothing of it is priced: not $0+
-                else usd(r["cost_usd"]) + ("+" if r["cost_is_lower_bound"] else ""))
-        mean = ("-" if not r["queries"]  # named by skipped rows only: never called, no per query
-                else "unpriced" if r["cost_per_1k_queries_usd"] is None else usd(r["cost_per_1k_queries_usd"]))
-        if r["cost_per_1k_queries_usd"] is not None and r.get("unpriced_queries"):
-            mean += "*"  # a mean over the priced queries alone: the unpriced ones are left out, not $0
-        evaluation = ("-" if not r.get("evaluation_runs") else "unpriced" if r["evaluation_cost_usd"] is None
-                      else usd(r["evaluation_cost_usd"]) + ("+" if r.get("evaluation_cost_is_lower_bound") else ""))
-        t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}", cost, evaluation, mean,
-                  usd(r["shadow_cost_usd"]), f"{r['input_tokens'] + r['output_tokens']:,}",
-                  f"{r['unpriced_rows']:,} rows" if r["unpriced_rows"] else "-")
-    t.caption = ("cost = the answers' spend, eval = grading them (the judge), apart: together every billed row; "
-                 "cost+ = known part; unpriced rows (no price for the model) are not counted as $0")
-    if any(r.get("unpriced_queries") and r["cost_per_1k_queries_usd"] is not None for r in shown):
-        t.caption += "; per 1k q* = over the priced queries only"
-    return t
+
+    def build(labels: dict, tokens: bool = True) -> Table:
+        t = Table(title=f"spend by {dim}{over}{more}", pad_edge=False, collapse_padding=True)
+        t.add_column(dim, no_wrap=True)
+        for col in ("queries", "cost", "eval", "per 1k q", "shadow", *(["tokens"] if tokens else []), "unpriced"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for r in shown:
+            cost = ("unpriced" if r["cost_is_lower_bound"] and not r["cost_usd"]  # nothing of it is priced: not $0+
+                    else usd(r["cost_usd"]) + ("+" if r["cost_is_lower_bound"] else ""))
+            mean = ("-" if not r["queries"]  # named by skipped rows only: never called, no per query
+                    else "unpriced" if r["cost_per_1k_queries_usd"] is None else usd(r["cost_per_1k_queries_usd"]))
+            if r["cost_per_1k_queries_usd"] is not None and r.get("unpriced_queries"):
+                mean += "*"  # a mean over the priced queries alone: the unpriced ones are left out, not $0
+            evaluation = ("-" if not r.get("evaluation_runs") else "unpriced" if r["evaluation_cost_usd"] is None
+                          else usd(r["evaluation_cost_usd"]) + ("+" if r.get("evaluation_cost_is_lower_bound") else ""))
+            t.add_row(Text(labels[_group(r, dim)]), f"{r['queries']:,}", cost, evaluation, mean,
+                      usd(r["shadow_cost_usd"]), *([f"{r['input_tokens'] + r['output_tokens']:,}"] if tokens else []),
+                      f"{r['unpriced_rows']:,} rows" if r["unpriced_rows"] else "-")
+        t.caption = ("cost = the answers' spend, eval = grading them (the judge), apart: together every billed row; "
+                     "cost+ = known part; unpriced rows (no price for the model) are not counted as $0")
+        if any(r.get("unpriced_queries") and r["cost_per_1k_queries_usd"] is not None for r in shown):
+            t.caption += "; per 1k q* = over the priced queries only"
+        if not tokens:
+            t.caption += "; tokens: --format csv or json"
+        return t
+    names = [_group(r, dim) for r in shown]
+    table, legend = keyed_labels(names, build, KEY_PREFIX.get(dim, "#"))
+    if legend:  # a day, a stage or a short name whole beats the tokens column: CSV and JSON carry them
+        narrow, keyed = keyed_labels(names, lambda labels: build(labels, tokens=False), KEY_PREFIX.get(dim, "#"))
+        if not keyed:
+            table, legend = narrow, keyed
+    return Group(table, *legend)
 
 
 def _share(v: float | None) -> str:
     return "-" if v is None else f"{v:.1%}"
 
 
-def quality_by_table(dim: str, rows: list[dict]) -> Table | None:
+def quality_by_table(dim: str, rows: list[dict]) -> Group | None:
     """The answers' quality and feedback per group, a second 80-column table in the spend table's row
-    order; None when no group has a scored answer or a word of feedback (or the ledger keeps none)."""
+    order (long names keyed as in the spend table); None when no group has a scored answer or a word of
+    feedback (or the ledger keeps none)."""
     shown = rows[:BY_TABLE_ROWS]
     if not any(r.get("scored") or r.get("feedback_count") for r in shown):
         return None
-    t = Table(title=f"answer quality by {dim}", pad_edge=False, collapse_padding=True)
-    t.add_column(dim, overflow="fold", max_width=20)
-    for col in ("queries", "scored", "grounded", "bad cites", "refused", "right", "wrong", "said"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for r in shown:
-        t.add_row(Text(str(r[dim] if r[dim] is not None else "(none)")), f"{r['queries']:,}",
-                  f"{r['scored']:,}", _share(r["groundedness"]), _share(r["invalid_citation_rate"]),
-                  _share(r.get("refusal_rate")), f"{r['feedback_up']:,}", f"{r['feedback_down']:,}",
-                  f"{r['feedback_count']:,}")
-    t.caption = ("grounded = mean groundedness of the scored answers (refusals have none); bad cites = share "
-                 "citing what was not sent; refused = share that said the passages do not answer; said = "
-                 "feedback in all (unsure too); - = nothing scored")
-    if dim == "model":
-        t.caption += "; an answer is booked to the model that generated it"
-    return t
+
+    def build(labels: dict) -> Table:
+        t = Table(title=f"answer quality by {dim}", pad_edge=False, collapse_padding=True)
+        t.add_column(dim, no_wrap=True)
+        for col in ("queries", "scored", "grounded", "bad cites", "refused", "right", "wrong", "said"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for r in shown:
+            t.add_row(Text(labels[_group(r, dim)]), f"{r['queries']:,}",
+                      f"{r['scored']:,}", _share(r["groundedness"]), _share(r["invalid_citation_rate"]),
+                      _share(r.get("refusal_rate")), f"{r['feedback_up']:,}", f"{r['feedback_down']:,}",
+                      f"{r['feedback_count']:,}")
+        t.caption = ("grounded = mean groundedness of the scored answers (refusals have none); bad cites = share "
+                     "citing what was not sent; refused = share that said the passages do not answer; said = "
+                     "feedback in all (unsure too); - = nothing scored")
+        if dim == "model":
+            t.caption += "; an answer is booked to the model that generated it"
+        return t
+    table, legend = keyed_labels((_group(r, dim) for r in shown), build, KEY_PREFIX.get(dim, "#"))
+    return Group(table, *legend)

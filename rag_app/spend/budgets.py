@@ -475,20 +475,29 @@ def render_status(rows: list[dict]) -> str:
     if not rows:
         return "no budget has spend to show (RAG_BUDGETS_FILE lists the budgets)"
     lines = [f"{'BUDGET':<16} {'WHO':<14} {'LIMIT':>11} {'SPENT':>11} {'USED':>5} {'UNPRICED':>8} {'RESETS IN':>9}"]
+    # a name longer than its column is a key (B1, W1), spelled out below: a variant, user or key never cut
+    budgets, whos = _keys([r["budget"] for r in rows], 16, "B"), _keys([r["value"] for r in rows], 14, "W")
     for r in rows:
-        who = r["value"] if len(r["value"]) <= 14 else r["value"][:13] + "…"
+        who = whos.get(r["value"], r["value"])
         spent = _money(r["spend_usd"]) + ("+?" if not r["spend_known"] else "")
         limit = ("" if r["hard"] else "~") + _money(r["limit_usd"])  # ~: a soft limit
-        name = r["budget"] if len(r["budget"]) <= 16 else r["budget"][:15] + "…"
+        name = budgets.get(r["budget"], r["budget"])
         used = (f"{r['used']:.0%}" if r["used"] < 10 else f"{int(r['used'])}x" if r["used"] < 1000 else ">999x"
                 ) + ("+" if not r["spend_known"] else "")  # 5 columns: 1234% would push the row past 80  # unpriced calls: at least this much
         lines.append(f"{name:<16} {who:<14} {limit:>11} {spent:>11} {used:>5} "
                      f"{r['unpriced_calls']:>8} {_left(r['resets_in_s']):>9}")
+    lines += [f"{key} = {name}" for keys in (budgets, whos) for name, key in keys.items()]
     if any(not r["spend_known"] for r in rows):
         lines.append("+?, %+: spend partly unknown (unpriced calls); `rag prices check` names models")
     if any(not r["hard"] for r in rows):
         lines.append("~: a soft limit (events and webhook, no 429)")
     return "\n".join(lines)
+
+
+def _keys(names: list[str], width: int, prefix: str) -> dict[str, str]:
+    """{name: key} for the names longer than `width`, keyed in the order they come."""
+    long = list(dict.fromkeys(n for n in names if len(n) > width))
+    return {n: f"{prefix}{i}" for i, n in enumerate(long, 1)}
 
 
 def _money(usd: float) -> str:

@@ -87,6 +87,14 @@ def test_claims_refusals_the_review_list_and_judge_agreement_read_the_same_on_bo
         # judge right above 0.5: q1 right (users: wrong), q4 wrong (users: right), q5 right (users: right)
         # po = 1/3, pe = 2/3 * 2/3 + 1/3 * 1/3 = 5/9, kappa = (1/3 - 5/9) / (1 - 5/9) = -0.5
         assert summary["judge_agreement"] == {"answers": 3, "agreeing": 1, "share_agreeing": 0.3333, "kappa": -0.5}
+        # the query list's filters read the same signals from each answer's totals (m022): unsupported is a claim
+        # its claims row counts as not supported (q5's 0.9 names none), a refusal is no ungrounded answer
+        ids = lambda **f: [r["query_id"] for r in L.list_queries(quality=f)[1]]  # noqa: E731
+        assert (ids(unsupported=True), ids(refusal=True), ids(marked_wrong=True)) == (["q1"], ["q2"], ["q1"])
+        assert ids(invalid_citations=True) == ["q3"] and ids(grounded_below=0.9) == ["q1"]  # strictly below
+        assert L.list_queries(quality={"unsupported": True})[0] == 1
+        listed = {r["query_id"]: r for r in L.list_queries()[1]}
+        assert (listed["q2"]["refusal"], listed["q2"]["groundedness"], listed["q1"]["refusal"]) == (True, None, False)
 
 
 def test_marked_answers_come_back_with_their_cited_passages_on_both_engines(ledger_url, tmp_path):

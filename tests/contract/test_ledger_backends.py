@@ -6,8 +6,11 @@ Each test asserts figures worked out by hand, and compares what PostgreSQL gives
 ledger written with the same rows gives, field by field."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 import threading
+from datetime import date
 
 import httpx
 import pytest
@@ -147,7 +150,7 @@ def snapshot(url: str) -> dict:
                     arm.percentile("cost_nano_usd", 6, 0.95, nulls_as_zero=1)),
             "query_costs": L.query_costs(["q00", "q07", "q11", "nope"]),
             "mean_output_tokens": L.mean_output_tokens("gpt-4o-mini"),
-            "compare": compare_live(L, EXP),
+            "compare": compare_live(L, EXP, today=date(2026, 12, 1), over_time="hour"),  # with its timeline
             "unpriced_models": L.unpriced_models(PriceTable.load(None)),
             "unpriced_rows_now": L.unpriced_rows_now(),
             "candidates": sorted(_no_ids(L.reprice_candidates(since=_t(3), model="gpt-4o-mini")),
@@ -335,6 +338,7 @@ def test_http_api_gives_identical_results(ledger_url, tmp_path):
     answers = {}
     for name, url in (("ref", url_for_path(tmp_path / "ref.sqlite")), ("under_test", ledger_url)):
         write_scenario(url, tmp_path / f"spill-{name}").close()
+        score_answers(url)
         settings = make_settings(tmp_path, data_dir=tmp_path / f"data-{name}", ledger_url=url, experiments_file=cfg,
                                  ledger_spill_dir=tmp_path / "spill")
         assert settings.ledger == as_target(url)
@@ -343,9 +347,10 @@ def test_http_api_gives_identical_results(ledger_url, tmp_path):
             for path in ("/v1/queries", "/v1/queries?variant=b&limit=2&offset=1", "/v1/queries?since=2026-11-30T10:00:05",
                          "/v1/queries/q07", "/v1/reports/summary", "/v1/reports/summary?last=4",
                          "/v1/reports/queries?last=5", "/v1/reports/by?dim=user", "/v1/reports/by?dim=model",
-                         "/v1/reports/by?dim=day", "/v1/experiments/e", "/v1/queries/nope"):
+                         "/v1/reports/by?dim=day", "/v1/experiments/e", "/v1/queries/nope", *QUALITY_FILTERS,
+                         "/v1/queries?unsupported=true&format=csv", "/v1/experiments/e?over_time=auto"):
                 r = httpx.get(base + path, timeout=30)
-                got[path] = (r.status_code, r.json())
+                got[path] = (r.status_code, r.text if "csv" in path else r.json())
             assert httpx.get(base + "/dashboard", timeout=30).status_code == 200
         answers[name] = got
     got = answers["under_test"]
@@ -353,7 +358,47 @@ def test_http_api_gives_identical_results(ledger_url, tmp_path):
     assert got["/v1/queries/q07"][1]["cost_usd"] is None and got["/v1/queries/q07"][1]["unpriced_rows"] == 1
     assert got["/v1/reports/summary"][1]["ledger"]["unknown_attempts"] == 1
     assert got["/v1/reports/by?dim=user"][0] == 200 and got["/v1/reports/by?dim=user"][1]
+    listed = {q["query_id"]: q for q in got["/v1/queries"][1]["queries"]}
+    assert (listed["q04"]["groundedness"], listed["q04"]["invalid_citations"], listed["q04"]["refusal"]) == (0.25, 1, None)
+    assert listed["q09"]["refusal"] is True and listed["q09"]["groundedness"] is None
+    assert (listed["q02"]["feedback_down"], listed["q02"]["feedback_up"]) == (1, 1)
+    assert listed["q11"]["groundedness"] is None and listed["q11"]["feedback_down"] == 0  # nothing recorded: null
+    ids = {path: [q["query_id"] for q in got[path][1]["queries"]] for path in QUALITY_FILTERS}
+    assert ids == {"/v1/queries?unsupported=true": ["q06", "q04", "q02"],
+                   "/v1/queries?marked_wrong=true": ["q02"],
+                   "/v1/queries?refusal=true": ["q09"],
+                   "/v1/queries?invalid_citations=true": ["q04"],
+                   "/v1/queries?grounded_below=0.5": ["q04"],
+                   "/v1/queries?unsupported=true&user=u6": ["q06"],
+                   "/v1/queries?unsupported=true&key=nobody": []}, ids
+    assert got["/v1/queries?unsupported=true"][1]["total"] == 3
+    rows = list(csv.DictReader(io.StringIO(got["/v1/queries?unsupported=true&format=csv"][1])))
+    assert [r["query_id"] for r in rows] == ids["/v1/queries?unsupported=true"]
+    assert list(rows[0]) == list(got["/v1/queries"][1]["queries"][0])  # the list's own columns
+    assert got["/v1/experiments/e?over_time=auto"][1]["over_time"]["every"] == "hour"
     assert got == answers["ref"]
+
+
+QUALITY_FILTERS = ("/v1/queries?unsupported=true", "/v1/queries?marked_wrong=true", "/v1/queries?refusal=true",
+                   "/v1/queries?invalid_citations=true", "/v1/queries?grounded_below=0.5",
+                   "/v1/queries?unsupported=true&user=u6", "/v1/queries?unsupported=true&key=nobody")
+
+
+def score_answers(url: str) -> None:
+    """Quality beside the scenario's costs: q02, q04, q06 grounded below 1 (q04 with an invalid citation), q09
+    a refusal (groundedness null), q08 fully grounded, q11 never scored; users said q02 wrong and right."""
+    w = LedgerWriter(url)
+    for qid, grounded, invalid, refusal in (("q02", 0.75, 0, None), ("q04", 0.25, 1, None), ("q06", 0.5, 0, None),
+                                            ("q08", 1.0, 0, None), ("q09", None, 0, 1)):
+        for metric, value in (("groundedness", grounded), ("invalid_citations", invalid), ("refusal", refusal)):
+            if metric != "refusal" or value is not None:
+                w.put("query_quality", {"query_id": qid, "metric": metric, "source": "local", "value": value,
+                                        "recorded_at": _t(20)})
+    assert w.flush(30)
+    w.close()
+    with Ledger.open(url) as L:
+        L.add_feedback("q02", "u2", -1, "wrong article", _t(21))
+        L.add_feedback("q02", "u9", 1, None, _t(22))
 
 
 def test_cli_readers_give_identical_results(ledger_url, tmp_path, monkeypatch):

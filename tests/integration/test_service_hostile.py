@@ -85,9 +85,15 @@ def test_dashboard_sends_csp_and_frame_headers(open_url):
     r = httpx.get(f"{open_url}/dashboard")
     assert r.status_code == 200
     csp = r.headers["content-security-policy"]
-    assert "frame-ancestors 'none'" in csp and "script-src 'sha256-" in csp and "unsafe-inline" not in csp.split(
-        "script-src")[1].split(";")[0]
+    scripts = csp.split("script-src")[1].split(";")[0]
+    assert "frame-ancestors 'none'" in csp and scripts.startswith(" 'self' 'sha256-") and "unsafe-inline" not in scripts
     assert r.headers["x-frame-options"] == "DENY"
+    # its one script file ('self'): plain JavaScript, never sniffed; no other name, no path, is served
+    js = httpx.get(f"{open_url}/dashboard/experiment.js")
+    assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+    assert js.headers["x-content-type-options"] == "nosniff" and "function experimentView" in js.text
+    for name in ("dashboard.html", "..%2fapp.py", "x.js", "%2e%2e%2fdashboard.html"):
+        assert httpx.get(f"{open_url}/dashboard/{name}").status_code == 404, name
 
 
 def test_non_ascii_tokens_are_a_401_not_a_500(token_url):

@@ -45,7 +45,9 @@ def test_the_table_fits_80_columns_and_marks_unknown_spend():
     assert any("unknown" in line for line in out) and any("soft" in line for line in out)
     assert "10%+" in out[1]  # at least 10% used: the unpriced calls' part is unknown, not 0
     long = render_status([{**rows[0], "budget": "variant=unpriced-model day"}]).splitlines()
-    assert long[1].startswith("variant=unprice…") and max(map(len, long)) <= 80  # cut, and marked as cut
+    # a name too long for its column is a key spelled out below the table, never cut
+    assert long[1].startswith("B1 ") and " W1 " in long[1] and max(map(len, long)) <= 80
+    assert long[2:4] == ["B1 = variant=unpriced-model day", "W1 = a-very-long-user-name-indeed"]
 
 
 def test_rag_serve_refuses_a_bad_budgets_file_with_one_line(tmp_path):

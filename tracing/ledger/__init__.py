@@ -13,6 +13,7 @@
     reports.py     reports from the rollups; percentiles by index walks; streamed exports
     quality_groups.py  answer quality and feedback per report group and per day, beside the cost
     review.py      the review list (every signal that says an answer may be wrong), judge-user agreement
+    series.py      an experiment's arms per hour or day: rollup sums and quality moments per bucket
     repository.py  Ledger: every read (and re-pricing, rebuilding) the front doors need
     rows.py        the row mappers: a priced StageUsage -> a stage_calls row, the one queries row
     reply_stats.py LedgerReplyStats: a model's mean reply length, for an extractive answer's shadow cost

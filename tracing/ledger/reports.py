@@ -17,11 +17,11 @@ from sqlalchemy.sql import ColumnElement, Select
 
 from rag_app.core.money import usd_json
 from rag_app.core.usage import JUDGE_KIND, judge_run_id
-from tracing.ledger import views
+from tracing.ledger import quality_groups, views
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import (
+    FLOAT_SUMS,
     INT,
-    ROLLUP_FLOAT_SUMS,
     ROLLUP_SUMS,
     STAGE_ORDER,
     STAGES,
@@ -130,6 +130,13 @@ def query_row(t: Any, parts: dict[str, dict] | None = None, stages=STAGES,
         parts = {st: {"input_tokens": t[f"{st}_input_tokens"], "output_tokens": t[f"{st}_output_tokens"],
                       "unpriced_rows": t[f"{st}_unpriced_rows"], "cost_nano_usd": t[f"{st}_cost_nano_usd"],
                       "shadow_nano_usd": t[f"{st}_shadow_nano_usd"]} for st in STAGES}
+    return {**row, **stage_columns(parts, stages)}
+
+
+def stage_columns(parts: dict[str, dict], stages) -> dict:
+    """A query's `<stage>_tokens`, `_cost_usd` (null: unpriced) and `_shadow_cost_usd` for each of `stages`,
+    from its query_stage_totals rows by stage (`parts`); a stage it did not run: 0."""
+    row: dict = {}
     for st in stages:
         d = parts.get(st) or {}
         row[f"{st}_tokens"] = d.get("input_tokens", 0) + d.get("output_tokens", 0)
@@ -164,9 +171,11 @@ def listing(where: list[ColumnElement]) -> Select:
 
 
 def iter_query_rows(db: Connection, variant: str | None = None, last: int | None = None, page: int = 1000,
-                    raw: bool = False) -> Iterator[dict]:
+                    raw: bool = False, quality: bool = True) -> Iterator[dict]:
     """Per-query rows, newest first, `page` at a time by keyset (started_at, query_id): memory stays flat
-    however many there are (and a PostgreSQL cursor never holds more than a page)."""
+    however many there are (and a PostgreSQL cursor never holds more than a page). Each row carries its
+    answer's quality (quality_groups.QUERY_QUALITY_FIELDS; `quality` False: a ledger that predates them,
+    all null)."""
     where = [] if variant is None else [query_totals.c.variant == variant]
     stages = billed_stages(db, variant)
     left, after = last, None
@@ -176,9 +185,12 @@ def iter_query_rows(db: Connection, variant: str | None = None, last: int | None
         if after is not None:
             cond.append(tuple_(query_totals.c.started_at, query_totals.c.query_id) < tuple_(*after))
         batch = [dict(r) for r in db.execute(listing(cond).limit(size)).mappings()]
-        parts, judged = ({}, {}) if raw else page_parts(db, [t["query_id"] for t in batch])
+        ids = [t["query_id"] for t in batch]
+        parts, judged = ({}, {}) if raw else page_parts(db, ids)
+        scores = {} if raw else _quality_of(db, ids, quality)
         for t in batch:
-            yield t if raw else query_row(t, parts[t["query_id"]], stages, judged.get(t["query_id"]))
+            yield t if raw else {**query_row(t, parts[t["query_id"]], stages, judged.get(t["query_id"])),
+                                 **scores[t["query_id"]]}
         if len(batch) < size:
             return
         after = (batch[-1]["started_at"], batch[-1]["query_id"])
@@ -188,7 +200,7 @@ def iter_query_rows(db: Connection, variant: str | None = None, last: int | None
 
 # -- totals -------------------------------------------------------------------------------------------------
 def _rollup_sums(where: list[ColumnElement], r=report_rollup) -> Select:
-    return select(*(cast(func.coalesce(func.sum(r.c[c]), 0), INT).label(c) if c not in ROLLUP_FLOAT_SUMS
+    return select(*(cast(func.coalesce(func.sum(r.c[c]), 0), INT).label(c) if c not in FLOAT_SUMS
                     else func.coalesce(func.sum(r.c[c]), 0.0).label(c) for c in ROLLUP_SUMS)).where(*where)
 
 
@@ -363,20 +375,20 @@ def _stage_json(v) -> dict:
 
 
 def build_report(db: Connection, last: int | None = None, variant: str | None = None, prices: str = "original",
-                 rows: int | None = None) -> Report:
+                 rows: int | None = None, quality: bool = True) -> Report:
     """Totals and per-query rows. `last`: only the N most recent queries (totals too). `rows`: how many
     per-query rows to return at most (None: every selected one; exports use `iter_query_rows`).
     `prices`: "original" (as recorded) or "repriced" (the latest `rag reprice`; read from the rows)."""
     if prices != "original":
-        rep = build_report_full(db, last=last, variant=variant, prices=prices)
+        rep = build_report_full(db, last=last, variant=variant, prices=prices, quality=quality)
         return rep if rows is None else Report(rep.queries[:rows], rep.totals)
     totals = report_totals(db, last=last, variant=variant)
     n = last if rows is None else rows if last is None else min(last, rows)
-    return Report([] if n == 0 else list(iter_query_rows(db, variant=variant, last=n)), totals)
+    return Report([] if n == 0 else list(iter_query_rows(db, variant=variant, last=n, quality=quality)), totals)
 
 
 def build_report_full(db: Connection, last: int | None = None, variant: str | None = None,
-                      prices: str = "original") -> Report:
+                      prices: str = "original", quality: bool = True) -> Report:
     """Every selected query and stage row through Python (the re-priced figures, and the reference the
     rollup-based report is tested against)."""
     stage_source = (views.stage_calls_repriced() if prices == "repriced" else select(stage_calls)).subquery("s")
@@ -413,8 +425,16 @@ def build_report_full(db: Connection, last: int | None = None, variant: str | No
                                        .where(stage_source.c.query_id.in_(batch)).group_by(stage_source.c.query_id)):
             judged[runs[run_id]] = int(number(cost))
     j = evaluation_full(db, stage_source, sel.subquery("sel"), variant, last)
-    return Report([query_row({**tally.query_totals_row(q), **who[q["query_id"]]}, tally.parts(q["query_id"]), stages,
-                             judged.get(q["query_id"])) for q in qs], tally.totals(qs, prices, j))
+    scores = {k: v for batch in _batches(ids, 500) for k, v in _quality_of(db, batch, quality).items()}
+    return Report([{**query_row({**tally.query_totals_row(q), **who[q["query_id"]]}, tally.parts(q["query_id"]), stages,
+                                judged.get(q["query_id"])), **scores[q["query_id"]]} for q in qs],
+                  tally.totals(qs, prices, j))
+
+
+def _quality_of(db: Connection, ids: list[str], known: bool) -> dict[str, dict]:
+    if not known:
+        return {i: quality_groups.unknown_query() for i in ids}
+    return quality_groups.per_query(db, ids)
 
 
 def _batches(ids: list[str], size: int) -> Iterator[list[str]]:

@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, and_, case, cast, distinct, func, insert, or_, select
+from sqlalchemy import Engine, cast, distinct, func, insert, select
 from sqlalchemy.sql import ColumnElement
 
 from rag_app.core.errors import RagError
 from rag_app.core.usage import JUDGE_KIND, judge_run_id
 from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target
-from tracing.ledger import budgets, keys, quality_groups, reports, review, rollups, views
+from tracing.ledger import budgets, keys, quality_groups, reports, review, rollups, series, views
 from tracing.ledger.engine import (
     Bounds,
     config_error,
@@ -187,33 +187,34 @@ class Ledger:
 
     def arm_quality(self, experiment: str, variant: str, side: str) -> dict:
         """An arm's answer quality: how many answers were scored (source `local`), the mean of each
-        quality metric (groundedness, invalid-citation rate, users' feedback score, the judge's score;
-        None without data), and under `_moments` the (n, sum, sum of squares) the verdict reads."""
-        t = query_totals
-        arm = select(t.c.query_id).where(t.c.kind == "query", t.c.experiment == experiment, t.c.variant == variant,
-                                         t.c.side == side)
+        quality metric (QUALITY_METRICS: groundedness, invalid-citation rate, refusal rate, users' feedback
+        score, the judge's score and faithfulness; None without data), and under `_moments` the (n, sum, sum of squares) the verdict reads, all from the
+        rollups (m022)."""
+        r = report_rollup
         with self._read() as db:
-            moments = _quality_moments(db, arm)
+            sums = db.execute(select(*quality_groups.quality_sums()).where(
+                r.c.dim == "all", r.c.experiment == experiment, r.c.variant == variant, r.c.side == side)).mappings().one()
+        moments = quality_groups.moments_of(sums)
         means = {m: moments[m][1] / moments[m][0] if m in moments else None for m in QUALITY_METRICS}
         return {"scored": moments.get("invalid_citation_rate", (0,))[0], **means, "_moments": moments}
 
     def quality_summary(self, variant: str | None = None, judge_right_above: float = 0.5) -> dict:
-        """Every scored answer (source `local`) and users' feedback, optionally of one variant: what
-        `rag report` and /v1/reports/summary show beside the cost; the refusal rate (over answers scored
-        since refusals were kept); and how often the judge agrees with users where both graded an answer."""
-        f, t = query_feedback, queries
+        """Every scored answer (source `local`) and users' feedback, optionally of one variant, from the
+        rollups: what `rag report` and /v1/reports/summary show beside the cost; the refusal rate (over
+        answers scored since refusals were kept); and how often the judge agrees with users where both
+        graded an answer."""
+        r, t = report_rollup, queries
         ids = select(t.c.query_id).where(t.c.kind == "query", *([t.c.variant == variant] if variant else []))
         with self._read() as db:
-            m = _quality_moments(db, ids)
-            said = dict(db.execute(select(f.c.score, func.count()).where(f.c.query_id.in_(ids))
-                                   .group_by(f.c.score)).all())
+            sums = db.execute(select(*quality_groups.quality_sums()).where(
+                r.c.dim == "all", *([r.c.variant == variant] if variant else []))).mappings().one()
             agreement = review.judge_agreement(db, ids, right_above=judge_right_above)
-        refused = m.get("refusal_rate")
-        return {"scored_answers": m["invalid_citation_rate"][0] if "invalid_citation_rate" in m else 0,
-                "mean_groundedness": _mean(m, "groundedness"), "invalid_citation_rate": _mean(m, "invalid_citation_rate"),
-                "refusals": int(refused[1]) if refused else 0, "refusal_rate": _mean(m, "refusal_rate"),
-                "feedback": {"right": int(said.get(1, 0)), "unsure": int(said.get(0, 0)),
-                             "wrong": int(said.get(-1, 0))},
+        q = quality_groups.fields_of(sums)
+        up, down = q["feedback_up"], q["feedback_down"]
+        return {"scored_answers": q["scored"], "mean_groundedness": q["groundedness"],
+                "invalid_citation_rate": q["invalid_citation_rate"],
+                "refusals": int(number(sums["refusal_yes"]) or 0), "refusal_rate": q["refusal_rate"],
+                "feedback": {"right": up, "unsure": q["feedback_count"] - up - down, "wrong": down},
                 "judge_agreement": agreement}
 
     def quality(self, query_id: str) -> dict | None:
@@ -264,16 +265,25 @@ class Ledger:
 
     def list_queries(self, *, variant: str | None = None, status: str | None = None, since: str | None = None,
                      until: str | None = None, experiment: str | None = None, limit: int = 50,
-                     offset: int = 0, user: str | None = None) -> tuple[int, list[dict]]:
-        """(how many match, one page of them), newest first. `user`: only that user's (a member key)."""
+                     offset: int = 0, user: str | None = None, user_id: str | None = None, key: str | None = None,
+                     quality: dict | None = None) -> tuple[int, list[dict]]:
+        """(how many match, one page of them), newest first, each with its own quality (QUERY_QUALITY_FIELDS)
+        and, under `billed`, what grading it cost (`evaluation_cost_usd`) and each billed stage's tokens and
+        cost (the per-query columns of `rag report`, every stage the ledger's rows name). `user`: only that
+        user's (a member key); `user_id`, `key`: an admin's filters; `quality`: the list's quality filters
+        (quality_groups.query_filters: marked_wrong, unsupported, refusal, invalid_citations, grounded_below)."""
+        from rag_app.core.money import usd_json
+
         t = query_totals
         where: list[ColumnElement] = []
         for col, val, op in ((t.c.variant, variant, "eq"), (t.c.status, status, "eq"), (t.c.started_at, since, "ge"),
-                             (t.c.started_at, until, "lt"), (t.c.experiment, experiment, "eq"), (t.c.user_id, user, "eq")):
+                             (t.c.started_at, until, "lt"), (t.c.experiment, experiment, "eq"), (t.c.user_id, user, "eq"),
+                             (t.c.user_id, user_id, "eq"), (t.c.api_key_id, key, "eq")):
             if val is not None:
                 where.append(col == val if op == "eq" else col >= val if op == "ge" else col < val)
+        where += quality_groups.query_filters(**(quality or {}))
         with self._read() as db:
-            if status is None and since is None and until is None and experiment is None and user is None:
+            if not where or (variant is not None and len(where) == 1):
                 # the unfiltered (or per-variant) count is in the day rollups
                 r = report_rollup
                 total = db.execute(select(func.coalesce(func.sum(r.c.queries), 0))
@@ -281,18 +291,28 @@ class Ledger:
             else:
                 total = db.execute(select(func.count()).select_from(t).where(t.c.kind == "query", *where)).scalar()
             rows = [dict(r) for r in db.execute(reports.listing(where).limit(limit).offset(offset)).mappings()]
-        return int(number(total)), rows
+            ids = [r["query_id"] for r in rows]
+            kept = self.quality_kept()
+            scores = quality_groups.per_query(db, ids) if kept else {}
+            parts, judged = reports.page_parts(db, ids)
+            stages = reports.billed_stages(db) if rows else []
+        return int(number(total)), [
+            {**r, **scores.get(r["query_id"], quality_groups.unknown_query()),
+             "billed": {"evaluation_cost_usd": usd_json(judged.get(r["query_id"])),
+                        **reports.stage_columns(parts[r["query_id"]], stages)}} for r in rows]
 
     # -- reports ------------------------------------------------------------------------------------
     def report(self, last: int | None = None, variant: str | None = None, prices: str = "original",
                rows: int | None = None) -> reports.Report:
         with self._read() as db:
-            return reports.build_report(db, last=last, variant=variant, prices=prices, rows=rows)
+            return reports.build_report(db, last=last, variant=variant, prices=prices, rows=rows,
+                                        quality=self.quality_kept())
 
     def report_full(self, last: int | None = None, variant: str | None = None,
                     prices: str = "original") -> reports.Report:
         with self._read() as db:
-            return reports.build_report_full(db, last=last, variant=variant, prices=prices)
+            return reports.build_report_full(db, last=last, variant=variant, prices=prices,
+                                             quality=self.quality_kept())
 
     def report_totals(self, last: int | None = None, variant: str | None = None) -> dict:
         with self._read() as db:
@@ -300,7 +320,7 @@ class Ledger:
 
     def iter_query_rows(self, variant: str | None = None, last: int | None = None, raw: bool = False) -> Iterator[dict]:
         with self._read() as db:
-            yield from reports.iter_query_rows(db, variant=variant, last=last, raw=raw)
+            yield from reports.iter_query_rows(db, variant=variant, last=last, raw=raw, quality=self.quality_kept())
 
     def by(self, dim: str, variant: str | None = None) -> list[dict]:
         """`rag report --by` rows: the spend, then (every dim but `stage`) the answers' quality and feedback
@@ -381,10 +401,13 @@ class Ledger:
             arm = [t.c.kind == "query", t.c.experiment == experiment, t.c.variant == variant, t.c.side == side]
             nulls = db.execute(select(func.count()).select_from(t).where(*arm, t.c.latency_ms.is_(None))).scalar()
             arm_ids = select(t.c.query_id).where(*arm)
+            # driven from the re-pricings (few, often none) to the arm's rows, never from the arm's 333k
+            # queries to their stage rows (that walk took 2-4 s at 1M queries with no re-pricing at all)
             repriced = 0 if prices == "original" else int(db.execute(
                 select(func.count(distinct(repricings.c.stage_call_id)))
-                .select_from(repricings.join(stage_calls, stage_calls.c.id == repricings.c.stage_call_id))
-                .where(stage_calls.c.query_id.in_(arm_ids))).scalar() or 0)
+                .select_from(repricings.join(stage_calls, stage_calls.c.id == repricings.c.stage_call_id)
+                             .join(t, t.c.query_id == stage_calls.c.query_id))
+                .where(*arm)).scalar() or 0)
             costs = None
             if repriced:  # decisions read the best figures: each query's cost by its latest re-priced rows
                 rs = views.stage_calls_repriced().where(stage_calls.c.query_id.in_(arm_ids)).subquery("s")
@@ -399,6 +422,14 @@ class Ledger:
                     return reports.percentile_of(db, src, column, n, p)
                 return reports.percentile_nulls_as_zero(db, src, column, n, nulls_as_zero, p)
         return ArmSums(sums, tokens, int(nulls or 0), percentile, repriced)
+
+    def arm_series(self, experiment: str, arms: Sequence[tuple[str, str]], every: str,
+                   quality: bool = True) -> tuple[list[dict], dict]:
+        """An experiment's arms ((variant, side) pairs) per hour or day, oldest first: the rollup sums of each
+        bucket, and (`quality`) the quality moments of each bucket's answers (tracing/ledger/series.py)."""
+        with self._read() as db:
+            sums = series.arm_sums(db, experiment, arms, every)
+            return sums, (series.quality_sums(db, experiment, arms, every) if quality and sums else {})
 
     def query_costs(self, query_ids: Sequence[str]) -> dict[str, tuple[int | None, int | None]]:
         """(cost, shadow) in nano-dollars of each of these queries that the ledger has."""
@@ -583,13 +614,15 @@ class Ledger:
             return budgets.events(db, since, limit, who)
 
     def add_feedback(self, query_id: str, user_id: str, score: int, comment: str | None, at: str) -> dict:
-        """A user's word on an answer; the same user's second word replaces the first."""
+        """A user's word on an answer; the same user's second word replaces the first. Folded into the
+        query's totals in the same transaction (m022): the lists and charts count it at once."""
         f = query_feedback
         row = {"query_id": query_id, "user_id": user_id, "score": score, "comment": comment, "recorded_at": at}
         with self.engine.begin() as db:
             ins = rollups._insert(db, f).values(**row)
             db.execute(ins.on_conflict_do_update(index_elements=["query_id", "user_id"],
                                                  set_={"score": score, "comment": comment, "recorded_at": at}))
+            rollups.fold_dirty(db, [query_id])
         return row
 
     def review(self, score: int = -1, limit: int = 50) -> list[dict]:
@@ -745,40 +778,7 @@ def _translated(target: LedgerTarget, e: BaseException) -> Exception:
     return e if isinstance(e, Exception) else RuntimeError(msg)
 
 
-# the quality metrics an experiment can be judged by (rag_app/experiments/verdict.py QUALITY)
+# the quality metrics an arm shows the mean of, each a guardrail an experiment can be judged by
+# (rag_app/experiments/verdict.py QUALITY); all from the rollups' quality sums (quality_groups.ROLLUP_MOMENTS)
 QUALITY_METRICS = ("groundedness", "invalid_citation_rate", "refusal_rate", "feedback_score", "judge_score",
                    "judge_faithfulness")
-_JUDGE_METRICS = {"judge_score": "judge_score", "faithfulness": "judge_faithfulness"}
-
-
-def _quality_moments(db, ids) -> dict[str, tuple[int, float, float]]:
-    """(n, sum, sum of squares) per quality metric of the queries `ids` selects, for those with data:
-    groundedness (refusals have none), invalid citations (0/1: any) and refusals (0/1) from the local
-    signals, the judge's score and faithfulness, users' feedback (-1..1). Two grouped reads, for an
-    experiment's arm and for the reports."""
-    q, f = query_quality, query_feedback
-    wanted = or_(and_(q.c.source == "local", q.c.metric.in_(("groundedness", "invalid_citations", "refusal"))),
-                 and_(q.c.source == "judge", q.c.metric.in_(tuple(_JUDGE_METRICS))))
-    out: dict[str, tuple[int, float, float]] = {}
-    for source, metric, n, s1, s2, bad in db.execute(
-            select(q.c.source, q.c.metric, func.count(q.c.value), func.sum(q.c.value),
-                   func.sum(q.c.value * q.c.value), func.sum(case((q.c.value > 0, 1), else_=0)))
-            .where(q.c.query_id.in_(ids), q.c.value.is_not(None), wanted).group_by(q.c.source, q.c.metric)):
-        n = int(number(n))
-        if metric == "invalid_citations":  # the rate of answers with at least one
-            out["invalid_citation_rate"] = (n, float(number(bad)), float(number(bad)))
-        elif metric == "refusal":
-            out["refusal_rate"] = (n, float(number(bad)), float(number(bad)))
-        elif n:
-            out[_JUDGE_METRICS.get(metric, metric) if source == "judge" else metric] = (
-                n, float(number(s1)), float(number(s2)))
-    n, s1, s2 = db.execute(select(func.count(f.c.score), func.sum(f.c.score), func.sum(f.c.score * f.c.score))
-                           .where(f.c.query_id.in_(ids))).one()
-    if n:
-        out["feedback_score"] = (int(n), float(number(s1)), float(number(s2)))
-    return out
-
-
-def _mean(moments: dict, metric: str) -> float | None:
-    n = moments.get(metric)
-    return round(n[1] / n[0], 4) if n and n[0] else None

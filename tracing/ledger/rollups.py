@@ -53,6 +53,8 @@ from tracing.ledger.schema import (
     STAGES,
     ledger_state,
     queries,
+    query_feedback,
+    query_quality,
     query_stage_totals,
     query_totals,
     report_rollup,
@@ -156,9 +158,49 @@ def totals_select(ids_in=None):
     for c in a.c:
         if c.name != "query_id":
             cols.append(c if c.name in _NULLABLE_AGG else func.coalesce(c, 0).label(c.name))
+    qa, fa = _quality_aggregates(ids_in)
+    for sub in (qa, fa):
+        cols += [func.coalesce(c, 0).label(c.name) for c in sub.c if c.name != "query_id"]
     # `WHERE true`: SQLite's parser needs a WHERE before an upsert's ON CONFLICT in INSERT ... SELECT
     return (select(*cols).select_from(k.outerjoin(q, q.c.query_id == k.c.query_id)
-                                      .outerjoin(a, a.c.query_id == k.c.query_id)).where(true()))
+                                      .outerjoin(a, a.c.query_id == k.c.query_id)
+                                      .outerjoin(qa, qa.c.query_id == k.c.query_id)
+                                      .outerjoin(fa, fa.c.query_id == k.c.query_id)).where(true()))
+
+
+def _quality_aggregates(ids_in=None):
+    """Per query, its answer's quality as the totals keep it (m022; schema.QUALITY_INT_SUMS and
+    QUALITY_FLOAT_SUMS): how many of each signal, their sum and sum of squares, from its quality rows
+    (groundedness, invalid citations, the claims not supported (its `claims` row counts them) and a refusal
+    flag measured locally; the judge's score and faithfulness) and its users' feedback. A signal not
+    recorded counts 0 answers, never a 0 value."""
+    q = query_quality.alias("qq")
+    v = q.c.value
+
+    def signal(source: str, metric: str):
+        return and_(q.c.source == source, q.c.metric == metric, v.is_not(None))
+
+    def total(cond, expr):
+        return func.coalesce(func.sum(case((cond, expr))), 0.0)
+    grounded, cites, claims, refusal = (signal("local", m) for m in ("groundedness", "invalid_citations", "claims",
+                                                                      "refusal"))
+    judged, faithful = signal("judge", "judge_score"), signal("judge", "faithfulness")
+    qa = select(q.c.query_id,
+                _n(grounded).label("grounded_n"), total(grounded, v).label("grounded_sum"),
+                total(grounded, v * v).label("grounded_sq"),
+                _n(cites).label("cites_n"), _n(and_(cites, v > 0)).label("cites_bad"),
+                _n(claims).label("claims_n"), _n(and_(claims, v > 0)).label("claims_bad"),
+                _n(refusal).label("refusal_n"), _n(and_(refusal, v > 0)).label("refusal_yes"),
+                _n(judged).label("judge_n"), total(judged, v).label("judge_sum"), total(judged, v * v).label("judge_sq"),
+                _n(faithful).label("faith_n"), total(faithful, v).label("faith_sum"),
+                total(faithful, v * v).label("faith_sq")).group_by(q.c.query_id)
+    f = query_feedback.alias("ff")
+    fa = select(f.c.query_id, func.count().label("feedback_n"), _sum(f.c.score).label("feedback_sum"),
+                _sum(f.c.score * f.c.score).label("feedback_sq"), _n(f.c.score == 1).label("feedback_up"),
+                _n(f.c.score == -1).label("feedback_down")).group_by(f.c.query_id)
+    if ids_in is not None:
+        qa, fa = qa.where(ids_in(q.c.query_id)), fa.where(ids_in(f.c.query_id))
+    return qa.subquery("qa"), fa.subquery("fa")
 
 
 def stage_totals_select(ids_in):

@@ -244,6 +244,11 @@ def _int0(name: str) -> Column[int]:
     return Column(name, INT, nullable=False, server_default=text("0"))
 
 
+def _float0(name: str) -> Column[float]:
+    """A float sum that starts at 0 and is never NULL."""
+    return Column(name, FLOAT, nullable=False, server_default=text("0"))
+
+
 def _stage_columns() -> list[Column]:
     cols: list[Column] = []
     for st in STAGES:
@@ -253,6 +258,23 @@ def _stage_columns() -> list[Column]:
             cols.append(Column(f"{st}_model", Text))
     return cols
 
+
+# m022: each answer's quality in its totals and the rollups (a quality score belongs to the query row as its
+# cost does), so reports, experiments and the dashboard add up rollups instead of reading every scored answer:
+# per signal how many answers have it, its sum and sum of squares (local groundedness; invalid citations:
+# scored, and with at least one; the claims checked: scored, and with at least one not supported; a refusal
+# flag; the judge's score and faithfulness; users' feedback -1..1)
+QUALITY_INT_SUMS = ("grounded_n", "cites_n", "cites_bad", "claims_n", "claims_bad", "refusal_n", "refusal_yes",
+                    "judge_n", "faith_n", "feedback_n", "feedback_sum", "feedback_sq", "feedback_up", "feedback_down")
+QUALITY_FLOAT_SUMS = ("grounded_sum", "grounded_sq", "judge_sum", "judge_sq", "faith_sum", "faith_sq")
+# the query list's quality filters, each the WHERE of a partial index on query_totals (m022), so a filtered
+# page and its count walk only the matching queries, newest first; the filter writes the same text.
+# Unsupported: a claim the passages do not support (the claims row counts one); an answer scored before claims
+# were kept (no claims row): its groundedness below 1, what its claims' share said then
+QUALITY_FILTERS = {"marked_wrong": "feedback_down > 0",
+                   "unsupported": "(claims_bad > 0 OR (claims_n = 0 AND grounded_n > 0 AND grounded_sum < grounded_n))",
+                   "refusal": "refusal_yes > 0", "invalid_citations": "cites_bad > 0"}
+GROUNDED_SQL = "grounded_n > 0"  # grounded below a threshold: a partial index on (kind, grounded_sum)
 
 query_totals = Table(
     "query_totals", metadata,
@@ -299,6 +321,8 @@ query_totals = Table(
     # not call), so `--by model` divides by the queries that called the model
     *(_int0(f"{st}_called_rows") for st in MODEL_STAGES),
     _int0("output_at_risk_nano_usd"),  # m020: the output tokens at risk, at their rows' output rates
+    *(_int0(c) for c in QUALITY_INT_SUMS),  # m022: the answer's quality
+    *(_float0(c) for c in QUALITY_FLOAT_SUMS),
     Index("query_totals_started", "kind", "started_at", "query_id"),
     Index("query_totals_variant_started", "kind", "variant", "started_at", "query_id"),
     Index("query_totals_cost", "kind", "cost_nano_usd"),
@@ -308,11 +332,17 @@ query_totals = Table(
     *(Index(f"query_totals_arm_{name}", "kind", "experiment", "variant", "side", col,
             sqlite_where=text("experiment IS NOT NULL"), postgresql_where=text("experiment IS NOT NULL"))
       for name, col in (("cost", "cost_nano_usd"), ("shadow", "shadow_cost_nano_usd"), ("latency", "latency_ms"))),
+    # m020: a hard budget learns a key's or user's cost per question from its latest live queries; m022 adds
+    # query_id, so the query list filtered by user or key walks them newest first too
+    Index("query_totals_user_started", "kind", "user_id", "started_at", "query_id"),
+    Index("query_totals_key_started", "kind", "api_key_id", "started_at", "query_id"),
+    # m022: the query list filtered by a quality flag, below a groundedness
+    *(Index(f"query_totals_{name}", "kind", "started_at", "query_id", sqlite_where=text(cond),
+            postgresql_where=text(cond)) for name, cond in QUALITY_FILTERS.items()),
+    Index("query_totals_grounded", "kind", "grounded_sum", sqlite_where=text(GROUNDED_SQL),
+          postgresql_where=text(GROUNDED_SQL)),
     # m009: stage rows whose query row never came (the audit); a handful among a million queries
     Index("query_totals_orphans", "query_id", sqlite_where=text("kind IS NULL"), postgresql_where=text("kind IS NULL")),
-    # m020: a hard budget learns a key's or user's cost per question from its latest live queries
-    Index("query_totals_key_started", "kind", "api_key_id", "started_at"),
-    Index("query_totals_user_started", "kind", "user_id", "started_at"),
 )
 
 # m020: each query's rows summed per stage, whatever the stage (rewrite, judge, any added later): what the
@@ -351,7 +381,10 @@ ROLLUP_CACHE_SUMS = ("cache_hit_queries", "saved_cost_nano_usd", "saved_unpriced
 # 'judge'`) beside the answers' in every dim, never inside their cost
 ROLLUP_M020_SUMS = ("output_at_risk_nano_usd", "evaluation_runs", "evaluation_cost_nano_usd",
                     "evaluation_unpriced_rows", "evaluation_null_cost_rows")
-ROLLUP_SUMS = ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_CACHE_SUMS + ROLLUP_M020_SUMS
+ROLLUP_QUALITY_SUMS = QUALITY_INT_SUMS + QUALITY_FLOAT_SUMS  # m022
+ROLLUP_SUMS = (ROLLUP_INT_SUMS + ROLLUP_FLOAT_SUMS + ROLLUP_EXTRA_SUMS + ROLLUP_CACHE_SUMS + ROLLUP_M020_SUMS
+               + ROLLUP_QUALITY_SUMS)
+FLOAT_SUMS = frozenset(ROLLUP_FLOAT_SUMS + QUALITY_FLOAT_SUMS)  # summed as floats, never cast to integers
 
 report_rollup = Table(
     "report_rollup", metadata,
@@ -361,6 +394,8 @@ report_rollup = Table(
     *(_int0(c) for c in ROLLUP_EXTRA_SUMS),
     *(_int0(c) for c in ROLLUP_CACHE_SUMS),
     *(_int0(c) for c in ROLLUP_M020_SUMS),
+    *(_int0(c) for c in QUALITY_INT_SUMS),  # m022
+    *(_float0(c) for c in QUALITY_FLOAT_SUMS),
 )
 
 rollup_dirty = Table("rollup_dirty", metadata, Column("query_id", Text, primary_key=True))

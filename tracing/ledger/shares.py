@@ -1,17 +1,19 @@
 """A query's share of the report rollups, in SQL: what each `query_totals` row adds to each rollup key.
 
     dim         value                      the sums it adds
-    all         ''                         the query's (`query_sums`)
+    all         ''                         the query's (`query_sums`: its cost and, m022, its answer's quality)
     user        user_id                    "
     user_total  user_id (day '')           "   (per user over all days: `--by user` reads one row per user)
     key         api_key_id                 "
     budget      context_budget_tokens      "   (only queries that had a context budget)
+    hour        the hour it started, 00-23 "   (m022: an experiment's arms hour by hour, `rag experiment
+                                               compare --over-time`; `day` holds the date)
     stage       each stage with rows       that stage's rows (query_stage_totals: every stage the rows name)
     model       each model a stage used    the rows of the stages that used it; `queries` counts the query once,
                                            and only when one of them called it (not a `skipped` row)
 
 A judge run (`kind = 'judge'`, evaluation spend) adds only the evaluation sums (runs, cost, unpriced rows) to
-the keys of the all, user, user_total, key, stage and model dims: evaluation spend is beside the answers' in
+the keys of the all, hour, user, user_total, key, stage and model dims: evaluation spend is beside the answers' in
 every breakdown, never inside their cost, cost per query or query counts.
 
 One definition, run by the engine (set-based, no row through Python): the writer refreshes the rollups
@@ -36,8 +38,9 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import ColumnClause
 
 from tracing.ledger.schema import (
-    ROLLUP_FLOAT_SUMS,
+    FLOAT_SUMS,
     ROLLUP_KEYS,
+    ROLLUP_QUALITY_SUMS,
     ROLLUP_SUMS,
     query_stage_totals,
 )
@@ -77,6 +80,7 @@ def query_sums(t) -> dict:
         # every row whose shadow is known: what the stage and model shares' shadows add up to
         "shadow_part_nano_usd": t.c.shadow_sum_nano_usd,
         "cache_hit_queries": t.c.cache_hit,
+        **{c: t.c[c] for c in ROLLUP_QUALITY_SUMS},  # m022: the answer's quality (no stage or model share)
     }
 
 
@@ -91,7 +95,7 @@ def _row(dim: str, value, day, t, sums: dict):
     keys = [literal_column(f"'{dim}'").label("dim"), value.label("value"), day.label("day"),
             func.coalesce(t.c.variant, _EMPTY).label("variant"), func.coalesce(t.c.experiment, _EMPTY).label("experiment"),
             t.c.side.label("side")]
-    zero = lambda name: _ZERO_FLOAT if name in ROLLUP_FLOAT_SUMS else _ZERO_INT
+    zero = lambda name: _ZERO_FLOAT if name in FLOAT_SUMS else _ZERO_INT
     return select(*keys, *(sums.get(name, zero(name)).label(name) for name in ROLLUP_SUMS)).select_from(t)
 
 
@@ -148,38 +152,51 @@ def _model_rows(p):
     return _row("model", g.c.model, g.c.day, g, {k: g.c[k] for k in sums})
 
 
+def hour_of(t):
+    """The hour of the day (UTC, '00'..'23') a query started, from its ISO `started_at`: the `hour` dim."""
+    return func.coalesce(func.substr(t.c.started_at, 12, 2), _EMPTY)
+
+
 def _grouped(t, sums: dict, name: str):
-    """The rows of `t` summed per finest key (day, variant, experiment, side, user, key, budget): the
+    """The rows of `t` summed per finest key (day, hour, variant, experiment, side, user, key, budget): the
     query-level dims then fan out from these groups, not from every query (a batch's queries share few keys;
     sorting 13 copies of each query cost more than the fold)."""
+    hour = hour_of(t)
     keys = (t.c.day, t.c.variant, t.c.experiment, t.c.side, t.c.user_id, t.c.api_key_id, t.c.context_budget_tokens)
-    return (select(*keys, *(func.sum(v).label(k) for k, v in sums.items()))
-            .group_by(*keys).cte(name).prefix_with("MATERIALIZED"))
+    return (select(*keys, hour.label("hour"), *(func.sum(v).label(k) for k, v in sums.items()))
+            .group_by(*keys, hour).cte(name).prefix_with("MATERIALIZED"))
 
 
-def _who_rows(g, sums: dict, budget: bool) -> list:
+def _who_rows(g, sums: dict, budget: bool) -> dict[str, list]:
+    """The query-level dims' branches, by dim."""
     user = func.coalesce(g.c.user_id, _EMPTY)
-    rows = [_row("all", _EMPTY, g.c.day, g, sums), _row("user", user, g.c.day, g, sums),
-            _row("user_total", user, _EMPTY, g, sums), _row("key", func.coalesce(g.c.api_key_id, _EMPTY), g.c.day, g, sums)]
+    rows = {"all": [_row("all", _EMPTY, g.c.day, g, sums)], "hour": [_row("hour", g.c.hour, g.c.day, g, sums)],
+            "user": [_row("user", user, g.c.day, g, sums)], "user_total": [_row("user_total", user, _EMPTY, g, sums)],
+            "key": [_row("key", func.coalesce(g.c.api_key_id, _EMPTY), g.c.day, g, sums)]}
     if budget:
-        rows.append(_row("budget", cast(g.c.context_budget_tokens, Text), g.c.day, g, sums)
-                    .where(g.c.context_budget_tokens.is_not(None)))
+        rows["budget"] = [_row("budget", cast(g.c.context_budget_tokens, Text), g.c.day, g, sums)
+                          .where(g.c.context_budget_tokens.is_not(None))]
     return rows
 
 
-def shares_select(source, sign: int = 1):
+def shares_select(source, sign: int = 1, dims: tuple[str, ...] | None = None):
     """Each rollup key's sums over the queries (and judge runs) of `source` (a FromClause with query_totals'
     columns), times `sign`, one row per key in key order (concurrent writers upsert the same keys in one
-    order: no deadlock)."""
+    order: no deadlock). `dims`: only these dims (a migration adding one)."""
     answers = select(source).where(source.c.kind == QUERY).subquery("tq")
     judged = select(source).where(source.c.kind == JUDGE).subquery("tj")
     g = _grouped(answers, query_sums(answers), "g")
     e = _grouped(judged, evaluation_sums(judged), "ge")
-    parts = _stage_parts(source)
-    branches = [*_who_rows(g, {name: g.c[name] for name in query_sums(answers)}, budget=True),
-                *_who_rows(e, {name: e.c[name] for name in evaluation_sums(judged)}, budget=False),
-                _stage_rows(parts), _model_rows(parts)]
-    u = union_all(*branches).subquery("shares")
+    branches: dict[str, list] = {}
+    for rows in (_who_rows(g, {name: g.c[name] for name in query_sums(answers)}, budget=True),
+                 _who_rows(e, {name: e.c[name] for name in evaluation_sums(judged)}, budget=False)):
+        for dim, bs in rows.items():
+            branches.setdefault(dim, []).extend(bs)
+    if dims is None or {"stage", "model"} & set(dims):
+        parts = _stage_parts(source)
+        branches.update(stage=[_stage_rows(parts)], model=[_model_rows(parts)])
+    chosen = [b for dim, bs in branches.items() if dims is None or dim in dims for b in bs]
+    u = union_all(*chosen).subquery("shares")
     factor: ColumnClause[int] = literal_column(str(int(sign)))
     keys = [u.c[k] for k in ROLLUP_KEYS]
     return (select(*keys, *((func.sum(u.c[name]) * factor).label(name) for name in ROLLUP_SUMS))

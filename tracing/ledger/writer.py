@@ -309,7 +309,8 @@ def _write_salvaged(db: Connection, table: str, upsert: bool, row: dict, error: 
 
 
 def query_ids(rows) -> set[str]:
-    return {r["query_id"] for t, r in rows if t in ("queries", "stage_calls") and isinstance(r, dict)
+    """The queries a batch's rows change the totals of: their own rows, and (m022) their answer's quality."""
+    return {r["query_id"] for t, r in rows if t in ("queries", "stage_calls", "query_quality") and isinstance(r, dict)
             and isinstance(r.get("query_id"), str)}
 
 

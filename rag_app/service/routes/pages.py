@@ -5,14 +5,17 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from rag_app.access.keys import Unauthorized
 from rag_app.service.deps import Bearer, Svc, admin_ok, principal_of
 from rag_app.service.inputs import dashboard_headers
 
 router = APIRouter()
-DASHBOARD = Path(__file__).parent.parent / "static" / "dashboard.html"
+STATIC = Path(__file__).parent.parent / "static"
+DASHBOARD = STATIC / "dashboard.html"
+# the page's scripts beside its own inline one: code only, no data, so no key is asked for them
+SCRIPTS = {"experiment.js": STATIC / "dashboard-experiment.js"}
 
 
 @router.get("/dashboard", response_class=HTMLResponse)
@@ -24,6 +27,16 @@ def dashboard(svc: Svc, creds: Bearer, token: str | None = None):
         raise HTTPException(401, "open /dashboard?token=<your API key or RAG_API_TOKEN>") from None
     page = DASHBOARD.read_text(encoding="utf-8")
     return HTMLResponse(page, media_type="text/html; charset=utf-8", headers=dashboard_headers(page))
+
+
+@router.get("/dashboard/{name}")
+def dashboard_script(name: str):
+    """A script of the dashboard (plain JavaScript, served as it is in the repository: no build step)."""
+    path = SCRIPTS.get(name)
+    if path is None:
+        raise HTTPException(404, f"no dashboard file {name[:80]!r}")
+    return Response(path.read_text(encoding="utf-8"), media_type="text/javascript; charset=utf-8",
+                    headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"})
 
 
 @router.get("/healthz")

@@ -2,7 +2,7 @@
 answer, the review list, and the answer text this server kept."""
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Response
 
 from rag_app.access.keys import Principal
 from rag_app.access.rights import check_admin, seen_user, user_for
@@ -14,17 +14,54 @@ from tracing.ledger import stage_json
 
 router = APIRouter(dependencies=Authed)
 MAX_INT = 2**62  # SQLite integers are signed 64-bit; larger offsets were a 500
+MAX_CSV_ROWS = 10_000  # one CSV download of the list; every query: `rag report --format csv`
 
 
 @router.get("/v1/queries")
 def queries(svc: Svc, who: Caller, variant: str | None = None, status: str | None = None, since: Timestamp | None = None,
             until: Timestamp | None = None, experiment: str | None = None,
-            limit: int = Query(50, ge=-MAX_INT, le=MAX_INT), offset: int = Query(0, ge=-MAX_INT, le=MAX_INT)):
-    limit, offset = min(max(limit, 1), 500), max(offset, 0)  # a page is 1-500 rows; say which was served
+            limit: int = Query(50, ge=-MAX_INT, le=MAX_INT), offset: int = Query(0, ge=-MAX_INT, le=MAX_INT),
+            user: str | None = Query(None, description="only this user's queries"),
+            key: str | None = Query(None, description="only the queries of this API key (its name)"),
+            marked_wrong: bool = Query(False, description="only answers a user marked wrong"),
+            unsupported: bool = Query(False, description="only answers with a claim the passages do not support"),
+            refusal: bool = Query(False, description="only answers that refused (the passages did not answer)"),
+            invalid_citations: bool = Query(False, description="only answers citing what was not sent"),
+            grounded_below: float | None = Query(None, ge=0, le=1, description="only answers grounded below this"),
+            format: str = Query("json", pattern="^(json|csv)$", description="json (a page) or csv (every match, "
+                                                                              f"newest first, up to {MAX_CSV_ROWS:,})")):
+    """The query list, newest first, each query with its cost and its answer's quality (groundedness or
+    refusal, invalid citations, users' feedback, the judge's grades), filtered by any of the above. A
+    member key sees only its own user's queries, whatever it asks for. `format=csv`: the same columns."""
+    if format == "csv":
+        limit, offset = MAX_CSV_ROWS, 0
+    limit, offset = min(max(limit, 1), 500 if format == "json" else MAX_CSV_ROWS), max(offset, 0)
+    quality = {"marked_wrong": marked_wrong, "unsupported": unsupported, "refusal": refusal,
+               "invalid_citations": invalid_citations, "grounded_below": grounded_below}
     total, rows = svc.read(lambda L: L.list_queries(variant=variant, status=status, since=since, until=until,
                                                     experiment=experiment, limit=limit, offset=offset,
-                                                    user=seen_user(who)))
-    return {"total": total, "limit": limit, "offset": offset, "queries": [query_json(r) for r in rows]}
+                                                    user=seen_user(who), user_id=user, key=key, quality=quality))
+    listed = [query_json(r) for r in rows]
+    if format == "csv":
+        return csv_response(listed, total)
+    return {"total": total, "limit": limit, "offset": offset, "queries": listed}
+
+
+def csv_response(rows: list[dict], total: int) -> Response:
+    """The list's own columns as CSV (money at full precision, as `rag report --format csv`); the header
+    X-Total-Count says how many matched when more did than a file carries."""
+    import csv
+    import io
+
+    from rag_app.present.report_export import plain_row
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else LIST_COLUMNS)  # the JSON's fields, in its order
+    w.writeheader()
+    w.writerows(plain_row(r) for r in rows)
+    return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": 'attachment; filename="queries.csv"',
+                             "X-Total-Count": str(total)})
 
 
 def visible(who: Principal, row: dict | None, query_id: str) -> dict:
@@ -97,14 +134,31 @@ def query_answer(query_id: str, svc: Svc, who: Caller):
     return kept
 
 
+QUALITY_COLUMNS = ("groundedness", "refusal", "invalid_citations", "feedback_up", "feedback_down", "judge_score",
+                   "judge_faithfulness")
+
+
 def query_json(r: dict) -> dict:
     """One query as the API lists it: who asked (`user_id`, and `api_key_id`: the issued key's name, or
-    12 hex digits of RAG_API_TOKEN's hash) beside what it cost. A member lists only its own user's."""
-    return {"query_id": r["query_id"], "user_id": r["user_id"], "api_key_id": r["api_key_id"],
-            "question": r["question"], "variant": r["variant"],
-            "experiment": r["experiment"], "mode": r["mode"], "status": r["status"], "started_at": r["started_at"],
-            "latency_ms": r["latency_ms"], "input_tokens": r["input_tokens"], "output_tokens": r["output_tokens"],
-            "cost_usd": usd_json(r["cost_nano_usd"]), "shadow_cost_usd": usd_json(r["shadow_cost_nano_usd"]),
-            "priced_cost_usd": usd_json(r["priced_cost_nano_usd"]), "unpriced_rows": r["unpriced_rows"],
-            "estimated_rows": r["estimated_rows"], "output_at_risk_tokens": r["output_at_risk_tokens"],
-            "retries": r["retries"], "timeouts": r["timeouts"]}
+    12 hex digits of RAG_API_TOKEN's hash) beside what it cost; a listed query also its answer's quality
+    (null: not recorded), what grading it cost and each billed stage's tokens and cost. A member lists
+    only its own user's."""
+    out = {"query_id": r["query_id"], "user_id": r["user_id"], "api_key_id": r["api_key_id"],
+           "question": r["question"], "variant": r["variant"],
+           "experiment": r["experiment"], "mode": r["mode"], "status": r["status"], "started_at": r["started_at"],
+           "latency_ms": r["latency_ms"], "input_tokens": r["input_tokens"], "output_tokens": r["output_tokens"],
+           "cost_usd": usd_json(r["cost_nano_usd"]), "shadow_cost_usd": usd_json(r["shadow_cost_nano_usd"]),
+           "priced_cost_usd": usd_json(r["priced_cost_nano_usd"]), "unpriced_rows": r["unpriced_rows"],
+           "estimated_rows": r["estimated_rows"], "output_at_risk_tokens": r["output_at_risk_tokens"],
+           "retries": r["retries"], "timeouts": r["timeouts"]}
+    out["generate_tokens"] = r["generate_input_tokens"] + r["generate_output_tokens"]  # the answer's own LLM tokens
+    if "groundedness" in r:  # a listed query: its answer's quality beside its cost (null: not recorded)
+        out.update({k: r[k] for k in QUALITY_COLUMNS})
+    out.update(r.get("billed") or {})  # a listed query: evaluation_cost_usd, <stage>_tokens, _cost_usd, ...
+    return out
+
+
+LIST_COLUMNS = ["query_id", "user_id", "api_key_id", "question", "variant", "experiment", "mode", "status",
+                "started_at", "latency_ms", "input_tokens", "output_tokens", "cost_usd", "shadow_cost_usd",
+                "priced_cost_usd", "unpriced_rows", "estimated_rows", "output_at_risk_tokens", "retries", "timeouts",
+                "generate_tokens", *QUALITY_COLUMNS, "evaluation_cost_usd"]  # a CSV that matched nothing
