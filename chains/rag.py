@@ -17,7 +17,7 @@ from langchain_core.callbacks import dispatch_custom_event
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from rag_app.query import stages
-from rag_app.models.attempts import utcnow
+from rag_app.core.clock import utcnow
 from rag_app.core.errors import LLMError
 from rag_app.query.pipeline import Pipeline
 from rag_app.core.ports import Pricer

@@ -266,7 +266,7 @@ class RagApp:
         from rag_app.query import colloquial
 
         from rag_app.text import sparse
-        from rag_app.models.attempts import utcnow
+        from rag_app.core.clock import utcnow
         from rag_app.query.charges import charge_index
         from rag_app.core.errors import RagError
         from rag_app.query.levers import levers_for

@@ -19,7 +19,7 @@ from rag_app.core.errors import ConfigError, RagError
 from rag_app.experiments.variants import Assignment, ExperimentConfig, assign
 from rag_app.query.scope import Scope
 from rag_app.core.types import Answer
-from rag_app.models.attempts import utcnow
+from rag_app.core.clock import utcnow
 
 log = logging.getLogger(__name__)
 SHADOW_QUEUE_MAX = 64  # shadow runs waiting or running at once, per process

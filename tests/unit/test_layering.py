@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 WIRING = {"rag_app/app.py", "rag_app/present/report_export.py", "rag_app/present/presenter.py",
           "rag_app/experiments/comparison.py"}  # and every module under cli/, service/ and spend/
 # what the observer may know of the domain: value types, ports, the attempt recorder, settings helpers
-DOMAIN_FOR_TRACING = {"rag_app.core.usage", "rag_app.core.ports", "rag_app.models.attempts", "rag_app.models.llm_usage", "rag_app.core.money",
+DOMAIN_FOR_TRACING = {"rag_app.core.usage", "rag_app.core.ports", "rag_app.core.clock", "rag_app.models.attempts", "rag_app.models.llm_usage", "rag_app.core.money",
                       "rag_app.config.ledger_location", "rag_app.config.url_redaction", "rag_app.config.settings", "rag_app.core.errors"}
 
 
