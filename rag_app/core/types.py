@@ -4,12 +4,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any, TYPE_CHECKING
+from typing import Any
 
 from rag_app.core.usage import StageUsage
-
-if TYPE_CHECKING:
-    from rag_app.query.scope import Resolved
 
 
 # a line that opens an article of a Chinese statute: 第五十七条, 第一百三十三条之一
@@ -168,6 +165,24 @@ class Citation:
                 "articles": list(self.articles), "section": self.section, "doc": self.doc,
                 "chunk_id": self.chunk_id, "page": self.page, "char_start": self.char_start,
                 "char_end": self.char_end}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A scope made concrete (rag_app/query/scope.py `resolve`, `named_in`): the document ids it means,
+    how people name them, and how it came about."""
+
+    doc_ids: tuple[str, ...]
+    labels: tuple[str, ...]
+    how: str  # asked | named
+
+    @property
+    def where(self) -> dict[str, list[str]]:
+        return {"doc_id": list(self.doc_ids)}
+
+    def note(self) -> str:
+        shown = ", ".join(self.labels[:5]) + (f" and {len(self.labels) - 5} more" if len(self.labels) > 5 else "")
+        return f"scope ({'named in the question' if self.how == 'named' else 'asked'}): {shown}"
 
 
 @dataclass(frozen=True)

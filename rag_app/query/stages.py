@@ -33,9 +33,9 @@ from rag_app.query.ranker import Ranker, load_ranker, search_ranked
 from rag_app.core.ports import Embedder, ReplyStats, Reranker
 from rag_app.models.rerank import rerank_candidates
 from rag_app.query.retrieval import legs_for
-from rag_app.query.scope import Resolved, Scope, catalogue, named_in, resolve
+from rag_app.query.scope import Scope, catalogue, named_in, resolve
 from rag_app.store import CollectionInfo, VectorStore
-from rag_app.core.types import Citation, ScoredChunk
+from rag_app.core.types import Citation, Resolved, ScoredChunk
 from rag_app.core.errors import LLMError
 from rag_app.core.usage import EmbedUsage, StageUsage
 

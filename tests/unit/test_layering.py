@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.code_shape import cycles, import_graph, module_name, nodes, package_of
+from tools.code_shape import arrows_back_up, cycles, import_graph, module_name, nodes, package_of
 
 REPO = Path(__file__).resolve().parents[2]
 WIRING = {"rag_app/app.py", "rag_app/present/report_export.py", "rag_app/present/presenter.py",
@@ -139,6 +139,12 @@ def test_each_package_imports_only_the_packages_below_it(path):
     ours = {package_of(m) for m in runtime_imports(path) if m.split(".")[0] in {"rag_app", "chains", "tracing", "prompts"}}
     bad = sorted(p for p in ours - {me, "rag_app"} if p not in MAY_IMPORT[me])
     assert not bad, f"{path.relative_to(REPO)} ({me}) imports {bad}: not below it (MAY_IMPORT)"
+
+
+def test_no_arrow_points_back_up():
+    """Not even for a type: core/types.py once named `query/scope.Resolved` under `if TYPE_CHECKING:`, so the
+    floor everything stands on pointed at one above it (the scope's values now live in core)."""
+    assert arrows_back_up() == [], "an import, annotations included, to a package on the same floor or above"
 
 
 def test_the_named_rules_hold_in_the_table():
