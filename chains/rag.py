@@ -115,7 +115,7 @@ def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
             usages = tuple(u.timed(started, utcnow(), round((time.perf_counter() - t0) * 1000, 3)) for u in usages)
         priced = report(pipeline.pricer, usages, config)
         answer = Answer(q.query_id, q.question, made.text, made.citations, made.mode, tuple(packed.contexts),
-                        usage=q.usage + priced, ranked=q.ranked,
+                        passages=made.passages, usage=q.usage + priced, ranked=q.ranked,
                         levers=q.retrieved.levers if q.retrieved else (),
                         scope=q.retrieved.scope if q.retrieved else None)
         return replace(answer, quality=quality_of(answer))  # the tracer records it on the query's rows
