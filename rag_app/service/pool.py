@@ -1,5 +1,5 @@
-"""One RagApp per variant, all sharing one store, ledger writer and tracer; experiment routing and
-shadow runs."""
+"""One RagApp per variant, all sharing one store, ledger writer and tracer; a request's route (which
+variant answers it: rag_app/experiments/routing.py) and shadow runs."""
 from __future__ import annotations
 
 import difflib
@@ -16,7 +16,8 @@ from typing import Any
 from rag_app.app import RagApp
 from rag_app.config.settings import Settings
 from rag_app.core.errors import ConfigError, RagError
-from rag_app.experiments.variants import Assignment, ExperimentConfig, assign
+from rag_app.experiments.routing import route, served
+from rag_app.experiments.variants import Assignment, ExperimentConfig
 from rag_app.query.scope import Scope
 from rag_app.core.types import Answer
 from rag_app.core.clock import utcnow
@@ -100,7 +101,7 @@ class VariantPool:
     def start_ramp(self, webhook=None) -> None:
         """Follow (and move) the experiment's ramp from the ledger; nothing when it declares none.
         `webhook`: the service's alert Webhook (a roll back is sent to it)."""
-        exp = self.config.experiments.get(self.settings.experiment) if self.settings.experiment else None
+        exp = served(self.config, self.settings.experiment)
         if exp is None or not exp.ramp or self.ramp is not None:
             return
         from rag_app.experiments.ramp import RampController
@@ -124,9 +125,7 @@ class VariantPool:
     @property
     def experiment(self):
         """The experiment as served now: a ramped one at its current step (from the ledger)."""
-        if self.ramp is not None:
-            return self.ramp.live()
-        return self.config.experiments.get(self.settings.experiment) if self.settings.experiment else None
+        return served(self.config, self.settings.experiment, self.ramp.rollout_pct if self.ramp is not None else None)
 
     def app_for(self, variant: str, collection: str | None = None) -> RagApp:
         """The variant's RagApp over `collection` (default RAG_COLLECTION): every one shares the base's
@@ -191,17 +190,10 @@ class VariantPool:
         """Which variant answers this request and what its ledger row says (the experiment's assignment).
         `variant`: this variant, outside any experiment (the OpenAI-compatible endpoint's `model`)."""
         query_id = str(uuid.uuid4())
-        exp = self.experiment
-        base = {"user_id": user_id, "session_id": session_id, "origin": "live", "api_key_id": api_key_id}
-        if exp is None or variant is not None:
-            if variant is not None and variant not in self.config.variants:
-                raise ConfigError(f"unknown variant {variant!r}")
-            name = variant or self.settings.variant
-            return Route(query_id, name, name if name in self.config.variants else "default", None, None, base,
-                         collection)
-        a = assign(exp, user_id, session_id, request_id=query_id)
-        return Route(query_id, a.variant, a.variant, exp.name, a, {**base, "arm": a.arm, "sticky": int(a.sticky)},
-                     collection)
+        r = route(self.config, self.experiment, self.settings.variant, request_id=query_id, user_id=user_id,
+                  session_id=session_id, variant=variant)
+        extra = {"user_id": user_id, "session_id": session_id, "origin": "live", "api_key_id": api_key_id, **r.row()}
+        return Route(query_id, r.variant, r.app_variant, r.experiment, r.assignment, extra, collection)
 
     def run(self, route: Route, question: str, scope: Scope | None = None, callbacks: Sequence[Any] = ()) -> Answer:
         """Answer a routed question (and start its shadow run, if its experiment has one)."""
