@@ -17,7 +17,7 @@ from langchain_core.callbacks import dispatch_custom_event
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from rag_app.query import stages
-from rag_app.models.attempts import utcnow
+from rag_app.core.clock import utcnow
 from rag_app.core.errors import LLMError
 from rag_app.query.pipeline import Pipeline
 from rag_app.core.ports import Pricer
@@ -76,7 +76,7 @@ def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
     def rewrite(q: QueryState, config: RunnableConfig) -> QueryState:
         chat_model = pipeline.rewrite_model or pipeline.chat_model
         try:
-            words, usages = stages.rewrite(q.question, config=cfg, chat_model=chat_model, run_config=config)
+            words, usages = stages.rewrite(q.question, config=cfg, chat_model=chat_model.get, run_config=config)
         except Exception as e:  # a rewrite never fails the query: it is searched as asked, and its row says why
             log.exception("rewrite failed for query %s; searching the question as asked", q.query_id)
             usages = (StageUsage(stages.REWRITE_STAGE, status="error", error=f"{type(e).__name__}: {e}"[:500],
@@ -85,28 +85,28 @@ def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
         return replace(q, rewritten=words, usage=q.usage + report(pipeline.pricer, usages, config))
 
     def embed_query(q: QueryState, config: RunnableConfig) -> QueryState:
-        vector, usage = timed(lambda: stages.embed_query(q.question, pipeline.collection(), cfg, pipeline.embedder,
+        vector, usage = timed(lambda: stages.embed_query(q.question, pipeline.collection.get(), cfg, pipeline.embedder.get,
                                                          q.rewritten))
         return replace(q, query_vector=vector, usage=q.usage + report(pipeline.pricer, (usage,), config))
 
     def retrieve(q: QueryState, config: RunnableConfig) -> QueryState:
         found, usage = timed(lambda: stages.retrieve(q.question, q.query_vector, store=pipeline.store,
-                                                     info=pipeline.collection(), config=cfg,
-                                                     rescorer=pipeline.rescorer, scope=q.scope,
+                                                     info=pipeline.collection.get(), config=cfg,
+                                                     rescorer=pipeline.rescorer.get, scope=q.scope,
                                                      rewritten=q.rewritten))
         return replace(q, retrieved=found, usage=q.usage + report(pipeline.pricer, (usage,), config))
 
     def rerank(q: QueryState, config: RunnableConfig) -> QueryState:
-        reranker, reason = pipeline.reranker()
+        reranker, reason = pipeline.reranker.get()
         candidates = q.retrieved.candidates if q.retrieved else ()
         ranked, usage = timed(lambda: stages.rerank(q.question, candidates, reranker, config=cfg, skip_reason=reason))
         return replace(q, ranked=tuple(ranked), usage=q.usage + report(pipeline.pricer, (usage,), config))
 
     def generate(q: QueryState, config: RunnableConfig) -> Answer:
-        packed, _ = stages.pack(q.ranked, store=pipeline.store, info=pipeline.collection(), config=cfg)
+        packed, _ = stages.pack(q.ranked, store=pipeline.store, info=pipeline.collection.get(), config=cfg)
         started, t0 = utcnow(), time.perf_counter()
         try:
-            made, usages = stages.generate(q.question, packed, config=cfg, chat_model=pipeline.chat_model,
+            made, usages = stages.generate(q.question, packed, config=cfg, chat_model=pipeline.chat_model.get,
                                            reply_stats=pipeline.reply_stats, run_config=config)
         except LLMError as e:  # every attempt is a row; the stage itself has none
             report(pipeline.pricer, e.usages, config)
@@ -115,7 +115,7 @@ def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
             usages = tuple(u.timed(started, utcnow(), round((time.perf_counter() - t0) * 1000, 3)) for u in usages)
         priced = report(pipeline.pricer, usages, config)
         answer = Answer(q.query_id, q.question, made.text, made.citations, made.mode, tuple(packed.contexts),
-                        usage=q.usage + priced, ranked=q.ranked,
+                        passages=made.passages, usage=q.usage + priced, ranked=q.ranked,
                         levers=q.retrieved.levers if q.retrieved else (),
                         scope=q.retrieved.scope if q.retrieved else None)
         return replace(answer, quality=quality_of(answer))  # the tracer records it on the query's rows

@@ -1,12 +1,13 @@
 """RagApp: the composition root. It opens what one process needs (store, ledger writer, price table,
-tracer, OTel exporter), loads models lazily, and wires them into the query path (`pipeline()`), which
-`rag ask`, `rag serve` and `rag eval` all run through chains/rag.py.
+tracer, OTel exporter), builds each part of the query path once (a `Lazy` provider over the part's own
+loader: rag_app/core/lazy.py), and hands them to the query path (`pipeline()`), which `rag ask`,
+`rag serve` and `rag eval` all run through chains/rag.py. A question asks the parts, never this module.
 
 This module and the front doors (cli.py, service/, the report commands) are where the domain meets
 the observer: stages and chains never import `tracing`; they get a Pricer and ReplyStats from here.
 
-Models load on first use so that `rag report` never pays for torch, and a BM25-only collection never
-loads an embedder. A RagApp that fails while opening releases everything it had opened already (a
+Models load on first use (inside their provider) so that `rag report` never pays for torch, and a
+BM25-only collection never loads an embedder; `warm_up` loads them before a service's first question. A RagApp that fails while opening releases everything it had opened already (a
 locked store stays lockable by the next try in the same process).
 """
 from __future__ import annotations
@@ -16,15 +17,18 @@ import threading
 import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rag_app.config.settings import Settings
-from rag_app.models.embedding import LocalEmbeddings, load_embeddings
-from rag_app.models.embedding_cache import EmbeddingCache
+from rag_app.core.lazy import Lazy
+from rag_app.models.embedding import LocalEmbeddings, cached_embeddings
 from rag_app.core.errors import ConfigError
-from rag_app.ingest.indexing import IngestReport, check_collection
+from rag_app.ingest.indexing import IngestReport, opened_collection
 from rag_app.config.ledger_location import LedgerURLError
+from rag_app.models.llm import build_chat_model, build_rewrite_model
+from rag_app.query.levers import rescore_embeddings
 from rag_app.query.pipeline import Pipeline, QueryConfig
 from rag_app.core.ports import Reranker
 from rag_app.models.rerank import load_reranker
@@ -51,7 +55,7 @@ class RagApp:
     reply_stats: LedgerReplyStats
     otel: Any
     judge: Any  # rag_app.quality.judge.JudgeWorker when RAG_JUDGE_MODEL is set, else None
-    _embeddings: LocalEmbeddings | None
+    _embeddings: Lazy[LocalEmbeddings]
 
     def __init__(self, settings: Settings, *, chat_model: Any = None, reranker: Reranker | None = None,
                  embeddings: LocalEmbeddings | None = None, shared: RagApp | None = None):
@@ -69,16 +73,7 @@ class RagApp:
             self.store, self.writer, self.prices, self.tracer = shared.store, shared.writer, shared.prices, shared.tracer
             self.pricer, self.reply_stats, self.otel = shared.pricer, shared.reply_stats, shared.otel
             self.judge = shared.judge
-            if embeddings is None and shared._embeddings is not None and shared.settings.embed_model == settings.embed_model:
-                embeddings = shared._embeddings
-        self._chat = chat_model
-        self._rewrite_chat: Any = chat_model  # a chat model handed in answers the rewrite too
-        self._embeddings = embeddings
-        self._reranker = reranker
-        self._reranker_loaded = reranker is not None
-        self._skip_reason: str | None = None
-        self._lock = threading.Lock()
-        self._collection: CollectionInfo | None = None
+        self._build_parts(settings, shared, chat_model, reranker, embeddings)
         self._rag: Any = None
         self._stopping = threading.Event()  # tells a background rescore pass to stop at its next batch
 
@@ -124,27 +119,44 @@ class RagApp:
                       callbacks=[self.tracer])
         return JudgeWorker(judge, share=settings.judge_sample, queue_size=settings.judge_queue)
 
-    # -- lazily loaded parts --------------------------------------------------------------------
+    # -- the parts, built once; models load inside their provider on first use -------------------------
+    def _build_parts(self, settings: Settings, shared: RagApp | None, chat_model: Any, reranker: Reranker | None,
+                     embeddings: LocalEmbeddings | None) -> None:
+        """Each part of the query path as a provider over its own loader. A variant shares the base's dense
+        embedder when it reads the same model (one load per process); a part handed in is used as given (a
+        chat model handed in answers the rewrite too)."""
+        same_embedder = shared is not None and (shared.settings.embed_model, shared.settings.cache_path,
+                                                shared.settings.embed_batch_size) == (
+            settings.embed_model, settings.cache_path, settings.embed_batch_size)
+        self._embeddings = (Lazy.of(embeddings) if embeddings is not None
+                            else shared._embeddings if shared is not None and same_embedder
+                            else Lazy(partial(cached_embeddings, settings.embed_model, settings.cache_path,
+                                              settings.embed_batch_size)))
+        self._reranker: Lazy[tuple[Reranker | None, str | None]] = (
+            Lazy.of((reranker, None)) if reranker is not None else Lazy(partial(load_reranker, settings.rerank_model,
+                                                                               settings)))
+        self._chat: Lazy[Any] = Lazy.of(chat_model) if chat_model is not None else Lazy(partial(build_chat_model, settings))
+        self._rewrite_chat: Lazy[Any] = (Lazy.of(chat_model) if chat_model is not None
+                                         else Lazy(partial(build_rewrite_model, settings)))
+        # checked against the models when first asked; asked again after an ingest changes it (`reset`)
+        self._collection: Lazy[CollectionInfo] = Lazy(partial(opened_collection, self.store, settings.collection,
+                                                              self._embeddings.get))
+        self.uses_llm: bool = chat_model is not None or settings.use_llm
+
+    def _rescorer(self, required: bool) -> Lazy[LocalEmbeddings | None]:
+        """The rescore lever's embedder (rag_app/query/levers: loaded once per process); None when it cannot
+        load, unless `required` (evaluation), where the error is raised."""
+        return Lazy(partial(rescore_embeddings, self.settings.rescore_model, self.settings.cache_path,
+                            required=required))
+
     def embeddings(self) -> LocalEmbeddings:
-        with self._lock:
-            if self._embeddings is None:
-                self._embeddings = load_embeddings(self.settings.embed_model, EmbeddingCache(self.settings.cache_path),
-                                                   batch_size=self.settings.embed_batch_size)
-            return self._embeddings
+        return self._embeddings.get()
 
     def reranker(self) -> tuple[Reranker | None, str | None]:
-        with self._lock:
-            if not self._reranker_loaded:
-                self._reranker, self._skip_reason = load_reranker(self.settings.rerank_model, self.settings)
-                self._reranker_loaded = True
-            return self._reranker, self._skip_reason
+        return self._reranker.get()
 
     def rescorer(self, required: bool = False) -> LocalEmbeddings | None:
-        """The rescore lever's embedder (loaded once per process); None when it cannot load, unless
-        `required` (evaluation), where the error is raised."""
-        from rag_app.query.levers import rescore_embeddings
-
-        return rescore_embeddings(self.settings.rescore_model, self.settings.cache_path, required=required)
+        return self._rescorer(required).get()
 
     def fill_rescore_vectors_in_background(self) -> threading.Thread | None:
         """`rag serve` at start-up: finish an embedding pass that ingest did not (interrupted, or a
@@ -177,42 +189,19 @@ class RagApp:
         return thread
 
     def chat_model(self) -> Any:
-        with self._lock:
-            if self._chat is None:
-                from rag_app.models.llm import build_chat_model
-
-                self._chat = build_chat_model(self.settings)
-            return self._chat
+        return self._chat.get()
 
     def rewrite_model(self) -> Any:
         """The rewrite lever's chat model (rag_app/models/llm.py build_rewrite_model), built on first use."""
-        with self._lock:
-            if self._rewrite_chat is None:
-                from rag_app.models.llm import build_rewrite_model
-
-                self._rewrite_chat = build_rewrite_model(self.settings)
-            return self._rewrite_chat
-
-    @property
-    def uses_llm(self) -> bool:
-        return self._chat is not None or self.settings.use_llm
+        return self._rewrite_chat.get()
 
     @property
     def collection(self) -> CollectionInfo:
-        if self._collection is None:
-            self._collection = self.checked_collection(self.settings.collection)
-        return self._collection
+        return self._collection.get()
 
     def checked_collection(self, name: str) -> CollectionInfo:
-        """The collection's description, after checking it has chunks and matches this version's BM25
-        tokenizer and the embedding model (a mismatch fails here, before any stage runs)."""
-        info = self.store.info(name)
-        if info is None:
-            raise self.store.missing(name)
-        if self.store.count(name) == 0:  # a store that lost its data answers nothing
-            raise self.store.emptied(name)
-        check_collection(self.store, info, self.embeddings)
-        return info
+        """`name`'s description, checked as RAG_COLLECTION's is (ingest/indexing.py opened_collection)."""
+        return opened_collection(self.store, name, self._embeddings.get)
 
     # -- the query path ---------------------------------------------------------------------------
     def query_config(self) -> QueryConfig:
@@ -220,12 +209,13 @@ class RagApp:
 
     def pipeline(self, config: QueryConfig | None = None, collection: CollectionInfo | None = None,
                  rescore_required: bool = False) -> Pipeline:
-        """The query path over this app's components; `config` and `collection` default to the
-        settings' (rag eval passes its own collection and retriever)."""
+        """The query path over this app's parts (the providers themselves: a question asks them, never this
+        app); `config` and `collection` default to the settings' (rag eval passes its own collection and
+        retriever)."""
         return Pipeline(config or self.query_config(), self.store,
-                        (lambda: collection) if collection is not None else (lambda: self.collection),
-                        self.embeddings, lambda: self.rescorer(rescore_required), self.reranker, self.chat_model,
-                        self.pricer, self.reply_stats, self.rewrite_model)
+                        Lazy.of(collection) if collection is not None else self._collection,
+                        self._embeddings, self._rescorer(rescore_required), self._reranker, self._chat,
+                        self.pricer, self.reply_stats, self._rewrite_chat)
 
     def ask(self, question: str, *, query_id: str | None = None, variant: str | None = None,
             experiment: str | None = None, extra: dict | None = None, scope: Scope | None = None,
@@ -237,7 +227,7 @@ class RagApp:
             raise ValueError("question is empty; pass the question text")
         from chains.rag import build_rag
 
-        _ = self.collection  # fail before the chain starts on a missing collection or model mismatch
+        self._collection.get()  # fail before the chain starts on a missing collection or model mismatch
         if self._rag is None:
             self._rag = build_rag(self.pipeline())
         query_id = query_id or str(uuid.uuid4())
@@ -266,7 +256,7 @@ class RagApp:
         from rag_app.query import colloquial
 
         from rag_app.text import sparse
-        from rag_app.models.attempts import utcnow
+        from rag_app.core.clock import utcnow
         from rag_app.query.charges import charge_index
         from rag_app.core.errors import RagError
         from rag_app.query.levers import levers_for
@@ -333,9 +323,9 @@ class RagApp:
         self.require_space(_input_bytes(paths))  # before the first byte reaches the store
         if rebuild:
             self.store.drop(self.settings.collection)
-            self._collection = None
+            self._collection.reset()
         report = run_ingestion(self, paths, progress=progress, doc_types=doc_types)
-        self._collection = None
+        self._collection.reset()
         return report
 
     def ingest_uploads(self, paths: list[Path]) -> IngestReport:
@@ -360,7 +350,7 @@ class RagApp:
                 o.warning = f"{o.warning}; {note}" if o.warning else note
         if any(o.replaced for o in report.outcomes):
             self.store.commit(self.settings.collection)
-            self._collection = None
+            self._collection.reset()
         return report
 
     def documents_named(self, file_name: str) -> list[tuple[str, str]]:

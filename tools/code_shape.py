@@ -91,10 +91,25 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def depth(graph: dict[str, set[str]]) -> int:
     """Levels of import: the longest chain of imports (a cycle counted once)."""
+    return max(floors(graph).values(), default=0)
+
+
+def floors(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Each node's floor: 1 + the longest chain of imports below it, over the graph's strongly connected
+    components (a cycle is one floor). Linear in the edges: a walk over simple paths is exponential."""
+    comp = {v: i for i, v in enumerate(graph)}  # each node its own component, a cycle's nodes one
+    for c in cycles(graph):
+        comp.update((v, comp[c[0]]) for v in c)
+    below: dict[int, set[int]] = {}
+    for v, outs in graph.items():
+        below.setdefault(comp[v], set()).update(comp[w] for w in outs if w in comp and comp[w] != comp[v])
+
     @lru_cache(maxsize=None)
-    def level(v: str, seen: frozenset[str] = frozenset()) -> int:
-        return 1 + max((level(w, seen | {v}) for w in graph[v] if w not in seen), default=0)
-    return max(level(v) for v in graph)
+    def level(c: int) -> int:
+        return 1 + max((level(d) for d in below.get(c, ())), default=0)
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph) + 100))
+    return {v: level(comp[v]) for v in graph}
 
 
 def package_of(module: str) -> str:
@@ -102,14 +117,24 @@ def package_of(module: str) -> str:
     return parts[1] if parts[0] == "rag_app" and len(parts) > 1 else parts[0]
 
 
-def package_graph() -> dict[str, set[str]]:
-    """Package -> packages it imports at run time (rag_app's subpackages, app.py, chains, tracing, prompts)."""
+def package_graph(annotations: bool = False) -> dict[str, set[str]]:
+    """Package -> packages it imports (rag_app's subpackages, app.py, chains, tracing, prompts): at run time,
+    or (annotations=True) counting imports under `if TYPE_CHECKING:` too."""
     graph: dict[str, set[str]] = {}
-    for m, outs in import_graph(annotations=False).items():
+    for m, outs in import_graph(annotations=annotations).items():
         me = package_of(m)
         graph.setdefault(me, set()).update(package_of(o) for o in outs if package_of(o) != me)
     graph.pop("rag_app", None)
     return {k: v - {"rag_app"} for k, v in graph.items()}
+
+
+def arrows_back_up() -> list[tuple[str, str]]:
+    """Imports between packages that point at a package on the same floor or above (floors from the run-time
+    package graph), annotations under `if TYPE_CHECKING:` included: a type a lower package borrows from a
+    higher one is still a dependency a reader must climb to."""
+    floor = floors(package_graph())
+    return sorted((a, b) for a, outs in package_graph(annotations=True).items() for b in outs
+                  if b in floor and a in floor and floor[b] >= floor[a])
 
 
 def complexity() -> tuple[int, int]:
@@ -135,6 +160,8 @@ def main() -> None:
     packages = package_graph()
     print(f"packages: {len(packages)}, edges between them: {sum(len(v) for v in packages.values())}, "
           f"levels: {depth(packages)}, cycles: {cycles(packages) or 'none'}")
+    up = arrows_back_up()
+    print(f"arrows back up (annotations included): {len(up)}{'' if not up else ' ' + ', '.join(f'{a} -> {b}' for a, b in up)}")
     over10, over20 = complexity()
     print(f"functions over McCabe 10: {over10}, over 20: {over20}")
     print(f"mypy, default mode, all product code: {mypy_errors()}")

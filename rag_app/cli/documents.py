@@ -40,10 +40,11 @@ def ingest(paths: list[Path] = typer.Argument(..., help="files or folders (PDF, 
 def _asked(rag, answer) -> dict:
     """The answer and what it cost, from the usages it carries (the same values its ledger rows hold)."""
     from rag_app.present.presenter import answer_payload
+    from tracing.ledger import usage_json
 
     if rag.writer.failing:  # the rows wait in memory / a spill file; the figures shown are still exact
         err.print(f"warning: ledger not writable ({rag.writer.failing}); rows kept in memory / spill file")
-    return answer_payload(answer)
+    return answer_payload(answer, stage_view=usage_json)
 
 
 def _ingest_with_progress(rag, paths, rebuild, doc_types=()):

@@ -5,16 +5,26 @@ Implementations: embedders in rag_app/models/embedding.py, rerankers in rag_app/
 rag_app/models/rerank_http.py, chat models are LangChain chat models (rag_app/models/llm.py), the store is
 rag_app/store (its own `VectorStore` Protocol). `Pricer` and `ReplyStats` are implemented over the
 ledger and the price table in tracing/, and handed in by the composition root (rag_app/app.py): the
-domain never imports the observer.
+domain never imports the observer. A part that loads on first use is handed in as a `Provider` of it
+(rag_app/core/lazy.py `Lazy`), never as a method of the composition root.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from rag_app.core.usage import EmbedUsage, RerankUsage, StageUsage
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Provider(Protocol[T_co]):
+    """A built part of the query path, or one that loads on first use (`rag report` never pays for torch,
+    a BM25-only collection never loads an embedder): `get()` returns it, the same object every time."""
+
+    def get(self) -> T_co: ...
 
 
 class Embedder(Protocol):

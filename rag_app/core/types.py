@@ -4,12 +4,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any, TYPE_CHECKING
+from typing import Any
 
 from rag_app.core.usage import StageUsage
-
-if TYPE_CHECKING:
-    from rag_app.query.scope import Resolved
 
 
 # a line that opens an article of a Chinese statute: 第五十七条, 第一百三十三条之一
@@ -162,17 +159,39 @@ class Citation:
     section: str | None = None  # 第二十条 / `15. Term and Termination` / `10`
     char_start: int | None = None
     char_end: int | None = None
+    # where it lies as people read it, made with the citation (rag_app/query/answer.py citation_for), so a
+    # front door shows it without the query package: `《公司法》第二十条 p.3` / `NON-DISCLOSURE AGREEMENT §10`
+    label: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"law": self.law, "title": self.law, "article": "、".join(self.articles) or None,
                 "articles": list(self.articles), "section": self.section, "doc": self.doc,
                 "chunk_id": self.chunk_id, "page": self.page, "char_start": self.char_start,
-                "char_end": self.char_end}
+                "char_end": self.char_end, "label": self.label}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A scope made concrete (rag_app/query/scope.py `resolve`, `named_in`): the document ids it means,
+    how people name them, and how it came about."""
+
+    doc_ids: tuple[str, ...]
+    labels: tuple[str, ...]
+    how: str  # asked | named
+
+    @property
+    def where(self) -> dict[str, list[str]]:
+        return {"doc_id": list(self.doc_ids)}
+
+    def note(self) -> str:
+        shown = ", ".join(self.labels[:5]) + (f" and {len(self.labels) - 5} more" if len(self.labels) > 5 else "")
+        return f"scope ({'named in the question' if self.how == 'named' else 'asked'}): {shown}"
 
 
 @dataclass(frozen=True)
 class Answer:
-    """What a query returns: the answer, the passages sent to the model (`contexts`), the whole reranked
+    """What a query returns: the answer, the passages sent to the model (`contexts`, and the citation of
+    each whole: `passages`), the whole reranked
     ranking (`ranked`, which `rag eval` scores), the levers that acted, and every stage's priced usage
     (`usage`: the same values the ledger rows were written from)."""
 
@@ -182,6 +201,7 @@ class Answer:
     citations: tuple[Citation, ...]
     mode: str  # "llm" | "extractive"
     contexts: tuple[ScoredChunk, ...] = field(default=(), repr=False)
+    passages: tuple[Citation, ...] = field(default=(), repr=False)  # each context's whole range, in order
     usage: tuple[StageUsage, ...] = field(default=(), repr=False)
     ranked: tuple[ScoredChunk, ...] = field(default=(), repr=False)
     levers: tuple[str, ...] = ()

@@ -17,18 +17,14 @@ import dataclasses
 import logging
 import threading
 import uuid
-from datetime import datetime, timezone
 
+from rag_app.core.clock import utcnow
 from rag_app.experiments.comparison import compare_live, srm_pvalue
 from rag_app.experiments.variants import Experiment
 from rag_app.experiments.rollout import Ramp, StepDecision, decide_step
 from rag_app.experiments.verdict import Plan, srm_level
 
 log = logging.getLogger(__name__)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 class RampController:
@@ -89,7 +85,7 @@ class RampController:
         if decision.action == "stay":
             return decision
         seq = (self._events[-1]["seq"] if self._events else 0) + 1
-        event = {"experiment": self.exp.name, "seq": seq, "at": _now(), "action": decision.action,
+        event = {"experiment": self.exp.name, "seq": seq, "at": utcnow(), "action": decision.action,
                  "from_pct": pct, "to_pct": decision.rollout_pct, "reason": decision.reason,
                  "decided_by": decision.decided_by, "control_queries": c["queries"],
                  "treatment_queries": t["queries"], "srm_pvalue": step_p, "writer_id": self.replica}

@@ -161,6 +161,18 @@ def check_collection(store: VectorStore, info: CollectionInfo,
     return emb
 
 
+def opened_collection(store: VectorStore, name: str, embeddings: Callable[[], LocalEmbeddings]) -> CollectionInfo:
+    """The collection's description, after checking it has chunks and matches this version's BM25 tokenizer
+    and the embedding model (a mismatch fails here, before any stage runs)."""
+    info = store.info(name)
+    if info is None:
+        raise store.missing(name)
+    if store.count(name) == 0:  # a store that lost its data answers nothing
+        raise store.emptied(name)
+    check_collection(store, info, embeddings)
+    return info
+
+
 def decide_collection(name: str, chunker: Chunker, embeddings: LocalEmbeddings, chunks: list[Chunk],
                       max_unk_rate: float) -> CollectionInfo:
     sampled = chunks[:: max(1, len(chunks) // 300)]

@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID
 
@@ -26,6 +25,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from rag_app.models.llm_usage import PROVIDER, TokenUsage, attempt_status, classify_error, usage_from_llm_result
 from rag_app.models.model_tokens import ModelTokenizer, tokenizer_for
+from rag_app.core.clock import utcnow
 from rag_app.core.usage import AttemptInfo, StageUsage
 
 Hook = Callable[[StageUsage, dict[str, Any]], None]  # (usage, the run's metadata)
@@ -34,10 +34,6 @@ Hook = Callable[[StageUsage, dict[str, Any]], None]  # (usage, the run's metadat
 REPORTED_BY_STAGE = "usage_reported_by_stage"
 ATTEMPT_STAGE = "attempt_stage"  # run metadata: the stage of the attempt's row (default `generate`)
 INCOMPLETE = "incomplete"  # an attempt's status: its stream ended without a finish reason (billed; maybe cut)
-
-
-def utcnow() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 @dataclass

@@ -279,6 +279,11 @@ def load_encoder(model: str, batch_size: int = 32, models_dir: Path | None = Non
         raise ModelLoadError(f"cannot load embedding model {model!r} from {path}: {e}") from e
 
 
+def cached_embeddings(model: str, cache_path: Path, batch_size: int = 32) -> LocalEmbeddings:
+    """The dense leg's embedder over the embedding cache at `cache_path` (RAG_EMBED_MODEL, RAG_CACHE_PATH)."""
+    return load_embeddings(model, EmbeddingCache(cache_path), batch_size=batch_size)
+
+
 def load_embeddings(model: str, cache: EmbeddingCache | None = None, *, allow_fallback: bool = True,
                     batch_size: int = 32, models_dir: Path | None = None) -> LocalEmbeddings:
     try:

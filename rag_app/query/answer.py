@@ -52,7 +52,16 @@ def citation_for(sc: ScoredChunk, excerpt: Excerpt | None = None) -> Citation:
         start, end, section = excerpt.start, excerpt.end, section_at(c.text, excerpt.anchor, fallback)
     char_start, char_end = document_range(sc, start, end)
     return Citation(law=c.title, articles=c.articles, doc=c.source_path, chunk_id=c.chunk_id, page=c.page,
-                    section=section, char_start=char_start, char_end=char_end)
+                    section=section, char_start=char_start, char_end=char_end,
+                    label=cited_where(c.title, section or "、".join(c.articles), c.page))
+
+
+def cited_where(title: str, where: str, page: int | None) -> str:
+    """Where a citation lies, for people: `《公司法》第二十条 p.3` / `NON-DISCLOSURE AGREEMENT §10 p.3`."""
+    on_page = f" p.{page}" if page else ""
+    if title_label(title).startswith("《"):
+        return f"{title_label(title)}{where}{on_page}"
+    return f"{title}{' ' + section_mark(where) if where else ''}{on_page}"
 
 
 def document_range(sc: ScoredChunk, start: int, end: int) -> tuple[int, int]:

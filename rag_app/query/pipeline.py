@@ -1,18 +1,18 @@
 """What one query path needs, in one place: its settings (`QueryConfig`) and its components
-(`Pipeline`: store, collection, models, pricer), built by the composition root (rag_app/app.py) and
-wired into runnables by chains/rag.py. `rag ask`, `rag serve` and `rag eval` run the same Pipeline
+(`Pipeline`: store, collection, models, pricer), built once by the composition root (rag_app/app.py) and
+wired into runnables by chains/rag.py. Each component that loads on first use is handed in as a
+`Provider` (rag_app/core/ports.py), so a question asks its parts, never the composition root. `rag ask`, `rag serve` and `rag eval` run the same Pipeline
 shape: eval only points it at its own collection and retriever and leaves out the LLM.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rag_app.query.adapter import adapter_path
 from rag_app.query.levers import LeverParams
 from rag_app.query.ranker import latest_ranker
-from rag_app.core.ports import Embedder, Pricer, ReplyStats, Reranker
+from rag_app.core.ports import Embedder, Pricer, Provider, ReplyStats, Reranker
 from rag_app.store import CollectionInfo, VectorStore
 
 
@@ -75,20 +75,20 @@ class QueryConfig:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """The components of one query path. Models load on first use (`rag report` never pays for torch),
-    so they are given as loaders; each returns the same object every time."""
+    """The components of one query path, built. Models load on first use (`rag report` never pays for torch),
+    so those come as providers (`get()`: the same object every time), each owning its loader."""
 
     config: QueryConfig
     store: VectorStore
-    collection: Callable[[], CollectionInfo]  # checked against the models before it is returned
-    embedder: Callable[[], Embedder]
-    rescorer: Callable[[], Embedder | None]  # the rescore lever's embedder; None when it cannot load
-    reranker: Callable[[], tuple[Reranker | None, str | None]]  # (reranker, or why the stage is skipped)
-    chat_model: Callable[[], Any]  # a LangChain chat model; only called when config.use_llm
+    collection: Provider[CollectionInfo]  # checked against the models before it is returned
+    embedder: Provider[Embedder]
+    rescorer: Provider[Embedder | None]  # the rescore lever's embedder; None when it cannot load
+    reranker: Provider[tuple[Reranker | None, str | None]]  # (reranker, or why the stage is skipped)
+    chat_model: Provider[Any]  # a LangChain chat model; only asked when config.use_llm
     pricer: Pricer
     reply_stats: ReplyStats
-    # the rewrite lever's chat model (the answer's endpoint and model, its own timeout); called when config.rewrite
-    rewrite_model: Callable[[], Any] | None = None
+    # the rewrite lever's chat model (the answer's endpoint and model, its own timeout); asked when config.rewrite
+    rewrite_model: Provider[Any] | None = None
 
     def with_config(self, config: QueryConfig) -> Pipeline:
         return replace(self, config=config)

@@ -5,7 +5,7 @@ documents a question names itself.
                                             collection-owned: dropped by the write that makes it stale
     Scope(docs, laws)                       what a caller restricts a question to (`rag ask --doc`,
                                             `/v1/ask {"scope": ...}`, `rag eval --scope doc`)
-    resolve(scope, catalogue) -> Resolved   the documents those names mean; an unknown name raises
+    resolve(scope, catalogue) -> Resolved   the documents those names mean (rag_app.core.types.Resolved); an unknown name raises
                                             UnknownDocument listing close matches (never an empty answer)
     named_in(question, catalogue)           the documents a question names (file name, id, a quoted
                                             title or 《law》, a full title written out), or None
@@ -24,6 +24,7 @@ from pathlib import PurePath
 from typing import Any
 
 from rag_app.core.errors import RagError
+from rag_app.core.types import Resolved
 
 MAX_NAMES = 50  # names one scope may list (each resolves through dict lookups, never a scan per name)
 MAX_NAME_CHARS = 500
@@ -154,23 +155,6 @@ class Scope:
     def from_mapping(cls, data: Mapping[str, Any] | None) -> Scope:
         data = data or {}
         return cls(tuple(data.get("docs") or ()), tuple(data.get("laws") or ()))
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A scope made concrete: the document ids it means and how it came about."""
-
-    doc_ids: tuple[str, ...]
-    labels: tuple[str, ...]
-    how: str  # asked | named
-
-    @property
-    def where(self) -> dict[str, list[str]]:
-        return {"doc_id": list(self.doc_ids)}
-
-    def note(self) -> str:
-        shown = ", ".join(self.labels[:5]) + (f" and {len(self.labels) - 5} more" if len(self.labels) > 5 else "")
-        return f"scope ({'named in the question' if self.how == 'named' else 'asked'}): {shown}"
 
 
 def resolve(scope: Scope, cat: Catalogue) -> Resolved:

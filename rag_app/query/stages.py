@@ -33,9 +33,9 @@ from rag_app.query.ranker import Ranker, load_ranker, search_ranked
 from rag_app.core.ports import Embedder, ReplyStats, Reranker
 from rag_app.models.rerank import rerank_candidates
 from rag_app.query.retrieval import legs_for
-from rag_app.query.scope import Resolved, Scope, catalogue, named_in, resolve
+from rag_app.query.scope import Scope, catalogue, named_in, resolve
 from rag_app.store import CollectionInfo, VectorStore
-from rag_app.core.types import Citation, ScoredChunk
+from rag_app.core.types import Citation, Resolved, ScoredChunk
 from rag_app.core.errors import LLMError
 from rag_app.core.usage import EmbedUsage, StageUsage
 
@@ -58,6 +58,7 @@ class Generated:
     text: str
     citations: tuple[Citation, ...]
     mode: str  # llm | extractive
+    passages: tuple[Citation, ...] = ()  # the citation of each passage sent, whole (what front doors show)
 
 
 def rewrite(question: str, *, config: QueryConfig, chat_model: Callable[[], Any],
@@ -246,14 +247,19 @@ def generate(question: str, packed: PackedContext, *, config: QueryConfig, chat_
                            price_basis="llm", error=EXTRACTIVE, note=note, context_budget_tokens=packed.budget,
                            context_tokens=packed.tokens)
         text, citations = extractive_answer(contexts, question)
-        return Generated(text, citations, "extractive"), (usage,)
+        return Generated(text, citations, "extractive", _whole(contexts)), (usage,)
     message, _, attempts = invoke_with_retries(
         chat_model(), messages, run_config, max_retries=config.llm_max_retries, base_delay_s=config.llm_retry_base_s,
         metadata={"prompt_tokens": prompt_tokens, "prompt_model": config.llm_model, REPORTED_BY_STAGE: True,
                   "context_budget_tokens": packed.budget, "context_tokens": packed.tokens},
         max_tokens=config.llm_max_tokens)
     text = str(message.content)
-    return Generated(text, tuple(citation_for(c) for c in cited_contexts(text, contexts)), "llm"), tuple(attempts)
+    return (Generated(text, tuple(citation_for(c) for c in cited_contexts(text, contexts)), "llm", _whole(contexts)),
+            tuple(attempts))
+
+
+def _whole(contexts: Sequence[ScoredChunk]) -> tuple[Citation, ...]:
+    return tuple(citation_for(sc) for sc in contexts)
 
 
 def expected_reply_tokens(model: str, stats: ReplyStats, max_tokens: int | None) -> tuple[int, str]:

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from rag_app.config.settings import Settings
+from rag_app.core.clock import stamp
 from rag_app.text.edge_text import EdgeText, shown_name
 from rag_app.ingest.loaders import FORMATS
 
@@ -33,7 +34,7 @@ def _utc_timestamp(v: str) -> str:
     if t.tzinfo is None:
         t = t.replace(tzinfo=timezone.utc)
     try:
-        return t.astimezone(timezone.utc).isoformat(timespec="milliseconds")  # the ledger's own format
+        return stamp(t)  # the ledger's own format
     except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         raise ValueError("outside the years 1-9999 once converted to UTC; use e.g. 2026-11-30T15:00:00Z") from None
 

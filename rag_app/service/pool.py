@@ -1,5 +1,6 @@
-"""One RagApp per variant, all sharing one store, ledger writer and tracer; experiment routing and
-shadow runs."""
+"""One RagApp per variant, all sharing one store, ledger writer and tracer, built at start-up by one factory
+(rag_app/service/variant_apps.py); a request's route (which variant answers it: rag_app/experiments/routing.py)
+and shadow runs. A request finds its app built; it only looks it up."""
 from __future__ import annotations
 
 import difflib
@@ -16,10 +17,12 @@ from typing import Any
 from rag_app.app import RagApp
 from rag_app.config.settings import Settings
 from rag_app.core.errors import ConfigError, RagError
-from rag_app.experiments.variants import Assignment, ExperimentConfig, assign
+from rag_app.experiments.routing import route, served
+from rag_app.experiments.variants import Assignment, ExperimentConfig
 from rag_app.query.scope import Scope
 from rag_app.core.types import Answer
-from rag_app.models.attempts import utcnow
+from rag_app.core.clock import utcnow
+from rag_app.service.variant_apps import check_variants, variant_app, variant_apps
 
 log = logging.getLogger(__name__)
 SHADOW_QUEUE_MAX = 64  # shadow runs waiting or running at once, per process
@@ -43,21 +46,20 @@ class VariantPool:
         if settings.experiment and settings.experiment not in self.config.experiments:
             raise ConfigError(f"RAG_EXPERIMENT={settings.experiment!r} is not in "
                               f"{settings.experiments_file or 'RAG_EXPERIMENTS_FILE (unset)'}")
-        for name, overrides in self.config.variants.items():
-            top_k, top_n = overrides.get("top_k", settings.top_k), overrides.get("top_n", settings.top_n)
-            if top_n > top_k:
-                raise ConfigError(f"{settings.experiments_file}: variants.{name}: top_n ({top_n}) exceeds top_k "
-                                  f"({top_k}, {'the variant' if 'top_k' in overrides else 'RAG_TOP_K'}); "
-                                  "lower top_n or raise top_k")
-            if overrides.get("query_rewrite"):  # each variant's app is built on its first request: checked now
-                self._check_rewrite(name, settings)
-            if "query_adapter" in overrides:
-                self._check_adapter(name, overrides["query_adapter"], settings)
+        check_variants(settings, self.config)
         self.base = RagApp(settings)
+        try:  # a variant that cannot be built fails the start, and lets the store go for the next try
+            built = variant_apps(self.base, self.config)
+        except Exception:
+            self.base.close()
+            raise
         self._open_index()
         # (variant or "<ingest>", collection) -> (its app, when it was last handed out), least recently used
-        # first; apps of other collections than RAG_COLLECTION close when idle or too many (`_evict`)
-        self._apps: OrderedDict[tuple[str, str], tuple[RagApp, float]] = OrderedDict()
+        # first. Every variant's app over RAG_COLLECTION is built here, at start-up; apps of other collections
+        # are built when a request names one and close when idle or too many (`_evict`).
+        now = time.monotonic()
+        self._apps: OrderedDict[tuple[str, str], tuple[RagApp, float]] = OrderedDict(
+            ((name, settings.collection), (app, now)) for name, app in built.items())
         self._lock = threading.Lock()
         self.evicted = 0  # collections closed for being idle or too many (/healthz)
         self._shadow = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shadow")
@@ -67,40 +69,10 @@ class VariantPool:
         self.shadow_skipped = 0
         self.ramp: Any = None  # a RampController once start_ramp() ran (`rag serve` with a ramped experiment)
 
-    @staticmethod
-    def _check_rewrite(variant: str, settings: Settings) -> None:
-        why = settings.rewrite_refusal()
-        if why:
-            raise ConfigError(f"{settings.experiments_file}: variants.{variant}: query_rewrite {why} "
-                              "(or drop query_rewrite from the variant)")
-        from rag_app.query.stages import check_rewrite_prompt
-
-        check_rewrite_prompt(settings.query_rewrite_prompt_version)
-
-    @staticmethod
-    def _check_adapter(variant: str, setting: str, settings: Settings) -> None:
-        """What start-up checks of RAG_QUERY_ADAPTER, for a variant's own adapter (a gray release of a newly
-        trained one), before the first request: a file that is there, an adapter, over this rescore embedder."""
-        from rag_app.query.adapter import adapter_path, refusal
-
-        from pathlib import Path
-
-        levers = settings.retrieval_levers.replace(" ", "").split("+")
-        if setting not in ("auto", "none", "latest") and not Path(setting).is_file():
-            why: str | None = "is not a file: use auto, none, latest or the .npz path `rag train-adapter` printed"
-        else:
-            try:
-                path = adapter_path(setting, settings.data_dir, settings.rescore_model, levers)
-                why = refusal(path, levers, settings.rescore_model, "RAG_RESCORE_MODEL") if path else None
-            except ConfigError as e:
-                why = str(e)
-        if why:
-            raise ConfigError(f"{settings.experiments_file}: variants.{variant}: query_adapter {setting!r}: {why}")
-
     def start_ramp(self, webhook=None) -> None:
         """Follow (and move) the experiment's ramp from the ledger; nothing when it declares none.
         `webhook`: the service's alert Webhook (a roll back is sent to it)."""
-        exp = self.config.experiments.get(self.settings.experiment) if self.settings.experiment else None
+        exp = served(self.config, self.settings.experiment)
         if exp is None or not exp.ramp or self.ramp is not None:
             return
         from rag_app.experiments.ramp import RampController
@@ -124,9 +96,7 @@ class VariantPool:
     @property
     def experiment(self):
         """The experiment as served now: a ramped one at its current step (from the ledger)."""
-        if self.ramp is not None:
-            return self.ramp.live()
-        return self.config.experiments.get(self.settings.experiment) if self.settings.experiment else None
+        return served(self.config, self.settings.experiment, self.ramp.rollout_pct if self.ramp is not None else None)
 
     def app_for(self, variant: str, collection: str | None = None) -> RagApp:
         """The variant's RagApp over `collection` (default RAG_COLLECTION): every one shares the base's
@@ -134,20 +104,20 @@ class VariantPool:
         collection = collection or self.settings.collection
         if (variant, collection) not in self._apps and variant not in self.config.variants:
             raise ConfigError(f"unknown variant {variant!r}")
-        return self._app((variant, collection), lambda: {**self.config.variants[variant], "variant": variant,
-                                                         "collection": collection})
+        return self._app((variant, collection),
+                         lambda: variant_app(self.base, variant, self.config.variants[variant], collection))
 
     def ingester(self, collection: str) -> RagApp:
         """The RagApp that writes into `collection` (RAG_COLLECTION: the base itself)."""
         if collection == self.settings.collection:
             return self.base
-        return self._app(("<ingest>", collection), lambda: {"collection": collection})
+        return self._app(("<ingest>", collection), lambda: variant_app(self.base, None, {}, collection))
 
-    def _app(self, key: tuple[str, str], overrides: Callable[[], dict]) -> RagApp:
+    def _app(self, key: tuple[str, str], build: Callable[[], RagApp]) -> RagApp:
         now = time.monotonic()
         with self._lock:
             found = self._apps.pop(key, None)
-            app = found[0] if found else RagApp(self.settings.model_copy(update=overrides()), shared=self.base)
+            app = found[0] if found else build()
             self._apps[key] = (app, now)  # the most recently used, last
             closing = self._evict(now)
         self._close(closing)
@@ -191,17 +161,10 @@ class VariantPool:
         """Which variant answers this request and what its ledger row says (the experiment's assignment).
         `variant`: this variant, outside any experiment (the OpenAI-compatible endpoint's `model`)."""
         query_id = str(uuid.uuid4())
-        exp = self.experiment
-        base = {"user_id": user_id, "session_id": session_id, "origin": "live", "api_key_id": api_key_id}
-        if exp is None or variant is not None:
-            if variant is not None and variant not in self.config.variants:
-                raise ConfigError(f"unknown variant {variant!r}")
-            name = variant or self.settings.variant
-            return Route(query_id, name, name if name in self.config.variants else "default", None, None, base,
-                         collection)
-        a = assign(exp, user_id, session_id, request_id=query_id)
-        return Route(query_id, a.variant, a.variant, exp.name, a, {**base, "arm": a.arm, "sticky": int(a.sticky)},
-                     collection)
+        r = route(self.config, self.experiment, self.settings.variant, request_id=query_id, user_id=user_id,
+                  session_id=session_id, variant=variant)
+        extra = {"user_id": user_id, "session_id": session_id, "origin": "live", "api_key_id": api_key_id, **r.row()}
+        return Route(query_id, r.variant, r.app_variant, r.experiment, r.assignment, extra, collection)
 
     def run(self, route: Route, question: str, scope: Scope | None = None, callbacks: Sequence[Any] = ()) -> Answer:
         """Answer a routed question (and start its shadow run, if its experiment has one)."""

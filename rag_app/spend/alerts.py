@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rag_app.core.money import usd_json
-from rag_app.spend.budgets import Budget, Limits, _left, _money, period_bounds, stamp
+from rag_app.core.clock import stamp
+from rag_app.spend.budgets import Budget, Limits, _left, _money, period_bounds
 from rag_app.spend.webhook import Webhook
 from tracing.ledger import Ledger
 from tracing.ledger.budgets import BudgetTx

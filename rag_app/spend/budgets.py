@@ -45,6 +45,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from rag_app.core.clock import stamp
 from rag_app.core.errors import ConfigError
 from rag_app.core.money import usd_json
 from rag_app.spend.webhook import Webhook
@@ -179,11 +180,6 @@ def period_bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
     start = day.replace(day=1)
     return start, (start.replace(year=start.year + 1, month=1) if start.month == 12
                    else start.replace(month=start.month + 1))
-
-
-def stamp(t: datetime) -> str:
-    """As the ledger writes started_at (rag_app.models.attempts.utcnow), so text order is time order."""
-    return t.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
 class Limits:

@@ -13,7 +13,8 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import event, insert
 
-from rag_app.spend.budgets import Budget, BudgetGate, OverBudget, stamp
+from rag_app.core.clock import stamp
+from rag_app.spend.budgets import Budget, BudgetGate, OverBudget
 from tracing.ledger import Ledger
 from tracing.ledger.schema import queries, stage_calls
 

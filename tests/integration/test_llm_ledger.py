@@ -10,6 +10,7 @@ from genai_prices import Usage, calc_price
 from rag_app.app import RagApp
 from rag_app.core.errors import LLMError
 from rag_app.present.presenter import answer_payload
+from tracing.ledger import usage_json
 from tests.conftest import make_settings, wait_until
 from tests.fakes.openai_server import Drop, FakeOpenAI, Held, Reply, Slow, Status
 
@@ -160,9 +161,9 @@ def test_a_stream_that_ends_without_a_finish_reason_is_marked_incomplete(indexed
     assert answer.text == Reply().content[:2 * 8]
     assert [(r["attempt"], r["status"]) for r in rs] == [(1, "incomplete")]
     assert "without a finish reason" in rs[0]["estimate_note"] and rs[0]["cost_nano_usd"] > 0
-    assert answer_payload(answer)["incomplete"] is True and query[0] == "ok"
+    assert answer_payload(answer, stage_view=usage_json)["incomplete"] is True and query[0] == "ok"
     whole, _, _, _, _ = run(indexed, [Reply()], monkeypatch, llm_stream=True)
-    assert not whole.incomplete and answer_payload(whole)["incomplete"] is False
+    assert not whole.incomplete and answer_payload(whole, stage_view=usage_json)["incomplete"] is False
 
 
 def test_a_query_whose_every_attempt_timed_out_is_a_timeout(indexed, monkeypatch):
@@ -200,7 +201,7 @@ def test_a_broken_tracer_never_breaks_the_query(indexed, monkeypatch):
             assert rs[0]["cost_nano_usd"] is None and rs[0]["price_source"] == "unpriced"
             assert len(fake.requests) == 1
             # and the answer says the same: unpriced, not $0
-            payload = answer_payload(answer)
+            payload = answer_payload(answer, stage_view=usage_json)
             assert payload["unpriced"] is True and payload["unpriced_rows"] == 1
             # the total is unknown, as the ledger's per-query total (a client summing it must not count $0)
             assert (payload["total_cost_usd"], payload["priced_cost_usd"]) == (None, 0.0)
@@ -225,7 +226,7 @@ def test_an_extractive_answer_keeps_its_generate_row_when_the_price_table_fails(
     assert (rs[0]["status"], rs[0]["cost_nano_usd"], rs[0]["shadow_cost_nano_usd"], rs[0]["price_source"]) == \
         ("skipped", 0, None, "unpriced")  # nothing billed; what the reply would have cost is unknown, and says so
     assert rs[0]["input_tokens"] == generate[0].input_tokens > 0
-    payload = answer_payload(answer)  # the answer says what the ledger says: $0 billed, shadow unknown
+    payload = answer_payload(answer, stage_view=usage_json)  # the answer says what the ledger says: $0 billed, shadow unknown
     assert (payload["total_cost_usd"], payload["total_shadow_cost_usd"]) == (0.0, None)
     assert (payload["unpriced"], payload["unpriced_rows"]) == (True, 1)
 

@@ -15,7 +15,8 @@ import pytest
 
 from rag_app.core.errors import ConfigError
 from rag_app.spend.alerts import STALE_PENDING, renderer, send_digests
-from rag_app.spend.budgets import BudgetGate, Limits, load_budgets, stamp
+from rag_app.core.clock import stamp
+from rag_app.spend.budgets import BudgetGate, Limits, load_budgets
 from rag_app.spend.webhook import Webhook
 from tests.conftest import HANG_S
 from tests.fakes.serve_proc import serve_env

@@ -148,7 +148,7 @@ def _land(ledger, query_id: str, cost_nano: int | None, user: str = "u1") -> Non
     """What the writer commits when a query ends (its row and its generate row), folded into the totals."""
     from sqlalchemy import insert
 
-    from rag_app.spend.budgets import stamp
+    from rag_app.core.clock import stamp
     from tracing.ledger.schema import queries, stage_calls
 
     at = stamp(NOW)

@@ -24,7 +24,7 @@ Nothing outside this package writes SQL.
 """
 from tracing.ledger.engine import Bounds, is_transient, url_for_path
 from tracing.ledger.migrations import MIGRATIONS, migrate, pending
-from tracing.ledger.reports import BY_DIMS, Report, percentile, query_row, stage_json
+from tracing.ledger.reports import BY_DIMS, Report, percentile, query_row, stage_json, usage_json
 from tracing.ledger.reply_stats import LedgerReplyStats
 from tracing.ledger.repository import SERVICE_BOUNDS, Ledger, LedgerUnavailable
 from tracing.ledger.rows import queries_row, stage_row
@@ -49,4 +49,5 @@ __all__ = [
            "stage_json",
            "stage_row",
            "url_for_path",
+           "usage_json",
 ]

@@ -16,9 +16,10 @@ from sqlalchemy import Connection, case, cast, func, literal, select, tuple_
 from sqlalchemy.sql import ColumnElement, Select
 
 from rag_app.core.money import usd_json
-from rag_app.core.usage import JUDGE_KIND, judge_run_id
+from rag_app.core.usage import JUDGE_KIND, StageUsage, judge_run_id
 from tracing.ledger import quality_groups, views
 from tracing.ledger.rollups import number
+from tracing.ledger.rows import stage_row
 from tracing.ledger.schema import (
     FLOAT_SUMS,
     INT,
@@ -83,6 +84,12 @@ def stage_rows(db: Connection, query_id: str) -> list[dict]:
     rank = case({name: i for i, name in enumerate(STAGE_ORDER)}, value=s.c.stage, else_=len(STAGE_ORDER))
     return [dict(r) for r in db.execute(select(s).where(s.c.query_id == query_id)
                                         .order_by(s.c.started_at, rank, s.c.attempt, s.c.id)).mappings()]
+
+
+def usage_json(u: StageUsage, query_id: str) -> dict:
+    """A priced usage an answer holds in memory, shown as `GET /v1/queries/{id}` and `rag report` show its
+    ledger row (the same two functions: the two cannot disagree). The front doors hand it to the presenter."""
+    return stage_json(stage_row(u, query_id=query_id))
 
 
 def stage_json(row: dict) -> dict:

@@ -12,7 +12,7 @@ import json
 import time
 
 from rag_app.core.usage import Price, StageUsage
-from rag_app.models.attempts import utcnow
+from rag_app.core.clock import utcnow
 
 # usage field -> stage_calls column
 COLUMN_OF = {

@@ -57,6 +57,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from rag_app.config.ledger_location import LedgerTarget, as_target
+from rag_app.core.clock import utcnow
 from tracing.ledger import loss_record, rollups, spill
 from tracing.ledger.engine import (
     Bounds,
@@ -86,10 +87,6 @@ BACKLOG_PER_BATCH = 200  # dirty queries folded beside each batch's own
 REPLAY_CHUNK = 1000  # spill lines per transaction
 REPLAY_LOOK_S = 5.0  # a writer that spilled while running looks for its file this often to replay it
 POISON_TRIES = 3  # a batch failing this often for a reason a retry will not fix is written row by row
-
-
-def utcnow() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _ago(seconds: float) -> str:

@@ -29,7 +29,8 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from rag_app.models.attempts import REPORTED_BY_STAGE, AttemptRecorder, utcnow
+from rag_app.core.clock import utcnow
+from rag_app.models.attempts import REPORTED_BY_STAGE, AttemptRecorder
 from rag_app.models.llm_usage import classify_error
 from rag_app.core.ports import Pricer
 from rag_app.core.usage import GRADES_QUERY, USAGE_EVENT, StageUsage
@@ -38,7 +39,7 @@ from tracing.ledger import queries_row, stage_row
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CostTracer", "REPORTED_BY_STAGE", "USAGE_EVENT", "utcnow"]
+__all__ = ["CostTracer", "REPORTED_BY_STAGE", "USAGE_EVENT"]
 
 
 @dataclass

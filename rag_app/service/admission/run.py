@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from rag_app.present.presenter import answer_payload
 from rag_app.service.admission.context import Admission, QueryResult
+from tracing.ledger import usage_json
 
 
 class Run:
@@ -25,7 +26,7 @@ class Run:
             ctx.admitted(ctx.route.query_id, ctx.route.variant)
         ctx.began = True
         ctx.answer = ctx.router.run(ctx.route, ctx.request.question, ctx.request.scope, ctx.callbacks)
-        ctx.payload = answer_payload(ctx.answer, doc_path=self.doc_path)
+        ctx.payload = answer_payload(ctx.answer, stage_view=usage_json, doc_path=self.doc_path)
         ctx.result = QueryResult({**ctx.payload, "cache_hit": False, "saved_cost_usd": None}, ctx.route,
                                  cache_hit=False)
 

@@ -114,7 +114,7 @@ def to_review(svc: Svc, who: Caller, grounded_below: float = Query(REVIEW_AT, ge
 def query_feedback(query_id: str, req: FeedbackRequest, svc: Svc, who: Caller):
     """A user's word on an answer (-1 wrong, 0 unsure, 1 right, a comment): kept in the ledger beside
     its cost and quality; the same user's second word replaces the first."""
-    from rag_app.models.attempts import utcnow
+    from rag_app.core.clock import utcnow
 
     own_query(svc, who, query_id)
     user = user_for(who, req.user_id) or ""
