@@ -6,22 +6,49 @@ from __future__ import annotations
 import uuid
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 
 from chains.rag import report, stage, timed
 from rag_app.chunking.registry import build_chunker
 from rag_app.ingest.sandbox import prepare_limited
-from rag_app.ingest.indexing import (IngestReport, check_collection, decide_collection, expand_paths, index_documents,
-                                     parse_and_chunk, stored_versions, unchanged_by_hash)
+from rag_app.ingest.indexing import (FileOutcome, IngestReport, Progress, check_collection, decide_collection,
+                                     expand_paths, index_documents, parse_and_chunk, stored_versions,
+                                     unchanged_by_hash)
 from rag_app.query.levers import _embed_lock as rescore_lock
 from rag_app.query.levers import levers_for
 from rag_app.ingest.rescore_pass import fill_rescore_vectors
-from rag_app.core.usage import StageUsage
+from rag_app.core.ports import Embedder, Pricer
+from rag_app.core.types import Chunk, ParsedDocument
+from rag_app.core.usage import EmbedUsage, StageUsage
+from rag_app.models.embedding import LocalEmbeddings
+
+if TYPE_CHECKING:  # names for the types only: the chain reaches settings and the store through `app`
+    from rag_app.config.settings import Settings
+    from rag_app.store import CollectionInfo, VectorStore
+
+Parsed = list[tuple[ParsedDocument, list[Chunk]]]
 
 
-def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None,
+class IngestApp(Protocol):
+    """What the chain reads of the composition root (rag_app.app.RagApp), and no more: a Protocol rather
+    than RagApp itself, so chains/ does not import the module that imports it."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> VectorStore: ...
+    @property
+    def pricer(self) -> Pricer: ...
+    @property
+    def tracer(self) -> BaseCallbackHandler: ...
+    def embeddings(self) -> LocalEmbeddings: ...
+    def rescorer(self) -> Embedder | None: ...
+
+
+def run_ingestion(app: IngestApp, paths: list[Path], *, progress: Progress | None = None,
                   doc_types: tuple[tuple[str, str], ...] = ()) -> IngestReport:
     """`app`: the composition root (rag_app.app.RagApp): settings, store, embedder loader, pricer, tracer.
     `doc_types`: (glob, type) overrides of the document-type classification."""
@@ -87,14 +114,15 @@ def run_ingestion(app: Any, paths: list[Path], *, progress: Any = None,
     return result
 
 
-def _rescore_vectors(store: Any, info: Any, rescorer: Any, model: str, progress: Any,
-                     unit: str = "chunk") -> tuple[Any, StageUsage]:
+def _rescore_vectors(store: VectorStore, info: CollectionInfo, rescorer: Embedder, model: str,
+                     progress: Progress | None, unit: str = "chunk") -> tuple[EmbedUsage, StageUsage]:
     stats = fill_rescore_vectors(store, info.name, rescorer, progress, lock=rescore_lock, unit=unit)
     return stats, StageUsage("embed_rescore", model=model, input_tokens=stats.tokens, cache_hits=stats.cache_hits,
                              cache_misses=stats.cache_misses, billing="shadow", price_basis="embed")
 
 
-def _indexed(store: Any, info: Any, parsed: Any, embeddings: Any, progress: Any) -> tuple[Any, StageUsage]:
+def _indexed(store: VectorStore, info: CollectionInfo, parsed: Parsed, embeddings: LocalEmbeddings | None,
+             progress: Progress | None) -> tuple[tuple[list[FileOutcome], EmbedUsage], StageUsage]:
     outcomes, stats = index_documents(store, info, parsed, embeddings, progress)
     usage = StageUsage("embed_documents", model=info.embed_model, status="ok" if info.dense_enabled else "skipped",
                        input_tokens=stats.tokens, cache_hits=stats.cache_hits, cache_misses=stats.cache_misses,

@@ -22,7 +22,8 @@ class Piece:
 
 @dataclass(frozen=True)
 class Budget:
-    target_min: int = 200
+    """Token bounds for one chunk. There is no lower target: `pack` joins while `target_max` holds, and only
+    `min_tokens` keeps a fragment from standing alone."""
     target_max: int = 250
     hard_max: int = 512
     min_tokens: int = 40

@@ -31,8 +31,8 @@ def build_chunker(name: str, settings, embeddings=None, doc_types=()) -> RoutedC
 
 
 def _statute(settings, embeddings) -> LegalChunker:
-    budget = Budget(settings.chunk_target_min, settings.chunk_target_max, settings.chunk_hard_max,
-                    settings.chunk_min_tokens)
+    budget = Budget(target_max=settings.chunk_target_max, hard_max=settings.chunk_hard_max,
+                    min_tokens=settings.chunk_min_tokens)
     if settings.semantic_backend == "embedding" and embeddings is not None:
         return LegalChunker(budget, settings.semantic_threshold, vectorize=embeddings.embed_array)
     return LegalChunker(budget, settings.semantic_threshold)

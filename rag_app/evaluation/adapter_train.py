@@ -127,7 +127,22 @@ def fit(vectors: np.ndarray, golds: list[list[list[int]]], corpus: np.ndarray | 
     s = {**FIT, **settings}
     view = corpus if isinstance(corpus, DenseView) else None
     matrix: np.ndarray = corpus.matrix if isinstance(corpus, DenseView) else corpus
-    negatives = negatives or [[] for _ in golds]
+    rows, targets, negs = _examples(vectors, golds, negatives or [[] for _ in golds])
+    d = matrix.shape[1]
+    if not rows:
+        return np.zeros((d, d), dtype=np.float32)
+    n_chunks = len(view.ids) if view is not None else matrix.shape[0]
+    best = _best_row(view, torch) if view is not None and not view.one_row_each else None
+    W = torch.nn.Parameter(torch.zeros(d, d))
+    _descend(W, torch.tensor(np.stack(rows)), torch.tensor(matrix), _spread(targets, n_chunks, torch),
+             _spread(negs, n_chunks, torch), best, s, seed, neg_weight)
+    return W.detach().numpy().astype(np.float32)
+
+
+def _examples(vectors: np.ndarray, golds: list[list[list[int]]], negatives: list[list[int]]
+              ) -> tuple[list[np.ndarray], list[list[int]], list[list[int]]]:
+    """One training example per (question, gold a chunk holds) and one per question with chunks marked
+    wrong: (question vector, gold rows, wrong chunks), the two kinds never in one example."""
     rows: list[np.ndarray] = []
     targets: list[list[int]] = []
     negs: list[list[int]] = []
@@ -141,25 +156,28 @@ def fit(vectors: np.ndarray, golds: list[list[list[int]]], corpus: np.ndarray | 
             rows.append(v)
             targets.append([])
             negs.append(sorted(set(ns)))
-    d = matrix.shape[1]
-    if not rows:
-        return np.zeros((d, d), dtype=np.float32)
-    n_chunks = len(view.ids) if view is not None else matrix.shape[0]
-    X, M = torch.tensor(np.stack(rows)), torch.tensor(matrix)
-    T = torch.zeros(len(rows), n_chunks)
-    N = torch.zeros(len(rows), n_chunks)
-    for r, (g, ns) in enumerate(zip(targets, negs)):
-        if g:
-            T[r, g] = 1.0 / len(g)
-        if ns:
-            N[r, ns] = 1.0 / len(ns)
-    best = _best_row(view, torch) if view is not None and not view.one_row_each else None
-    W = torch.nn.Parameter(torch.zeros(d, d))
+    return rows, targets, negs
+
+
+def _spread(lists: list[list[int]], n_chunks: int, torch):
+    """A row per example: 1/len over its listed chunks, 0 elsewhere (an empty list: a row of zeros)."""
+    out = torch.zeros(len(lists), n_chunks)
+    for r, cols in enumerate(lists):
+        if cols:
+            out[r, cols] = 1.0 / len(cols)
+    return out
+
+
+def _descend(W, X, M, T, N, best, s: dict, seed: int, neg_weight: float) -> None:
+    """Adam over W for s["epochs"] epochs of shuffled batches (seeded, without touching the global RNG):
+    softmax cross-entropy toward the golds T, -log(1 - p) away from the wrong chunks N, an L2 pull to 0."""
+    import torch
+
     opt = torch.optim.Adam([W], lr=s["lr"])
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         for _ in range(s["epochs"]):
-            for b in torch.randperm(len(rows)).split(s["batch"]):
+            for b in torch.randperm(len(X)).split(s["batch"]):
                 q = X[b] + X[b] @ W
                 q = q / q.norm(dim=-1, keepdim=True)
                 sims = q @ M.T
@@ -173,7 +191,6 @@ def fit(vectors: np.ndarray, golds: list[list[list[int]]], corpus: np.ndarray | 
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-    return W.detach().numpy().astype(np.float32)
 
 
 def _best_row(view: DenseView, torch):
@@ -228,6 +245,41 @@ def corpus_hash(docs) -> str:
     return hashlib.sha256("".join(sorted(d.content_hash for d in docs)).encode()).hexdigest()
 
 
+def _with_feedback(examples: tuple, feedback, view: Corpus, rescorer, max_chars: int) -> tuple[tuple, dict]:
+    """(vectors, golds, negatives) with the ledger's marked answers added (feedback_pairs.Feedback.examples),
+    and its part of the record."""
+    vectors, golds, negatives = examples
+    fb_vectors, fb_golds, fb_negs, part = feedback.examples(view, rescorer, max_chars)
+    vectors = np.concatenate([v for v in (vectors, fb_vectors) if v.size]) if fb_golds else vectors
+    return (vectors, golds + fb_golds, negatives + fb_negs), part
+
+
+def _gold_pairs(golds: list[list[list[int]]]) -> int:
+    """(question, gold) pairs the fit learns from: golds no chunk holds teach nothing."""
+    return sum(1 for gs in golds for g in gs if g)
+
+
+def _with_mined(examples: tuple, mined: int, docs: list, rel: dict[str, str], seed: int, view: Corpus, rescorer,
+                max_chars: int) -> tuple[tuple, dict]:
+    """(vectors, golds, negatives) with `mined` pairs mined from the corpus's own text added, and what was
+    mined (pairs, by kind) for the record."""
+    from rag_app.evaluation.mined_pairs import mine
+
+    vectors, golds, negatives = examples
+    pairs = mine([(rel[d.source_path], d.text) for d in docs], mined, seed)
+    m_vectors = question_vectors(pairs, rescorer, max_chars)
+    vectors = np.concatenate([v for v in (vectors, m_vectors) if v.size])
+    added = (vectors, golds + [view.gold_rows(q) for q in pairs], negatives + [[] for _ in pairs])
+    return added, {"pairs": len(pairs), "kinds": dict(sorted(_count(q.task for q in pairs).items()))}
+
+
+def _in_sample_recall(vectors: np.ndarray, golds: list, view: Corpus, W: np.ndarray) -> dict[str, float]:
+    """Dense-view recall@20 of the training questions before and after the map: in sample, so not a quality
+    figure; it says the fit did something (bench/adapter_cv.py measures)."""
+    return {"before": round(dense_recall(vectors, golds, view.view, 20), 4),
+            "after": round(dense_recall(adapt(vectors, W), golds, view.view, 20), 4)}
+
+
 def train(app, qa: Path | None, corpus: Path, *, split: str | None = "tune", seed: int = SEED, progress=None,
           feedback=None, mined: int = 0, validate_on: str | None = None) -> tuple[Path, dict]:
     """`rag train-adapter`: the split's questions over the eval collection of the `legal` chunker (built as
@@ -248,32 +300,23 @@ def train(app, qa: Path | None, corpus: Path, *, split: str | None = "tune", see
     negatives: list[list[int]] = [[] for _ in questions]
     fb_part = None
     if feedback is not None:
-        fb_vectors, fb_golds, fb_negs, fb_part = feedback.examples(view, rescorer, params.rescore_query_chars)
-        vectors = np.concatenate([v for v in (vectors, fb_vectors) if v.size]) if fb_golds else vectors
-        golds, negatives = golds + fb_golds, negatives + fb_negs
+        (vectors, golds, negatives), fb_part = _with_feedback((vectors, golds, negatives), feedback, view, rescorer,
+                                                              params.rescore_query_chars)
     mined_part = None
     if mined:
-        from rag_app.evaluation.mined_pairs import mine
-
-        pairs = mine([(rel[d.source_path], d.text) for d in docs], mined, seed)
-        m_vectors = question_vectors(pairs, rescorer, params.rescore_query_chars)
-        vectors = np.concatenate([v for v in (vectors, m_vectors) if v.size])
-        golds, negatives = golds + [view.gold_rows(q) for q in pairs], negatives + [[] for _ in pairs]
-        mined_part = {"pairs": len(pairs), "kinds": dict(sorted(_count(q.task for q in pairs).items()))}
+        (vectors, golds, negatives), mined_part = _with_mined((vectors, golds, negatives), mined, docs, rel, seed,
+                                                              view, rescorer, params.rescore_query_chars)
     embed_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     W = fit(vectors, golds, view.view, seed, negatives=negatives)
     fit_s = time.perf_counter() - t0
     record = training_record(qa=qa, split=split, questions=len(questions), corpus_hash=corpus_hash(docs),
                              model=rescorer.model_name, max_chars=params.rescore_query_chars, seed=seed,
-                             fit_s=fit_s, embed_s=embed_s, pairs=sum(1 for gs in golds for g in gs if g),
+                             fit_s=fit_s, embed_s=embed_s, pairs=_gold_pairs(golds),
                              chunks=len(view.ids), unit=unit, feedback=fb_part, mined=mined_part)
-    # in sample, so not a quality figure: it says the fit did something (bench/adapter_cv.py measures)
     n = len(questions)
     if n:
-        record["in_sample_dense_recall_at_20"] = {
-            "before": round(dense_recall(vectors[:n], golds[:n], view.view, 20), 4),
-            "after": round(dense_recall(adapt(vectors[:n], W), golds[:n], view.view, 20), 4)}
+        record["in_sample_dense_recall_at_20"] = _in_sample_recall(vectors[:n], golds[:n], view, W)
     if validate_on and qa is not None:
         record["validate"] = held_out_metrics(app, qa, corpus, validate_on, view, rescorer, params, W)
     path = save_adapter(W, record, app.settings.data_dir / "adapters")

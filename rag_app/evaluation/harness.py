@@ -15,9 +15,10 @@ import json
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from chains.rag import build_rag
 from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
@@ -151,58 +152,84 @@ def ask_all(chain, questions: list[Question], spec: EvalSpec, rel: dict[str, str
 def run_eval(app, spec: EvalSpec, progress: Progress | None = None) -> dict:
     """Each chunker indexed once (its own collection), each retriever asked every question, scored."""
     s = app.settings
-    if spec.use_llm and not app.uses_llm:
-        raise ConfigError("--llm: no LLM is configured; set OPENAI_BASE_URL and RAG_LLM_MODEL "
-                          "(docs/operations.md), or leave --llm out for extractive answers")
+    _check_llm(app, spec)
     questions = eval_questions(spec)
     corpus, docs, rel = load_corpus(spec.corpus)
     reranker, skip_reason = app.reranker()
     results: list[dict] = []
     per_task: list[dict] = []
-    # written as it goes (one line per question), so a long run that is stopped still leaves rankings
-    runs_file = Path(spec.runs_path).open("w", encoding="utf-8") if spec.runs_path else None
     per_q: list[tuple[str, dict[str, list[float]]]] = []  # (config label, per-question values)
     top_k = max(s.top_k, max(spec.ks))
-    for retriever in spec.retrievers:  # before any work: an adapter is never scored on what it learned
-        in_sample_refusal(retriever, query_config(app, spec, retriever, top_k), spec)
-    for name in spec.chunkers:
-        configs = {r: query_config(app, spec, r, top_k) for r in spec.retrievers}
-        info, chunk_row = index_for_chunker(app, spec, name, configs, docs, progress)
-        for retriever, config in configs.items():
-            use_dense, use_sparse = legs_for(config.retriever, info)
-            resolved = levers_for(config.levers, info)
-            row = {"chunker": name, "retriever": retriever, **chunk_row, "legs": "+".join(
-                       l for l, on in (("dense", use_dense), ("bm25", use_sparse)) if on),
-                   "levers": "+".join(resolved) or "none"}
-            if "rescore" in resolved and config.lever_params.query_adapter:  # which adapter moved the questions
-                row["query_adapter"] = Path(config.lever_params.query_adapter).stem.removeprefix("adapter-")
-            if "ranker" in resolved:  # which trained model ranked (its artefact's file name holds the version)
-                row["ranker"] = Path(config.lever_params.ranker).stem.removeprefix("ranker-") or None
-            if config.retriever == "dense" and not use_dense:
-                results.append({**row, "skipped": info.dense_disabled_reason})
-                continue
-            chain = build_rag(app.pipeline(config, info, rescore_required="rescore" in resolved))
-            run = ask_all(chain, questions, spec, rel, f"{name}/{retriever}", runs_file, progress)
-            overall, tasks, values = budget_report(questions, run.rankings, spec.ks, spec.budgets)
-            results.append({**row, **run_row(run, questions, spec), "budgets": overall})
-            per_q.append((f"{name}/{retriever}", values))
-            per_task += task_rows(run, questions, spec, tasks, {"chunker": name, "retriever": retriever})
-    if runs_file:
-        runs_file.close()
-    comparisons = [{"base": per_q[0][0], "new": label, "diff": paired(questions, per_q[0][1], vals),
-                    "diff_by_task": {t: paired(questions, per_q[0][1], vals, t) for t in sorted({q.task for q in questions})}}
-                   for label, vals in per_q[1:]]
+    # written as it goes (one line per question), so a long run that is stopped still leaves rankings
+    with _runs_file(spec.runs_path) as runs_file:
+        for retriever in spec.retrievers:  # before any work: an adapter is never scored on what it learned
+            in_sample_refusal(retriever, query_config(app, spec, retriever, top_k), spec)
+        for name in spec.chunkers:
+            configs = {r: query_config(app, spec, r, top_k) for r in spec.retrievers}
+            info, chunk_row = index_for_chunker(app, spec, name, configs, docs, progress)
+            for retriever, config in configs.items():
+                row, resolved, use_dense = _config_row(name, retriever, config, info, chunk_row)
+                if config.retriever == "dense" and not use_dense:
+                    results.append({**row, "skipped": info.dense_disabled_reason})
+                    continue
+                chain = build_rag(app.pipeline(config, info, rescore_required="rescore" in resolved))
+                run = ask_all(chain, questions, spec, rel, f"{name}/{retriever}", runs_file, progress)
+                overall, tasks, values = budget_report(questions, run.rankings, spec.ks, spec.budgets)
+                results.append({**row, **run_row(run, questions, spec), "budgets": overall})
+                per_q.append((f"{name}/{retriever}", values))
+                per_task += task_rows(run, questions, spec, tasks, {"chunker": name, "retriever": retriever})
     return {"questions": len(questions), "qa": str(spec.qa), "corpus": str(corpus), "results": results,
             "split": spec.split or "all", "split_rule": SPLIT_RULE, "budgets": spec.budgets,
-            "budget_rule": ("chunks in rank order while the total stays within the budget; the crossing chunk is cut "
-                            "to the tokens left (as the context packer cuts it), nothing after it counts"),
-            "paired_vs_first": comparisons, "by_task": per_task, "llm_model": s.llm_model,
-            "price_version": app.prices.version,
-            "cost_rule": ("$/query: every stage at what it would bill on RAG_LLM_MODEL and the hosted-equivalent "
-                          "embed/rerank rates, the reply at its expected length (as `rag ask` prices an extractive "
-                          "answer's shadow; with --llm, the reply as billed); $/correct answer: the whole cost over "
-                          "the answers that cite a passage covering their gold"),
+            "budget_rule": BUDGET_RULE, "paired_vs_first": _paired_vs_first(questions, per_q), "by_task": per_task,
+            "llm_model": s.llm_model, "price_version": app.prices.version, "cost_rule": COST_RULE,
             "reranker": reranker.model_name if reranker else f"skipped: {skip_reason}"}
+
+
+BUDGET_RULE = ("chunks in rank order while the total stays within the budget; the crossing chunk is cut "
+               "to the tokens left (as the context packer cuts it), nothing after it counts")
+COST_RULE = ("$/query: every stage at what it would bill on RAG_LLM_MODEL and the hosted-equivalent "
+             "embed/rerank rates, the reply at its expected length (as `rag ask` prices an extractive "
+             "answer's shadow; with --llm, the reply as billed); $/correct answer: the whole cost over "
+             "the answers that cite a passage covering their gold")
+
+
+def _check_llm(app, spec: EvalSpec) -> None:
+    if spec.use_llm and not app.uses_llm:
+        raise ConfigError("--llm: no LLM is configured; set OPENAI_BASE_URL and RAG_LLM_MODEL "
+                          "(docs/operations.md), or leave --llm out for extractive answers")
+
+
+def _runs_file(path: Path | None) -> AbstractContextManager[TextIO | None]:
+    """The --runs file, open for writing (nothing without one)."""
+    return Path(path).open("w", encoding="utf-8") if path else nullcontext()
+
+
+def _config_row(chunker: str, retriever: str, config: QueryConfig, info, chunk_row: dict
+                ) -> tuple[dict, list[str], bool]:
+    """A configuration's row before it is scored: the legs and levers it resolves to on this collection,
+    and which adapter and ranker moved its questions; with the levers it resolved and whether its dense leg
+    is on."""
+    use_dense, use_sparse = legs_for(config.retriever, info)
+    resolved = levers_for(config.levers, info)
+    row = {"chunker": chunker, "retriever": retriever, **chunk_row,
+           "legs": "+".join(leg for leg, on in (("dense", use_dense), ("bm25", use_sparse)) if on),
+           "levers": "+".join(resolved) or "none"}
+    if "rescore" in resolved and config.lever_params.query_adapter:  # which adapter moved the questions
+        row["query_adapter"] = Path(config.lever_params.query_adapter).stem.removeprefix("adapter-")
+    if "ranker" in resolved:  # which trained model ranked (its artefact's file name holds the version)
+        row["ranker"] = Path(config.lever_params.ranker).stem.removeprefix("ranker-") or None
+    return row, resolved, use_dense
+
+
+def _paired_vs_first(questions: list[Question], per_q: list[tuple[str, dict[str, list[float]]]]) -> list[dict]:
+    """Every configuration after the first, paired against the first over the same questions, overall and
+    per task."""
+    if not per_q:
+        return []
+    (base, base_values), tasks = per_q[0], sorted({q.task for q in questions})
+    return [{"base": base, "new": label, "diff": paired(questions, base_values, vals),
+             "diff_by_task": {t: paired(questions, base_values, vals, t) for t in tasks}}
+            for label, vals in per_q[1:]]
 
 
 def in_sample_refusal(retriever: str, config: QueryConfig, spec: EvalSpec) -> None:

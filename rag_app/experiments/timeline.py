@@ -59,6 +59,12 @@ def _start(bucket: str) -> datetime:
     return datetime.fromisoformat((bucket + ":00" if "T" in bucket else bucket + "T00:00") + ":00+00:00")
 
 
+def _rollout_steps(ledger, exp: Experiment, starts: list[datetime], every: str) -> tuple[np.ndarray, np.ndarray]:
+    """_steps_at over the buckets that start at `starts`, with the ramp's moves from the ledger (none without a ramp)."""
+    step = timedelta(hours=1) if every == "hour" else timedelta(days=1)
+    return _steps_at(starts, [s + step for s in starts], exp, ledger.experiment_events(exp.name) if exp.ramp else [])
+
+
 def _steps_at(starts: list[datetime], ends: list[datetime], exp: Experiment, events: list[dict]
               ) -> tuple[np.ndarray, np.ndarray]:
     """At each bucket's end: the rollout in force (the last ramp move before it, else the file's), and the first
@@ -90,9 +96,6 @@ def timeline(ledger, exp: Experiment, plan, guard: dict, *, use_shadow: bool, ev
              today: date | None = None) -> dict:
     """The experiment at the end of each hour or day with data (cumulative), oldest first; columns of
     equal length, one value per point (`at`: the bucket's start, UTC)."""
-    from rag_app.experiments.evidence import decide, unpriced_reason
-    from rag_app.experiments.verdict import judge
-
     every = resolve_every(ledger, exp, every)
     arms = arms_of(exp)
     sums, quality = ledger.arm_series(exp.name, list(arms.values()), every)
@@ -102,37 +105,64 @@ def timeline(ledger, exp: Experiment, plan, guard: dict, *, use_shadow: bool, ev
         return out
     b = _Buckets.of(sums, quality, arms)
     starts = [_start(x) for x in b.names]
-    step = timedelta(hours=1) if every == "hour" else timedelta(days=1)
-    rollout, step_from = _steps_at(starts, [s + step for s in starts], exp,
-                                   ledger.experiment_events(exp.name) if exp.ramp else [])
-    srm = (srm_pvalue(b.since("control", "sticky_queries", step_from), b.since("treatment", "sticky_queries", step_from),
-                      rollout / 100) if exp.mode == "split" else np.full(b.n, np.nan))
-    priced = "shadow_queries" if use_shadow else "priced_queries"
-    unpriced = {a: b.cum[a]["queries"] - b.cum[a][priced] for a in arms}
-    dates = [s.date() for s in starts[:-1]] + [today or datetime.now(timezone.utc).date()]  # the last point: now
-    ended = np.asarray(plan.ended(b.cum["control"]["queries"] + b.cum["treatment"]["queries"])) | np.asarray(
-        [plan.planned_end is not None and d >= plan.planned_end for d in dates])
-    data = b.verdict_data(plan, use_shadow)
-    j = judge(plan, data, srm_p=srm, ended=ended, unpriced=(unpriced["control"] > 0) | (unpriced["treatment"] > 0))
-    points = [decide(plan, data, srm_p=None if not np.isfinite(srm[i]) else float(srm[i]), ended=bool(ended[i]),
-                     judgement=j, at=i, quality={a: b.quality_at(a, i) for a in arms},
-                     guard=guard,
-                     unpriced_reason=unpriced_reason(int(unpriced["control"][i]), int(unpriced["treatment"][i])))
-              for i in range(b.n)]
+    rollout, step_from = _rollout_steps(ledger, exp, starts, every)
+    srm = _srm_column(b, exp, rollout, step_from)
+    points = _points(plan, b, guard, srm, _ended(plan, b, starts, today), use_shadow)
     at = [s.isoformat() for s in starts]
     out.update({
-        "at": at, "rollout_pct": rollout.tolist(), "srm_pvalue": [None if not np.isfinite(x) else float(x) for x in srm],
+        "at": at, "rollout_pct": rollout.tolist(), "srm_pvalue": [_finite_or_none(x) for x in srm],
         "queries": {a: b.cum[a]["queries"].astype(int).tolist() for a in arms},
         "metrics": _metric_columns(plan, points, at),
         "verdict": [pt["verdict"] for pt in points], "decided_by": [pt["decided_by"] for pt in points],
-        "verdict_changes": [{"at": at[i], "verdict": pt["verdict"], "decided_by": pt["decided_by"], "reason": pt["reason"]}
-                            for i, pt in enumerate(points)
-                            if i == 0 or (pt["verdict"], pt["decided_by"]) != (points[i - 1]["verdict"],
-                                                                               points[i - 1]["decided_by"])],
+        "verdict_changes": _verdict_changes(points, at),
         # each bucket's own figures per arm (not cumulated): what the arm served that hour or day
         "arms": {a: b.own_figures(a, use_shadow) for a in arms},
     })
     return out
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def _srm_column(b: _Buckets, exp: Experiment, rollout: np.ndarray, step_from: np.ndarray) -> np.ndarray:
+    """The sample-ratio p-value at each point, counted from the start of the ramp step in force (a split
+    experiment only: a shadow one has no ratio to check)."""
+    if exp.mode != "split":
+        return np.full(b.n, np.nan)
+    return srm_pvalue(b.since("control", "sticky_queries", step_from), b.since("treatment", "sticky_queries", step_from),
+                      rollout / 100)
+
+
+def _ended(plan, b: _Buckets, starts: list[datetime], today: date | None) -> np.ndarray:
+    """At each point: has the plan's sample been reached, or its planned end date passed (the last point: now)."""
+    dates = [s.date() for s in starts[:-1]] + [today or datetime.now(timezone.utc).date()]
+    by_date = np.asarray([plan.planned_end is not None and d >= plan.planned_end for d in dates])
+    return np.asarray(plan.ended(b.cum["control"]["queries"] + b.cum["treatment"]["queries"])) | by_date
+
+
+def _points(plan, b: _Buckets, guard: dict, srm: np.ndarray, ended: np.ndarray, use_shadow: bool) -> list[dict]:
+    """The comparison's decision at every point: one `judge` over all points at once, then each point's
+    explanation and quality gate."""
+    from rag_app.experiments.evidence import decide, unpriced_reason
+    from rag_app.experiments.verdict import judge
+
+    priced = "shadow_queries" if use_shadow else "priced_queries"
+    unpriced = {a: b.cum[a]["queries"] - b.cum[a][priced] for a in ("control", "treatment")}
+    data = b.verdict_data(plan, use_shadow)
+    j = judge(plan, data, srm_p=srm, ended=ended, unpriced=(unpriced["control"] > 0) | (unpriced["treatment"] > 0))
+    return [decide(plan, data, srm_p=_finite_or_none(srm[i]), ended=bool(ended[i]), judgement=j, at=i,
+                   quality={a: b.quality_at(a, i) for a in ("control", "treatment")}, guard=guard,
+                   unpriced_reason=unpriced_reason(int(unpriced["control"][i]), int(unpriced["treatment"][i])))
+            for i in range(b.n)]
+
+
+def _verdict_changes(points: list[dict], at: list[str]) -> list[dict]:
+    """The points where the verdict or what decided it changed (the first point always)."""
+    def key(pt: dict) -> tuple:
+        return pt["verdict"], pt["decided_by"]
+    return [{"at": at[i], "verdict": pt["verdict"], "decided_by": pt["decided_by"], "reason": pt["reason"]}
+            for i, pt in enumerate(points) if i == 0 or key(pt) != key(points[i - 1])]
 
 
 def _metric_columns(plan, points: list[dict], at: list[str]) -> dict:
@@ -160,18 +190,7 @@ class _Buckets:
         names = sorted({r["bucket"] for r in sums})
         where = {b: i for i, b in enumerate(names)}
         arm_of = {v: a for a, v in arms.items()}
-        keys = [k for k in sums[0] if k not in ("bucket", "variant", "side")]
-        per = {a: {k: np.zeros(len(names)) for k in keys} for a in arms}  # arm -> sum -> per-bucket array
-        for r in sums:
-            for k in keys:
-                per[arm_of[(r["variant"], r["side"])]][k][where[r["bucket"]]] += r[k]
-        qper: dict = {a: {} for a in arms}  # arm -> metric -> (3, buckets): n / sum / sum of squares
-        for (b, variant, side), metrics in quality.items():
-            a = arm_of.get((variant, side))
-            if a is not None and b in where:
-                for m, trio in metrics.items():
-                    qper[a].setdefault(m, np.zeros((3, len(names))))[:, where[b]] += trio
-        return cls(names, per, qper)
+        return cls(names, _sums_per_arm(sums, arms, arm_of, where), _quality_per_arm(quality, arms, arm_of, where))
 
     def since(self, arm: str, key: str, first: np.ndarray) -> np.ndarray:
         """The running total of `key` counted from bucket `first[i]` to each point i."""
@@ -207,3 +226,25 @@ class _Buckets:
         return {"queries": p["queries"].astype(int).tolist(), "priced_queries": p[priced].astype(int).tolist(),
                 "cost_per_query": mean(p[cost] / 1e9, p[priced]), "scored": g[0].astype(int).tolist(),
                 "groundedness": mean(g[1], g[0])}
+
+
+def _sums_per_arm(sums: list[dict], arms: dict, arm_of: dict, where: dict[str, int]) -> dict:
+    """arm -> sum -> per-bucket array."""
+    keys = [k for k in sums[0] if k not in ("bucket", "variant", "side")]
+    per = {a: {k: np.zeros(len(where)) for k in keys} for a in arms}
+    for r in sums:
+        for k in keys:
+            per[arm_of[(r["variant"], r["side"])]][k][where[r["bucket"]]] += r[k]
+    return per
+
+
+def _quality_per_arm(quality: dict, arms: dict, arm_of: dict, where: dict[str, int]) -> dict:
+    """arm -> metric -> (3, buckets): n / sum / sum of squares; rows of other variants or buckets are not ours."""
+    qper: dict = {a: {} for a in arms}
+    for (b, variant, side), metrics in quality.items():
+        a = arm_of.get((variant, side))
+        if a is None or b not in where:
+            continue
+        for m, trio in metrics.items():
+            qper[a].setdefault(m, np.zeros((3, len(where))))[:, where[b]] += trio
+    return qper

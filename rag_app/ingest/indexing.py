@@ -51,24 +51,36 @@ class IngestReport:
 def expand_paths(paths: Iterable[Path]) -> tuple[list[Path], list[FileOutcome]]:
     """The files to ingest, and what is said of the rest: a missing path is an error; a file in a folder
     that is not a type we read is `skipped`, with why (hidden files and folders are passed over)."""
-    from rag_app.ingest.loaders import FORMATS
-
-    files, problems = [], []
+    files: list[Path] = []
+    problems: list[FileOutcome] = []
     for p in paths:
         if p.is_dir():
-            for f in sorted(x for x in p.rglob("*") if x.is_file()
-                            and not any(part.startswith(".") for part in x.relative_to(p).parts)):
-                if supported(f):
-                    files.append(f)
-                else:
-                    problems.append(FileOutcome(str(f), "skipped", error=(
-                        f"{f}: not read: {f.suffix or 'no extension'} is not a document type we read "
-                        f"({' '.join(sorted(FORMATS))})")))
+            found, skipped = _folder_files(p)
+            files.extend(found)
+            problems.extend(skipped)
         elif p.is_file():
             files.append(p)
         else:
             problems.append(FileOutcome(str(p), "error", error=f"{p}: no such file or folder"))
     return files, problems
+
+
+def _folder_files(folder: Path) -> tuple[list[Path], list[FileOutcome]]:
+    """A folder's files of a type we read, in name order, and a `skipped` outcome for each other file
+    (hidden files and folders are passed over)."""
+    from rag_app.ingest.loaders import FORMATS
+
+    files: list[Path] = []
+    skipped: list[FileOutcome] = []
+    for f in sorted(x for x in folder.rglob("*") if x.is_file()
+                    and not any(part.startswith(".") for part in x.relative_to(folder).parts)):
+        if supported(f):
+            files.append(f)
+        else:
+            skipped.append(FileOutcome(str(f), "skipped", error=(
+                f"{f}: not read: {f.suffix or 'no extension'} is not a document type we read "
+                f"({' '.join(sorted(FORMATS))})")))
+    return files, skipped
 
 
 Prepare = Callable[[Path, Chunker], tuple[ParsedDocument, list[Chunk]]]

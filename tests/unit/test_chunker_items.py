@@ -41,7 +41,7 @@ def test_an_oversized_article_splits_at_its_item_lines_and_never_inside_an_item(
     item_one = ARTICLE.split("\n\n")[2]
     article = "\n\n".join(ARTICLE.split("\n\n")[1:5])
     # the article is over the hard max; item (一) alone fits the hard max but not the target
-    budget = Budget(target_min=20, target_max=60, hard_max=count_tokens(item_one) + 5, min_tokens=5)
+    budget = Budget(target_max=60, hard_max=count_tokens(item_one) + 5, min_tokens=5)
     assert count_tokens(article) > budget.hard_max and count_tokens(item_one) > budget.target_max
     doc, chunks = chunk(tmp_path, ARTICLE, budget)
     text = doc.text
@@ -56,7 +56,7 @@ def test_an_oversized_article_splits_at_its_item_lines_and_never_inside_an_item(
 
 def test_an_article_under_the_hard_max_stays_whole(tmp_path):
     article = "\n\n".join(ARTICLE.split("\n\n")[1:6])
-    budget = Budget(target_min=20, target_max=60, hard_max=count_tokens(article) + 10, min_tokens=5)
+    budget = Budget(target_max=60, hard_max=count_tokens(article) + 10, min_tokens=5)
     doc, chunks = chunk(tmp_path, ARTICLE, budget)
     art = [c for c in chunks if "第二十六条" in c.articles]
     assert len(art) == 1 and doc.text[art[0].char_start:art[0].char_end].startswith("第二十六条")
@@ -65,7 +65,7 @@ def test_an_article_under_the_hard_max_stays_whole(tmp_path):
 
 def test_a_mid_sentence_item_reference_is_no_joint(tmp_path):
     item_one = ARTICLE.split("\n\n")[2]
-    budget = Budget(target_min=20, target_max=60, hard_max=count_tokens(item_one) + 5, min_tokens=5)
+    budget = Budget(target_max=60, hard_max=count_tokens(item_one) + 5, min_tokens=5)
     doc, chunks = chunk(tmp_path, ARTICLE, budget)
     closing = doc.text.index("用人单位依照本条（一）项")
     assert all(c.char_start != closing for c in chunks)  # it stays with item (三)

@@ -14,7 +14,7 @@ from rag_app.text.tokens import count_tokens
 from tests.conftest import CORPUS, LEGAL_ZH
 
 pytestmark = pytest.mark.shared_data
-BUDGET = Budget(target_min=200, target_max=250, hard_max=512, min_tokens=40)
+BUDGET = Budget(target_max=250, hard_max=512, min_tokens=40)
 ARTICLE = re.compile(r"^第[一二三四五六七八九十百千零]+\s*条", re.M)
 WS = " \t\r\n\u3000\u200b"  # 民事诉讼法 has zero-width-space lines
 BOUNDARY = re.compile(r"^(第[一二三四五六七八九十百千零]+\s*条|#|附件)", re.M)

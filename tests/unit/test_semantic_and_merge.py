@@ -47,7 +47,7 @@ def count(start, end):
 
 
 def test_pack_respects_target_boundary_and_tables():
-    b = Budget(target_min=8, target_max=10, hard_max=20, min_tokens=3)
+    b = Budget(target_max=10, hard_max=20, min_tokens=3)
     pieces = [Piece(0, 4, ("章1",), 0), Piece(4, 8, ("章1",), 1), Piece(8, 12, ("章1",), 2),  # 4+4 fit, +4 > 10
               Piece(12, 14, ("章2",), 3),  # new chapter: never merged back
               Piece(14, 30, ("章2",), 4, standalone=True),  # table alone
@@ -57,7 +57,7 @@ def test_pack_respects_target_boundary_and_tables():
 
 
 def test_pack_small_fragment_joins_and_connective_glues():
-    b = Budget(target_min=8, target_max=10, hard_max=20, min_tokens=3)
+    b = Budget(target_max=10, hard_max=20, min_tokens=3)
     pieces = [Piece(0, 9, ("c",), 0), Piece(9, 11, ("c",), 1),  # 2-token fragment joins (11 <= hard max)
               Piece(11, 20, ("c",), 2), Piece(20, 29, ("c",), 3, glue_prev=True)]  # connective joins
     assert [[p.unit_index for p in g] for g in pack(pieces, count, b)] == [[0, 1], [2, 3]]
@@ -67,7 +67,7 @@ def test_items_split_only_at_line_start_and_headings_recognised():
     body = "（一）第一项内容较长" * 30
     text = ("# 测试法\n\n## 第一章 总则\n\n第一条 本法依照本条（一）项制定。\n\n"
             f"第二条 下列情形：\n\n{body}。\n\n（二）第二项。\n\n## 第二章 附则\n\n第三条 本法自公布之日起施行。\n")
-    chunker = LegalChunker(Budget(target_min=20, target_max=40, hard_max=200, min_tokens=5))
+    chunker = LegalChunker(Budget(target_max=40, hard_max=200, min_tokens=5))
     chunks = chunker.chunk(doc_of(text))
     for c in chunks:
         assert text[c.char_start:c.char_end] == c.text

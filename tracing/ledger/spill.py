@@ -162,30 +162,44 @@ def claim(folder: Path, prefix: str) -> list[Claim]:
         return []
     claims = []
     for p in sorted(folder.iterdir()):
-        if not p.name.startswith(prefix) or p.is_symlink():
-            continue
-        if p.name.endswith(SUFFIX):
-            target = p.with_name(f"{p.name}.{uuid.uuid4().hex[:12]}{CLAIMED}")
-            try:
-                p.rename(target)  # atomic: of two claimers, one renames it, the other finds it gone
-            except OSError:
-                continue
-            p = target
-        elif not (p.name.endswith(CLAIMED) and SUFFIX in p.name):  # a claim a dead process left
-            continue
-        try:
-            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError as e:
-            log.warning("cannot open spill file %s: %s", p, e)
-            continue
-        handle = os.fdopen(fd, "r", encoding="utf-8", errors="replace")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # someone alive replays it: leave it
-        except OSError:
-            handle.close()
-            continue
-        claims.append(Claim(p, p.name.removesuffix(CLAIMED), handle))
+        claimed = _claimed_name(p, prefix)
+        locked = _locked(claimed) if claimed is not None else None
+        if locked is not None:
+            claims.append(locked)
     return claims
+
+
+def _claimed_name(p: Path, prefix: str) -> Path | None:
+    """`p` under a claimed name of this process's (a new spill file renamed to one, a dead process's claim
+    as it is), or None: not this ledger's spill file, a link, or another claimer renamed it first."""
+    if not p.name.startswith(prefix) or p.is_symlink():
+        return None
+    if p.name.endswith(SUFFIX):
+        target = p.with_name(f"{p.name}.{uuid.uuid4().hex[:12]}{CLAIMED}")
+        try:
+            p.rename(target)  # atomic: of two claimers, one renames it, the other finds it gone
+        except OSError:
+            return None
+        return target
+    if p.name.endswith(CLAIMED) and SUFFIX in p.name:  # a claim a dead process left
+        return p
+    return None
+
+
+def _locked(p: Path) -> Claim | None:
+    """A claim on `p` holding its lock, or None: it cannot be opened, or someone alive replays it."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        log.warning("cannot open spill file %s: %s", p, e)
+        return None
+    handle = os.fdopen(fd, "r", encoding="utf-8", errors="replace")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # someone alive replays it: leave it
+    except OSError:
+        handle.close()
+        return None
+    return Claim(p, p.name.removesuffix(CLAIMED), handle)
 
 
 def decode(line: str, version: int, writable: dict[str, frozenset[str]]) -> tuple[str, dict] | str:

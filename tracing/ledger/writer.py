@@ -248,14 +248,19 @@ def insert_rows(db: Connection, rows: list[tuple[str, Any]], *, careful: bool = 
     return quarantined
 
 
+def _is_ledger_row(table: Any, row: Any) -> bool:
+    """A non-empty dict whose every column the named ledger table has (anything else is quarantined)."""
+    columns = WRITABLE.get(table) if isinstance(table, str) else None
+    return columns is not None and isinstance(row, dict) and bool(row) and row.keys() <= columns
+
+
 def _runs_of(db: Connection, rows: list[tuple[str, Any]]) -> tuple[list[tuple[tuple, list[dict]]], int]:
     """Rows grouped by (`started` last?, table, columns, upsert), `started` groups first; a row that is
     no ledger row is quarantined on the way (the count is returned)."""
     groups: dict[tuple, list[dict]] = {}
     quarantined = 0
     for table, row in rows:  # one pass: the writer thread's time is the ledger's throughput
-        columns = WRITABLE.get(table) if isinstance(table, str) else None
-        if columns is None or not isinstance(row, dict) or not row or not row.keys() <= columns:
+        if not _is_ledger_row(table, row):
             _quarantine(db, table, row, _check(table, row) or "not a ledger row")
             quarantined += 1
             continue
@@ -445,10 +450,13 @@ class LedgerWriter:
                 self._cv.wait(min(left, 0.1))
             return True
 
-    def health(self) -> dict:
+    def _buffer_age(self) -> tuple[float, int]:
+        """(seconds the oldest buffered row has waited, rows buffered)."""
         with self._cv:
-            oldest = time.monotonic() - self._buf[0][2] if self._buf else 0.0
-            buffered = len(self._buf)
+            return (time.monotonic() - self._buf[0][2] if self._buf else 0.0), len(self._buf)
+
+    def health(self) -> dict:
+        oldest, buffered = self._buffer_age()
         alive = self._thread.is_alive() or self._stop.is_set()
         waiting = buffered > 0 and oldest > 5.0
         pending = self.replay_pending
@@ -482,12 +490,7 @@ class LedgerWriter:
         with self._cv:
             self._cv.notify_all()
         self._thread.join(timeout=timeout_s)
-        with self._cv:
-            rest = [(t, r) for t, r, _ in self._buf]
-            self._buf.clear()
-            for ev in self._unrecorded:  # keep the accounting with the rows it describes
-                rest.append(("ledger_losses", ev))
-            self._unrecorded = []
+        rest = self._take_unwritten()
         if rest:
             self._spill(rest, f"shutdown while the ledger fails: {self.failing}")
         for c in self._claims:  # a replay not finished: the next writer resumes it from its recorded offset
@@ -497,22 +500,36 @@ class LedgerWriter:
             self._loss_record.close(keep=bool(self._late) and self._loss_record.usable)
         if self._connected:
             try:
-                with self._engine.begin() as db:
-                    db.execute(delete(ledger_writers).where(ledger_writers.c.writer_id == self.writer_id))
-                # queries marked dirty by a concurrent direct write after our last look: fold a few
-                # batches now rather than leave the next start a backlog (bounded: the rest waits)
-                deadline = time.monotonic() + min(timeout_s, 5.0)
-                while time.monotonic() < deadline:
-                    with self._engine.begin() as db:
-                        if not (rollups.fold_dirty(db, (), BACKLOG_PER_BATCH * 5)
-                                or rollups.refold_step(db, BACKLOG_PER_BATCH * 5)):
-                            break
+                self._sign_off(timeout_s)
             except Exception:
                 pass
         self._engine.dispose()
         self._direct.dispose()
 
     # -- spill and accounting -------------------------------------------------------------------
+    def _take_unwritten(self) -> list[tuple[str, Any]]:
+        """Every row still buffered, with the accounting events not yet recorded (kept with the rows they
+        describe), off the writer: what closing spills."""
+        with self._cv:
+            rest = [(t, r) for t, r, _ in self._buf]
+            self._buf.clear()
+            rest += [("ledger_losses", ev) for ev in self._unrecorded]
+            self._unrecorded = []
+        return rest
+
+    def _sign_off(self, timeout_s: float) -> None:
+        """This writer's row out of ledger_writers; then the queries marked dirty by a concurrent direct
+        write after our last look: fold a few batches now rather than leave the next start a backlog
+        (bounded: the rest waits)."""
+        with self._engine.begin() as db:
+            db.execute(delete(ledger_writers).where(ledger_writers.c.writer_id == self.writer_id))
+        deadline = time.monotonic() + min(timeout_s, 5.0)
+        while time.monotonic() < deadline:
+            with self._engine.begin() as db:
+                if not (rollups.fold_dirty(db, (), BACKLOG_PER_BATCH * 5)
+                        or rollups.refold_step(db, BACKLOG_PER_BATCH * 5)):
+                    break
+
     def _spill(self, rows: list[tuple[str, Any]], reason: str) -> None:
         """Rows to this writer's spill file, or its fallback's when that fails (say a full disk); rows no
         file takes are counted lost, in the ledger later or, once closing, in the loss record."""
@@ -520,15 +537,24 @@ class LedgerWriter:
         for path in (self.spill_path, self.fallback_path):
             if path is not None and self._spill_to(path, rows, n, reason):
                 return
-        with self._cv:  # the accounting rows that rode with these rows are gone too: keep what they said
-            if self._stop.is_set():
-                self._late += [dict(r) for t, r in rows if t == "ledger_losses" and isinstance(r, dict)]
+        self._keep_late_losses(rows)
         self._account("lost", n, reason, None)
         if not n and self._stop.is_set() and self._loss_record is not None:
             self._loss_record.write(list(self._late))
-        log.critical("%d ledger rows LOST: no spill file could take them (%s)%s", n, reason,
-                     f"; counted in {self._loss_record.path}" if self._stop.is_set() and self._loss_record
-                     and self._loss_record.usable else "")
+        log.critical("%d ledger rows LOST: no spill file could take them (%s)%s", n, reason, self._counted_where())
+
+    def _keep_late_losses(self, rows: list[tuple[str, Any]]) -> None:
+        """Once closing, the accounting rows that rode with lost rows are gone too: keep what they said (for
+        the loss record)."""
+        with self._cv:
+            if self._stop.is_set():
+                self._late += [dict(r) for t, r in rows if t == "ledger_losses" and isinstance(r, dict)]
+
+    def _counted_where(self) -> str:
+        """Where rows lost while closing are counted (the loss record), for the log line that says they are lost."""
+        if self._stop.is_set() and self._loss_record and self._loss_record.usable:
+            return f"; counted in {self._loss_record.path}"
+        return ""
 
     def _spill_to(self, path: Path, rows: list[tuple[str, Any]], n: int, reason: str) -> bool:
         """Append the rows to one spill file; False when it cannot take them (any reason at all)."""
@@ -588,49 +614,73 @@ class LedgerWriter:
 
     def _run(self) -> None:
         backoff = 0.05
-        while True:
-            with self._cv:
-                while not self._has_work():
-                    self._cv.wait(0.5)
-                    if time.monotonic() - self._last_beat > HEARTBEAT_S or (
-                            self.spilled > self._spills_looked and time.monotonic() - self._last_look > REPLAY_LOOK_S):
-                        break
-                if self._stop.is_set() and (not (self._buf or self._unrecorded) or self.failing):
-                    break
-                rows = [(t, r) for t, r, _ in islice(self._buf, self._batch)]
-                events, self._unrecorded = self._unrecorded, []
-                self._busy = True
+        while (batch := self._next_batch()) is not None:
+            rows, events = batch
             try:
                 if not self._connected:
                     self._start_up()
                 quarantined = self._write_batch(rows, events) if rows or events or self.failing else 0
             except Exception as e:  # never let the thread die: keep the rows, say so, retry
-                with self._cv:
-                    self._unrecorded[:0] = events
-                    self._busy = False
-                self.failed_batches += 1
-                self._set_failing(e)
-                if not is_transient(e):
-                    log.exception("ledger writer fault (rows kept, retrying)")
-                    self._poison_tries += 1
-                    if self._poison_tries >= POISON_TRIES and rows:
-                        self._isolate(len(rows), e)  # a batch a retry will not fix never blocks later rows
-                        continue
-                self._engine.dispose()  # a lost server connection stays lost: open anew
+                if self._batch_failed(rows, events, e):
+                    continue
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
             backoff = 0.05
-            self._poison_tries = 0
-            with self._cv:
-                for _ in rows:
-                    self._buf.popleft()
-                self.written += len(rows) - quarantined
-                self.quarantined += quarantined
-                self.failing = self.failing_since = None
-                self._busy = False
-                self._cv.notify_all()
+            self._batch_written(rows, quarantined)
             self._background_step()
+
+    def _next_batch(self) -> tuple[list[tuple[str, Any]], list[dict]] | None:
+        """Wait for work (or for the heartbeat, or for spilled rows to look at), then take the next batch of
+        buffered rows and the accounting events not yet recorded; None: stopped with nothing left that can
+        be written."""
+        with self._cv:
+            while not self._has_work():
+                self._cv.wait(0.5)
+                if self._time_to_look():
+                    break
+            if self._stop.is_set() and (not (self._buf or self._unrecorded) or self.failing):
+                return None
+            rows = [(t, r) for t, r, _ in islice(self._buf, self._batch)]
+            events, self._unrecorded = self._unrecorded, []
+            self._busy = True
+            return rows, events
+
+    def _time_to_look(self) -> bool:
+        """The heartbeat is due, or rows were spilled since the last look and it is time to look again."""
+        now = time.monotonic()
+        return now - self._last_beat > HEARTBEAT_S or (
+            self.spilled > self._spills_looked and now - self._last_look > REPLAY_LOOK_S)
+
+    def _batch_failed(self, rows: list[tuple[str, Any]], events: list[dict], e: Exception) -> bool:
+        """A batch's write failed: its rows stay buffered and its events unrecorded, and the fault is said.
+        True: a batch no retry will fix was set aside row by row (the next one goes at once); False: wait
+        and retry on a fresh connection."""
+        with self._cv:
+            self._unrecorded[:0] = events
+            self._busy = False
+        self.failed_batches += 1
+        self._set_failing(e)
+        if not is_transient(e):
+            log.exception("ledger writer fault (rows kept, retrying)")
+            self._poison_tries += 1
+            if self._poison_tries >= POISON_TRIES and rows:
+                self._isolate(len(rows), e)  # a batch a retry will not fix never blocks later rows
+                return True
+        self._engine.dispose()  # a lost server connection stays lost: open anew
+        return False
+
+    def _batch_written(self, rows: list[tuple[str, Any]], quarantined: int) -> None:
+        """The batch is in the ledger: off the buffer, counted, and the writer no longer failing."""
+        self._poison_tries = 0
+        with self._cv:
+            for _ in rows:
+                self._buf.popleft()
+            self.written += len(rows) - quarantined
+            self.quarantined += quarantined
+            self.failing = self.failing_since = None
+            self._busy = False
+            self._cv.notify_all()
 
     def _isolate(self, n: int, error: BaseException) -> None:
         """The first `n` buffered rows failed POISON_TRIES times for a reason that is not the ledger's
@@ -685,20 +735,28 @@ class LedgerWriter:
         self.salvaged += len(salvaged)
         return q
 
+    def _time_to_replay(self) -> bool:
+        """Rows were spilled since the last look, none are being replayed, the ledger takes writes, and the
+        last look is old enough."""
+        return (not self._claims and self.spilled > self._spills_looked and self.failing is None
+                and time.monotonic() - self._last_look > REPLAY_LOOK_S)
+
+    def _fold_backlog_slice(self) -> None:
+        with self._engine.begin() as db:
+            n = rollups.fold_dirty(db, (), BACKLOG_PER_BATCH * 5) or rollups.refold_step(db, BACKLOG_PER_BATCH * 5)
+            self.backlog = self._backlog(db) if n else 0
+
     def _background_step(self) -> None:
         """Between batches: heartbeat, a chunk of spill replay, a slice of the totals backlog."""
         try:
             if time.monotonic() - self._last_beat > HEARTBEAT_S:
                 self._beat()
-            if (not self._claims and self.spilled > self._spills_looked and self.failing is None
-                    and time.monotonic() - self._last_look > REPLAY_LOOK_S):
+            if self._time_to_replay():
                 self._claims = self._claim_spills()  # rows spilled while running are replayed while running
             if self._claims:
                 self._replay_chunk()
             elif not self._buf and self.backlog:
-                with self._engine.begin() as db:
-                    n = rollups.fold_dirty(db, (), BACKLOG_PER_BATCH * 5) or rollups.refold_step(db, BACKLOG_PER_BATCH * 5)
-                    self.backlog = self._backlog(db) if n else 0
+                self._fold_backlog_slice()
         except Exception as e:
             self._set_failing(e)
             if not is_transient(e):

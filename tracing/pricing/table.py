@@ -616,13 +616,21 @@ class PriceTable:
                 prefix = res.key.rpartition("/")[0]
                 res = self.resolve(f"{prefix}/{period.billed_as}" if prefix else period.billed_as, at=when)
                 continue
-            tier = period.tiers[0] if input_tokens is None else period.tier_for(input_tokens)
-            if tier is None:
-                return RateCard(res.layer, None, why=f"a {input_tokens}-token prompt is above {res.key}'s last tier")
-            layers = self.resolve_layers(model, provider)
-            peak, _ = self.rule_in_force(res, period, when, tuple(layers[layers.index(res) + 1:]) if res in layers else ())
-            return RateCard(res.layer, tier, Decimal(peak.multiplier) if peak else None,
-                            e.currency, f"{res.key} from {period.since()}")
+            return self._period_rate_card(model, provider, res, period, when, input_tokens)
+        return self._genai_rate_card(model, provider, when)
+
+    def _period_rate_card(self, model: str, provider: str | None, res: Resolved, period: PricePeriod, when: datetime,
+                          input_tokens: int | None) -> "RateCard":
+        """The rate card of a table entry's period in force (the tier of an `input_tokens` prompt, else the first)."""
+        tier = period.tiers[0] if input_tokens is None else period.tier_for(input_tokens)
+        if tier is None:
+            return RateCard(res.layer, None, why=f"a {input_tokens}-token prompt is above {res.key}'s last tier")
+        peak, _ = self.rule_in_force(res, period, when, _below(self.resolve_layers(model, provider), res))
+        return RateCard(res.layer, tier, Decimal(peak.multiplier) if peak else None,
+                        res.entry.currency, f"{res.key} from {period.since()}")
+
+    def _genai_rate_card(self, model: str, provider: str | None, when: datetime) -> "RateCard":
+        """The rate card genai-prices gives a model the table does not price (its base prices, USD)."""
         calc = self._genai_calc(model, (1, 0, 0, 0, None), self.provider_of(model, provider), when)
         if calc is None:
             return RateCard("unpriced", None, why="no price")
@@ -671,23 +679,14 @@ class PriceTable:
         e = res.entry
         current = e.period_at(when)
         retired = e.retired_at is not None and when >= e.retired_at
-        below = tuple(layers[layers.index(res) + 1:]) if res in layers else ()
-        rule, source = self._rule_json(res, current, when, below)
+        rule, source = self._rule_json(res, current, when, _below(layers, res))
         out = {"model": model, "key": res.key, "via": res.via or None, "source": "unpriced" if retired else res.layer,
                "version": self.version, "at": _iso(when), "url": e.source, "checked": e.checked, "note": e.note,
-               "currency": e.currency, "retired": (e.retired_label or _iso(e.retired_at)) if e.retired_at else None,
+               "currency": e.currency, "retired": _retired_json(e),
                "effective_from": current.since() if current else None,
-               "rule": rule, "rule_source": source,
-               "billed_as": current.billed_as if current else None,
-               "unpriced_reason": current.unpriced if current else None,
-               "tiers": [] if retired or current is None else [_tier_json(t) for t in current.tiers],
+               "rule": rule, "rule_source": source, **_in_force_json(current, retired),
                # every layer's dated prices: an override answers from its first `from`, the layers below before it
-               "history": [{"layer": r.layer, "key": r.key, "effective_from": p.since(),
-                            "tiers": [_tier_json(t) for t in p.tiers],
-                            "rule": p.peak.describe() if p.peak else None, "billed_as": p.billed_as,
-                            "unpriced": p.unpriced, "note": p.note,
-                            **({"rule_set": p.peak_set} if r.layer == "override" else {})}
-                           for r in layers for p in r.entry.periods]}
+               "history": [_history_json(r, p) for r in layers for p in r.entry.periods]}
         if current is not None and current.unpriced:
             out["source"] = "unpriced"
         return {**out, **self._moment(model, res, when)}
@@ -722,16 +721,11 @@ class PriceTable:
             res = next((r for r in layers if r.layer == "override" and r.key == key), None)
             if res is None:
                 continue
-            rule, source = self._rule_json(res, period, when, tuple(layers[layers.index(res) + 1:]))
-            since = f" (from {period.since()})" if period.effective_from else ""
-            if rule is not None and source and source.startswith("inherited"):
-                lines.append(f"price override {key}{since}: time rule {rule}, {source} (its figures are the "
-                             'off-peak ones; "peak": null in the entry turns the rule off)')
-            elif rule is not None:
-                lines.append(f"price override {key}{since}: time rule {rule}, as the entry says")
-            elif source:
-                lines.append(f"price override {key}{since}: no time rule, {source.removeprefix('none: ')}; every "
-                             "call is priced at the override's figures, peak hours too")
+            rule, source = self._rule_json(res, period, when, _below(layers, res))
+            line = _override_rule_line(f"price override {key}" + (f" (from {period.since()})" if period.effective_from
+                                                                   else ""), rule, source)
+            if line:
+                lines.append(line)
         return lines
 
     def _moment(self, model: str, res: Resolved | None, when: datetime) -> dict:
@@ -739,6 +733,44 @@ class PriceTable:
         any warning (a holiday calendar that does not cover `when`'s year), as a call then would record."""
         q = self.quote(model, 1, 0, provider=res.provider.id if res and res.provider else None, at=when)
         return {"peak": q.rule == "peak", "rule_applied": q.applied, "basis": q.basis, "warning": q.warning}
+
+
+def _below(layers: list[Resolved], res: Resolved) -> tuple[Resolved, ...]:
+    """The layers under `res` (what an override can inherit a time rule from)."""
+    return tuple(layers[layers.index(res) + 1:]) if res in layers else ()
+
+
+def _override_rule_line(what: str, rule: str | None, source: str | None) -> str | None:
+    """What `rag serve` says of one override's time rule: its own, one it inherits, or one it turns off
+    (None: no rule anywhere, nothing to say)."""
+    if rule is not None and source and source.startswith("inherited"):
+        return (f"{what}: time rule {rule}, {source} (its figures are the "
+                'off-peak ones; "peak": null in the entry turns the rule off)')
+    if rule is not None:
+        return f"{what}: time rule {rule}, as the entry says"
+    if source:
+        return (f"{what}: no time rule, {source.removeprefix('none: ')}; every "
+                "call is priced at the override's figures, peak hours too")
+    return None
+
+
+def _retired_json(e: PriceEntry) -> str | None:
+    return (e.retired_label or _iso(e.retired_at)) if e.retired_at else None
+
+
+def _in_force_json(current: PricePeriod | None, retired: bool) -> dict:
+    """The period in force as `rag prices --json` shows it: what it is billed as, why it is unpriced, its tiers
+    (none once retired)."""
+    return {"billed_as": current.billed_as if current else None,
+            "unpriced_reason": current.unpriced if current else None,
+            "tiers": [] if retired or current is None else [_tier_json(t) for t in current.tiers]}
+
+
+def _history_json(r: Resolved, p: PricePeriod) -> dict:
+    """One dated price of one layer, for the history of `rag prices --json`."""
+    return {"layer": r.layer, "key": r.key, "effective_from": p.since(), "tiers": [_tier_json(t) for t in p.tiers],
+            "rule": p.peak.describe() if p.peak else None, "billed_as": p.billed_as,
+            "unpriced": p.unpriced, "note": p.note, **({"rule_set": p.peak_set} if r.layer == "override" else {})}
 
 
 def _tier_json(t: ModelPrice) -> dict:

@@ -40,16 +40,40 @@ def dense_order(question: str, payloads: dict[str, Payload], ids: list[str], emb
     found: dict[str, np.ndarray] | None = None
     used = EmbedUsage()
     if not embed_missing:
-        found, used = embeddings.cached_with_stats(list(dict.fromkeys(t for p in pieces for t in p)))
-        kept = [(c, p) for c, p in zip(ids, pieces) if all(t in found for t in p)]
-        used = replace(used, not_embedded=len(ids) - len(kept))  # candidates left out, whatever the unit
-        ids, pieces = [c for c, _ in kept], [p for _, p in kept]
+        found, used, ids, pieces = _only_embedded(embeddings, ids, pieces)
         if not pieces:  # nothing to order: the question's vector is not needed either
             return [], used
-    texts = list(dict.fromkeys(t for p in pieces for t in p))
+    texts = _distinct(pieces)
+    qv, vectors, embedded = _vectors(question, texts, embeddings, query_vector, found, wait_s)
+    by_text = dict(zip(texts, (vectors @ qv).tolist()))
+    sims = np.array([max(by_text[t] for t in p) for p in pieces], dtype=np.float32)
+    return [(ids[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")], used + embedded
+
+
+def _distinct(pieces: list[list[str]]) -> list[str]:
+    """Every text of the pieces once, in first-seen order."""
+    return list(dict.fromkeys(t for p in pieces for t in p))
+
+
+def _only_embedded(embeddings: Embedder, ids: list[str], pieces: list[list[str]]
+                   ) -> tuple[dict[str, np.ndarray], EmbedUsage, list[str], list[list[str]]]:
+    """The cached vectors of the pieces' texts, and the candidates every text of which has one; those
+    left out are counted as `not_embedded`, whatever the unit."""
+    found, used = embeddings.cached_with_stats(_distinct(pieces))
+    kept = [(c, p) for c, p in zip(ids, pieces) if all(t in found for t in p)]
+    used = replace(used, not_embedded=len(ids) - len(kept))
+    return found, used, [c for c, _ in kept], [p for _, p in kept]
+
+
+def _vectors(question: str, texts: list[str], embeddings: Embedder,
+             query_vector: np.ndarray | list[float] | QuestionVector | None,
+             found: dict[str, np.ndarray] | None, wait_s: float | None
+             ) -> tuple[np.ndarray, np.ndarray, EmbedUsage]:
+    """The question's vector and the texts' vectors (`found`: already cached), embedding under the
+    embedder's bounded wait only what is still missing; what that embedding used."""
+    used = EmbedUsage()
     if isinstance(query_vector, QuestionVector):
-        query_vector, q_used = query_vector.result()
-        used += q_used
+        query_vector, used = query_vector.result()
     if query_vector is None or found is None:  # something to embed
         with _embedder(wait_s):
             if query_vector is None:
@@ -58,12 +82,9 @@ def dense_order(question: str, payloads: dict[str, Payload], ids: list[str], emb
             if found is None:
                 vectors, p_used = embeddings.embed_array_with_stats(texts)
                 used += p_used
-    qv = np.asarray(query_vector, dtype=np.float32)
     if found is not None:
         vectors = np.stack([found[t] for t in texts])
-    by_text = dict(zip(texts, (vectors @ qv).tolist()))
-    sims = np.array([max(by_text[t] for t in p) for p in pieces], dtype=np.float32)
-    return [(ids[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")], used
+    return np.asarray(query_vector, dtype=np.float32), vectors, used
 
 
 def rescore_text(question: str, max_chars: int) -> str:
