@@ -49,10 +49,11 @@ class VariantPool:
                 raise ConfigError(f"{settings.experiments_file}: variants.{name}: top_n ({top_n}) exceeds top_k "
                                   f"({top_k}, {'the variant' if 'top_k' in overrides else 'RAG_TOP_K'}); "
                                   "lower top_n or raise top_k")
-            if overrides.get("query_rewrite"):  # each variant's app is built on its first request: checked now
-                self._check_rewrite(name, settings)
+            own = settings.model_copy(update=overrides)  # the settings the variant's app will read
+            if own.rewrites:  # each variant's app is built on its first request: checked now
+                self._check_rewrite(name, own)
             if "query_adapter" in overrides:
-                self._check_adapter(name, overrides["query_adapter"], settings)
+                self._check_adapter(name, overrides["query_adapter"], own)
         self.base = RagApp(settings)
         self._open_index()
         # (variant or "<ingest>", collection) -> (its app, when it was last handed out), least recently used
@@ -72,7 +73,7 @@ class VariantPool:
         why = settings.rewrite_refusal()
         if why:
             raise ConfigError(f"{settings.experiments_file}: variants.{variant}: query_rewrite {why} "
-                              "(or drop query_rewrite from the variant)")
+                              "(or drop the rewrite lever from the variant)")
         from rag_app.query.stages import check_rewrite_prompt
 
         check_rewrite_prompt(settings.query_rewrite_prompt_version)
