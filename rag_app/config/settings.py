@@ -8,16 +8,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rag_app.core.errors import ConfigError
 from rag_app.query.knobs import QueryKnobs
+
+if TYPE_CHECKING:
+    from rag_app.config.ledger_location import LedgerTarget
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +266,7 @@ class Settings(BaseSettings, _Places, _Ledger, _Qdrant, _Embeddings, _Chunking, 
             raise ValueError(f"must be an http(s) URL such as {_URL_EXAMPLES[str(info.field_name)]}")
         return value
 
-    def __repr_args__(self):
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         """repr() and str() never show a key, a token or the ledger's password (tracebacks, logs and
         debuggers print settings)."""
         from rag_app.config.ledger_location import redact
@@ -391,7 +395,7 @@ class Settings(BaseSettings, _Places, _Ledger, _Qdrant, _Embeddings, _Chunking, 
         return self.llm_mode == "llm"
 
     @property
-    def ledger(self):
+    def ledger(self) -> LedgerTarget:
         """Where the ledger lives (a LedgerTarget): RAG_LEDGER_URL, else the SQLite file below."""
         from rag_app.config.ledger_location import parse_ledger_url
         return parse_ledger_url(self.ledger_url, self.data_dir / "ledger.sqlite")
@@ -502,7 +506,7 @@ def _one_line(e: ValidationError) -> str:
     return f"{source}: {name}: {msg} (got {got}); see .env.example for the expected form"
 
 
-def _field_by_alias(name: str):
+def _field_by_alias(name: str) -> FieldInfo | None:
     """The field whose first alias is `name`: pydantic locates a field validator's error by it (QDRANT_URL)."""
     for field in Settings.model_fields.values():
         if name in getattr(field.validation_alias, "choices", ()):
@@ -513,7 +517,7 @@ def _field_by_alias(name: str):
 _warned = False
 
 
-def load_settings(**overrides) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """The one settings loader every command uses: a bad value is a ConfigError of one line naming the
     variable (exit 2 at the front doors); a RAG_* name no setting reads is a warning naming the closest one."""
     global _warned
