@@ -20,7 +20,7 @@ QA ?= $(if $(HAVE_SHARED),$(SHARED)/data/legal_zh/qa_dev.jsonl,$(SAMPLE_QA))
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-heavy notebooks bench clean cli-help screenshots
+.PHONY: install demo test test-heavy notebooks bench clean cli-help settings-docs screenshots
 
 $(BIN)/rag: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -55,6 +55,11 @@ notebooks: install
 # changing a command or a help string (tests/unit/test_cli_help_shipped.py fails until then).
 cli-help: install
 	PYTHONPATH=. $(BIN)/python -m rag_app.cli.help_text
+
+# .env.example and docs/settings.md, written from the settings' declarations (rag_app/config/settings.py,
+# rag_app/query/knobs.py); rerun after adding or changing a setting (tests/unit/test_settings_docs.py fails until then).
+settings-docs: install
+	PYTHONPATH=. $(BIN)/python -m rag_app.config.envfile --write
 
 clean:
 	rm -rf .rag .pytest_cache

@@ -15,7 +15,6 @@ import hashlib
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -62,6 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
     from rag_app.evaluation.harness import (DEFAULT_RETRIEVER, EvalSpec, eval_collection, eval_documents,
                                             eval_questions, query_config, ranked_of)
     from rag_app.query.adapter import load_adapter, save_adapter
+    from rag_app.query.knobs import lever_overrides
 
     settings = load_settings()
     check_data_dir(settings.data_dir)
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
         rescorer = app.rescorer(required=True)
         unit = a.unit or settings.rescore_unit
         corpus = Corpus.of(app.store, info.name, rescorer, rel, unit)
-        max_chars = app.query_config().lever_params.rescore_query_chars
+        max_chars = app.query_config().rescore_query_chars
         vectors = question_vectors(questions, rescorer, max_chars)
         golds = [corpus.gold_rows(q) for q in questions]
         mined = pseudo_questions(app.store.all_payloads(info.name), rel, a.pseudo) if a.pseudo else []
@@ -93,9 +93,8 @@ def main(argv: list[str] | None = None) -> dict:
             name, _, overrides = variant.partition("@")  # e.g. wide@rescore_weight=2,wide_depth=50
             levers = DEFAULT_RETRIEVER if name == "default" else VARIANTS.get(name, name)
             config = query_config(app, spec, levers, top_k)
-            params = {k: type(getattr(config.lever_params, k))(v)
-                      for k, v in (kv.split("=") for kv in overrides.split(",") if kv)}
-            config = config.with_(lever_params=replace(config.lever_params, query_adapter=adapter, **params))
+            params = lever_overrides([kv for kv in overrides.split(",") if kv], f"--variants {variant!r}")
+            config = config.with_(query_adapter=adapter, **params)
             return build_rag(app.pipeline(config, info, rescore_required=True))
 
         def rank(qs, variant: str, adapter: str):

@@ -65,12 +65,12 @@ def main(argv: list[str] | None = None) -> dict:
         _, info, _ = eval_collection(app, spec, "legal", docs, False)
         rescorer = app.rescorer(required=True)
         corpus = Corpus.of(app.store, info.name, rescorer, rel, settings.rescore_unit)
-        max_chars = app.query_config().lever_params.rescore_query_chars
+        max_chars = app.query_config().rescore_query_chars
         top_k = max(settings.top_k, 10)
 
         def chain(adapter: str):
             config = query_config(app, spec, DEFAULT_RETRIEVER, top_k)
-            return build_rag(app.pipeline(config.with_(lever_params=replace(config.lever_params, query_adapter=adapter)),
+            return build_rag(app.pipeline(config.with_(query_adapter=adapter),
                                           info, rescore_required=True))
 
         t0 = time.perf_counter()

@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> dict:
         top_k = max(settings.top_k, 10)  # as run_eval: max(RAG_TOP_K, the largest recall cut-off)
         config = query_config(app, spec, DEFAULT_RETRIEVER, top_k)
         cname, info, _ = eval_collection(app, spec, "legal", docs, config.retriever in ("dense", "hybrid"))
-        levers = levers_for(config.levers, info)
+        levers = levers_for(config.retrieval_levers, info)
         chain = build_rag(app.pipeline(config, info, rescore_required="rescore" in levers))
         rescorer = app.rescorer(required=True)
-        pool_depth = max(top_k * 2, config.lever_params.depth)
+        pool_depth = max(top_k * 2, config.depth)
 
         def as_ranked(payload: dict, score: float) -> Ranked:
             c = Chunk.from_payload(payload)
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict:
                                   config={"metadata": {"query_id": f"miss-{q.id}"}})
             ranking = ranked_of(answer, rel)
             v = candidate_views(app.store, info, q.question, depth=max(depths), embeddings=rescorer,
-                                params=config.lever_params)
+                                params=config)
             pool = default_pool(v, pool_depth, top_k)
             outside += sum(h.chunk.chunk_id not in pool for h in answer.ranked)
             splits.append(split_misses(q, ranking, [as_ranked(v.payloads[c], 0.0) for c in pool], a.budget))

@@ -64,7 +64,7 @@ def main() -> None:
             t0, c0 = time.perf_counter(), time.process_time()
             report = app.ingest([CORPUS_ZH])
             ingest = (time.perf_counter() - t0, time.process_time() - c0)
-            adapter = Path(app.query_config().lever_params.query_adapter or "none").name  # what `auto` resolved to
+            adapter = Path(app.query_config().query_adapter or "none").name  # what `auto` resolved to
             app.warm_up()  # what `rag serve` loads before its first question (models, the charge index)
             app.ask("公司法第五十七条")  # warm-up: jieba dictionary (not one of the questions)
             versus = None

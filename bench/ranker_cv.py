@@ -50,23 +50,23 @@ def main(argv: list[str] | None = None) -> dict:
         top_k = max(settings.top_k, 10)
         config = query_config(app, spec, DEFAULT_RETRIEVER, top_k)
         cname, info, _ = eval_collection(app, spec, "legal", docs, config.retriever in ("dense", "hybrid"))
-        levers = levers_for(config.levers, info)
+        levers = levers_for(config.retrieval_levers, info)
         chain = build_rag(app.pipeline(config, info, rescore_required="rescore" in levers))
         rescorer = app.rescorer(required=True)
         t0 = time.perf_counter()
         default = [ranked_of(chain.invoke({"question": q.question, "scope": None}), rel) for q in questions]
         t_default = time.perf_counter() - t0
         t0 = time.perf_counter()
-        samples = collect(app.store, info, questions, rel, rescorer, config.lever_params, a.pool_depth)
+        samples = collect(app.store, info, questions, rel, rescorer, config, a.pool_depth)
         t_feat = time.perf_counter() - t0
         max_pseudo = max(int(n) for n in a.pseudo.split(","))
         pseudo_qs = pseudo_questions(app.store.all_payloads(info.name), rel, max_pseudo)
-        pseudo = collect(app.store, info, pseudo_qs, rel, rescorer, config.lever_params, a.pool_depth)
+        pseudo = collect(app.store, info, pseudo_qs, rel, rescorer, config, a.pool_depth)
         if a.report_on:
             held = eval_questions(EvalSpec(qa=a.qa, corpus=a.corpus, chunkers=["legal"], split=a.report_on,
                                            limit=a.limit))
             held_default = [ranked_of(chain.invoke({"question": q.question, "scope": None}), rel) for q in held]
-            held_samples = collect(app.store, info, held, rel, rescorer, config.lever_params, a.pool_depth)
+            held_samples = collect(app.store, info, held, rel, rescorer, config, a.pool_depth)
     fold = [int(hashlib.sha256(f"ranker-cv|{q.id}".encode()).hexdigest(), 16) % a.folds for q in questions]
     print(machine_line())
     print(f"{len(questions)} questions ({a.split}), {a.folds} folds, pool = every view's top {a.pool_depth} "

@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config.settings import Settings  # noqa: E402
-from rag_app.query.levers import LeverParams, rescore_embeddings, search  # noqa: E402
+from rag_app.query.knobs import QueryKnobs  # noqa: E402
+from rag_app.query.levers import rescore_embeddings, search  # noqa: E402
 
 
 def per_question(fn, questions: list[str]) -> float:
@@ -41,7 +42,7 @@ def main() -> None:
                             retriever="bm25")
         with RagApp(settings) as app:
             app.ingest([CORPUS_ZH])
-            info, params = app.collection, LeverParams()
+            info, params = app.collection, QueryKnobs()
             emb = rescore_embeddings(params.rescore_model, settings.cache_path, required=True)
 
             def run(levers):

@@ -121,7 +121,7 @@ def build_rag(pipeline: Pipeline) -> Runnable[dict[str, Any], Answer]:
         return replace(answer, quality=quality_of(answer))  # the tracer records it on the query's rows
 
     first = RunnableLambda(start).with_config(run_name="question")
-    if cfg.rewrite:  # off (the default): no step, no row
+    if cfg.rewrites:  # off (the default): no step, no row
         first = first | stage(stages.REWRITE_STAGE, rewrite)
     chain = (first | stage("embed_query", embed_query)
              | stage("retrieve", retrieve) | stage("rerank", rerank) | stage("generate", generate))

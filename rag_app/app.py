@@ -272,7 +272,7 @@ class RagApp:
         except RagError:
             return None
         config = self.query_config()
-        levers = levers_for(config.levers, info)
+        levers = levers_for(config.retrieval_levers, info)
         # each of these was loaded by the first question of a process: `rag ask`'s one question took
         # 1.7 s to retrieve and 0.75 s to answer extractively, against ~10 ms and ~5 ms once loaded
         if legs_for(config.retriever, info)[1]:
@@ -299,8 +299,8 @@ class RagApp:
                 from rag_app.query.adapter import query_adapter
                 from rag_app.query.levers import wide_matrix
 
-                query_adapter(config.lever_params)  # the adapter's file, loaded once
-                wide_matrix(self.store, info.name, rescorer, False, config.lever_params.rescore_unit)  # as asked
+                query_adapter(config)  # the adapter's file, loaded once
+                wide_matrix(self.store, info.name, rescorer, False, config.rescore_unit)  # as asked
         if "charge" in levers:  # the criminal law's paragraphs: ~150 ms, else paid by the first case question
             charge_index(self.store, info.name)
         if "colloquial" in levers:
@@ -308,7 +308,7 @@ class RagApp:
         self.reranker()
         if self.uses_llm:
             self.chat_model()
-        if config.rewrite:
+        if config.rewrites:
             self.rewrite_model()
         row = queries_row(f"startup-{uuid.uuid4()}", "startup", "ok", started, t0, variant=self.settings.variant,
                           origin=origin)

@@ -27,7 +27,7 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
              runs: Optional[Path] = typer.Option(None, help="write raw rankings, one JSON line per question"),
              budgets: str = typer.Option("500,1000,2500", help="context-token budgets for recall within a budget"),
              split: Optional[str] = typer.Option(None, help="tune | validate: the fixed task-stratified half"),
-             lever_param: list[str] = typer.Option([], help="lever setting NAME=VALUE (rag_app.query.levers.LeverParams); repeat"),
+             lever_param: list[str] = typer.Option([], help="lever setting NAME=VALUE (docs/settings.md, retrieval levers); repeat"),
              scope: str = typer.Option("none", help="none | doc: search each question within its QA line's own `doc`"),
              llm: bool = typer.Option(False, "--llm", help="answer with RAG_LLM_MODEL (billed): cites-gold and "
                                                              "$ per correct answer for generated answers")):
@@ -112,24 +112,15 @@ def _check_adapter(retriever: str, params: dict) -> None:
 
 
 def _lever_params(pairs: list[str], flag: str = "--lever-param") -> dict:
-    """NAME=VALUE pairs as LeverParams overrides, each checked before any work; `query_adapter` takes none, auto
-    and latest as RAG_QUERY_ADAPTER does (latest: the newest adapter under the data dir), or a path."""
-    from rag_app.query.levers import LeverParams
+    """NAME=VALUE pairs of the levers' settings (rag_app/query/knobs.py), each checked as its RAG_NAME is, before
+    any work; `query_adapter` takes none, auto and latest as RAG_QUERY_ADAPTER does (latest: the newest adapter
+    under the data dir), or a path."""
+    from rag_app.query.knobs import lever_overrides
 
-    fields = LeverParams.__dataclass_fields__
-    out = {}
-    for p in pairs:
-        key, _, val = p.partition("=")
-        if key not in fields or not val:
-            fail(ValueError(f"{flag} {p!r}: use NAME=VALUE with NAME one of {', '.join(fields)}"))
-        try:
-            out[key] = type(fields[key].default)(val)  # type: ignore[misc]  # every LeverParams field has a default
-        except ValueError:
-            fail(ValueError(f"{flag} {p!r}: {key} takes a value like its default, {fields[key].default!r}"))
     try:
-        LeverParams(**out)  # the values' own checks (rescore_fusion, rescore_unit), before any work
+        out = lever_overrides(pairs, flag)
     except ValueError as e:
-        fail(ValueError(f"{flag}: {e}"))
+        fail(e)
     if "query_adapter" in out:
         from rag_app.config.settings import load_settings
         from rag_app.query.adapter import adapter_path, load_adapter

@@ -178,7 +178,7 @@ def _unencoded_in_userinfo(url: str) -> str | None:
     return None
 
 
-def as_target(where) -> LedgerTarget:
+def as_target(where: LedgerTarget | str | Path) -> LedgerTarget:
     """A LedgerTarget from what callers hold: a target, a URL string, or a SQLite file path."""
     if isinstance(where, LedgerTarget):
         return where

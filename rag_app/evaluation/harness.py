@@ -58,7 +58,7 @@ class EvalSpec:
     cite: bool = True
     budgets: list[int] = field(default_factory=lambda: list(DEFAULT_BUDGETS))
     split: str | None = None  # tune | validate | None (all)
-    lever_params: dict = field(default_factory=dict)  # LeverParams overrides (`--lever-param k=v`)
+    lever_params: dict = field(default_factory=dict)  # the levers' settings (`--lever-param k=v`; query/knobs.py)
     # one retriever's own overrides, after the shared ones (`--retriever bm25+rescore@rescore_unit=article`)
     retriever_params: dict[str, dict] = field(default_factory=dict)
     scope: str = "none"  # none | doc: each question searched within its QA line's own `doc`
@@ -81,21 +81,20 @@ def query_config(app, spec: EvalSpec, retriever: str, top_k: int) -> QueryConfig
     base = app.query_config()
     legs_and_levers = retriever.partition("@")[0]  # what follows @: its own lever settings (spec.retriever_params)
     if legs_and_levers == DEFAULT_RETRIEVER:
-        mode, levers = base.retriever, base.levers
+        mode, levers = base.retriever, base.retrieval_levers
     else:
         parsed = parse_retriever(legs_and_levers)
         if parsed is None:
             raise ConfigError(f"unknown retriever {retriever!r}")
         mode, named = parsed
         levers = "+".join(named) or "none"
-    params = replace(base.lever_params, **{**spec.lever_params, **spec.retriever_params.get(retriever, {})})
-    rewrite = base.rewrite or "rewrite" in levers.split("+")
-    if rewrite and not spec.use_llm:
+    params = {**spec.lever_params, **spec.retriever_params.get(retriever, {})}
+    config = base.with_(retriever=mode, retrieval_levers=levers, top_k=top_k, cite=spec.cite, **params)
+    if config.rewrites and not spec.use_llm:
         raise ConfigError(f"retriever {retriever!r}: the rewrite lever calls the LLM; run with --llm "
                           "(billed, OPENAI_BASE_URL set) or leave rewrite out (RAG_QUERY_REWRITE=0)")
     # eval waits for rescore, embeds what ingest did not, and calls the LLM only when asked to
-    return base.with_(retriever=mode, levers=levers, top_k=top_k, cite=spec.cite, lever_params=params,
-                      rescore_wait_s=None, rescore_embed_missing=True, use_llm=spec.use_llm, rewrite=rewrite)
+    return config.with_(rescore_wait_s=None, rescore_vectors="query", use_llm=spec.use_llm)
 
 
 @dataclass
@@ -210,14 +209,14 @@ def _config_row(chunker: str, retriever: str, config: QueryConfig, info, chunk_r
     and which adapter and ranker moved its questions; with the levers it resolved and whether its dense leg
     is on."""
     use_dense, use_sparse = legs_for(config.retriever, info)
-    resolved = levers_for(config.levers, info)
+    resolved = levers_for(config.retrieval_levers, info)
     row = {"chunker": chunker, "retriever": retriever, **chunk_row,
            "legs": "+".join(leg for leg, on in (("dense", use_dense), ("bm25", use_sparse)) if on),
            "levers": "+".join(resolved) or "none"}
-    if "rescore" in resolved and config.lever_params.query_adapter:  # which adapter moved the questions
-        row["query_adapter"] = Path(config.lever_params.query_adapter).stem.removeprefix("adapter-")
+    if "rescore" in resolved and config.query_adapter:  # which adapter moved the questions
+        row["query_adapter"] = Path(config.query_adapter).stem.removeprefix("adapter-")
     if "ranker" in resolved:  # which trained model ranked (its artefact's file name holds the version)
-        row["ranker"] = Path(config.lever_params.ranker).stem.removeprefix("ranker-") or None
+        row["ranker"] = Path(config.ranker).stem.removeprefix("ranker-") or None
     return row, resolved, use_dense
 
 
@@ -238,10 +237,10 @@ def in_sample_refusal(retriever: str, config: QueryConfig, spec: EvalSpec) -> No
     `tune` alone, scored on `validate`)."""
     from rag_app.query.adapter import trained_on
 
-    path = config.lever_params.query_adapter
+    path = config.query_adapter
     # the adapter moves questions only where rescore runs: named, or possibly under auto (a collection with no
     # dense leg of its own); `bm25` and the like never read it
-    moves = config.levers.strip() in ("auto", "") or "rescore" in config.levers.split("+")
+    moves = config.retrieval_levers.strip() in ("auto", "") or "rescore" in config.retrieval_levers.split("+")
     why = trained_on(path, spec.qa, spec.split) if path and moves else None
     if why:
         raise ConfigError(f"retriever {retriever!r}: {why}; train one on another split (`rag train-adapter --split "
@@ -322,7 +321,7 @@ def training_set(app, qa: Path | None, corpus: Path, split: str | None, progress
     questions = eval_questions(spec) if qa is not None else []
     docs, rel = eval_documents(spec)
     _, info, _ = eval_collection(app, spec, "legal", docs, app.settings.retriever in ("dense", "hybrid"), progress)
-    return questions, docs, rel, info, app.query_config().lever_params, app.rescorer(required=True)
+    return questions, docs, rel, info, app.query_config(), app.rescorer(required=True)
 
 
 def ranked_of(answer: Answer, rel: dict[str, str]) -> list[Ranked]:

@@ -23,7 +23,7 @@ import numpy as np
 from rag_app.core.types import Chunk
 from rag_app.evaluation.hits import Ranked, covers
 from rag_app.evaluation.qa import Gold, Question
-from rag_app.query.levers import LeverParams
+from rag_app.query.knobs import QueryKnobs
 from rag_app.query.ranker import FEATURE_VERSION, FEATURES, doc_lengths, features, pool_of, predict
 from rag_app.query.views import candidate_views
 
@@ -69,7 +69,7 @@ def pseudo_questions(payloads: list[dict], rel: dict[str, str], n: int, seed: in
     return out[:n]
 
 
-def collect(store, info, questions: list[Question], rel: dict[str, str], embeddings, params: LeverParams,
+def collect(store, info, questions: list[Question], rel: dict[str, str], embeddings, params: QueryKnobs,
             pool_depth: int, progress=None) -> list[Sample]:
     """Every question's candidate pool with its features and labels."""
     lengths = doc_lengths(store, info.name)

@@ -6,18 +6,18 @@ file, the field and the fix.
 """
 from __future__ import annotations
 
+import difflib
 import json
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
 
 from rag_app.core.errors import ConfigError
+from rag_app.query.knobs import QueryKnobs
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "answer"
-RETRIEVERS = ("hybrid", "dense", "bm25")
 # what `rag experiment compare` can judge an experiment by (rag_app/experiments/verdict.py METRICS, with
 # each one's direction): cost, latency, failure rates, then answer quality
 METRICS = ("cost_per_query", "latency_ms", "error_rate", "timeout_rate", "retry_rate",
@@ -35,35 +35,45 @@ def known_prompts() -> list[str]:
     return sorted(p.stem for p in PROMPTS.glob("*.md"))
 
 
-class Variant(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Variant(QueryKnobs):
+    """A variant: any setting of the query path (rag_app/query/knobs.py, under its own name: `top_n`,
+    `retrieval_levers`, `query_rewrite`, `rescore_unit`, ...) and which collection it reads, made by which
+    chunker. Only the keys set override the live settings. Strict: `"top_n": "8"` is refused, not read as 8.
+    What depends on the live settings (top_n against RAG_TOP_K, the rewrite lever's LLM, an adapter's file)
+    is checked when the service starts (rag_app/service/pool.py)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    # an arm of a gray release is held to a narrower range than the environment (where RAG_TOP_K=5000 may
+    # serve an evaluation): in a variant file a value past these is a typo, refused at start-up as it always was
+    ARM_BOUNDS: ClassVar[dict[str, int]] = {"top_k": 1000, "top_n": 100, "table_weight": 100, "attach_refs": 20}
 
     chunker: StrictStr | None = None
     collection: StrictStr | None = Field(None, min_length=1, max_length=200)
-    prompt_version: StrictStr | None = None
-    llm_model: StrictStr | None = Field(None, min_length=1)
-    top_k: StrictInt | None = Field(None, ge=1, le=1000)
-    top_n: StrictInt | None = Field(None, ge=1, le=100)
-    rerank_model: StrictStr | None = None
-    retriever: Literal[RETRIEVERS] | None = None  # type: ignore[valid-type]
-    attach_refs: StrictInt | None = Field(None, ge=0, le=20)
-    table_weight: StrictFloat | StrictInt | None = Field(None, gt=0, le=100)
-    query_rewrite: StrictBool | None = None  # the rewrite lever (RAG_QUERY_REWRITE): needs the answer's LLM
-    # the query adapter (RAG_QUERY_ADAPTER): auto | none | latest | an .npz path, e.g. one `rag train-adapter
-    # --from-feedback` wrote, compared with the current one on cost and quality; checked at start-up
-    query_adapter: StrictStr | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _known(self) -> "Variant":
+        given = self.model_fields_set
+        for name, most in self.ARM_BOUNDS.items():
+            if name in given and getattr(self, name) > most:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be at most {most} in a variant")
         if self.chunker is not None and self.chunker not in known_chunkers():
             raise ValueError(f"chunker {self.chunker!r} is unknown; use one of {', '.join(known_chunkers())}")
-        if self.prompt_version is not None and self.prompt_version not in known_prompts():
+        if "prompt_version" in given and self.prompt_version not in known_prompts():
             raise ValueError(f"prompt_version {self.prompt_version!r} has no file in prompts/answer/; "
                              f"use one of {', '.join(known_prompts())}")
-        # One of the two alone is checked against the live settings when the service starts (pool.py).
-        if self.top_n is not None and self.top_k is not None and self.top_n > self.top_k:
+        if {"top_n", "top_k"} <= given and self.top_n > self.top_k:
             raise ValueError(f"top_n ({self.top_n}) must not exceed top_k ({self.top_k}); lower top_n or raise top_k")
+        if "retrieval_levers" in given:
+            from rag_app.query.levers import levers_refusal
+
+            why = levers_refusal(self.retrieval_levers)
+            if why:
+                raise ValueError(f"retrieval_levers {self.retrieval_levers!r}: {why}")
         return self
+
+    def overrides(self) -> dict[str, Any]:
+        """The keys the file set, as the settings hold them (`"rerank_model": "none"` is None, no reranker)."""
+        return self.model_dump(exclude_unset=True)
 
 
 class Analysis(BaseModel):
@@ -190,7 +200,7 @@ def parse_config(text: str, path: str) -> tuple[dict[str, dict], dict[str, dict]
         parsed = ExperimentsFile.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(_one_line(path, e)) from None
-    variants = {n: v.model_dump(exclude_unset=True) for n, v in parsed.variants.items()}
+    variants = {n: v.overrides() for n, v in parsed.variants.items()}
     experiments = {n: x.model_dump() for n, x in parsed.experiments.items()}
     return variants, experiments
 
@@ -204,7 +214,7 @@ def _one_line(path: str, e: ValidationError) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     hint = _HINTS.get(err["type"], "")
     if err["type"] == "extra_forbidden":
-        hint = f"{hint}; allowed here: {_allowed_keys(loc)}"
+        hint = f"{hint}; {_allowed_keys(loc)}"
     if isinstance(err.get("input"), bool) and err["type"] in ("int_type", "float_type"):
         msg, hint, more = "a number 0..100 is needed, not true/false", "write e.g. 100 for everyone", ""
         return f"{path}: {field}: {msg} — {hint}"
@@ -217,10 +227,16 @@ def _one_line(path: str, e: ValidationError) -> str:
 
 
 def _allowed_keys(loc: list[str]) -> str:
+    """The keys allowed where `loc` names one that is not, the closest first (a typo names the key it missed)."""
     if len(loc) == 1:
-        return "variants, experiments"
+        return "allowed here: variants, experiments"
     model: type[BaseModel] = Variant if loc[0] == "variants" else ExperimentSpec
     if model is ExperimentSpec and len(loc) > 3:  # a key inside experiments.NAME.analysis / .ramp
         inside: dict[str, type[BaseModel]] = {"analysis": Analysis, "ramp": Ramp, "guardrails": Guardrails}
         model = inside.get(loc[2], ExperimentSpec)
-    return ", ".join(model.model_fields)
+    close = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1, cutoff=0.6)
+    near = f"did you mean {close[0]}? " if close else ""
+    if model is Variant:  # some fifty keys: the page that lists them
+        return (f"{near}(a variant's keys: docs/settings.md)" if close else
+                "a variant sets chunker, collection or a setting of the query path (docs/settings.md)")
+    return f"{near}allowed here: {', '.join(model.model_fields)}"

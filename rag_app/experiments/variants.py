@@ -1,7 +1,8 @@
 """Variants and experiments: named pipeline settings, and sticky, monotone traffic splits.
 
-A *variant* is a named set of pipeline settings (chunker + collection, prompt version, LLM model,
-top-k/top-n, reranker on/off, the LLM rewrite lever). An *experiment* pits a control variant against a treatment with a
+A *variant* is a named set of pipeline settings: chunker + collection, and any setting of the query path
+under its own name (rag_app/query/knobs.py, docs/settings.md: prompt_version, llm_model, top_k/top_n,
+rerank_model, retrieval_levers, query_rewrite, query_adapter, a lever's weight, ...). An *experiment* pits a control variant against a treatment with a
 rollout percentage, a seed and a mode (`split` or `shadow`). Assignment is a pure function after
 growthbook's: fnv1a32 hash of (seed, unit id) -> a bucket in [0, 1) -> treatment when the bucket is
 below the rollout fraction. So the same user always lands in the same arm, and raising the

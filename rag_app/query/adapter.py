@@ -165,11 +165,14 @@ def refusal(path: str, levers: Iterable[str], rescore_model: str, model_setting:
 
 
 def query_adapter(params: Any) -> QueryAdapter | None:
-    """The adapter the levers' settings name (LeverParams.query_adapter, a path), if any and if it was
-    trained over their rescore embedder."""
-    if not params.query_adapter:
+    """The adapter the levers' settings name (QueryKnobs.query_adapter: a path, which QueryConfig holds, or
+    auto and none as RAG_QUERY_ADAPTER reads them), if any and if it was trained over their rescore embedder."""
+    path = params.query_adapter
+    if path.strip() in ("", "none", "auto"):
+        path = adapter_path(path, "", params.rescore_model, params.named_levers())
+    if not path:
         return None
-    adapter = load_adapter(params.query_adapter)
+    adapter = load_adapter(path)
     return adapter if adapter.model == params.rescore_model else None
 
 

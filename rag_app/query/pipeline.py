@@ -6,11 +6,11 @@ shape: eval only points it at its own collection and retriever and leaves out th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rag_app.query.adapter import adapter_path
-from rag_app.query.levers import LeverParams
+from rag_app.query.knobs import QueryKnobs
 from rag_app.query.ranker import latest_ranker
 from rag_app.core.ports import Embedder, Pricer, Provider, ReplyStats, Reranker
 from rag_app.store import CollectionInfo, VectorStore
@@ -24,53 +24,28 @@ def ranker_path(setting: str, data_dir: Any) -> str:
     return setting.strip()
 
 
-@dataclass(frozen=True)
-class QueryConfig:
-    retriever: str = "hybrid"  # hybrid | dense | bm25
-    levers: str = "auto"  # RAG_RETRIEVAL_LEVERS: auto | none | '+'-joined lever names
-    lever_params: LeverParams = field(default_factory=LeverParams)
-    top_k: int = 20
-    top_n: int = 10
-    rrf_k: int = 60
-    rrf_dense_weight: float = 1.0
-    rrf_sparse_weight: float = 1.0
-    rescore_wait_s: float | None = 10.0  # None: wait for a busy rescore embedder as long as it takes (eval)
-    rescore_embed_missing: bool = False  # False: rescore orders the candidates ingest made vectors for, embeds none
-    cite: bool = True  # the article a question cites goes first
-    table_weight: float = 1.5
-    attach_refs: int = 0
-    context_tokens: int = 1000
-    rerank_model: str | None = None  # what a skipped rerank row names
-    prompt_version: str = "v1"
-    llm_model: str = "gpt-4o-mini"
-    llm_max_tokens: int | None = 512
-    llm_max_retries: int = 2
-    llm_retry_base_s: float = 0.5
+class QueryConfig(QueryKnobs):
+    """The query path's settings for one question: the knobs (rag_app/query/knobs.py) under their own names,
+    `ranker` and `query_adapter` resolved to files, and what only a run decides."""
+
     use_llm: bool = False  # False: extractive answers, the generate row prices the prompt as shadow
-    rewrite: bool = False  # the rewrite lever: the LLM turns the question into the statutes' terms first
-    rewrite_prompt_version: str = "v1"
-    rewrite_max_retries: int = 1
-    rewrite_max_tokens: int = 128
+    cite: bool = True  # the article a question cites goes first (`rag eval --no-cite` turns it off)
 
     @classmethod
     def from_settings(cls, s: Any) -> QueryConfig:
-        return cls(retriever=s.retriever, levers=s.retrieval_levers,
-                   lever_params=LeverParams(rescore_model=s.rescore_model, ranker=ranker_path(s.ranker, s.data_dir),
-                                            query_adapter=adapter_path(s.query_adapter, s.data_dir, s.rescore_model,
-                                                                       s.retrieval_levers.split("+")),
-                                            rescore_unit=s.rescore_unit),
-                   top_k=s.top_k, top_n=s.top_n,
-                   rrf_k=s.rrf_k, rrf_dense_weight=s.rrf_dense_weight, rrf_sparse_weight=s.rrf_sparse_weight,
-                   rescore_wait_s=s.rescore_wait_s, rescore_embed_missing=s.rescore_vectors == "query",
-                   table_weight=s.table_weight, attach_refs=s.attach_refs,
-                   context_tokens=s.context_tokens, rerank_model=s.rerank_model, prompt_version=s.prompt_version,
-                   llm_model=s.llm_model, llm_max_tokens=s.llm_max_tokens, llm_max_retries=s.llm_max_retries,
-                   llm_retry_base_s=s.llm_retry_base_s, use_llm=s.use_llm, rewrite=s.rewrites,
-                   rewrite_prompt_version=s.query_rewrite_prompt_version,
-                   rewrite_max_retries=s.query_rewrite_max_retries, rewrite_max_tokens=s.query_rewrite_max_tokens)
+        """The settings' knobs copied as they are, `latest`/`auto` read as the files they name."""
+        knobs = {name: getattr(s, name) for name in QueryKnobs.model_fields}
+        return cls.model_validate({**knobs, "ranker": ranker_path(s.ranker, s.data_dir),
+                                   "query_adapter": adapter_path(s.query_adapter, s.data_dir, s.rescore_model,
+                                                                 s.retrieval_levers.split("+")),
+                                   "use_llm": s.use_llm})
 
     def with_(self, **changes: Any) -> QueryConfig:
-        return replace(self, **changes)
+        """This configuration with some knobs changed; a name that is no knob is an error, never ignored."""
+        unknown = sorted(set(changes) - set(type(self).model_fields))
+        if unknown:
+            raise TypeError(f"QueryConfig has no setting {', '.join(unknown)}")
+        return self.model_copy(update=changes)
 
 
 @dataclass(frozen=True)
@@ -87,7 +62,7 @@ class Pipeline:
     chat_model: Provider[Any]  # a LangChain chat model; only asked when config.use_llm
     pricer: Pricer
     reply_stats: ReplyStats
-    # the rewrite lever's chat model (the answer's endpoint and model, its own timeout); asked when config.rewrite
+    # the rewrite lever's chat model (the answer's endpoint and model, its own timeout); asked when config.rewrites
     rewrite_model: Provider[Any] | None = None
 
     def with_config(self, config: QueryConfig) -> Pipeline:

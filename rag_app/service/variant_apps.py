@@ -32,10 +32,11 @@ def check_variants(settings: Settings, config: ExperimentConfig) -> None:
             raise ConfigError(f"{settings.experiments_file}: variants.{name}: top_n ({top_n}) exceeds top_k "
                               f"({top_k}, {'the variant' if 'top_k' in overrides else 'RAG_TOP_K'}); "
                               "lower top_n or raise top_k")
-        if overrides.get("query_rewrite"):
-            _check_rewrite(name, settings)
+        own = settings.model_copy(update=overrides)  # the settings the variant's app will read
+        if own.rewrites:
+            _check_rewrite(name, own)
         if "query_adapter" in overrides:
-            _check_adapter(name, overrides["query_adapter"], settings)
+            _check_adapter(name, overrides["query_adapter"], own)
 
 
 def variant_app(base: RagApp, name: str | None, overrides: dict[str, Any], collection: str) -> RagApp:
@@ -54,7 +55,7 @@ def _check_rewrite(variant: str, settings: Settings) -> None:
     why = settings.rewrite_refusal()
     if why:
         raise ConfigError(f"{settings.experiments_file}: variants.{variant}: query_rewrite {why} "
-                          "(or drop query_rewrite from the variant)")
+                          "(or drop the rewrite lever from the variant)")
     from rag_app.query.stages import check_rewrite_prompt
 
     check_rewrite_prompt(settings.query_rewrite_prompt_version)

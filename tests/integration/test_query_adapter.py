@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -59,7 +58,7 @@ def test_train_writes_a_versioned_artefact_with_its_training_record(trained):
 def test_an_app_with_the_adapter_moves_its_questions_and_the_retrieve_row_names_it(trained):
     root, path, record, _, _ = trained
     with RagApp(make_settings(root, query_adapter="latest", **LEVERS)) as app:
-        assert app.query_config().lever_params.query_adapter == str(path)
+        assert app.query_config().query_adapter == str(path)
         result = app.ask("公司只有一个股东可以吗？")
         assert result.contexts
         app.writer.flush()
@@ -88,7 +87,7 @@ def test_the_query_path_ranks_with_the_moved_vector(trained, tmp_path):
     flip = save_adapter(-2 * np.eye(384, dtype=np.float32), {"version": "a1-flip", "model": "e5-onnx"}, tmp_path)
     with RagApp(make_settings(root, **LEVERS)) as app:
         plain = app.query_config()
-        flipped = plain.with_(lever_params=replace(plain.lever_params, query_adapter=str(flip)))
+        flipped = plain.with_(query_adapter=str(flip))
         orders = []
         for config in (plain, flipped):
             found, usage = stages.retrieve("公司只有一个股东可以吗？", None, store=app.store, info=app.collection,

@@ -90,7 +90,7 @@ def test_a_rewrite_that_times_out_searches_the_question_as_asked(indexed, server
 def test_off_by_default_no_rewrite_call_and_no_row(indexed, server, monkeypatch, tmp_path):  # noqa: F811
     server.script = [ANSWER]
     with open_app(indexed, server, monkeypatch, tmp_path) as app:
-        assert not app.settings.query_rewrite and not app.query_config().rewrite
+        assert not app.settings.query_rewrite and not app.query_config().rewrites
         answer = app.ask(ASKED)
         assert rows(app, answer.query_id, "rewrite") == []
     assert len(server.requests) == 1 and "rewrite" not in answer.levers
@@ -122,7 +122,7 @@ def test_a_gray_release_compares_a_variant_with_the_rewrite_against_one_without(
     server.script = [TERMS, ANSWER]
     pool = VariantPool(settings)
     try:
-        assert pool.app_for("rewrite").query_config().rewrite and not pool.app_for("default").query_config().rewrite
+        assert pool.app_for("rewrite").query_config().rewrites and not pool.app_for("default").query_config().rewrites
         answer = pool.app_for("rewrite").ask(ASKED, variant="rewrite", experiment="rw")
         pool.base.writer.flush()
         conn = sqlite3.connect(settings.ledger_path)
@@ -134,6 +134,11 @@ def test_a_gray_release_compares_a_variant_with_the_rewrite_against_one_without(
     assert got == [("rewrite", "rw", "ok")]
     # without an LLM a variant that turns it on is refused when the service starts, not on its first question
     monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ConfigError, match=r"variants\.rewrite: query_rewrite needs the answer's LLM"):
+        VariantPool(make_settings(indexed, retriever="bm25", experiments_file=exp, experiment="rw"))
+    # ... and so is one that names it among its levers (a variant takes any setting of the query path)
+    exp.write_text(json.dumps({"variants": {"rewrite": {"retrieval_levers": "charge+rewrite"}}, "experiments": {
+        "rw": {"control": "default", "treatment": "rewrite", "rollout_pct": 50, "seed": "s"}}}))
     with pytest.raises(ConfigError, match=r"variants\.rewrite: query_rewrite needs the answer's LLM"):
         VariantPool(make_settings(indexed, retriever="bm25", experiments_file=exp, experiment="rw"))
 
@@ -166,7 +171,7 @@ def test_a_runaway_reply_is_cut_before_it_reaches_the_query(server):
     chat = build_rewrite_model(SimpleNamespace(llm_model="gpt-4o-mini", openai_api_key="sk-test",
                                                openai_base_url=server.base_url, query_rewrite_timeout_s=5,
                                                query_rewrite_max_tokens=128))
-    words, usages = stages.rewrite("辞退要赔钱吗", config=QueryConfig(rewrite=True), chat_model=lambda: chat)
+    words, usages = stages.rewrite("辞退要赔钱吗", config=QueryConfig(query_rewrite=True), chat_model=lambda: chat)
     assert len(words) == stages.REWRITE_MAX_CHARS and words.startswith("劳动合同 劳动合同")
     assert [u.stage for u in usages] == ["rewrite"]
 
@@ -179,11 +184,11 @@ def test_rag_eval_refuses_the_rewrite_without_the_llm():
 
     class App:
         def query_config(self) -> QueryConfig:
-            return QueryConfig(levers="none")
+            return QueryConfig(retrieval_levers="none")
 
     spec = EvalSpec(qa=Path("qa.jsonl"), corpus=Path("corpus"), chunkers=["legal"])
     with pytest.raises(ConfigError, match=r"bm25\+rewrite.*--llm"):
         query_config(App(), spec, "bm25+rewrite", 20)
     assert query_config(App(), EvalSpec(qa=Path("qa.jsonl"), corpus=Path("corpus"), chunkers=["legal"], use_llm=True),
-                        "bm25+rewrite", 20).rewrite
-    assert not query_config(App(), spec, "bm25+charge", 20).rewrite
+                        "bm25+rewrite", 20).rewrites
+    assert not query_config(App(), spec, "bm25+charge", 20).rewrites

@@ -94,7 +94,7 @@ def test_the_retrieve_row_names_colloquial_only_when_a_table_word_added_somethin
 
     from chains.rag import build_rag
 
-    chain = build_rag(app.pipeline(app.query_config().with_(levers="colloquial")))
+    chain = build_rag(app.pipeline(app.query_config().with_(retrieval_levers="colloquial")))
     for i, q in enumerate(("家里东西坏了，房东不给修怎么办？",  # 房东 -> 出租人
                            "出租人应当履行维修义务吗？")):  # statutory already: nothing to add
         answer = chain.invoke({"question": q}, {"callbacks": [app.tracer], "metadata": {"query_id": f"colloquial-{i}"}})

@@ -8,7 +8,8 @@ import pytest
 
 from rag_app.core.types import Chunk
 from rag_app.core.usage import EmbedUsage
-from rag_app.query.levers import LeverParams, dense_order
+from rag_app.query.knobs import QueryKnobs
+from rag_app.query.levers import dense_order
 from rag_app.query.levers.rescore import Rescore, dense_texts
 
 THREE = ("第一条 为了规范公司的组织和行为，制定本法。\n第二条 本法所称公司是指有限责任公司和股份有限公司。\n"
@@ -79,8 +80,8 @@ def test_a_chunk_is_as_close_as_its_closest_article():
 
 
 def test_the_retrieve_row_names_the_unit_and_a_bad_unit_is_refused():
-    assert Rescore().label(LeverParams(rescore_unit="article")) == "rescore(e5-onnx/article)"
-    assert Rescore().label(LeverParams()) == "rescore(e5-onnx/article)"  # the default
-    assert Rescore().label(LeverParams(rescore_unit="chunk")) == "rescore(e5-onnx)"
-    with pytest.raises(ValueError, match="rescore_unit='sentence': use chunk or article"):
-        LeverParams(rescore_unit="sentence")
+    assert Rescore().label(QueryKnobs(rescore_unit="article", query_adapter="none")) == "rescore(e5-onnx/article)"
+    assert Rescore().label(QueryKnobs(query_adapter="none")) == "rescore(e5-onnx/article)"  # the default
+    assert Rescore().label(QueryKnobs(rescore_unit="chunk", query_adapter="none")) == "rescore(e5-onnx)"
+    with pytest.raises(ValueError, match=r"rescore_unit\n.*'chunk' or 'article'"):
+        QueryKnobs(rescore_unit="sentence")

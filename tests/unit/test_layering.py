@@ -105,7 +105,7 @@ MAY_IMPORT = {
     "chains": {"core", "text", "models", "query", "quality", "ingest", "chunking"},
     "evaluation": {"core", "text", "query", "ingest", "chunking", "chains", "present"},  # present: money shown
     "present": {"core", "quality"},  # shows what the answer holds: citations carry their labels
-    "experiments": {"core", "chunking", "evaluation", "present"},
+    "experiments": {"core", "chunking", "evaluation", "present", "query"},  # query: a variant's keys are its knobs
     "spend": {"core", "query", "tracing"},
     "access": {"core", "text", "query"},  # query: a key's documents become a Scope; text: names shown safely
     "tracing": {"core", "config", "models"},

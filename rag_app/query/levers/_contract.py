@@ -22,8 +22,8 @@ import numpy as np
 
 from rag_app.core.ports import Embedder
 from rag_app.core.usage import EmbedUsage
+from rag_app.query.knobs import QueryKnobs
 from rag_app.query.levers._embedder import QuestionVector
-from rag_app.query.levers._params import LeverParams
 from rag_app.query.levers._terms import Terms
 from rag_app.query.retrieval import legs_for
 from rag_app.store import CollectionInfo, Hit, VectorStore, Where
@@ -62,7 +62,7 @@ class SearchRequest:
     sparse_weight: float = 1.0
     cite: bool = True
     embeddings: Embedder | None = None
-    params: LeverParams = field(default_factory=LeverParams)
+    params: QueryKnobs = field(default_factory=QueryKnobs)  # each lever reads its own settings here
     rescore_wait_s: float | None = None
     where: Where | None = None
     embed_missing: bool = True
@@ -134,7 +134,7 @@ class Lever:
         """Whether it changes anything for this question (the ledger row names only what acted)."""
         return True
 
-    def label(self, params: LeverParams, version: str | None = None) -> str:
+    def label(self, params: QueryKnobs, version: str | None = None) -> str:
         """What the retrieve row says for it; `version`: of the model it loaded (the ranker's)."""
         return self.name
 

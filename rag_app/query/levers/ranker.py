@@ -4,11 +4,11 @@ stages.retrieve runs it in place of this search; the row names its version."""
 from __future__ import annotations
 
 from rag_app.query.levers._contract import Lever
-from rag_app.query.levers._params import LeverParams
+from rag_app.query.knobs import QueryKnobs
 
 
 class Ranker(Lever, name="ranker", stage="outside", order=20):
-    def label(self, params: LeverParams, version: str | None = None) -> str:
+    def label(self, params: QueryKnobs, version: str | None = None) -> str:
         return f"ranker({version})" if version else self.name
 
 

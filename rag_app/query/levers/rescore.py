@@ -10,9 +10,9 @@ import numpy as np
 from rag_app.core.ports import Embedder
 from rag_app.core.types import Chunk
 from rag_app.core.usage import EmbedUsage
+from rag_app.query.knobs import QueryKnobs
 from rag_app.query.levers._contract import Candidates, Lever, Ordered, Payload, SearchRequest
 from rag_app.query.levers._embedder import QuestionVector, _embedder
-from rag_app.query.levers._params import LeverParams
 
 
 def dense_texts(payload: Payload, unit: str = "chunk") -> list[str]:
@@ -118,7 +118,7 @@ def linear_fuse(sparse_hits: Ordered, dense: Ordered, alpha: float) -> Ordered:
 
 
 class Rescore(Lever, name="rescore", stage="candidates", order=20):  # after wide: it orders what wide proposed too
-    def label(self, params: LeverParams, version: str | None = None) -> str:
+    def label(self, params: QueryKnobs, version: str | None = None) -> str:
         from rag_app.query.adapter import query_adapter
 
         adapter = query_adapter(params)  # loaded once per process; the row names the version that moved the question
