@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import time
 
-from rag_app.core.usage import Price, StageUsage
-from rag_app.core.clock import utcnow
+from rag_app.core import Price, StageUsage
+from rag_app.core import utcnow
 
 # usage field -> stage_calls column
 COLUMN_OF = {
