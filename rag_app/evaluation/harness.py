@@ -204,7 +204,7 @@ def _runs_file(path: Path | None) -> AbstractContextManager[TextIO | None]:
 
 
 def _config_row(chunker: str, retriever: str, config: QueryConfig, info, chunk_row: dict
-                ) -> tuple[dict, list[str], bool]:
+                ) -> tuple[dict, tuple[str, ...], bool]:
     """A configuration's row before it is scored: the legs and levers it resolves to on this collection,
     and which adapter and ranker moved its questions; with the levers it resolved and whether its dense leg
     is on."""
