@@ -7,7 +7,7 @@ once in `knobs`. The learned parts: the candidate `views` a question is proposed
 orders their union, the query `adapter` that moves an everyday question nearer its statute, and `blas`
 (one BLAS thread for their small products). The chain in chains/rag.py wires them.
 
-It never imports experiments, spend, the CLI, the service or tracing (tests/unit/test_layering.py).
+It never imports experiments, spend, the CLI, the service or tracing (tests/unit/codebase/test_layering.py).
 Other packages import from this face (the names under `TYPE_CHECKING`, looked up on first use
 by rag_app/core/face.py); inside the package, modules import each other directly."""
 

@@ -14,7 +14,7 @@ import pytest
 from rag_app.core.face import declared_exports
 from tools.code_shape import arrows_back_up, cycles, import_graph, module_name, nodes, package_of
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 WIRING = {"rag_app/app.py", "rag_app/experiments/comparison.py"}  # and every module under cli/, service/ and spend/
 # what the observer may know of the domain: value types, ports, the attempt recorder, settings helpers
 DOMAIN_FOR_TRACING = {"rag_app.core.usage", "rag_app.core.ports", "rag_app.core.clock", "rag_app.models.attempts", "rag_app.models.llm_usage", "rag_app.core.money",
