@@ -52,12 +52,12 @@ notebooks: install
 	else echo "notebooks not run: $(SHARED)/data not found (set RAG_SHARED_DIR)"; fi
 
 # The help text `rag`/`rag --help` print without importing typer (rag_app/cli/entry.py); rerun after
-# changing a command or a help string (tests/unit/test_cli_help_shipped.py fails until then).
+# changing a command or a help string (tests/unit/cli/test_cli_help_shipped.py fails until then).
 cli-help: install
 	PYTHONPATH=. $(BIN)/python -m rag_app.cli.help_text
 
 # .env.example and docs/settings.md, written from the settings' declarations (rag_app/config/settings.py,
-# rag_app/query/knobs.py); rerun after adding or changing a setting (tests/unit/test_settings_docs.py fails until then).
+# rag_app/query/knobs.py); rerun after adding or changing a setting (tests/unit/config/test_settings_docs.py fails until then).
 settings-docs: install
 	PYTHONPATH=. $(BIN)/python -m rag_app.config.envfile --write
 

@@ -1,5 +1,5 @@
 """A labelled set of answers, faithful and not, built from the real corpus and the real answer prompt:
-what the groundedness score is measured against (bench/quality_detector.py, tests/unit/test_quality_set.py).
+what the groundedness score is measured against (bench/quality_detector.py, tests/unit/quality/test_quality_set.py).
 
 How one answer is made (the way an outside check scripts an LLM):
 1. a question of the corpus's own set (legal_zh/qa_dev.jsonl, legal_en/qa_dev.jsonl), its gold passage

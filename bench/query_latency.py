@@ -33,7 +33,7 @@ from bench.common import CORPUS_ZH, QA_ZH, machine_line  # noqa: E402
 from rag_app.text import sparse  # noqa: E402
 from rag_app.app import RagApp  # noqa: E402
 from rag_app.config.settings import Settings  # noqa: E402
-from rag_app.query.levers import _query_terms, _to_vector  # noqa: E402
+from rag_app.query.levers import query_terms, to_vector  # noqa: E402
 from rag_app.core.types import Chunk  # noqa: E402
 from tracing.ledger import percentile  # noqa: E402
 
@@ -115,7 +115,7 @@ class Anchors:
         self.bm25.index([sparse.tokenize(t) for t in texts], show_progress=False)
 
     def edge_ms(self, question: str) -> float:
-        vector = _to_vector(_query_terms(question))
+        vector = to_vector(query_terms(question))
         t = time.perf_counter()
         self.store.search_sparse(self.name, *vector, 20)
         return (time.perf_counter() - t) * 1000

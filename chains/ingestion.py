@@ -12,21 +12,21 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 
 from chains.rag import report, stage, timed
-from rag_app.chunking.registry import build_chunker
-from rag_app.ingest.sandbox import prepare_limited
-from rag_app.ingest.indexing import (FileOutcome, IngestReport, Progress, check_collection, decide_collection,
+from rag_app.chunking import build_chunker
+from rag_app.ingest import prepare_limited
+from rag_app.ingest import (FileOutcome, IngestReport, Progress, check_collection, decide_collection,
                                      expand_paths, index_documents, parse_and_chunk, stored_versions,
                                      unchanged_by_hash)
-from rag_app.query.levers import _embed_lock as rescore_lock
+from rag_app.query.levers import embed_lock as rescore_lock
 from rag_app.query.levers import levers_for
-from rag_app.ingest.rescore_pass import fill_rescore_vectors
-from rag_app.core.ports import Embedder, Pricer
-from rag_app.core.types import Chunk, ParsedDocument
-from rag_app.core.usage import EmbedUsage, StageUsage
-from rag_app.models.embedding import LocalEmbeddings
+from rag_app.ingest import fill_rescore_vectors
+from rag_app.core import Embedder, Pricer
+from rag_app.core import Chunk, ParsedDocument
+from rag_app.core import EmbedUsage, StageUsage
+from rag_app.models import LocalEmbeddings
 
 if TYPE_CHECKING:  # names for the types only: the chain reaches settings and the store through `app`
-    from rag_app.config.settings import Settings
+    from rag_app.config import Settings
     from rag_app.store import CollectionInfo, VectorStore
 
 Parsed = list[tuple[ParsedDocument, list[Chunk]]]

@@ -17,15 +17,15 @@ from langchain_core.callbacks import dispatch_custom_event
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from rag_app.query import stages
-from rag_app.core.clock import utcnow
-from rag_app.core.errors import LLMError
-from rag_app.query.pipeline import Pipeline
-from rag_app.core.ports import Pricer
-from rag_app.quality.signals import quality_of
-from rag_app.query.scope import Scope
-from rag_app.query.stages import Retrieved
-from rag_app.core.types import Answer, ScoredChunk
-from rag_app.core.usage import USAGE_EVENT, StageUsage
+from rag_app.core import utcnow
+from rag_app.core import LLMError
+from rag_app.query import Pipeline
+from rag_app.core import Pricer
+from rag_app.quality import quality_of
+from rag_app.query import Scope
+from rag_app.query import Retrieved
+from rag_app.core import Answer, ScoredChunk
+from rag_app.core import USAGE_EVENT, StageUsage
 
 R = TypeVar("R")
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ def available(name: str) -> list[str]:
 def load_prompt(name: str, version: str) -> ChatPromptTemplate:
     path = ROOT / name / f"{version}.md"
     if not path.exists():
-        from rag_app.core.errors import ConfigError
+        from rag_app.core import ConfigError
 
         raise ConfigError(f"prompt {name!r} version {version!r} not found at {path}; "
                           f"available: {', '.join(available(name)) or 'none'}")

@@ -5,7 +5,8 @@ Data flows one way: ingest (loaders) -> chunking -> embedding -> store -> retrie
 
 One folder per capability, lowest first (each package's __init__ names its modules):
 
-    core/         values, usage, ports, money, errors: imports nothing of the project
+    core/         values, usage, ports, money, errors, the clock: imports nothing of the project
+    data/         files shipped with the package: the bundled query adapter, the colloquial lexicon
     text/         token counts, legal numerals, BM25 words, cross-references, the edge-text rule
     config/       settings checked at start-up, the ledger's location, URL redaction
     models/       the chat model and its attempts, embedders, rerankers, weights, billed tokens
@@ -17,6 +18,7 @@ One folder per capability, lowest first (each package's __init__ names its modul
     evaluation/   `rag eval`: retrieval and chunking against gold spans
     experiments/  gray releases: splits, comparison, verdict, ramp
     spend/        budgets, the answer cache, alerts
+    access/       API keys, who may read what, rate limits
     present/      what the CLI and the service both render
     app.py        RagApp, the composition root: opens the store, the ledger writer, the price table
     cli/          the `rag` command line        service/  `rag serve`: HTTP over the same RagApp

@@ -21,20 +21,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rag_app.config.settings import Settings
-from rag_app.core.lazy import Lazy
-from rag_app.models.embedding import LocalEmbeddings, cached_embeddings
-from rag_app.core.errors import ConfigError
-from rag_app.ingest.indexing import IngestReport, opened_collection
-from rag_app.config.ledger_location import LedgerURLError
-from rag_app.models.llm import build_chat_model, build_rewrite_model
+from rag_app.config import Settings
+from rag_app.core import Lazy
+from rag_app.models import LocalEmbeddings, cached_embeddings
+from rag_app.core import ConfigError
+from rag_app.ingest import IngestReport, opened_collection
+from rag_app.config import LedgerURLError
+from rag_app.models import build_chat_model, build_rewrite_model
 from rag_app.query.levers import rescore_embeddings
-from rag_app.query.pipeline import Pipeline, QueryConfig
-from rag_app.core.ports import Reranker
-from rag_app.models.rerank import load_reranker
-from rag_app.query.scope import Scope
+from rag_app.query import Pipeline, QueryConfig
+from rag_app.core import Reranker
+from rag_app.models import load_reranker
+from rag_app.query import Scope
 from rag_app.store import CollectionInfo, VectorStore, open_store
-from rag_app.core.types import Answer
+from rag_app.core import Answer
 from tracing.observe import CostTracer
 from tracing.pricing import LedgerPricer
 from tracing.ledger import LedgerWriter
@@ -63,7 +63,7 @@ class RagApp:
         of one service share them: an embedded store has one owner per process)."""
         self.settings = settings
         if settings.rewrites:  # the rewrite lever's prompt: a missing version fails here, not on a question
-            from rag_app.query.stages import check_rewrite_prompt
+            from rag_app.query import check_rewrite_prompt
 
             check_rewrite_prompt(settings.query_rewrite_prompt_version)
         self._owner = shared is None
@@ -110,8 +110,8 @@ class RagApp:
         """The LLM judge's worker when RAG_JUDGE_MODEL is set (its prompt checked now), else None."""
         if not settings.judge_model:
             return None
-        from rag_app.models.llm import build_judge_model
-        from rag_app.quality.judge import Judge, JudgeWorker
+        from rag_app.models import build_judge_model
+        from rag_app.quality import Judge, JudgeWorker
 
         judge = Judge(build_judge_model(settings), model=settings.judge_model,
                       prompt_version=settings.judge_prompt_version, max_retries=settings.llm_max_retries,
@@ -163,8 +163,8 @@ class RagApp:
         collection from before 0.5.0) in a daemon thread, a small batch at a time, so the questions
         asked meanwhile wait at most one batch for the embedder and are answered from the vectors that
         exist (their retrieve rows say how many candidates had none). None when there is nothing to do."""
-        from rag_app.query.levers import _embed_lock, levers_for
-        from rag_app.ingest.rescore_pass import fill_rescore_vectors
+        from rag_app.query.levers import embed_lock, levers_for
+        from rag_app.ingest import fill_rescore_vectors
 
         info = self.store.info(self.settings.collection)
         if (info is None or self.settings.rescore_vectors != "ingest"
@@ -176,7 +176,7 @@ class RagApp:
                 rescorer = self.rescorer()
                 if rescorer is None:
                     return
-                done = fill_rescore_vectors(self.store, info.name, rescorer, batch=8, lock=_embed_lock,
+                done = fill_rescore_vectors(self.store, info.name, rescorer, batch=8, lock=embed_lock,
                                             stop=self._stopping, unit=self.settings.rescore_unit)
                 if done.cache_misses:
                     log.info("rescore vectors: %d chunks embedded in the background", done.cache_misses)
@@ -225,7 +225,7 @@ class RagApp:
         `scope`: documents to search within (an unknown name raises UnknownDocument, listing close ones)."""
         if not question or not question.strip():
             raise ValueError("question is empty; pass the question text")
-        from chains.rag import build_rag
+        from chains import build_rag
 
         self._collection.get()  # fail before the chain starts on a missing collection or model mismatch
         if self._rag is None:
@@ -237,7 +237,7 @@ class RagApp:
         config = {"callbacks": [self.tracer, *callbacks], "metadata": metadata}
         answer: Answer = self._rag.invoke({"question": question.strip(), "scope": scope}, config=config)
         if self.judge is not None and metadata["origin"] == "live":  # after the answer: never its latency
-            from rag_app.quality.judge import JudgeJob
+            from rag_app.quality import JudgeJob
 
             self.judge.offer(JudgeJob.of(answer, metadata["variant"], metadata["experiment"],
                                          metadata.get("user_id"), metadata.get("api_key_id")))
@@ -256,15 +256,15 @@ class RagApp:
         from rag_app.query import colloquial
 
         from rag_app.text import sparse
-        from rag_app.core.clock import utcnow
-        from rag_app.query.charges import charge_index
-        from rag_app.core.errors import RagError
+        from rag_app.core import utcnow
+        from rag_app.query import charge_index
+        from rag_app.core import RagError
         from rag_app.query.levers import levers_for
-        from rag_app.models.model_tokens import tokenizer_for
-        from rag_app.query.retrieval import legs_for
-        from rag_app.query.scope import catalogue
-        from rag_app.text.tokens import encoding
-        from rag_app.core.usage import StageUsage
+        from rag_app.models import tokenizer_for
+        from rag_app.query import legs_for
+        from rag_app.query import catalogue
+        from rag_app.text import encoding
+        from rag_app.core import StageUsage
 
         t0, started = time.perf_counter(), utcnow()
         try:
@@ -281,7 +281,7 @@ class RagApp:
         tokenizer_for(config.llm_model)  # the prompt's count, for its cost or shadow cost (o200k: ~1.5 s)
         catalogue(self.store, info.name)  # the documents a question or scope names (`named`, --doc)
         if self._rag is None:  # the chain's own imports (langchain_core's runnables: ~1.5 s of CPU here)
-            from chains.rag import build_rag
+            from chains import build_rag
 
             self._rag = build_rag(self.pipeline())
         # the price table's first lookup (~0.4 s), else inside the first question's row
@@ -290,13 +290,13 @@ class RagApp:
         if not config.use_llm:  # the extractive answer's shadow reply: the ledger's mean, read once a minute
             self.reply_stats.mean_output_tokens(config.llm_model)
         if "rescore" in levers:
-            from rag_app.query.blas import one_thread
+            from rag_app.query import one_thread
 
             with one_thread():  # finds the BLAS library once (threadpoolctl), else inside the first question
                 pass
             rescorer = self.rescorer()
             if "wide" in levers and rescorer is not None:  # the whole collection's vectors, read once (~0.3 s)
-                from rag_app.query.adapter import query_adapter
+                from rag_app.query import query_adapter
                 from rag_app.query.levers import wide_matrix
 
                 query_adapter(config)  # the adapter's file, loaded once
@@ -318,7 +318,7 @@ class RagApp:
     def ingest(self, paths: list[Path], *, rebuild: bool = False, progress: Any = None,
                doc_types: tuple[tuple[str, str], ...] = ()) -> IngestReport:
         """`doc_types`: (glob, type) pairs that override the document-type classification per file."""
-        from chains.ingestion import run_ingestion
+        from chains import run_ingestion
 
         self.require_space(_input_bytes(paths))  # before the first byte reaches the store
         if rebuild:
@@ -359,7 +359,7 @@ class RagApp:
         elsewhere under that name; see ingest_uploads)."""
         if self.store.info(self.settings.collection) is None:
             return []
-        from rag_app.query.scope import catalogue
+        from rag_app.query import catalogue
 
         return [(d.doc_id, d.source_path) for d in catalogue(self.store, self.settings.collection).docs
                 if d.source_path and d.file_name == file_name]
@@ -368,7 +368,7 @@ class RagApp:
         """DiskFull (nothing written) unless the data dir's disk can take `new_bytes` of documents into
         the embedded store (rag_app/store/space.py says what that needs). A Qdrant server keeps its own
         disk: only the copies kept under the data dir count then."""
-        from rag_app.store.space import require_free, write_need
+        from rag_app.store import require_free, write_need
 
         embedded = getattr(self.store, "_dir", None) is not None
         need = write_need(new_bytes) if embedded else 2 * new_bytes

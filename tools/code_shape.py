@@ -4,7 +4,7 @@ edges and depth, cycles, functions over McCabe 10 and 20 (radon), mypy errors in
     python tools/code_shape.py            # needs radon and mypy (pip install radon mypy)
 
 Import edges count imports inside functions too: a reader must follow them all the same. The import
-graph, its cycles and packages are also what tests/unit/test_layering.py checks."""
+graph, its cycles and packages are also what tests/unit/codebase/test_layering.py checks."""
 from __future__ import annotations
 
 import ast

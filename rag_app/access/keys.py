@@ -20,8 +20,8 @@ from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from rag_app.core.errors import ConfigError
-from rag_app.text.edge_text import has_bidi
+from rag_app.core import ConfigError
+from rag_app.text import has_bidi
 
 log = logging.getLogger(__name__)
 

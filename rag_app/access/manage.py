@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rag_app.access.keys import KeySpec, new_secret, refusal, secret_hash, stamp
-from rag_app.core.errors import ConfigError
-from rag_app.core.money import usd_json
+from rag_app.core import ConfigError
+from rag_app.core import usd_json
 
 
 def _audit(actor: str, action: str, target: str, now: datetime, detail: dict[str, Any] | None = None) -> dict[str, Any]:

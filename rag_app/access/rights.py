@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import PurePath
 
 from rag_app.access.keys import Principal
-from rag_app.query.scope import Scope
+from rag_app.query import Scope
 
 
 class Forbidden(Exception):

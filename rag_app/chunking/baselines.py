@@ -15,8 +15,8 @@ import numpy as np
 
 from rag_app.chunking.legal import chunk_id_for
 from rag_app.chunking.semantic import split_sentences
-from rag_app.text.tokens import count_tokens, encoding
-from rag_app.core.types import Chunk, ParsedDocument
+from rag_app.text import count_tokens, encoding
+from rag_app.core import Chunk, ParsedDocument
 
 
 class _Base:

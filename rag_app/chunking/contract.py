@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from rag_app.chunking.legal import _hard_cut, _span_counter, chunk_id_for
 from rag_app.chunking.semantic import split_sentences
-from rag_app.text.tokens import count_tokens
-from rag_app.core.types import Chunk, ParsedDocument
+from rag_app.text import count_tokens
+from rag_app.core import Chunk, ParsedDocument
 
 _ARTICLE = re.compile(r"^\s*(ARTICLE|Article|SECTION|Section|CLAUSE|Clause)\s+(\d{1,3}(?:\.\d{1,3})*|[IVXLC]{1,7})\b[.:)]?")
 _DECIMAL = re.compile(r"^\s*(\d{1,2}(?:\.\d{1,3})+)\.?(?=\s|$)")  # 1.1  2.01  5.2.1

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import PurePath
 
 from rag_app.chunking.structure import ARTICLE_START
-from rag_app.core.types import ParsedDocument
+from rag_app.core import ParsedDocument
 
 DOC_TYPES = ("statute", "contract", "other")
 SCAN_CHARS = 200_000  # the cues show in a document's first pages; a huge file is not read twice over

@@ -10,10 +10,10 @@ from functools import lru_cache
 from rag_app.chunking.merge import Budget, Piece, pack
 from rag_app.chunking.semantic import CONNECTIVE, Vectorize, semantic_segments, split_sentences, tfidf_vectorize
 from rag_app.chunking.structure import Unit, split_units
-from rag_app.text.crossref import same_document_refs
-from rag_app.text.legal_numbers import parse_article_label
-from rag_app.text.tokens import count_tokens, encoding
-from rag_app.core.types import Chunk, ParsedDocument
+from rag_app.text import same_document_refs
+from rag_app.text import parse_article_label
+from rag_app.text import count_tokens, encoding
+from rag_app.core import Chunk, ParsedDocument
 
 TABLE_PREFIX = "【表格】\n"
 

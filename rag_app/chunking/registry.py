@@ -9,8 +9,8 @@ from rag_app.chunking.contract import ContractChunker
 from rag_app.chunking.legal import LegalChunker
 from rag_app.chunking.merge import Budget
 from rag_app.chunking.routing import ANY, RoutedChunker
-from rag_app.core.errors import ConfigError
-from rag_app.core.types import Chunk, ParsedDocument
+from rag_app.core import ConfigError
+from rag_app.core import Chunk, ParsedDocument
 
 
 class Chunker(Protocol):

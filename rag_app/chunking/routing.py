@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from rag_app.chunking.doctype import doc_type_for
-from rag_app.core.types import Chunk, ParsedDocument
+from rag_app.core import Chunk, ParsedDocument
 
 ANY = "*"
 

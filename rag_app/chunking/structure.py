@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rag_app.text.legal_numbers import CN_NUM, parse_article_label
-from rag_app.core.types import Block, ParsedDocument
+from rag_app.text import CN_NUM, parse_article_label
+from rag_app.core import Block, ParsedDocument
 
 # `\s+(\S.*)` and no trailing `\s*$`: that pair backtracks quadratically on a long run of spaces.
 _MD_HEADING = re.compile(r"^(#{1,6})\s+(\S.*)")

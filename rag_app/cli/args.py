@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rag_app.core.errors import RagError
+from rag_app.core import RagError
 
 
 def output_path(flag: str, path: Path | None, suffixes: tuple[str, ...] = ()) -> Path | None:

@@ -17,7 +17,7 @@ err = Console(stderr=True)
 
 def open_app(**overrides):
     from rag_app.app import RagApp
-    from rag_app.config.settings import check_data_dir, load_settings
+    from rag_app.config import check_data_dir, load_settings
 
     settings = load_settings(**overrides)
     check_data_dir(settings.data_dir)

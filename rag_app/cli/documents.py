@@ -9,7 +9,7 @@ import typer
 
 from rag_app.cli.args import at_least_one, output_path
 from rag_app.cli.common import REFUSED, err, fail, fail_one_line, open_app, out, progress_bars
-from rag_app.core.errors import RagError
+from rag_app.core import RagError
 
 
 def ingest(paths: list[Path] = typer.Argument(..., help="files or folders (PDF, DOCX, HTML, Markdown, text)"),
@@ -18,7 +18,7 @@ def ingest(paths: list[Path] = typer.Argument(..., help="files or folders (PDF, 
            doc_type: list[str] = typer.Option([], "--doc-type", help="statute | contract | other for every file, "
                                               "or GLOB=TYPE for the files it matches; repeat (the last match wins)")):
     """Parse, chunk, embed and index documents; prints one outcome per file (with its document type)."""
-    from rag_app.chunking.doctype import parse_override
+    from rag_app.chunking import parse_override
 
     try:
         overrides = tuple(parse_override(d) for d in doc_type)
@@ -39,7 +39,7 @@ def ingest(paths: list[Path] = typer.Argument(..., help="files or folders (PDF, 
 
 def _asked(rag, answer) -> dict:
     """The answer and what it cost, from the usages it carries (the same values its ledger rows hold)."""
-    from rag_app.present.presenter import answer_payload
+    from rag_app.present import answer_payload
     from tracing.ledger import usage_json
 
     if rag.writer.failing:  # the rows wait in memory / a spill file; the figures shown are still exact
@@ -90,8 +90,8 @@ def ask(question: str = typer.Argument(..., help="the question"),
 
     Admitted like a request to `rag serve` (rag_app/service/shell.py): RAG_BUDGETS_FILE's budgets on the key
     `cli`, on the user and on the variant bind it; a refusal is one line naming the budget, exit 3."""
-    from rag_app.text.edge_text import why_not_text
-    from rag_app.query.scope import Scope
+    from rag_app.text import why_not_text
+    from rag_app.query import Scope
 
     for name, text in [("QUESTION", question), *(("--doc", d) for d in doc), *(("--law", x) for x in law),
                        *((("--user", user),) if user is not None else ())]:
@@ -111,10 +111,10 @@ def ask(question: str = typer.Argument(..., help="the question"),
 
 def _admitted_answer(question: str, user: str | None, variant: str | None, scope) -> dict:
     """The question through the query service `rag serve` uses; a refusal by admission is one line, exit 3."""
-    from rag_app.access.rate import RateLimited
-    from rag_app.access.rights import Forbidden
-    from rag_app.service.shell import shell_request, shell_service
-    from rag_app.spend.budgets import LedgerDown, OverBudget
+    from rag_app.access import RateLimited
+    from rag_app.access import Forbidden
+    from rag_app.service import shell_request, shell_service
+    from rag_app.spend import LedgerDown, OverBudget
 
     request = shell_request(question, user, variant, scope)
     startup: list[float | None] = []
@@ -131,8 +131,8 @@ def _admitted_answer(question: str, user: str | None, variant: str | None, scope
 
 
 def _print_answer(p: dict) -> None:
-    from rag_app.present.cost_render import stage_table, usd
-    from rag_app.present.presenter import citation_label
+    from rag_app.present import stage_table, usd
+    from rag_app.present import citation_label
 
     out.print(f"[bold]Q:[/bold] {p['question']}")
     out.print(p["answer"], markup=False)
@@ -169,8 +169,8 @@ def chunks_stats(collection: Optional[str] = typer.Option(None, help="collection
                  png: Optional[Path] = typer.Option(None, help="also save the histogram as a PNG")):
     """Chunks per document type (statute / contract / other) and the chunk-length histogram (cl100k
     tokens) of a collection, as text and optionally as a PNG."""
-    from rag_app.present.chunk_stats import by_doc_type, histogram, render_text, render_types, save_png
-    from rag_app.config.settings import check_data_dir, load_settings
+    from rag_app.present import by_doc_type, histogram, render_text, render_types, save_png
+    from rag_app.config import check_data_dir, load_settings
     from rag_app.store import open_store
 
     settings = load_settings(**({"collection": collection} if collection else {}))

@@ -3,7 +3,7 @@
 `rag`, `rag --help` and `rag -h` print the help text shipped in rag_app/data/cli_help.txt without importing
 typer or rich: typer alone costs 2.3x a bare interpreter's start-up, and a help screen 6x (issue 20 item 6).
 That text is rendered from the live typer app by `make cli-help` (rag_app/cli/help_text.py), and
-tests/unit/test_cli_help_shipped.py renders it again and compares, so it cannot drift from the commands.
+tests/unit/cli/test_cli_help_shipped.py renders it again and compares, so it cannot drift from the commands.
 Every other command line goes to the typer app in rag_app/cli/main.py, as before.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ import typer
 
 from rag_app.cli.args import at_least_one, existing, output_path, positive_ints
 from rag_app.cli.common import err, fail, open_app, out, progress_bars
-from rag_app.core.errors import RagError
+from rag_app.core import RagError
 
 
 def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_start/char_end"),
@@ -33,8 +33,8 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
                                                              "$ per correct answer for generated answers")):
     """Recall@k, recall within token budgets (95% CIs), MRR, nDCG, context tokens and $ per query for
     each chunker x retriever; every configuration after the first is compared with the first, paired."""
-    from rag_app.chunking.registry import CHUNKERS
-    from rag_app.evaluation.harness import EvalSpec, run_eval
+    from rag_app.chunking import CHUNKERS
+    from rag_app.evaluation import EvalSpec, run_eval
 
     chunkers = [c for arg in chunker for c in arg.split(",")]
     if "all" in chunkers:
@@ -74,7 +74,7 @@ def eval_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc/char_st
     except (RagError, FileNotFoundError) as e:
         fail(e)
     _print_eval(result, spec.ks)
-    from rag_app.evaluation.render import print_budgets
+    from rag_app.evaluation import print_budgets
 
     print_budgets(result, out)
     if output:
@@ -99,8 +99,8 @@ def _check_adapter(retriever: str, params: dict) -> None:
     """What start-up refuses for RAG_QUERY_ADAPTER, refused for a retriever's adapter too, before any work."""
     if not params.get("query_adapter"):
         return
-    from rag_app.config.settings import load_settings
-    from rag_app.query.adapter import refusal
+    from rag_app.config import load_settings
+    from rag_app.query import refusal
 
     settings = load_settings()
     legs_and_levers = retriever.partition("@")[0]
@@ -115,15 +115,15 @@ def _lever_params(pairs: list[str], flag: str = "--lever-param") -> dict:
     """NAME=VALUE pairs of the levers' settings (rag_app/query/knobs.py), each checked as its RAG_NAME is, before
     any work; `query_adapter` takes none, auto and latest as RAG_QUERY_ADAPTER does (latest: the newest adapter
     under the data dir), or a path."""
-    from rag_app.query.knobs import lever_overrides
+    from rag_app.query import lever_overrides
 
     try:
         out = lever_overrides(pairs, flag)
     except ValueError as e:
         fail(e)
     if "query_adapter" in out:
-        from rag_app.config.settings import load_settings
-        from rag_app.query.adapter import adapter_path, load_adapter
+        from rag_app.config import load_settings
+        from rag_app.query import adapter_path, load_adapter
 
         named = out["query_adapter"]
         try:  # none, auto (the bundled one) and latest as RAG_QUERY_ADAPTER reads them; else a path
@@ -146,7 +146,7 @@ def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval 
                  budgets: str = typer.Option("500,1000,2500", help="context-token budgets"),
                  output: Optional[Path] = typer.Option(None, "--out", help="write the comparison as JSON")):
     """Paired comparison of two saved runs on the same questions: new - base with bootstrap 95% CIs."""
-    from rag_app.evaluation.compare_cli import run_compare
+    from rag_app.evaluation import run_compare
 
     try:
         ks = positive_ints("--k", k)
@@ -158,7 +158,7 @@ def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval 
         result = run_compare(base, new, qa, split, ks, budget_list)
     except (RagError, FileNotFoundError, ValueError) as e:
         fail(e)
-    from rag_app.evaluation.render import diff_table
+    from rag_app.evaluation import diff_table
 
     out.print(f"{result['base_run']} -> {result['new_run']} on {result['questions']} questions (split: {result['split']})")
     out.print(diff_table("difference", result["diff"], result["diff_by_task"]))
@@ -170,7 +170,7 @@ def eval_compare(base: str = typer.Argument(..., help="runs file from `rag eval 
 def _print_eval(result: dict, ks: list[int]) -> None:
     """80-column tables (rag_app/evaluation/render.py), each configuration numbered, its chunker,
     retriever, legs and levers listed above them (too long for a column)."""
-    from rag_app.evaluation.render import eval_tables
+    from rag_app.evaluation import eval_tables
 
     out.print(f"retrieval on {result['questions']} questions ({result['qa']}); rerank: {result['reranker']}")
     for i, r in enumerate(result["results"], 1):
@@ -181,7 +181,7 @@ def _print_eval(result: dict, ks: list[int]) -> None:
 
 
 def _write_eval(result: dict, path: Path) -> None:
-    from rag_app.present.report_export import plain_row
+    from rag_app.present import plain_row
 
     if path.suffix.lower() == ".csv":
         # a nested value (the per-budget recalls) as JSON, not Python's repr, so other tools can read it
@@ -204,7 +204,7 @@ def train_ranker_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc
                      seed: int = typer.Option(0, help="the model's random seed")):
     """Train the learned ranker (the `ranker` lever) on questions with gold spans plus pseudo-questions
     mined from the corpus; writes RAG_DATA_DIR/rankers/ranker-<version>.joblib and its training record."""
-    from rag_app.evaluation.ranker_train import train
+    from rag_app.evaluation import train_ranker
 
     if split not in ("tune", "validate", "all"):
         fail(ValueError(f"--split must be tune, validate or all, not {split!r}"))
@@ -212,7 +212,7 @@ def train_ranker_cmd(qa: Path = typer.Option(..., help="QA JSONL with gold[].doc
         at_least_one("--pool-depth", pool_depth)
         existing("--qa", qa), existing("--corpus", corpus, folder=True)
         with open_app() as rag, progress_bars() as progress:
-            path, record = train(rag, qa, corpus, split=None if split == "all" else split, pseudo=max(pseudo, 0),
+            path, record = train_ranker(rag, qa, corpus, split=None if split == "all" else split, pseudo=max(pseudo, 0),
                                  pool_depth=pool_depth, seed=seed, progress=progress)
     except (RagError, FileNotFoundError) as e:
         fail(e)
@@ -237,7 +237,7 @@ def train_adapter_cmd(qa: Optional[Path] = typer.Option(None, help="QA JSONL wit
     """Train a query adapter (RAG_QUERY_ADAPTER) on questions with gold spans, and with --from-feedback on what
     users marked: a linear map that moves each question's rescore vector towards the passages that answer
     it; writes RAG_DATA_DIR/adapters/adapter-<version>.npz, its training record, and a line in runs.jsonl."""
-    from rag_app.evaluation.adapter_train import train
+    from rag_app.evaluation import train_adapter
 
     if split not in ("tune", "validate", "all"):
         fail(ValueError(f"--split must be tune, validate or all, not {split!r}"))
@@ -252,7 +252,7 @@ def train_adapter_cmd(qa: Optional[Path] = typer.Option(None, help="QA JSONL wit
         feedback = _feedback(feedback_collection) if from_feedback else None
         held_out = {"tune": "validate", "validate": "tune"}.get(split) if qa is not None else None
         with open_app() as rag, progress_bars() as progress:
-            path, record = train(rag, qa, corpus, split=None if split == "all" else split, seed=seed,
+            path, record = train_adapter(rag, qa, corpus, split=None if split == "all" else split, seed=seed,
                                  progress=progress, feedback=feedback, mined=mined, validate_on=held_out)
     except (RagError, FileNotFoundError) as e:
         fail(e)
@@ -262,8 +262,8 @@ def train_adapter_cmd(qa: Optional[Path] = typer.Option(None, help="QA JSONL wit
 
 def _feedback(collection: str | None):
     """The ledger's marked answers, refused in one line when there are none to learn from."""
-    from rag_app.config.settings import load_settings
-    from rag_app.evaluation.feedback_pairs import feedback_of
+    from rag_app.config import load_settings
+    from rag_app.evaluation import feedback_of
     from tracing.ledger import Ledger
 
     target = load_settings().ledger

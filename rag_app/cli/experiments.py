@@ -9,7 +9,7 @@ import typer
 
 from rag_app.cli.args import at_least_one
 from rag_app.cli.common import fail, out, progress_bars
-from rag_app.core.errors import RagError
+from rag_app.core import RagError
 
 
 def experiment_compare(name: str = typer.Argument(..., help="experiment name in RAG_EXPERIMENTS_FILE"),
@@ -18,10 +18,10 @@ def experiment_compare(name: str = typer.Argument(..., help="experiment name in 
                                                       help="also the same comparison at the end of every hour or day"),
                        every: str = typer.Option("auto", help="--over-time's points: auto, hour or day")):
     """Per-arm cost, latency and failure rates, anytime-valid intervals, SRM check and a verdict."""
-    from rag_app.experiments.comparison import compare_served
-    from rag_app.config.settings import load_settings
-    from rag_app.present.cost_render import experiment_arm_tables, experiment_metrics_table, timeline_table, usd
-    from rag_app.experiments.variants import ExperimentConfig
+    from rag_app.experiments import compare_served
+    from rag_app.config import load_settings
+    from rag_app.present import experiment_arm_tables, experiment_metrics_table, timeline_table, usd
+    from rag_app.experiments import ExperimentConfig
     from tracing.ledger import Ledger
 
     try:
@@ -67,11 +67,11 @@ def experiment_replay(name: str = typer.Argument(..., help="experiment name in R
                       k: int = typer.Option(5, help="recall cut-off"),
                       as_json: bool = typer.Option(False, "--json", help="print JSON")):
     """Same labelled questions through both arms: recall@k and cost with paired-bootstrap 95% CIs, verdict."""
-    from rag_app.experiments.comparison import replay
-    from rag_app.config.settings import check_data_dir, load_settings
-    from rag_app.present.cost_render import usd
-    from rag_app.evaluation.qa import load_qa
-    from rag_app.service.pool import VariantPool
+    from rag_app.experiments import replay
+    from rag_app.config import check_data_dir, load_settings
+    from rag_app.present import usd
+    from rag_app.evaluation import load_qa
+    from rag_app.service import VariantPool
 
     try:
         at_least_one("--limit", limit)

@@ -1,6 +1,6 @@
 """The `rag` help text shipped with the package (rag_app/data/cli_help.txt, printed by rag_app/cli/entry.py
 without importing typer): rendered here from the live typer app, 80 columns, no colours, trailing spaces
-removed. `make cli-help` (python -m rag_app.cli.help_text) rewrites the file; tests/unit/test_cli_help_shipped.py
+removed. `make cli-help` (python -m rag_app.cli.help_text) rewrites the file; tests/unit/cli/test_cli_help_shipped.py
 fails when it differs from what this renders now (a command added, a help string edited)."""
 from __future__ import annotations
 

@@ -9,13 +9,13 @@ from typing import Optional
 import typer
 
 from rag_app.cli.common import fail_one_line
-from rag_app.core.errors import RagError
-from rag_app.text.edge_text import shown_name
+from rag_app.core import RagError
+from rag_app.text import shown_name
 
 
 @contextmanager
 def _ledger():
-    from rag_app.config.settings import load_settings
+    from rag_app.config import load_settings
     from tracing.ledger import Ledger
 
     try:
@@ -55,7 +55,7 @@ def create(name: str = typer.Option(..., "--name", help="the key's name: its spe
            as_json: bool = typer.Option(False, "--json", help='print {"name": ..., "key": ...}')):
     """Issue an API key; its secret is printed once (keep it: only a hash is stored)."""
     from rag_app.access import manage
-    from rag_app.access.keys import KeySpec
+    from rag_app.access import KeySpec
 
     try:
         spec = KeySpec.parse({"name": name, "user": user, "role": role, "budget_usd": budget_usd, "period": period,
@@ -90,7 +90,7 @@ def list_keys(as_json: bool = typer.Option(False, "--json", help="print JSON")):
     from rich.console import Console
     from rich.table import Table
 
-    from rag_app.present.cost_render import keyed_labels
+    from rag_app.present import keyed_labels
 
     def build(labels: dict) -> Table:  # a key or user name too long for 80 columns: N1, spelled out below
         t = Table(box=None, pad_edge=False)

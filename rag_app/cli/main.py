@@ -11,7 +11,7 @@ from typer.core import TyperGroup
 
 from rag_app.cli import documents, evaluate, experiments, keys, serving, spend
 from rag_app.cli.common import fail_one_line
-from rag_app.core.errors import RagError
+from rag_app.core import RagError
 
 
 class _RagGroup(TyperGroup):
@@ -44,7 +44,7 @@ def main(ctx: typer.Context) -> None:
     if ctx.meta.get("rag_help_asked"):  # a help screen does no work: no settings, no pydantic (issue 20)
         return
     _setup()
-    from rag_app.config.settings import load_settings
+    from rag_app.config import load_settings
 
     try:
         load_settings()

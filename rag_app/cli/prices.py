@@ -7,8 +7,8 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from rag_app.present.cost_render import keyed_labels, usd
-from rag_app.core.errors import RagError
+from rag_app.present import keyed_labels, usd
+from rag_app.core import RagError
 
 
 def _ledger(settings):

@@ -10,7 +10,7 @@ import typer
 
 from rag_app.cli.args import export_format, output_path
 from rag_app.cli.common import err, fail, fail_one_line, out
-from rag_app.core.errors import RagError
+from rag_app.core import RagError
 
 TABLE_ROWS = 20  # `rag report` without --last: totals over everything, the latest rows only
 
@@ -25,8 +25,8 @@ def report_cmd(last: Optional[int] = typer.Option(None, help="only the N most re
                rebuild_totals: bool = typer.Option(False, "--rebuild-totals",
                                                    help="recompute the report totals from the ledger rows first")):
     """Per-query cost rows and totals: tokens and $ per stage, p50/p95, retry waste, cache hit rate."""
-    from rag_app.config.settings import load_settings
-    from rag_app.present.report_export import write_by, write_report
+    from rag_app.config import load_settings
+    from rag_app.present import write_by, write_report
     from tracing.ledger import BY_DIMS, Ledger
 
     try:
@@ -85,8 +85,8 @@ def budgets_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")
                                             "RAG_ALERT_WEBHOOK (once a UTC day; run it from cron)")):
     """Each budget of RAG_BUDGETS_FILE: its limit, spend this period (priced; unpriced calls counted
     apart, never as $0), and time to reset, per key, user or variant, from the ledger every replica writes."""
-    from rag_app.config.settings import load_settings
-    from rag_app.spend.budgets import Limits, budget_status, load_budgets, render_status
+    from rag_app.config import load_settings
+    from rag_app.spend import Limits, budget_status, load_budgets, render_status
     from tracing.ledger import Ledger
     from tracing.pricing import PriceTable
 
@@ -117,8 +117,8 @@ def _send_digests(settings, ledger, budgets, limits) -> None:
     """`rag budgets --digest`: one line per budget; exit 1 when a digest was not delivered."""
     from datetime import UTC, datetime
 
-    from rag_app.spend.alerts import renderer, send_digests
-    from rag_app.spend.webhook import Webhook
+    from rag_app.spend import renderer, send_digests
+    from rag_app.spend import Webhook
 
     outcome: dict[int, str] = {}
 
@@ -158,7 +158,7 @@ def prices_cmd(model: Optional[str] = typer.Argument(None, help="a model name (d
                                                      help="`check --against litellm`: compare with LiteLLM's map")):
     """The price in force for a model (source, version, dated history); `rag prices check` lists
     unpriced ledger models; `rag prices check --against litellm` lists where LiteLLM's map differs by >1%."""
-    from rag_app.config.settings import load_settings
+    from rag_app.config import load_settings
     from rag_app.cli.prices import check_against, check_prices, show_prices
 
     try:
@@ -185,7 +185,7 @@ def reprice_cmd(since: Optional[str] = typer.Option(None, help="only rows starte
     """Recompute stored rows' dollars at today's prices, each where it was sent; originals are kept.
 
     A row is priced at the provider it recorded, never at this shell's OPENAI_BASE_URL."""
-    from rag_app.config.settings import load_settings
+    from rag_app.config import load_settings
     from rag_app.cli.prices import run_reprice
 
     try:

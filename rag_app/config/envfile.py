@@ -4,7 +4,7 @@ description and example; each section's docstring), so neither can drift from wh
     python -m rag_app.config.envfile --write   # `make settings-docs`: rewrite both after changing a setting
     python -m rag_app.config.envfile --check   # exit 1 naming the file that is out of step
 
-tests/unit/test_settings_docs.py fails until both are rewritten."""
+tests/unit/config/test_settings_docs.py fails until both are rewritten."""
 from __future__ import annotations
 
 import argparse

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from rag_app.core.errors import ConfigError
+from rag_app.core import ConfigError
 
 ENV = "RAG_LEDGER_URL"
 

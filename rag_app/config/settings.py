@@ -17,8 +17,8 @@ from pydantic import AliasChoices, BaseModel, Field, ValidationError, Validation
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rag_app.core.errors import ConfigError
-from rag_app.query.knobs import QueryKnobs
+from rag_app.core import ConfigError
+from rag_app.query import QueryKnobs
 
 if TYPE_CHECKING:
     from rag_app.config.ledger_location import LedgerTarget
@@ -334,7 +334,7 @@ class Settings(BaseSettings, _Places, _Ledger, _Qdrant, _Embeddings, _Chunking, 
 
     def _check_budget_policy(self) -> None:
         if self.budget_unpriced_assume_usd is not None or (self.budget_unpriced == "allow" and self.budgets_file):
-            from rag_app.core.money import positive_usd
+            from rag_app.core import positive_usd
 
             if self.budget_unpriced_assume_usd is None:
                 raise ConfigError("RAG_BUDGET_UNPRICED=allow needs RAG_BUDGET_UNPRICED_ASSUME_USD, the dollars each "
@@ -352,7 +352,7 @@ class Settings(BaseSettings, _Places, _Ledger, _Qdrant, _Embeddings, _Chunking, 
             raise ConfigError(f"RAG_RETRIEVAL_LEVERS={self.retrieval_levers!r}: {why}")
 
     def _check_adapter(self) -> None:
-        from rag_app.query.adapter import adapter_path, refusal
+        from rag_app.query import adapter_path, refusal
 
         levers = self.named_levers()
         path = adapter_path(self.query_adapter, self.data_dir, self.rescore_model, levers)  # a ConfigError names it
@@ -431,7 +431,7 @@ def check_data_dir(data_dir: Path) -> None:
         what = "a file, not a folder" if data_dir.is_file() else f"not writable ({e.strerror})"
         raise ConfigError(f"{data_dir}: RAG_DATA_DIR: {what}; fix its permissions or point "
                           "RAG_DATA_DIR at a writable folder") from None
-    from rag_app.store.space import MIN_START_BYTES, free_bytes
+    from rag_app.store import MIN_START_BYTES, free_bytes
 
     free = free_bytes(data_dir)
     if free < MIN_START_BYTES:  # the ledger's migration and the store's files would fail mid-write

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_app.core.types import Chunk
+from rag_app.core import Chunk
 from rag_app.evaluation.hits import covers
 from rag_app.evaluation.qa import Gold, Question
-from rag_app.query.adapter import adapt, save_adapter
-from rag_app.query.levers.rescore import rescore_text
-from rag_app.query.levers.wide import DenseView, wide_matrix
+from rag_app.query import adapt, save_adapter
+from rag_app.query.levers import rescore_text
+from rag_app.query.levers import DenseView, wide_matrix
 
 SEED = 0
 FIT = {"epochs": 30, "lr": 1e-3, "l2": 0.01, "temperature": 0.05, "batch": 256}

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from rag_app.evaluation.hits import Ranked, covers
 from rag_app.evaluation.qa import Question
-from rag_app.text.tokens import count_tokens, cut_to_tokens
+from rag_app.text import count_tokens, cut_to_tokens
 
 
 def within_budget(ranking: Sequence[Ranked], budget: int) -> list[Ranked]:

@@ -20,25 +20,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from chains.rag import build_rag
-from rag_app.chunking.registry import NEEDS_EMBEDDINGS, build_chunker
-from rag_app.core.errors import ConfigError
+from chains import build_rag
+from rag_app.chunking import NEEDS_EMBEDDINGS, build_chunker
+from rag_app.core import ConfigError
 from rag_app.evaluation.hits import Ranked, covers, qrels_for, ranking_to_run
 from rag_app.evaluation.integrity import article_integrity, sentence_integrity, size_stats
 from rag_app.evaluation.qa import Question, load_qa
 from rag_app.evaluation.scoring import DEFAULT_BUDGETS, budget_report, paired
 from rag_app.evaluation.split import SPLIT_RULE, select_split, split_key
-from rag_app.ingest.indexing import decide_collection, expand_paths, index_documents
-from rag_app.ingest.loaders import load_document
-from rag_app.query.answer import marked_contexts
+from rag_app.ingest import decide_collection, expand_paths, index_documents
+from rag_app.ingest import load_document
+from rag_app.query import marked_contexts
 from rag_app.query.levers import levers_for, parse_retriever
-from rag_app.core.money import usd_json
-from rag_app.query.pipeline import QueryConfig
-from rag_app.query.retrieval import legs_for
-from rag_app.query.scope import Scope
-from rag_app.text.sparse import TOKENIZER_VERSION
-from rag_app.core.types import Answer
-from rag_app.core.usage import totals
+from rag_app.core import usd_json
+from rag_app.query import QueryConfig
+from rag_app.query import legs_for
+from rag_app.query import Scope
+from rag_app.text import TOKENIZER_VERSION
+from rag_app.core import Answer
+from rag_app.core import totals
 
 DEFAULT_RETRIEVER = "default"  # what `rag ask` runs: RAG_RETRIEVER + RAG_RETRIEVAL_LEVERS
 
@@ -235,7 +235,7 @@ def in_sample_refusal(retriever: str, config: QueryConfig, spec: EvalSpec) -> No
     """A ConfigError when the retriever's query adapter learned the questions it would be scored on (the
     bundled adapter learned all of legal_zh's qa_dev: on qa_dev the default's adapter must be one trained on
     `tune` alone, scored on `validate`)."""
-    from rag_app.query.adapter import trained_on
+    from rag_app.query import trained_on
 
     path = config.query_adapter
     # the adapter moves questions only where rescore runs: named, or possibly under auto (a collection with no

@@ -5,9 +5,9 @@ import re
 import statistics
 from collections.abc import Sequence
 
-from rag_app.chunking.legal import TABLE_PREFIX
-from rag_app.text.tokens import count_tokens
-from rag_app.core.types import Chunk, ParsedDocument
+from rag_app.chunking import TABLE_PREFIX
+from rag_app.text import count_tokens
+from rag_app.core import Chunk, ParsedDocument
 
 _SENT_END = "。！？；!?;.:：”’」）)"
 _WS = " \t\r\n\u3000\u200b"

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from rag_app.evaluation.qa import Gold, Question
-from rag_app.text.legal_numbers import CN_NUM, cn_to_int
+from rag_app.text import CN_NUM, cn_to_int
 
 _ARTICLE = re.compile(rf"^第([{CN_NUM}]+)\s*条(?:之([{CN_NUM}]+))?", re.M)
 _HEADING = re.compile(r"^(#{2,6})\s+(.+?)\s*$", re.M)

@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_app.core.errors import ConfigError
+from rag_app.core import ConfigError
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_app.core.types import Chunk
+from rag_app.core import Chunk
 from rag_app.evaluation.hits import Ranked, covers
 from rag_app.evaluation.qa import Gold, Question
-from rag_app.query.knobs import QueryKnobs
-from rag_app.query.ranker import FEATURE_VERSION, FEATURES, doc_lengths, features, pool_of, predict
-from rag_app.query.views import candidate_views
+from rag_app.query import QueryKnobs
+from rag_app.query import FEATURE_VERSION, FEATURES, doc_lengths, features, pool_of, predict
+from rag_app.query import candidate_views
 
 SEED = 0
 _LABEL = re.compile(r"^\s*第[一二三四五六七八九十百千零〇\d]+\s*条(?:之[一二三四五六七八九十]+)?\s*")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console, Group
 from rich.table import Table
 
-from rag_app.present.cost_render import keyed_labels, usd
+from rag_app.present import keyed_labels, usd
 
 
 def ci(m: dict | None) -> str:

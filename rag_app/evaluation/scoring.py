@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from rag_app.core.errors import ConfigError
+from rag_app.core import ConfigError
 from rag_app.evaluation.budget import recall_at, recall_within, tokens_within
 from rag_app.evaluation.hits import Ranked
 from rag_app.evaluation.qa import Question

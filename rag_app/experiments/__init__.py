@@ -6,7 +6,21 @@ comparison at every hour or day of the experiment (`timeline`), intervals valid 
 read (`sequential`), one primary metric with guardrails (`verdict`), and the ramp that raises a share or
 rolls it back (`rollout` decides, `ramp` applies it in the service). A change to any of these opens this folder only.
 
-Import the module you need; this file only names them."""
+Other packages import from this face (the names under `TYPE_CHECKING`, looked up on first use
+by rag_app/core/face.py); inside the package, modules import each other directly."""
 
-__all__ = ["comparison", "evidence", "ramp", "rollout", "routing", "schema", "sequential", "timeline",
-           "variants", "verdict"]
+from typing import TYPE_CHECKING
+
+from rag_app.core import lazy_face
+
+if TYPE_CHECKING:
+    from rag_app.experiments.comparison import compare_served, replay
+    from rag_app.experiments.ramp import RampController
+    from rag_app.experiments.routing import route, served
+    from rag_app.experiments.variants import Assignment, ExperimentConfig
+
+
+if not TYPE_CHECKING:  # rag_app/core/face.py
+    __getattr__, __dir__ = lazy_face(__name__)
+
+__all__ = ["Assignment", "ExperimentConfig", "RampController", "compare_served", "replay", "route", "served"]

@@ -248,7 +248,7 @@ class ReplayArm:
     invalid: list[float | None] = field(default_factory=list)  # 1.0: the answer has an invalid citation
 
     def add(self, answer, q, corpus: Path, k: int) -> None:
-        from rag_app.evaluation.hits import covers
+        from rag_app.evaluation import covers
 
         def gold_in(c) -> list[bool]:
             return [covers(_rel(c.chunk.source_path, corpus), c.chunk.char_start, c.chunk.char_end, g) for g in q.gold]
@@ -347,7 +347,7 @@ def _rel(source_path: str, corpus: Path) -> str:
 def answer_cost(answer) -> tuple[float | None, float | None]:
     """(billed, shadow) dollars of one answer from its own priced usages, as the ledger totals them: a
     row whose cost is unknown makes the query's cost unknown, an unpriced row its shadow."""
-    from rag_app.core.usage import totals
+    from rag_app.core import totals
 
     t = totals(answer.usage)
     return (None if t.known_cost_nano is None else t.known_cost_nano / 1e9,

@@ -18,7 +18,7 @@ import logging
 import threading
 import uuid
 
-from rag_app.core.clock import utcnow
+from rag_app.core import utcnow
 from rag_app.experiments.comparison import compare_live, srm_pvalue
 from rag_app.experiments.variants import Experiment
 from rag_app.experiments.rollout import Ramp, StepDecision, decide_step

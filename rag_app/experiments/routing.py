@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from rag_app.core.errors import ConfigError
+from rag_app.core import ConfigError
 from rag_app.experiments.variants import Assignment, Experiment, ExperimentConfig, assign
 
 

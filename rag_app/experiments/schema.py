@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
 
-from rag_app.core.errors import ConfigError
-from rag_app.query.knobs import QueryKnobs
+from rag_app.core import ConfigError
+from rag_app.query import QueryKnobs
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "answer"
 # what `rag experiment compare` can judge an experiment by (rag_app/experiments/verdict.py METRICS, with
@@ -26,7 +26,7 @@ METRICS = ("cost_per_query", "latency_ms", "error_rate", "timeout_rate", "retry_
 
 
 def known_chunkers() -> tuple[str, ...]:
-    from rag_app.chunking.registry import CHUNKERS
+    from rag_app.chunking import CHUNKERS
 
     return CHUNKERS
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_app.core.errors import RagError
+from rag_app.core import RagError
 from rag_app.experiments.sequential import Moments, srm_pvalue
 from rag_app.experiments.variants import Experiment
 

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag_app.core.errors import ConfigError
+from rag_app.core import ConfigError
 
 
 def fnv1a32(text: str) -> int:

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_app.present.cost_render import fmt
+from rag_app.present import fmt
 from rag_app.experiments.schema import METRICS as METRIC_NAMES
 from rag_app.experiments.schema import Analysis
 from rag_app.experiments.sequential import HYBRID_FIXED_SHARE, Diff, Moments, difference

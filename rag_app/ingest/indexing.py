@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag_app.text import sparse
-from rag_app.chunking.registry import Chunker
-from rag_app.models.embedding import LocalEmbeddings
-from rag_app.core.errors import IngestError
+from rag_app.chunking import Chunker
+from rag_app.models import LocalEmbeddings
+from rag_app.core import IngestError
 from rag_app.ingest.loaders import load_document, no_chunks_error, supported
 from rag_app.ingest.textdecode import guessed_note
 from rag_app.store import CollectionInfo, SparseVector, StoredPoint, VectorStore
-from rag_app.core.types import Chunk, ParsedDocument
-from rag_app.core.usage import EmbedUsage
+from rag_app.core import Chunk, ParsedDocument
+from rag_app.core import EmbedUsage
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -96,7 +96,7 @@ def unchanged_by_hash(stored: dict[str, tuple[str, int]], overrides: Sequence[tu
     (version "sha256:doc_type", chunk count), from stored_versions()."""
     import hashlib
 
-    from rag_app.chunking.doctype import overridden_type
+    from rag_app.chunking import overridden_type
     from rag_app.ingest.loaders import doc_id_for
 
     def check(path: Path) -> FileOutcome | None:

@@ -11,11 +11,11 @@ import hashlib
 import re
 from pathlib import Path
 
-from rag_app.core.errors import EmptyDocument, IngestError, UnsupportedFormat
+from rag_app.core import EmptyDocument, IngestError, UnsupportedFormat
 from rag_app.ingest.pdftext import restore_lines
 from rag_app.ingest.tables import html_table_to_markdown
 from rag_app.ingest.textdecode import decode_text
-from rag_app.core.types import Block, ParsedDocument
+from rag_app.core import Block, ParsedDocument
 
 FORMATS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html",
            ".md": "markdown", ".markdown": "markdown", ".txt": "text"}

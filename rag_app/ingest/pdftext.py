@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from rag_app.text.legal_numbers import CN_NUM
+from rag_app.text import CN_NUM
 
 # `(?<![ \t])`: try each run of spaces once; starting inside a long run was quadratic.
 _LABEL_BREAK = re.compile(rf"(?<![ \t])[ \t]+(?=第[{CN_NUM}\d]+(?:条(?:之[{CN_NUM}]+)?|章|节|编|分编)[ \t　])")

@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
-from rag_app.core.ports import Embedder
+from rag_app.core import Embedder
 from rag_app.store import VectorStore
-from rag_app.core.types import Chunk
-from rag_app.core.usage import EmbedUsage
+from rag_app.core import Chunk
+from rag_app.core import EmbedUsage
 
 log = logging.getLogger(__name__)
 PHASE = "rescore"  # the progress phase name (`rag ingest` labels it)
@@ -39,7 +39,7 @@ def fill_rescore_vectors(store: VectorStore, collection: str, embeddings: Embedd
                          lock: threading.Lock | None = None, stop: threading.Event | None = None,
                          unit: str = "chunk") -> EmbedUsage:
     """Embed every chunk of `collection` that has no cached vector yet; returns what was done (texts,
-    cache hits = already there, tokens embedded now). `lock`: held per batch (levers._embed_lock), so a
+    cache hits = already there, tokens embedded now). `lock`: held per batch (levers.embed_lock), so a
     question asked meanwhile waits at most one batch for the engine. `stop`: set, the pass ends after
     the batch it is in (what it embedded is kept)."""
     texts = chunk_texts(store, collection, unit)

@@ -39,9 +39,9 @@ from functools import partial
 from pathlib import Path
 
 from rag_app.text import sparse
-from rag_app.core.errors import IngestError
+from rag_app.core import IngestError
 from rag_app.ingest.loaders import FORMATS, load_document
-from rag_app.core.types import Chunk, ParsedDocument
+from rag_app.core import Chunk, ParsedDocument
 
 _IMPORT_TIMEOUT_S = 300  # importing unstructured's PDF stack can take a minute on a cold, busy machine
 

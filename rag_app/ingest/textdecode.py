@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from charset_normalizer import from_bytes
 
-from rag_app.core.errors import IngestError
+from rag_app.core import IngestError
 
 
 DECLARED = ("utf-8", "utf-8-sig", "gb18030", "utf-16")  # what decode_text reads without guessing

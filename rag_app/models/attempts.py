@@ -25,8 +25,8 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from rag_app.models.llm_usage import PROVIDER, TokenUsage, attempt_status, classify_error, usage_from_llm_result
 from rag_app.models.model_tokens import ModelTokenizer, tokenizer_for
-from rag_app.core.clock import utcnow
-from rag_app.core.usage import AttemptInfo, StageUsage
+from rag_app.core import utcnow
+from rag_app.core import AttemptInfo, StageUsage
 
 Hook = Callable[[StageUsage, dict[str, Any]], None]  # (usage, the run's metadata)
 # Run metadata set by the generate stage: it reports each attempt's usage itself (priced, on the answer),

@@ -19,9 +19,9 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from rag_app.models.embedding_cache import EmbeddingCache
-from rag_app.core.errors import ModelLoadError
+from rag_app.core import ModelLoadError
 from rag_app.models.weights import resolve_model_path
-from rag_app.core.usage import EmbedUsage
+from rag_app.core import EmbedUsage
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +86,8 @@ class SentenceTransformerEncoder:
         folder does not say it plainly (a Dense layer, several pooling modes): then ask the model."""
         if self._model is not None:
             return int(self._model.get_sentence_embedding_dimension())
-        try:
-            modules = json.loads((self.path / "modules.json").read_text())
-            if any(m["type"].endswith(".Dense") for m in modules):
-                return None
-            [pooling] = [m for m in modules if m["type"].endswith(".Pooling")]
-            config = json.loads((self.path / pooling["path"] / "config.json").read_text())
-        except (OSError, ValueError, KeyError):
+        config = _plain_pooling_config(self.path)
+        if config is None:
             return None
         modes = [k for k, v in config.items() if k.startswith("pooling_mode") and v is True]
         return int(config["word_embedding_dimension"]) if len(modes) == 1 else None
@@ -293,3 +288,16 @@ def load_embeddings(model: str, cache: EmbeddingCache | None = None, *, allow_fa
             raise
         log.warning("embedding model %s unavailable (%s); using packaged %s", model, e, FALLBACK_MODEL)
         return LocalEmbeddings(FALLBACK_MODEL, load_encoder(FALLBACK_MODEL, batch_size), cache, fell_back_from=model)
+
+
+def _plain_pooling_config(folder: Path) -> dict | None:
+    """The pooling module's config of a sentence-transformers folder; None when there is none to read or a
+    Dense layer after it changes the output size."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text())
+        if any(m["type"].endswith(".Dense") for m in modules):
+            return None
+        [pooling] = [m for m in modules if m["type"].endswith(".Pooling")]
+        return json.loads((folder / pooling["path"] / "config.json").read_text())
+    except (OSError, ValueError, KeyError):
+        return None

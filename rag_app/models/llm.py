@@ -19,9 +19,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
 
 from rag_app.models.attempts import ATTEMPT_STAGE, AttemptLog
-from rag_app.core.errors import LLMError
+from rag_app.core import LLMError
 from rag_app.models.llm_usage import RETRYABLE, chunk_usage, classify_error
-from rag_app.core.usage import StageUsage
+from rag_app.core import StageUsage
 
 MAX_RETRY_AFTER_S = 60.0
 

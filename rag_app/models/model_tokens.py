@@ -123,7 +123,7 @@ def tokenizer_for(model: str | None) -> ModelTokenizer:
     except KeyError:
         enc_name = None
     if enc_name == "cl100k_base":
-        from rag_app.text.tokens import encoding
+        from rag_app.text import encoding
 
         return ModelTokenizer("cl100k_base", _tiktoken_counter(encoding()))
     if enc_name in ("o200k_base", "o200k_harmony"):

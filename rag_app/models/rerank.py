@@ -10,11 +10,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from rag_app.core.errors import ModelLoadError, RagError
+from rag_app.core import ModelLoadError, RagError
 from rag_app.models.weights import resolve_model_path
-from rag_app.core.ports import Reranker
-from rag_app.core.types import ScoredChunk
-from rag_app.core.usage import PriceBasis, RerankUsage, StageUsage
+from rag_app.core import Reranker
+from rag_app.core import ScoredChunk
+from rag_app.core import PriceBasis, RerankUsage, StageUsage
 
 log = logging.getLogger(__name__)
 

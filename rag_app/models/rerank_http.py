@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
-from rag_app.core.errors import RagError
-from rag_app.text.tokens import count_tokens
-from rag_app.core.usage import RerankUsage
+from rag_app.core import RagError
+from rag_app.text import count_tokens
+from rag_app.core import RerankUsage
 
 
 class RerankHTTPError(RagError):

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlparse
 
-from rag_app.core.errors import ModelLoadError
+from rag_app.core import ModelLoadError
 
 
 @lru_cache(maxsize=1)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from rag_app.core.money import usd_json
-from rag_app.core.types import Answer, Citation, ScoredChunk
-from rag_app.core.usage import StageUsage, totals
-from rag_app.quality.signals import quality_of
+from rag_app.core import usd_json
+from rag_app.core import Answer, Citation, ScoredChunk
+from rag_app.core import StageUsage, totals
+from rag_app.quality import quality_of
 
 # a priced usage and its query's id -> the stage as the ledger's reports show it (tracing.ledger.usage_json)
 StageView = Callable[[StageUsage, str], dict]

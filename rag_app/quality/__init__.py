@@ -13,4 +13,17 @@ the passages sent, and an optional judge model off the answer's path.
 The tracer records them, the experiments' verdict reads them, the front doors show them. Import the
 module you need; this file only names them."""
 
-__all__ = ["claims", "judge", "lexicon", "meaning", "numbers", "review", "signals", "units"]
+from typing import TYPE_CHECKING
+
+from rag_app.core import lazy_face
+
+if TYPE_CHECKING:
+    from rag_app.quality.judge import Judge, JudgeJob, JudgeWorker
+    from rag_app.quality.review import JUDGE_REVIEW_AT, REVIEW_AT
+    from rag_app.quality.signals import quality_of
+
+
+if not TYPE_CHECKING:  # rag_app/core/face.py
+    __getattr__, __dir__ = lazy_face(__name__)
+
+__all__ = ["JUDGE_REVIEW_AT", "REVIEW_AT", "Judge", "JudgeJob", "JudgeWorker", "quality_of"]

@@ -28,7 +28,7 @@ from typing import Any
 from rag_app.quality.lexicon import is_advice, is_refusal
 from rag_app.quality.meaning import meaning_differs, number_differs
 from rag_app.quality.units import bigrams, coverage, units
-from rag_app.text.legal_numbers import ARTICLE_REF, find_article_refs
+from rag_app.text import ARTICLE_REF, find_article_refs
 
 SUPPORTED_AT = 0.5  # share of a claim's unit bigrams found in the passage (measured: docs/quality.md)
 MIN_GRAMS = 3  # shorter fragments ("综上。") are not claims

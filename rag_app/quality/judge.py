@@ -29,11 +29,11 @@ from typing import Any, ClassVar
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from prompts import load_prompt
-from rag_app.core.errors import StageError
-from rag_app.core.types import Answer, ScoredChunk
-from rag_app.core.usage import GRADES_QUERY, JUDGE_KIND, JUDGE_STAGE, judge_run_id
-from rag_app.models.llm import invoke_with_retries
-from rag_app.query.answer import format_context
+from rag_app.core import StageError
+from rag_app.core import Answer, ScoredChunk
+from rag_app.core import GRADES_QUERY, JUDGE_KIND, JUDGE_STAGE, judge_run_id
+from rag_app.models import invoke_with_retries
+from rag_app.query import format_context
 
 log = logging.getLogger(__name__)
 METRICS = ("faithfulness", "relevance")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rag_app.text.legal_numbers import cn_to_int
+from rag_app.text import cn_to_int
 
 _CN = "零〇一二两三四五六七八九十百千万亿"
 _UNITS = {  # unit as written -> (canonical unit, multiplier)

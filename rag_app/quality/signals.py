@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rag_app.quality.claims import CITE, LAW, REFUSAL_WHY, Claim, Passage, check_claims
-from rag_app.text.legal_numbers import find_article_refs
+from rag_app.text import find_article_refs
 
 if TYPE_CHECKING:
-    from rag_app.core.types import Answer
+    from rag_app.core import Answer
 
 PRC = "中华人民共和国"
 
@@ -118,7 +118,7 @@ def score_answer(question: str, answer: str, mode: str, passages: Sequence[str],
 
 def quality_of(answer: Answer) -> Quality:
     """An Answer's signals (rag_app.core.types.Answer), from the passages it was given."""
-    from rag_app.query.answer import citation_for, passage_label
+    from rag_app.query import citation_for, passage_label
 
     ctx = answer.contexts
     return score_answer(answer.question, answer.text, answer.mode, [sc.chunk.text for sc in ctx],

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from rag_app.core.errors import ConfigError
-from rag_app.core.ports import Embedder
-from rag_app.core.usage import EmbedUsage
+from rag_app.core import ConfigError
+from rag_app.core import Embedder
+from rag_app.core import EmbedUsage
 
 @dataclass(frozen=True)
 class QueryAdapter:

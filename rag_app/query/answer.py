@@ -5,7 +5,7 @@ import re
 from collections.abc import Sequence
 
 from rag_app.query.excerpt import Excerpt, best_excerpt, ends_sentence, section_at, sections_in
-from rag_app.core.types import Citation, ScoredChunk
+from rag_app.core import Citation, ScoredChunk
 
 _MARKER = re.compile(r"\[(\d{1,2})\]")
 _CJK = re.compile(r"[\u3400-\u9fff]")

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rag_app.text.tokens import count_tokens, cut_to_tokens
-from rag_app.core.types import Chunk, ScoredChunk
+from rag_app.text import count_tokens, cut_to_tokens
+from rag_app.core import Chunk, ScoredChunk
 
 MAX_GAP_CHARS = 2  # a line break or two between chunks still counts as adjacent
 

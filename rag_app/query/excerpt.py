@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from rag_app.chunking.structure import ARTICLE_START
-from rag_app.text.legal_numbers import find_article_refs
-from rag_app.text.sparse import STEM, stems_of, tokenize
-from rag_app.text.tokens import count_tokens, cut_to_tokens
+from rag_app.chunking import ARTICLE_START
+from rag_app.text import find_article_refs
+from rag_app.text import STEM, stems_of, tokenize
+from rag_app.text import count_tokens, cut_to_tokens
 
 _CJK_END = "。！？；"
 _CLOSERS = "”’\"')）」』】"

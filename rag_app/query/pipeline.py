@@ -12,7 +12,7 @@ from typing import Any
 from rag_app.query.adapter import adapter_path
 from rag_app.query.knobs import QueryKnobs
 from rag_app.query.ranker import latest_ranker
-from rag_app.core.ports import Embedder, Pricer, Provider, ReplyStats, Reranker
+from rag_app.core import Embedder, Pricer, Provider, ReplyStats, Reranker
 from rag_app.store import CollectionInfo, VectorStore
 
 

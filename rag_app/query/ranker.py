@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_app.core.ports import Embedder
-from rag_app.core.types import ScoredChunk
-from rag_app.core.usage import EmbedUsage
+from rag_app.core import Embedder
+from rag_app.core import ScoredChunk
+from rag_app.core import EmbedUsage
 from rag_app.query.knobs import QueryKnobs
 from rag_app.query.levers import Bounded
 from rag_app.query.retrieval import cited_laws
@@ -197,7 +197,7 @@ def load_ranker(path: str | Path) -> Ranker:
     `rag train-ranker` wrote into your own data dir."""
     import joblib
 
-    from rag_app.core.errors import ConfigError
+    from rag_app.core import ConfigError
 
     if not path or not Path(path).is_file():
         raise ConfigError(f"the ranker lever needs a trained ranker (RAG_RANKER={str(path)!r} is not a file): "

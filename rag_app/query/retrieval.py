@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from rag_app.text import sparse
-from rag_app.text.legal_numbers import find_article_refs
+from rag_app.text import find_article_refs
 from rag_app.store import CollectionInfo, Fusion, Hit, SparseVector, VectorStore, Where, matches
-from rag_app.core.types import Chunk, ScoredChunk
+from rag_app.core import Chunk, ScoredChunk
 
 
 def rrf_fuse(rankings: Sequence[Sequence[str]], weights: Sequence[float], k: int = 60) -> dict[str, float]:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from rag_app.core.errors import RagError
-from rag_app.core.types import Resolved
+from rag_app.core import RagError
+from rag_app.core import Resolved
 
 MAX_NAMES = 50  # names one scope may list (each resolves through dict lookups, never a scan per name)
 MAX_NAME_CHARS = 500

@@ -19,25 +19,25 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from prompts import load_prompt
-from rag_app.models.attempts import REPORTED_BY_STAGE
+from rag_app.models import REPORTED_BY_STAGE
 from rag_app.query.adapter import adapted, query_adapter
 from rag_app.query.answer import cited_contexts, citation_for, extractive_answer, format_context
 from rag_app.query.context import PackedContext, pack_with_links
-from rag_app.text.crossref import attach_linked
+from rag_app.text import attach_linked
 from rag_app.query.levers import (RescoreBusy, SearchRequest, acting_levers, lever_label, levers_for,
                                   search_with_usage, with_rewrite)
-from rag_app.models.llm import invoke_with_retries
-from rag_app.models.model_tokens import tokenizer_for
+from rag_app.models import invoke_with_retries
+from rag_app.models import tokenizer_for
 from rag_app.query.pipeline import QueryConfig
 from rag_app.query.ranker import Ranker, load_ranker, search_ranked
-from rag_app.core.ports import Embedder, ReplyStats, Reranker
-from rag_app.models.rerank import rerank_candidates
+from rag_app.core import Embedder, ReplyStats, Reranker
+from rag_app.models import rerank_candidates
 from rag_app.query.retrieval import legs_for
 from rag_app.query.scope import Scope, catalogue, named_in, resolve
 from rag_app.store import CollectionInfo, VectorStore
-from rag_app.core.types import Citation, Resolved, ScoredChunk
-from rag_app.core.errors import LLMError
-from rag_app.core.usage import EmbedUsage, StageUsage
+from rag_app.core import Citation, Resolved, ScoredChunk
+from rag_app.core import LLMError
+from rag_app.core import EmbedUsage, StageUsage
 
 EXTRACTIVE = "extractive mode: no LLM endpoint configured"
 REWRITE_STAGE = "rewrite"

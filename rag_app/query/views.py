@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from rag_app.core.usage import EmbedUsage
+from rag_app.core import EmbedUsage
 from rag_app.query import charges, colloquial
 from rag_app.query.knobs import QueryKnobs
-from rag_app.query.levers import (_query_terms, _to_vector, corpus_definitions, expansion_terms, rescore_text,
+from rag_app.query.levers import (query_terms, to_vector, corpus_definitions, expansion_terms, rescore_text,
                                   wide_matrix)
 from rag_app.query.retrieval import citation_hits
 from rag_app.query.scope import catalogue, named_in
@@ -50,7 +50,7 @@ class Views:
 
 
 def _sparse(store, name: str, terms: dict[str, float], depth: int, where=None) -> tuple[list[tuple[str, float]], dict]:
-    hits = store.search_sparse(name, *_to_vector(terms), depth, where)
+    hits = store.search_sparse(name, *to_vector(terms), depth, where)
     return [(h.payload["chunk_id"], h.score) for h in hits], {h.payload["chunk_id"]: h.payload for h in hits}
 
 
@@ -80,7 +80,7 @@ def candidate_views(store, info, question: str, *, depth: int = 100, embeddings=
                     views: tuple[str, ...] = VIEWS, where=None) -> Views:
     """Every view of `views` for one question, each cut at `depth`. `dense` needs `embeddings` (the
     rescore embedder); without it the view is left out. `where` (a scope): every view keeps to it."""
-    words = _query_terms(question)
+    words = query_terms(question)
     q = _Question(store, info, question, depth, params, where, words,
                   {**words, **colloquial.expansion_terms(question, words, params.colloquial_weight)})
     g = _Gathered()

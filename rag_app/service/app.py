@@ -10,11 +10,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from rag_app.access.keys import KeyRing
-from rag_app.access.rate import RateLimited, RateLimiter
-from rag_app.access.rights import Forbidden
-from rag_app.config.settings import Settings
-from rag_app.core.errors import LLMError, ModelMismatch, RagError, StoreError
+from rag_app.access import KeyRing
+from rag_app.access import RateLimited, RateLimiter
+from rag_app.access import Forbidden
+from rag_app.config import Settings
+from rag_app.core import LLMError, ModelMismatch, RagError, StoreError
 from rag_app.service.answers import RecentAnswers
 from rag_app.service.deps import ServiceState
 from rag_app.service.guards import Guard
@@ -22,11 +22,11 @@ from rag_app.service.inputs import public_message, public_validation_errors
 from rag_app.service.pool import VariantPool
 from rag_app.service.query_service import QueryService
 from rag_app.service.routes import ROUTERS
-from rag_app.service.routes.ask import AskRequest, api_key_id
-from rag_app.spend.answer_cache import AnswerCache
-from rag_app.spend.budgets import BudgetGate, LedgerDown, Limits, OverBudget, evaluation_admission, load_budgets
-from rag_app.spend.alerts import alert_webhook
-from rag_app.store.space import DiskFull
+from rag_app.service.routes import AskRequest, api_key_id
+from rag_app.spend import AnswerCache
+from rag_app.spend import BudgetGate, LedgerDown, Limits, OverBudget, evaluation_admission, load_budgets
+from rag_app.spend import alert_webhook
+from rag_app.store import DiskFull
 
 log = logging.getLogger(__name__)
 RECENT_ANSWERS = 200  # answers kept in memory for the dashboard's query page (service/answers.py)
@@ -84,7 +84,7 @@ def audit_budget_file(svc: ServiceState) -> None:
     import getpass
     import socket
 
-    from rag_app.access.manage import audit_budgets
+    from rag_app.access import audit_budgets
 
     try:
         actor = f"file:{getpass.getuser()}@{socket.gethostname()}"

@@ -13,17 +13,17 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from rag_app.access.keys import OPEN, KeyRing, Principal, Unauthorized, bootstrap
-from rag_app.access.rate import RateLimiter
-from rag_app.config.settings import Settings
-from rag_app.core.errors import RagError
+from rag_app.access import OPEN, KeyRing, Principal, Unauthorized, bootstrap
+from rag_app.access import RateLimiter
+from rag_app.config import Settings
+from rag_app.core import RagError
 from rag_app.service.answers import AnswerArchive
 from rag_app.service.guards import token_matches
 from rag_app.service.inputs import public_message
 from rag_app.service.pool import VariantPool
 from rag_app.service.query_service import QueryService
-from rag_app.spend.budgets import Budget, BudgetGate, Limits
-from rag_app.spend.webhook import Webhook
+from rag_app.spend import Budget, BudgetGate, Limits
+from rag_app.spend import Webhook
 from tracing.ledger import SERVICE_BOUNDS, Ledger, LedgerUnavailable, is_transient
 
 log = logging.getLogger(__name__)

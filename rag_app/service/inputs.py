@@ -16,10 +16,10 @@ from typing import Annotated, Literal
 from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from rag_app.config.settings import Settings
-from rag_app.core.clock import stamp
-from rag_app.text.edge_text import EdgeText, shown_name
-from rag_app.ingest.loaders import FORMATS
+from rag_app.config import Settings
+from rag_app.core import stamp
+from rag_app.text import EdgeText, shown_name
+from rag_app.ingest import FORMATS
 
 MAX_NAME_BYTES = 200  # file systems stop at 255 bytes; a longer upload name was a 500 for the batch
 _UNSAFE = re.compile(r"[^\w.\-\u4e00-\u9fff（）()]")

@@ -21,9 +21,9 @@ from typing import Any, Literal
 from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from rag_app.text.edge_text import EdgeText
+from rag_app.text import EdgeText
 from rag_app.service.inputs import AskScope
-from rag_app.present.presenter import citation_label
+from rag_app.present import citation_label
 
 ROUTED_MODEL = "legal-rag"  # the model that routes like /v1/ask
 OWNER = "legal-rag"

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_app.app import RagApp
-from rag_app.config.settings import Settings
-from rag_app.core.errors import ConfigError, RagError
-from rag_app.experiments.routing import route, served
-from rag_app.experiments.variants import Assignment, ExperimentConfig
-from rag_app.query.scope import Scope
-from rag_app.core.types import Answer
-from rag_app.core.clock import utcnow
+from rag_app.config import Settings
+from rag_app.core import ConfigError, RagError
+from rag_app.experiments import route, served
+from rag_app.experiments import Assignment, ExperimentConfig
+from rag_app.query import Scope
+from rag_app.core import Answer
+from rag_app.core import utcnow
 from rag_app.service.variant_apps import check_variants, variant_app, variant_apps
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class VariantPool:
         exp = served(self.config, self.settings.experiment)
         if exp is None or not exp.ramp or self.ramp is not None:
             return
-        from rag_app.experiments.ramp import RampController
+        from rag_app.experiments import RampController
         from tracing.ledger import SERVICE_BOUNDS, Ledger
 
         self.ramp = RampController(exp, Ledger.attach(self.settings.ledger, bounds=SERVICE_BOUNDS),

@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag_app.access.rate import RateLimiter
-from rag_app.present.presenter import display_path
+from rag_app.access import RateLimiter
+from rag_app.present import display_path
 from rag_app.service.admission import (Admission, QueryRequest, QueryResult, Router, key_budget, llm_tokens, steps,
                                        walk)
-from rag_app.spend.answer_cache import AnswerCache
-from rag_app.spend.budgets import BudgetGate
-from rag_app.spend.estimate import question_estimate
+from rag_app.spend import AnswerCache
+from rag_app.spend import BudgetGate
+from rag_app.spend import question_estimate
 
 __all__ = ["QueryRequest", "QueryResult", "QueryService", "key_budget", "llm_tokens"]
 

@@ -17,18 +17,18 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from rag_app.access.keys import ADMIN, Principal
-from rag_app.access.rate import RateLimiter
+from rag_app.access import ADMIN, Principal
+from rag_app.access import RateLimiter
 from rag_app.app import RagApp
-from rag_app.core.errors import ConfigError
-from rag_app.core.types import Answer
-from rag_app.experiments.variants import ExperimentConfig
-from rag_app.query.scope import Scope
+from rag_app.core import ConfigError
+from rag_app.core import Answer
+from rag_app.experiments import ExperimentConfig
+from rag_app.query import Scope
 from rag_app.service.pool import Route
 from rag_app.service.query_service import QueryRequest, QueryService
-from rag_app.spend.alerts import alert_webhook
-from rag_app.spend.answer_cache import AnswerCache
-from rag_app.spend.budgets import BudgetGate, Limits, load_budgets
+from rag_app.spend import alert_webhook
+from rag_app.spend import AnswerCache
+from rag_app.spend import BudgetGate, Limits, load_budgets
 from tracing.ledger import Ledger
 
 CLI_KEY = "cli"  # the api_key_id of every `rag ask`: a budget {"key": "cli", ...} binds the shell

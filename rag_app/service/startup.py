@@ -2,15 +2,15 @@
 `error: <file>: <field>: <what is wrong> — <fix>`, in well under a second."""
 from __future__ import annotations
 
-from rag_app.config.settings import check_data_dir  # shared with the CLI's commands
-from rag_app.core.errors import ConfigError
+from rag_app.config import check_data_dir  # shared with the CLI's commands
+from rag_app.core import ConfigError
 
 LOOPBACK_BINDS = {"127.0.0.1", "localhost", "::1"}
 
 
 def load_checked_settings():
     """Settings, or a ConfigError naming where the bad value came from and the variable to fix."""
-    from rag_app.config.settings import load_settings
+    from rag_app.config import load_settings
 
     return load_settings()
 
@@ -22,7 +22,7 @@ def check_bind(host: str, settings, allow_remote: bool) -> None:
 
 
 def check_experiments(settings) -> None:
-    from rag_app.experiments.variants import ExperimentConfig
+    from rag_app.experiments import ExperimentConfig
 
     cfg = ExperimentConfig.load(settings.experiments_file)
     if settings.experiment and settings.experiment not in cfg.experiments:

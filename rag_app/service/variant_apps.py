@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from rag_app.app import RagApp
-from rag_app.config.settings import Settings
-from rag_app.core.errors import ConfigError
-from rag_app.experiments.variants import ExperimentConfig
+from rag_app.config import Settings
+from rag_app.core import ConfigError
+from rag_app.experiments import ExperimentConfig
 
 __all__ = ["check_variants", "variant_app", "variant_apps"]
 
@@ -56,7 +56,7 @@ def _check_rewrite(variant: str, settings: Settings) -> None:
     if why:
         raise ConfigError(f"{settings.experiments_file}: variants.{variant}: query_rewrite {why} "
                           "(or drop the rewrite lever from the variant)")
-    from rag_app.query.stages import check_rewrite_prompt
+    from rag_app.query import check_rewrite_prompt
 
     check_rewrite_prompt(settings.query_rewrite_prompt_version)
 
@@ -64,7 +64,7 @@ def _check_rewrite(variant: str, settings: Settings) -> None:
 def _check_adapter(variant: str, setting: str, settings: Settings) -> None:
     """What start-up checks of RAG_QUERY_ADAPTER, for a variant's own adapter (a gray release of a newly
     trained one): a file that is there, an adapter, over this rescore embedder."""
-    from rag_app.query.adapter import adapter_path, refusal
+    from rag_app.query import adapter_path, refusal
 
     levers = settings.retrieval_levers.replace(" ", "").split("+")
     if setting not in ("auto", "none", "latest") and not Path(setting).is_file():

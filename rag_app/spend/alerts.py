@@ -15,12 +15,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from rag_app.core.money import usd_json
-from rag_app.core.clock import stamp
+from rag_app.core import usd_json
+from rag_app.core import stamp
 from rag_app.spend.budgets import Budget, Limits, _left, _money, period_bounds
 from rag_app.spend.webhook import Webhook
 from tracing.ledger import Ledger
-from tracing.ledger.budgets import BudgetTx
+from tracing.ledger import BudgetTx
 
 DIGEST = "digest"  # the budget_events kind of a digest
 DIGEST_TOP = 10  # the keys, users or variants a "*" budget's digest names: the biggest spenders

@@ -29,10 +29,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rag_app.core.money import usd_json
-from rag_app.core.ports import Pricer
-from rag_app.core.usage import StageUsage
-from rag_app.query.scope import Scope
+from rag_app.core import usd_json
+from rag_app.core import Pricer
+from rag_app.core import StageUsage
+from rag_app.query import Scope
 
 CACHE_INDEX = "answer_cache"
 

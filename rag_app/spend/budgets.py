@@ -45,14 +45,14 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from rag_app.core.clock import stamp
-from rag_app.core.errors import ConfigError
-from rag_app.core.money import usd_json
+from rag_app.core import stamp
+from rag_app.core import ConfigError
+from rag_app.core import usd_json
 from rag_app.spend.webhook import Webhook
 from tracing.pricing import FxTable
 from tracing.ledger import Ledger, LedgerUnavailable, is_transient
 from rag_app.spend.estimate import QuestionEstimate, question_estimate
-from tracing.ledger.budgets import DIMS, EVALUATION, BudgetTx
+from tracing.ledger import DIMS, EVALUATION, BudgetTx
 
 log = logging.getLogger(__name__)
 NANO = Decimal(10**9)
@@ -215,8 +215,8 @@ def evaluation_admission(gate: "BudgetGate", settings: Any, prices: Any) -> Call
     when no budget is on evaluation: every sampled answer is graded."""
     if not any(b.dim == EVALUATION for b in gate.budgets):
         return None
-    from rag_app.core.usage import judge_run_id
-    from rag_app.query.answer import format_context
+    from rag_app.core import judge_run_id
+    from rag_app.query import format_context
     from rag_app.spend.estimate import grading_estimate
 
     def admit(job: Any) -> bool:
@@ -227,7 +227,7 @@ def evaluation_admission(gate: "BudgetGate", settings: Any, prices: Any) -> Call
 
 def unpriced_assumption(settings: Any) -> int | None:
     """RAG_BUDGET_UNPRICED_ASSUME_USD in nano-dollars (checked positive by the settings), or None."""
-    from rag_app.core.money import positive_usd, to_nano
+    from rag_app.core import positive_usd, to_nano
 
     return to_nano(positive_usd(settings.budget_unpriced_assume_usd))
 

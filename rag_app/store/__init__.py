@@ -31,14 +31,30 @@ collection names, points are `StoredPoint`s, results are `Hit(payload, score)`):
 Errors: StoreError (and its ModelMismatch, StoreInUse — another process holds the embedded store,
 OutdatedStore — a store an earlier version built, with the command that rebuilds it).
 The contract every backend keeps is tests/contract/store_contract.py.
+
+Modules: `base` (the interface and the values that cross it), `edge` and `client` (the two backends),
+`_shapes` (the filter and point shapes both Qdrant APIs share), `lock` (one process owns an embedded
+store) and `space` (free space checked before a write).
 """
 from __future__ import annotations
 
 from rag_app.store.base import (DENSE, INDEXED_FIELDS, SPARSE, CollectionInfo, Fusion, Hit, SparseVector,
                                 StoredPoint, VectorStore, Where, check_model, check_name, check_tokenizer, matches)
 
-__all__ = ["DENSE", "SPARSE", "INDEXED_FIELDS", "CollectionInfo", "Fusion", "Hit", "SparseVector", "StoredPoint",
-           "VectorStore", "Where", "check_model", "check_name", "check_tokenizer", "matches", "open_store"]
+from typing import TYPE_CHECKING
+
+from rag_app.core import lazy_face
+
+if TYPE_CHECKING:
+    from rag_app.store.space import DiskFull, MIN_START_BYTES, free_bytes, require_free, write_need
+
+
+if not TYPE_CHECKING:  # rag_app/core/face.py
+    __getattr__, __dir__ = lazy_face(__name__)
+
+__all__ = ["DENSE", "INDEXED_FIELDS", "MIN_START_BYTES", "SPARSE", "CollectionInfo", "DiskFull", "Fusion",
+           "Hit", "SparseVector", "StoredPoint", "VectorStore", "Where", "check_model", "check_name",
+           "check_tokenizer", "free_bytes", "matches", "open_store", "require_free", "write_need"]
 
 
 def open_store(settings) -> VectorStore:

@@ -7,8 +7,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from rag_app.core.errors import ModelMismatch, StoreError
-from rag_app.core.types import Chunk
+from rag_app.core import ModelMismatch, StoreError
+from rag_app.core import Chunk
 
 DENSE, SPARSE = "dense", "bm25"
 # Payload fields that citation lookups, document replacement and scopes filter on: both backends index them.

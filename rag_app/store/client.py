@@ -10,7 +10,7 @@ from typing import Any
 
 from qdrant_client import QdrantClient, models
 
-from rag_app.core.errors import StoreError, StoreInUse
+from rag_app.core import StoreError, StoreInUse
 from rag_app.store.base import (DENSE, DOCUMENT_FIELDS, INDEXED_FIELDS, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit, SparseVector,
                                 StoreChecks, StoredPoint, Where, check_name)
 from rag_app.store._shapes import payload, stale_of, vectors_of, where_filter

@@ -22,7 +22,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from rag_app.core.errors import OutdatedStore, StoreError
+from rag_app.core import OutdatedStore, StoreError
 from rag_app.store.base import (DENSE, DOCUMENT_FIELDS, INDEXED_FIELDS, REBUILD, SPARSE, CollectionInfo, DerivedIndexes, Fusion, Hit,
                                 SparseVector, StoreChecks, StoredPoint, Where, check_name)
 from rag_app.store.lock import ProcessLock

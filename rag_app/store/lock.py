@@ -7,7 +7,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from rag_app.core.errors import StoreInUse
+from rag_app.core import StoreInUse
 
 
 class ProcessLock:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rag_app.core.errors import RagError
+from rag_app.core import RagError
 
 MiB = 2**20
 WAL_SEGMENT_BYTES = 32 * MiB  # the engine's WAL segment (wal/open-N), mapped whole

@@ -32,7 +32,7 @@ def same_document_refs(text: str, own: tuple[str, ...] = ()) -> list[str]:
 
 
 if TYPE_CHECKING:
-    from rag_app.core.types import Chunk, ScoredChunk
+    from rag_app.core import Chunk, ScoredChunk
 
 
 class _ChunkHit(Protocol):
@@ -51,7 +51,7 @@ def attach_linked(store: ArticleFinder, collection: str, contexts: Sequence[Scor
                   max_links: int) -> list[ScoredChunk]:
     """The articles the top passages cite inside their own law, appended after them (at most
     `max_links`, none already present), each marked with the chunk that linked it."""
-    from rag_app.core.types import ScoredChunk
+    from rag_app.core import ScoredChunk
 
     if max_links <= 0:
         return list(contexts)

@@ -20,7 +20,7 @@ from rag_app.experiments.comparison import compare_live
 from rag_app.experiments.variants import Experiment
 from rag_app.config.ledger_location import as_target
 from tests.conftest import index_company_law, make_settings
-from tests.unit.test_ledger_schema import (
+from tests.unit.tracing.ledger.test_ledger_schema import (
     EXPECTED_QUERIES,
     EXPECTED_REPRICINGS,
     EXPECTED_SHADOW_PAIRS,

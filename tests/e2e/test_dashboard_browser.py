@@ -449,7 +449,7 @@ def experiments(tmp_path_factory):
     """Two days of traffic, hour by hour, through the real writer: `topn`, a split ramped from 10% to 50% after
     six hours (a move in the ledger), its treatment a third cheaper and as grounded; `shadow`, a shadow
     experiment whose treatment runs beside every answer."""
-    from tests.unit.test_timeline import write_experiment
+    from tests.unit.experiments.test_timeline import write_experiment
 
     root = tmp_path_factory.mktemp("experiments")
     settings = make_settings(root, answer_cache_size=0, experiments_file=root / "exp.json")

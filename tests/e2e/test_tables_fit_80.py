@@ -32,7 +32,7 @@ def rag(args: list[str], env: dict) -> str:
 def printed(tmp_path_factory) -> dict[str, str]:
     """What each command prints, on a ledger with an LLM answer from a long-named model, an extractive one,
     a split experiment whose treatment has a long name, a key and a budget with long names."""
-    from tests.unit.test_timeline import write_experiment
+    from tests.unit.experiments.test_timeline import write_experiment
 
     root = tmp_path_factory.mktemp("tables")
     (root / "exp.json").write_text(json.dumps({"variants": {VARIANT: {"top_n": 3}}, "experiments": {

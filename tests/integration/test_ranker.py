@@ -88,7 +88,7 @@ def test_the_ranker_waits_for_a_busy_embedder_at_most_rag_rescore_wait_s_then_bm
     if not ranker_path("latest", app.settings.data_dir):  # run alone: train the artefact the lever reads
         train(app, app.qa_path, app.corpus_path, split=None, pseudo=50, pool_depth=20)
     config = app.query_config().with_(rescore_wait_s=0.2)
-    with levers._embed_lock:  # another question is embedding; the lock stays held, so only a bounded wait returns
+    with levers.embed_lock:  # another question is embedding; the lock stays held, so only a bounded wait returns
         found, usage = stages.retrieve("只有一个股东的公司叫什么？", None, store=app.store, info=app.collection,
                                        config=config, rescorer=app.rescorer)
     assert usage.error and "busy for 0.2 s (RAG_RESCORE_WAIT_S)" in usage.error

@@ -30,24 +30,18 @@ from tracing.ledger.repository import SERVICE_BOUNDS, Ledger, LedgerUnavailable
 from tracing.ledger.rows import queries_row, stage_row
 from tracing.ledger.writer import LedgerWriter
 
-__all__ = [
-           "BY_DIMS",
-           "MIGRATIONS",
-           "SERVICE_BOUNDS",
-           "Bounds",
-           "Ledger",
-           "LedgerUnavailable",
-           "LedgerReplyStats",
-           "LedgerWriter",
-           "Report",
-           "is_transient",
-           "migrate",
-           "pending",
-           "percentile",
-           "queries_row",
-           "query_row",
-           "stage_json",
-           "stage_row",
-           "url_for_path",
-           "usage_json",
-]
+from typing import TYPE_CHECKING
+
+from rag_app.core import lazy_face
+
+if TYPE_CHECKING:
+    from tracing.ledger.budgets import BudgetTx, DIMS, EVALUATION
+
+
+if not TYPE_CHECKING:  # rag_app/core/face.py
+    __getattr__, __dir__ = lazy_face(__name__)
+
+__all__ = ["BY_DIMS", "DIMS", "EVALUATION", "MIGRATIONS", "SERVICE_BOUNDS", "Bounds", "BudgetTx", "Ledger",
+           "LedgerReplyStats", "LedgerUnavailable", "LedgerWriter", "Report", "is_transient", "migrate",
+           "pending", "percentile", "queries_row", "query_row", "stage_json", "stage_row", "url_for_path",
+           "usage_json"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, case, exists, false, func, insert, literal, or_, select, true, update
 
-from rag_app.core.usage import JUDGE_KIND, judge_run_id
+from rag_app.core import JUDGE_KIND, judge_run_id
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import budget_events, budget_reservations, queries, query_totals, stage_calls
 

@@ -28,7 +28,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.pool import NullPool, QueuePool, StaticPool
 
-from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target, redact
+from rag_app.config import LedgerTarget, LedgerURLError, as_target, redact
 
 # SQLite result codes that mean "the ledger cannot take writes right now", not "this row is bad".
 TRANSIENT = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_READONLY", "SQLITE_IOERR",

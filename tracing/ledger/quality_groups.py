@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, case, func, literal_column, select
 from sqlalchemy.sql import ColumnElement
 
-from rag_app.core.money import usd_json
+from rag_app.core import usd_json
 from tracing.ledger.rollups import number
 from tracing.ledger.schema import (
     GROUNDED_SQL,

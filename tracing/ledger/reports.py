@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import Connection, case, cast, func, literal, select, tuple_
 from sqlalchemy.sql import ColumnElement, Select
 
-from rag_app.core.money import usd_json
-from rag_app.core.usage import JUDGE_KIND, StageUsage, judge_run_id
+from rag_app.core import usd_json
+from rag_app.core import JUDGE_KIND, StageUsage, judge_run_id
 from tracing.ledger import quality_groups, views
 from tracing.ledger.rollups import number
 from tracing.ledger.rows import stage_row

@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, cast, distinct, func, insert, select
 from sqlalchemy.sql import ColumnElement
 
-from rag_app.core.errors import RagError
-from rag_app.core.usage import JUDGE_KIND, judge_run_id
-from rag_app.config.ledger_location import LedgerTarget, LedgerURLError, as_target
+from rag_app.core import RagError
+from rag_app.core import JUDGE_KIND, judge_run_id
+from rag_app.config import LedgerTarget, LedgerURLError, as_target
 from tracing.ledger import budgets, keys, quality_groups, reports, review, rollups, series, views
 from tracing.ledger.engine import (
     Bounds,
@@ -250,7 +250,7 @@ class Ledger:
                              .where(r.c.query_id == run_id)).mappings().first()
         if not grades and run is None:
             return None
-        from rag_app.core.money import usd_json
+        from rag_app.core import usd_json
 
         out: dict = {"faithfulness": None, "relevance": None, "judge_score": None, "reason": None, "model": None,
                      "prompt_version": None, "recorded_at": None}
@@ -272,7 +272,7 @@ class Ledger:
         cost (the per-query columns of `rag report`, every stage the ledger's rows name). `user`: only that
         user's (a member key); `user_id`, `key`: an admin's filters; `quality`: the list's quality filters
         (quality_groups.query_filters: marked_wrong, unsupported, refusal, invalid_citations, grounded_below)."""
-        from rag_app.core.money import usd_json
+        from rag_app.core import usd_json
 
         t = query_totals
         where: list[ColumnElement] = []
@@ -362,7 +362,7 @@ class Ledger:
             losses = dict(db.execute(select(ledger_losses.c.kind, func.sum(ledger_losses.c.rows))
                                      .group_by(ledger_losses.c.kind)).all())
             stale, backlog, refolding = rollups.stale(db), rollups.dirty_count(db), rollups.refold_pending(db)
-        from rag_app.core.money import usd_json
+        from rag_app.core import usd_json
 
         return {"orphan_stage_rows": int(number(o[0])), "orphan_queries": o[1],
                 "orphan_cost_usd": usd_json(number(o[2]) or 0), "unknown_attempts": u[0],

@@ -2,7 +2,7 @@
 one `queries` row (`queries_row`) that the tracer, an answer-cache hit and a start-up's load time all write.
 
 Every field of a usage lands in a column (`COLUMN_OF`) or is an input of its price (`PRICING_INPUTS`,
-whose result lands in the cost columns); tests/unit/test_row_mapper.py holds the mapper to that. The
+whose result lands in the cost columns); tests/unit/tracing/pricing/test_row_mapper.py holds the mapper to that. The
 tracer writes these rows, and the front doors show `stage_json(stage_row(usage))` for an answer they
 hold in memory: the same function for both, so the two cannot disagree.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import time
 
-from rag_app.core.usage import Price, StageUsage
-from rag_app.core.clock import utcnow
+from rag_app.core import Price, StageUsage
+from rag_app.core import utcnow
 
 # usage field -> stage_calls column
 COLUMN_OF = {

@@ -56,8 +56,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from rag_app.config.ledger_location import LedgerTarget, as_target
-from rag_app.core.clock import utcnow
+from rag_app.config import LedgerTarget, as_target
+from rag_app.core import utcnow
 from tracing.ledger import loss_record, rollups, spill
 from tracing.ledger.engine import (
     Bounds,

@@ -29,11 +29,11 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from rag_app.core.clock import utcnow
-from rag_app.models.attempts import REPORTED_BY_STAGE, AttemptRecorder
-from rag_app.models.llm_usage import classify_error
-from rag_app.core.ports import Pricer
-from rag_app.core.usage import GRADES_QUERY, USAGE_EVENT, StageUsage
+from rag_app.core import utcnow
+from rag_app.models import REPORTED_BY_STAGE, AttemptRecorder
+from rag_app.models import classify_error
+from rag_app.core import Pricer
+from rag_app.core import GRADES_QUERY, USAGE_EVENT, StageUsage
 from tracing.ledger import LedgerWriter
 from tracing.ledger import queries_row, stage_row
 

@@ -39,8 +39,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, TraceFlags
 
-from rag_app.config.settings import normalise_endpoint  # noqa: F401  (re-exported for callers of this module)
-from rag_app.config.url_redaction import credentials_apart, scrub_urls, shown_url
+from rag_app.config import normalise_endpoint  # noqa: F401  (re-exported for callers of this module)
+from rag_app.config import credentials_apart, scrub_urls, shown_url
 from tracing.observe.otel_attributes import attempt_attrs, generate_call_attrs, query_attrs, span_status, span_times, stage_attrs
 
 log = logging.getLogger(__name__)

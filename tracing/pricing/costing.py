@@ -20,8 +20,8 @@ import logging
 import threading
 from decimal import Decimal
 
-from rag_app.core.money import decimal_text, to_nano
-from rag_app.core.usage import Price, StageUsage
+from rag_app.core import decimal_text, to_nano
+from rag_app.core import Price, StageUsage
 from tracing.pricing.table import PriceTable, Quote, endpoint_of, rate_quote
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 
 from tracing.pricing.rules import as_utc
 from tracing.pricing.table import PriceTable, Quote, bare_model
-from rag_app.models.llm_usage import explicit_cache_of
+from rag_app.models import explicit_cache_of
 
 TABLE_PRICED = ("genai-prices", "bundled", "override", "unpriced")
 

@@ -52,7 +52,7 @@ from importlib.metadata import version as pkg_version
 from pathlib import Path
 
 from tracing.pricing.fx import USD, FxTable
-from rag_app.core.money import to_nano
+from rag_app.core import to_nano
 from tracing.pricing.rules import HolidayCalendar, PeakRule, as_utc, bundled_calendars, parse_instant
 
 log = logging.getLogger(__name__)
@@ -316,7 +316,7 @@ class PriceTable:
         default = provider_for_url(base_url)
         if not overrides_path:
             return cls(default_provider=default, clock=clock)
-        from rag_app.core.errors import ConfigError
+        from rag_app.core import ConfigError
         try:
             raw = Path(overrides_path).read_bytes()
         except OSError as e:

@@ -6,7 +6,8 @@ RAG_RETRIEVAL_LEVERS can turn it on.
 One module per lever (prf, expand, colloquial, rewrite, wide, rescore, law, charge, named, ranker), each a
 `Lever` of _contract.py: in, terms or a ranking; out, more terms, more candidates or a new ranking,
 and the label the retrieve row shows. _search.py runs them for one `SearchRequest`; _registry.py finds
-them, so adding a lever is adding one module; a lever's settings are fields of rag_app/query/knobs.py,
+them, _terms.py turns a question into weighted terms and a sparse vector, _embedder.py holds the rescore
+embedder's lock and a question's vector in its space, so adding a lever is adding one module; a lever's settings are fields of rag_app/query/knobs.py,
 read as `req.params.<name>`.
 
 Others import from here: `search_with_usage`, `SearchRequest`, `levers_for`,
@@ -24,20 +25,31 @@ from rag_app.query.levers._contract import SearchRequest, with_rewrite
 from rag_app.query.knobs import QueryKnobs
 from rag_app.query.levers._registry import unit, units
 from rag_app.query.levers._search import search, search_with_usage
-from rag_app.query.levers._terms import _query_terms, _to_vector
+from rag_app.query.levers._terms import query_terms, to_vector
 from rag_app.query.levers.expand import corpus_definitions, expansion_terms, mine_definitions
 from rag_app.query.levers.law import law_prior
 from rag_app.query.levers.prf import prf_terms
-from rag_app.query.levers._embedder import Bounded, RescoreBusy, _embed_lock
+from rag_app.query.levers._embedder import Bounded, RescoreBusy, embed_lock
 from rag_app.query.levers.rescore import dense_order, linear_fuse, rescore_text
 from rag_app.query.levers.wide import wide_candidates, wide_matrix
 from rag_app.store import CollectionInfo
 
-__all__ = ["AUTO_LEVERS", "LEVERS", "MODES", "Bounded", "RescoreBusy", "SearchRequest", "_embed_lock",
-           "_query_terms", "_to_vector", "acting_levers", "corpus_definitions", "dense_order", "expansion_terms",
+from typing import TYPE_CHECKING
+
+from rag_app.core import lazy_face
+
+if TYPE_CHECKING:
+    from rag_app.query.levers.wide import DenseView
+
+
+if not TYPE_CHECKING:  # rag_app/core/face.py
+    __getattr__, __dir__ = lazy_face(__name__)
+
+__all__ = ["AUTO_LEVERS", "LEVERS", "MODES", "Bounded", "DenseView", "RescoreBusy", "SearchRequest",
+           "acting_levers", "corpus_definitions", "dense_order", "embed_lock", "expansion_terms",
            "law_prior", "lever_label", "levers_for", "levers_refusal", "linear_fuse", "mine_definitions",
-           "parse_retriever", "prf_terms", "rescore_embeddings", "rescore_text", "search", "search_with_usage",
-           "wide_candidates", "wide_matrix", "with_rewrite"]
+           "parse_retriever", "prf_terms", "query_terms", "rescore_embeddings", "rescore_text", "search",
+           "search_with_usage", "to_vector", "wide_candidates", "wide_matrix", "with_rewrite"]
 
 log = logging.getLogger(__name__)
 LEVERS: tuple[str, ...] = tuple(u.name for u in units())
@@ -81,9 +93,9 @@ def rescore_embeddings(model: str, cache_path: str | Path, required: bool = Fals
     """The rescore leg's embedder over the cache at `cache_path` (its model loaded once per process),
     never a silent fallback model: when it cannot load, None (the lever is left out and a warning says
     why) or, when `required` (evaluation), the error."""
-    from rag_app.core.errors import ModelLoadError
-    from rag_app.models.embedding import LocalEmbeddings, load_encoder
-    from rag_app.models.embedding_cache import EmbeddingCache
+    from rag_app.core import ModelLoadError
+    from rag_app.models import LocalEmbeddings, load_encoder
+    from rag_app.models import EmbeddingCache
 
     key = (model, str(cache_path))
     with _rescorers_lock:

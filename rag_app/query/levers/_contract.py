@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rag_app.core.ports import Embedder
-from rag_app.core.usage import EmbedUsage
+from rag_app.core import Embedder
+from rag_app.core import EmbedUsage
 from rag_app.query.knobs import QueryKnobs
 from rag_app.query.levers._embedder import QuestionVector
 from rag_app.query.levers._terms import Terms

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from rag_app.core.ports import Embedder
-from rag_app.core.usage import EmbedUsage
+from rag_app.core import Embedder
+from rag_app.core import EmbedUsage
 
 
 class RescoreBusy(RuntimeError):
@@ -22,7 +22,7 @@ class RescoreBusy(RuntimeError):
 # concurrent asks usually share candidates, so the next one finds them in the cache. A question that
 # would wait longer than `wait_s` (rag serve under load) gets RescoreBusy and is answered from BM25
 # alone: 8 concurrent clients on 2 busy cores otherwise waited ~40 s each behind a cold batch.
-_embed_lock = threading.Lock()
+embed_lock = threading.Lock()
 
 
 @contextmanager
@@ -30,12 +30,12 @@ def _embedder(wait_s: float | None, since: float | None = None) -> Iterator[None
     """The rescore embedder, held; RescoreBusy once `wait_s` passes (None: wait as long as it takes),
     counted from `since` (time.monotonic(); default now)."""
     left = None if wait_s is None else max(0.0, wait_s - (time.monotonic() - since if since is not None else 0.0))
-    if not _embed_lock.acquire(timeout=-1 if left is None else left):
+    if not embed_lock.acquire(timeout=-1 if left is None else left):
         raise RescoreBusy(f"rescore skipped: its embedder was busy for {wait_s:g} s (RAG_RESCORE_WAIT_S)")
     try:
         yield
     finally:
-        _embed_lock.release()
+        embed_lock.release()
 
 
 def question_vector(question: str, embeddings: Embedder, wait_s: float | None,

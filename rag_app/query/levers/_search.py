@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rag_app.core.types import ScoredChunk
-from rag_app.core.usage import EmbedUsage
+from rag_app.core import ScoredChunk
+from rag_app.core import EmbedUsage
 from rag_app.query.levers._contract import Candidates, Ordered, Ranking, SearchRequest
 from rag_app.query.levers._registry import of_stage
-from rag_app.query.levers._terms import _query_terms, _to_vector
+from rag_app.query.levers._terms import query_terms, to_vector
 from rag_app.query.retrieval import legs_for, ranked_chunks, retrieve, rrf_fuse
 from rag_app.store import Hit
 
@@ -47,15 +47,15 @@ def _legs(req: SearchRequest, c: Candidates) -> Candidates:
 def _bm25(req: SearchRequest) -> list[Hit]:
     """The BM25 leg: the user's words and what the term levers add; searched again with the feedback
     levers' terms when they are on and the first search found something."""
-    terms = _query_terms(req.question)
+    terms = query_terms(req.question)
     for lever in of_stage(req.levers, "terms"):
         terms = {**terms, **lever.more_terms(req, terms, ())}
-    hits = req.store.search_sparse(req.info.name, *_to_vector(terms), req.depth, req.where)
+    hits = req.store.search_sparse(req.info.name, *to_vector(terms), req.depth, req.where)
     feedback = of_stage(req.levers, "feedback")
     if feedback and hits:
         for lever in feedback:
             terms = {**terms, **lever.more_terms(req, terms, hits)}
-        hits = req.store.search_sparse(req.info.name, *_to_vector(terms), req.depth, req.where)
+        hits = req.store.search_sparse(req.info.name, *to_vector(terms), req.depth, req.where)
     return hits
 
 def _fused(req: SearchRequest, c: Candidates) -> Ordered:

@@ -8,7 +8,7 @@ from rag_app.text import sparse
 Terms = dict[str, float]  # BM25 token -> weight in the query
 
 
-def _query_terms(question: str) -> Terms:
+def query_terms(question: str) -> Terms:
     return dict.fromkeys(_question_tokens(question), 1.0)
 
 
@@ -18,7 +18,7 @@ def _question_tokens(question: str) -> tuple[str, ...]:
     return tuple(sparse.tokenize(sparse.normalize_query(question)))
 
 
-def _to_vector(terms: Terms) -> tuple[list[int], list[float]]:
+def to_vector(terms: Terms) -> tuple[list[int], list[float]]:
     merged: dict[int, float] = {}
     for tok, w in terms.items():
         idx = sparse.token_index(tok)

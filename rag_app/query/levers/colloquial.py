@@ -7,14 +7,14 @@ from collections.abc import Sequence
 
 from rag_app.query import colloquial
 from rag_app.query.levers._contract import Lever, SearchRequest
-from rag_app.query.levers._terms import Terms, _query_terms
+from rag_app.query.levers._terms import Terms, query_terms
 from rag_app.store import Hit
 
 
 # after expand: it leaves out what the query (with expand's terms) already has
 class Colloquial(Lever, name="colloquial", stage="terms", order=20):
     def acts(self, question: str) -> bool:
-        return bool(colloquial.expansion_terms(question, _query_terms(question), 1.0))
+        return bool(colloquial.expansion_terms(question, query_terms(question), 1.0))
 
     def more_terms(self, req: SearchRequest, terms: Terms, feedback: Sequence[Hit]) -> Terms:
         return colloquial.expansion_terms(req.question, terms, req.params.colloquial_weight)

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from rag_app.core.ports import Embedder
-from rag_app.core.types import Chunk
-from rag_app.core.usage import EmbedUsage
+from rag_app.core import Embedder
+from rag_app.core import Chunk
+from rag_app.core import EmbedUsage
 from rag_app.query.knobs import QueryKnobs
 from rag_app.query.levers._contract import Candidates, Lever, Ordered, Payload, SearchRequest
 from rag_app.query.levers._embedder import QuestionVector, _embedder

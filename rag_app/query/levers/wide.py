@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rag_app.core.ports import Embedder
+from rag_app.core import Embedder
 from rag_app.query.levers._contract import Candidates, Lever, Payload, SearchRequest
-from rag_app.query.levers._embedder import QuestionVector, _embed_lock, question_vector
+from rag_app.query.levers._embedder import QuestionVector, embed_lock, question_vector
 from rag_app.query.levers.rescore import Rescore, dense_texts
 from rag_app.store import VectorStore
 
@@ -76,7 +76,7 @@ def wide_matrix(store: VectorStore, name: str, embeddings: Embedder, embed_missi
         pieces = [dense_texts(p, unit) for p in payloads]
         texts = list(dict.fromkeys(t for piece in pieces for t in piece))
         if embed_missing:
-            with _embed_lock:
+            with embed_lock:
                 found = dict(zip(texts, embeddings.embed_array_with_stats(texts)[0]))
         else:
             found, _ = embeddings.cached_with_stats(texts)

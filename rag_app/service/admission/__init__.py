@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from rag_app.access.rate import RateLimiter
+from rag_app.access import RateLimiter
 from rag_app.service.admission.budget import AdmitBudget, key_budget
 from rag_app.service.admission.cache import ServeFromCache
 from rag_app.service.admission.context import Admission, QueryRequest, QueryResult, Router, Step
@@ -21,8 +21,8 @@ from rag_app.service.admission.models import CheckModels
 from rag_app.service.admission.rate import TakeRateSlot
 from rag_app.service.admission.run import Run
 from rag_app.service.admission.settle import Settle, llm_tokens
-from rag_app.spend.answer_cache import AnswerCache
-from rag_app.spend.budgets import BudgetGate
+from rag_app.spend import AnswerCache
+from rag_app.spend import BudgetGate
 
 __all__ = ["Admission", "AdmitBudget", "CheckModels", "QueryRequest", "QueryResult", "Router", "Run",
            "ServeFromCache", "Settle", "Step", "TakeRateSlot", "key_budget", "llm_tokens", "steps", "walk"]

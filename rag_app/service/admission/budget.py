@@ -9,9 +9,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import ClassVar
 
-from rag_app.access.keys import Principal
+from rag_app.access import Principal
 from rag_app.service.admission.context import Admission
-from rag_app.spend.budgets import NANO, Budget, BudgetGate
+from rag_app.spend import NANO, Budget, BudgetGate
 
 
 def key_budget(p: Principal) -> tuple[Budget, ...]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
-from rag_app.core.clock import utcnow
+from rag_app.core import utcnow
 from rag_app.service.admission.context import Admission, QueryResult
-from rag_app.spend.answer_cache import AnswerCache, hit_payload
+from rag_app.spend import AnswerCache, hit_payload
 from tracing.ledger import queries_row
 
 

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
-from rag_app.access.keys import OPEN, Principal
-from rag_app.access.rate import Ticket
-from rag_app.core.types import Answer
-from rag_app.query.scope import Scope
+from rag_app.access import OPEN, Principal
+from rag_app.access import Ticket
+from rag_app.core import Answer
+from rag_app.query import Scope
 from rag_app.service.pool import Route
-from rag_app.spend.answer_cache import Saving
-from rag_app.spend.estimate import QuestionEstimate
+from rag_app.spend import Saving
+from rag_app.spend import QuestionEstimate
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rag_app.access.rights import check_models
+from rag_app.access import check_models
 from rag_app.service.admission.context import Admission
 
 

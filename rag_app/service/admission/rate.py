@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rag_app.access.rate import RateLimiter
+from rag_app.access import RateLimiter
 from rag_app.service.admission.context import Admission
 
 

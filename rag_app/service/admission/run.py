@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from rag_app.present.presenter import answer_payload
+from rag_app.present import answer_payload
 from rag_app.service.admission.context import Admission, QueryResult
 from tracing.ledger import usage_json
 

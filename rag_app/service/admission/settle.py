@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from rag_app.access.rate import RateLimiter
-from rag_app.core.usage import StageUsage, totals
-from rag_app.query.stages import REWRITE_STAGE
+from rag_app.access import RateLimiter
+from rag_app.core import StageUsage, totals
+from rag_app.query import REWRITE_STAGE
 from rag_app.service.admission.context import Admission
-from rag_app.spend.answer_cache import AnswerCache, Cached, live_usage
+from rag_app.spend import AnswerCache, Cached, live_usage
 
 LLM_STAGES = ("generate", REWRITE_STAGE)
 

@@ -9,16 +9,16 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rag_app.access.keys import Principal, token_key_id
-from rag_app.access.rights import collection_for, scope_for, user_for
-from rag_app.core.errors import StoreError
-from rag_app.store.base import check_name
+from rag_app.access import Principal, token_key_id
+from rag_app.access import collection_for, scope_for, user_for
+from rag_app.core import StoreError
+from rag_app.store import check_name
 from rag_app.service.deps import Authed, Caller, ServiceState, Svc
 from rag_app.service.inputs import AskScope
 from rag_app.service.openai_compat import ChatRequest, ChunkStream, completion, models_payload, question_of, variant_for
 from rag_app.service.query_service import QueryRequest, QueryResult
 from rag_app.service.streaming import SSE_HEADERS, StreamedQuery, rest_of, sse
-from rag_app.text.edge_text import EdgeText
+from rag_app.text import EdgeText
 
 router = APIRouter(dependencies=Authed)
 
@@ -41,7 +41,7 @@ class AskRequest(BaseModel):
 
 
 def scope_of(req: AskScope | None):
-    from rag_app.query.scope import Scope
+    from rag_app.query import Scope
 
     try:
         return Scope(tuple(req.docs), tuple(req.laws)) or None if req else None

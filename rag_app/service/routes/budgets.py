@@ -5,10 +5,10 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi import APIRouter, Query
 
-from rag_app.access.keys import principal_of
+from rag_app.access import principal_of
 from rag_app.service.deps import Authed, Caller, Svc
 from rag_app.service.query_service import key_budget
-from rag_app.spend.budgets import budget_status, event_json
+from rag_app.spend import budget_status, event_json
 
 router = APIRouter(dependencies=Authed)
 

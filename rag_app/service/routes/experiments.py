@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Query
 
-from rag_app.access.rights import check_admin
+from rag_app.access import check_admin
 from rag_app.service.deps import Authed, Caller, Svc
 
 router = APIRouter(dependencies=Authed)
@@ -24,8 +24,8 @@ def experiment(name: str, svc: Svc, who: Caller,
     """The experiment as `rag experiment compare --json` prints it (one computation): at the rollout it is
     served at, with the ramp's moves and, where this server runs the ramp, its last look."""
     check_admin(who, "experiments")
-    from rag_app.core.errors import RagError
-    from rag_app.experiments.comparison import compare_served
+    from rag_app.core import RagError
+    from rag_app.experiments import compare_served
 
     exp = svc.pool.config.experiments.get(name)
     if exp is None:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from fastapi import APIRouter, File, Form, HTTPException, UploadFile
 
-from rag_app.access.keys import Principal, stamp
-from rag_app.access.rights import Forbidden, check_create, check_ingest, check_replace, check_writes
-from rag_app.core.errors import StoreError
-from rag_app.store.base import check_name
+from rag_app.access import Principal, stamp
+from rag_app.access import Forbidden, check_create, check_ingest, check_replace, check_writes
+from rag_app.core import StoreError
+from rag_app.store import check_name
 from rag_app.service.deps import Authed, Caller, ServiceState, Svc
 from rag_app.service.inputs import save_uploads, stored_name, upload_dir, upload_name
 

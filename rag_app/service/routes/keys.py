@@ -9,9 +9,9 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag_app.access import manage
-from rag_app.access.keys import KeySpec
-from rag_app.access.rights import check_admin
-from rag_app.core.errors import ConfigError
+from rag_app.access import KeySpec
+from rag_app.access import check_admin
+from rag_app.core import ConfigError
 from rag_app.service.deps import Authed, Caller, Svc
 
 router = APIRouter(dependencies=Authed)

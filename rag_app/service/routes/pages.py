@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse, Response
 
-from rag_app.access.keys import Unauthorized
+from rag_app.access import Unauthorized
 from rag_app.service.deps import Bearer, Svc, admin_ok, principal_of
 from rag_app.service.inputs import dashboard_headers
 

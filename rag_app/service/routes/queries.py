@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Query, Response
 
-from rag_app.access.keys import Principal
-from rag_app.access.rights import check_admin, seen_user, user_for
-from rag_app.core.money import usd_json
-from rag_app.quality.review import JUDGE_REVIEW_AT, REVIEW_AT
+from rag_app.access import Principal
+from rag_app.access import check_admin, seen_user, user_for
+from rag_app.core import usd_json
+from rag_app.quality import JUDGE_REVIEW_AT, REVIEW_AT
 from rag_app.service.deps import Authed, Caller, ServiceState, Svc
 from rag_app.service.inputs import FeedbackRequest, Timestamp
 from tracing.ledger import stage_json
@@ -53,7 +53,7 @@ def csv_response(rows: list[dict], total: int) -> Response:
     import csv
     import io
 
-    from rag_app.present.report_export import plain_row
+    from rag_app.present import plain_row
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else LIST_COLUMNS)  # the JSON's fields, in its order
@@ -114,7 +114,7 @@ def to_review(svc: Svc, who: Caller, grounded_below: float = Query(REVIEW_AT, ge
 def query_feedback(query_id: str, req: FeedbackRequest, svc: Svc, who: Caller):
     """A user's word on an answer (-1 wrong, 0 unsure, 1 right, a comment): kept in the ledger beside
     its cost and quality; the same user's second word replaces the first."""
-    from rag_app.core.clock import utcnow
+    from rag_app.core import utcnow
 
     own_query(svc, who, query_id)
     user = user_for(who, req.user_id) or ""

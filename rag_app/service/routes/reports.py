@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from fastapi import APIRouter, HTTPException, Query
 
-from rag_app.access.rights import check_admin
+from rag_app.access import check_admin
 from rag_app.service.deps import Authed, Caller, Svc
 from rag_app.service.routes.queries import MAX_INT
 from tracing.ledger import BY_DIMS

@@ -14,7 +14,7 @@ import pytest
 
 from rag_app.cli.help_text import shipped
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # What a help screen never needs: the query and ingest stacks, the ledger, the service, the settings models.
 HEAVY = {"torch", "numpy", "langchain", "langchain_core", "langsmith", "onnxruntime", "sqlalchemy", "pydantic",

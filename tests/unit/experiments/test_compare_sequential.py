@@ -9,7 +9,7 @@ import pytest
 
 from rag_app.experiments.comparison import compare_live
 from rag_app.experiments.variants import Experiment
-from tests.unit.test_comparison import seed_ledger
+from tests.unit.experiments.test_comparison import seed_ledger
 
 
 def moderate_drop(folder, n=200, file="l.sqlite"):
@@ -113,7 +113,7 @@ def test_cli_compare_shows_answer_quality_beside_cost_within_80_columns(tmp_path
     from typer.testing import CliRunner
 
     from rag_app.cli.main import app
-    from tests.unit.test_comparison import seed_feedback, seed_quality
+    from tests.unit.experiments.test_comparison import seed_feedback, seed_quality
 
     data = tmp_path / "data"
     data.mkdir()

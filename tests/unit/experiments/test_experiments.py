@@ -74,7 +74,7 @@ def test_config_validation(tmp_path):
         Experiment("e", "a", "b", 120, "s")
 
 
-CASES = json.loads((__import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "bucket_cases.json")
+CASES = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2] / "fixtures" / "bucket_cases.json")
                    .read_text(encoding="utf-8"))
 
 

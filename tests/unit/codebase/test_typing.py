@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import HEAVY_HANG_S
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.heavy  # about a minute of CPU (mypy --strict); `make test-heavy` and CI run it

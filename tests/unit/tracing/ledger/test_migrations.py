@@ -12,7 +12,7 @@ from tracing.ledger import Ledger, LedgerWriter, migrations
 from tracing.ledger.engine import make_engine
 from tracing.ledger.migrations import MIGRATIONS, add_column, migrate, pending
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 
 
 def columns(conn, table):

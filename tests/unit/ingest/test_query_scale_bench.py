@@ -15,7 +15,7 @@ from rag_app.ingest.rescore_pass import chunk_texts
 from rag_app.store import CollectionInfo, open_store
 from rag_app.core.types import Chunk
 
-LAW = Path(__file__).resolve().parents[1] / "fixtures" / "laws" / "社会法" / "劳动法(2018-12-29).md"
+LAW = Path(__file__).resolve().parents[2] / "fixtures" / "laws" / "社会法" / "劳动法(2018-12-29).md"
 
 
 def test_each_replica_is_cached_with_its_originals_vector(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from rag_app.config.settings import Settings
 from rag_app.core.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def env_names() -> set[str]:

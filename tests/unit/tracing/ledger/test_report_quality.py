@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.unit.test_report_rollups import raw, write_varied_ledger
+from tests.unit.tracing.ledger.test_report_rollups import raw, write_varied_ledger
 from tracing.ledger import Ledger, LedgerWriter
 
 QUALITY = ("scored", "groundedness", "invalid_citation_rate", "feedback_up", "feedback_down", "feedback_count")
@@ -117,7 +117,7 @@ def test_model_books_quality_to_the_generating_model(scored):
 
 
 def test_a_ledger_before_quality_reports_null_not_zero(tmp_path):
-    from tests.unit.test_migrations import load_fixture
+    from tests.unit.tracing.ledger.test_migrations import load_fixture
 
     path = tmp_path / "old.sqlite"
     load_fixture(path, "ledger_0.4.0.sql")
