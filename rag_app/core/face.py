@@ -31,7 +31,9 @@ def lazy_face(package: str) -> tuple[Callable[[str], Any], Callable[[], list[str
             module, original = exports[name]
         except KeyError:
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-        return getattr(importlib.import_module(module), original)
+        # sys.modules first: a function-level `from face import x` on a hot path costs a dict lookup, not
+        # import_module's checks (2.4 -> 1.4 µs a call; 0.7 µs past the face); the value is still read each time
+        return getattr(sys.modules.get(module) or importlib.import_module(module), original)
 
     def __dir__() -> list[str]:
         return sorted(set(vars(face)) | set(exports))

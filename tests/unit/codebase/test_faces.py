@@ -78,3 +78,20 @@ def test_a_face_docstring_names_every_module(face):
     held += [p.name for p in folder.iterdir() if (p / "__init__.py").exists()]
     unnamed = sorted(m for m in held if not re.search(rf"(?<![\w.]){re.escape(m)}(?!\w)", doc))
     assert not unnamed, f"{face.relative_to(REPO)}: its docstring does not name {unnamed}"
+
+
+def test_a_face_reads_each_name_from_its_module_every_time(monkeypatch):
+    """Never a copy: a test that patches the module is seen through the face as through a direct import."""
+    import rag_app.core
+    import rag_app.core.money
+
+    def patched(usd):
+        return 7
+
+    assert rag_app.core.to_nano is rag_app.core.money.to_nano  # read once through the face before the patch
+    monkeypatch.setattr(rag_app.core.money, "to_nano", patched)
+    from rag_app.core import to_nano
+
+    assert to_nano is patched
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        rag_app.core.no_such_name  # noqa: B018
