@@ -17,7 +17,7 @@ from rag_app.present.report_export import write_report
 from rag_app.service.pool import VariantPool
 from rag_app.service.query_service import QueryRequest, QueryService
 from rag_app.spend.budgets import BudgetGate, Limits, load_budgets
-from tests.conftest import LAWS, COMPANY_LAW, make_settings, wait_until
+from tests.conftest import index_company_law, make_settings, wait_until
 from tests.fakes.openai_server import FakeOpenAI, Held, Reply, Status
 from tracing.ledger import Ledger
 
@@ -33,11 +33,8 @@ def gpt4o_mini_nano(inp: int, out: int) -> int:
 
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory):
-    from rag_app.app import RagApp
-
     root = tmp_path_factory.mktemp("judge")
-    with RagApp(make_settings(root, retriever="bm25")) as app:
-        assert not app.ingest([LAWS / COMPANY_LAW]).errors
+    index_company_law(root, retriever="bm25")
     return root
 
 

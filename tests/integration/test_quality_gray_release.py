@@ -18,7 +18,7 @@ from rag_app.experiments.verdict import agrees
 from rag_app.service.pool import VariantPool
 from rag_app.service.query_service import QueryRequest, QueryService
 from rag_app.spend.budgets import BudgetGate, Limits, load_budgets
-from tests.conftest import COMPANY_LAW, LAWS, make_settings
+from tests.conftest import index_company_law, make_settings
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tracing.ledger import Ledger
 
@@ -31,11 +31,8 @@ ANSWERS = 160  # users; about half in each arm
 
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory):
-    from rag_app.app import RagApp
-
     root = tmp_path_factory.mktemp("gray")
-    with RagApp(make_settings(root, retriever="bm25")) as app:
-        assert not app.ingest([LAWS / COMPANY_LAW]).errors
+    index_company_law(root, retriever="bm25")
     return root
 
 
