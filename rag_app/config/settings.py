@@ -352,13 +352,18 @@ class Settings(BaseSettings, _Places, _Ledger, _Qdrant, _Embeddings, _Chunking, 
             raise ConfigError(f"RAG_RETRIEVAL_LEVERS={self.retrieval_levers!r}: {why}")
 
     def _check_adapter(self) -> None:
+        why = self.adapter_refusal()
+        if why:
+            raise ConfigError(f"RAG_QUERY_ADAPTER: {why}")
+
+    def adapter_refusal(self) -> str | None:
+        """Why the query adapter cannot serve these levers and this rescore embedder (None: it can); a setting
+        that names no adapter is a ConfigError naming it."""
         from rag_app.query import adapter_path, refusal
 
         levers = self.named_levers()
-        path = adapter_path(self.query_adapter, self.data_dir, self.rescore_model, levers)  # a ConfigError names it
-        why = refusal(path, levers, self.rescore_model, "RAG_RESCORE_MODEL") if path else None
-        if why:
-            raise ConfigError(f"RAG_QUERY_ADAPTER: {why}")
+        path = adapter_path(self.query_adapter, self.data_dir, self.rescore_model, levers)
+        return refusal(path, levers, self.rescore_model, "RAG_RESCORE_MODEL") if path else None
 
     def _check_models(self) -> None:
         if self.judge_model is not None and not self.judge_model.strip():

@@ -36,7 +36,7 @@ def check_variants(settings: Settings, config: ExperimentConfig) -> None:
         if own.rewrites:
             _check_rewrite(name, own)
         if "query_adapter" in overrides:
-            _check_adapter(name, overrides["query_adapter"], own)
+            _check_adapter(name, own)
 
 
 def variant_app(base: RagApp, name: str | None, overrides: dict[str, Any], collection: str) -> RagApp:
@@ -61,18 +61,15 @@ def _check_rewrite(variant: str, settings: Settings) -> None:
     check_rewrite_prompt(settings.query_rewrite_prompt_version)
 
 
-def _check_adapter(variant: str, setting: str, settings: Settings) -> None:
+def _check_adapter(variant: str, settings: Settings) -> None:
     """What start-up checks of RAG_QUERY_ADAPTER, for a variant's own adapter (a gray release of a newly
     trained one): a file that is there, an adapter, over this rescore embedder."""
-    from rag_app.query import adapter_path, refusal
-
-    levers = settings.retrieval_levers.replace(" ", "").split("+")
+    setting = settings.query_adapter
     if setting not in ("auto", "none", "latest") and not Path(setting).is_file():
         why: str | None = "is not a file: use auto, none, latest or the .npz path `rag train-adapter` printed"
     else:
         try:
-            path = adapter_path(setting, settings.data_dir, settings.rescore_model, levers)
-            why = refusal(path, levers, settings.rescore_model, "RAG_RESCORE_MODEL") if path else None
+            why = settings.adapter_refusal()
         except ConfigError as e:
             why = str(e)
     if why:
